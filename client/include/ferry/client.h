@@ -1,0 +1,129 @@
+// libferry: the client side of ferry. A process attaches to the local ferryd,
+// allocates message buffers inside its shared segment (memory the daemon has
+// registered once), serves named services, opens endpoints to services on
+// this or another host, and submits one-way sends and calls whose responses
+// land in a buffer the caller supplied. Completions are polled in batches or
+// waited for on a file descriptor (epoll/asio friendly).
+//
+// Threading: a Client is owned by one thread at a time; use one Client per
+// thread for parallelism. Many processes share the daemon's connections.
+//
+// Lifetimes: a Buffer stays the caller's; after send/call/reply it must stay
+// untouched until that operation's OpDone completion. A delivered Message or
+// Request points into the rx arena and stays valid until release().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ferry/result.h"
+#include "ferry/status.h"
+
+namespace ferry {
+
+using EndpointId = std::uint32_t;
+using ServiceId = std::uint32_t;
+
+// A block of the client's tx arena. Empty (data == nullptr) when allocation failed.
+struct Buffer {
+  std::byte* data = nullptr;
+  std::uint32_t capacity = 0;
+  std::uint64_t offset = 0;  // segment offset; what travels in ring entries
+
+  explicit operator bool() const noexcept { return data != nullptr; }
+  std::span<std::byte> span() const noexcept { return {data, capacity}; }
+};
+
+enum class OpKind : std::uint8_t { Nop, Serve, Unserve, Open, Close, Send, Call, Reply, ReleaseRx };
+std::string_view to_string(OpKind op) noexcept;
+
+struct Completion {
+  enum class Kind : std::uint8_t {
+    OpDone,   // a submitted operation finished (status says how)
+    Message,  // a one-way message arrived for a service this client serves
+    Request,  // a call arrived for a service this client serves: reply(token)
+  };
+  Kind kind = Kind::OpDone;
+  Status status = Status::Ok;
+  OpKind op = OpKind::Nop;     // OpDone: which operation
+  std::uint64_t user_data = 0;  // OpDone: what the submitter passed
+  std::uint32_t handle = 0;     // OpDone: endpoint/service id; Message/Request: service id
+  std::uint32_t length = 0;     // Message/Request: payload bytes; Call OpDone: response bytes
+  const std::byte* data = nullptr;  // Message/Request: payload (rx arena), valid until release()
+  std::uint64_t token = 0;      // Request: pass to reply()
+  std::uint64_t source = 0;     // Message/Request: opaque sender id
+  std::uint64_t rx_offset = 0;  // Message/Request: rx block, for release()
+  std::uint32_t rx_capacity = 0;
+};
+std::string_view to_string(Completion::Kind kind) noexcept;
+
+struct AttachOptions {
+  std::string socket_path;  // empty: $FERRY_SOCKET, else /run/ferry/ferryd.sock
+  std::string name;         // shown by ferryctl clients
+  std::uint64_t tx_bytes = 0;  // 0: daemon default
+  std::uint64_t rx_bytes = 0;
+  std::uint32_t sq_entries = 0;
+  std::uint32_t cq_entries = 0;
+};
+
+// Default socket path: $FERRY_SOCKET or /run/ferry/ferryd.sock.
+std::string default_socket_path();
+
+class Client {
+ public:
+  // Connects, receives the segment and doorbells, maps and checks the ABI.
+  static Result<std::unique_ptr<Client>> attach(const AttachOptions& options = {});
+  ~Client();  // detaches; the daemon frees everything the client held
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // tx arena. alloc returns an empty Buffer when the arena or quota is full.
+  Buffer alloc(std::size_t bytes) noexcept;
+  Status free(Buffer buffer) noexcept;
+  std::size_t max_message_bytes() const noexcept;
+
+  // Control operations: submit and wait for their own completion (other
+  // completions that arrive meanwhile are kept for poll()).
+  Result<ServiceId> serve(std::string_view service, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  Status unserve(ServiceId service, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // target: "SERVICE" (this host) or "HOST[:PORT]/SERVICE".
+  Result<EndpointId> open(std::string_view target, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  Status close(EndpointId endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  // Datapath: Ok when submitted (exactly one OpDone follows), Busy when the
+  // submission ring is full (poll, then retry), BadRequest for arguments that
+  // are invalid on their face.
+  Status send(EndpointId endpoint, const Buffer& message, std::uint32_t length, std::uint64_t user_data) noexcept;
+  Status call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,
+              std::uint64_t user_data) noexcept;
+  Status reply(std::uint64_t token, const Buffer& response, std::uint32_t length, std::uint64_t user_data) noexcept;
+  // Hands a delivered Message/Request block back to the daemon.
+  void release(const Completion& delivery) noexcept;
+
+  // Non-blocking: copies up to out.size() completions; returns the count.
+  std::size_t poll(std::span<Completion> out) noexcept;
+  // Blocks up to timeout for at least one completion.
+  std::size_t wait(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
+  // Readable when completions may be ready or the daemon went away. Call
+  // poll() until it returns 0 before waiting on it again.
+  int event_fd() const noexcept;
+
+  // Ok while attached; DaemonGone once the daemon hung up (every in-flight
+  // operation then completes with DaemonGone).
+  Status state() const noexcept;
+  std::uint32_t client_id() const noexcept;
+  std::uint64_t daemon_epoch() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry

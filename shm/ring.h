@@ -1,0 +1,162 @@
+// Single-producer/single-consumer ring shared across a protection boundary
+// (client process <-> ferryd). The ring header lives in shared memory; each
+// side keeps its own authoritative copy of the index it owns and treats the
+// other side's index as untrusted input (clamped, never used unmasked).
+//
+// Memory ordering: the producer writes entries, then publishes `head` with a
+// release store; the consumer reads `head` with acquire, copies entries out,
+// then publishes `tail` with release. Entries are copied out before anyone
+// validates them, so a hostile peer cannot change an entry after the check.
+//
+// Doorbell: a consumer about to sleep sets `consumer_waiting`, issues a
+// seq_cst fence and re-checks for work (Dekker style); a producer publishes,
+// fences, and rings the eventfd only when the flag is set. So a busy pair never
+// makes a syscall and a sleeping side never misses a wake-up.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace ferry::shm {
+
+inline constexpr std::size_t kCacheLine = 64;
+
+// Lives in shared memory. Producer-owned and consumer-owned words sit on
+// separate cache lines so the two sides never false-share.
+struct RingHeader {
+  alignas(kCacheLine) std::atomic<std::uint32_t> head;  // written by producer only
+  alignas(kCacheLine) std::atomic<std::uint32_t> tail;  // written by consumer only
+  alignas(kCacheLine) std::atomic<std::uint32_t> consumer_waiting;  // consumer sets, producer reads
+  std::uint8_t pad_[kCacheLine - sizeof(std::atomic<std::uint32_t>)];
+};
+static_assert(std::is_standard_layout_v<RingHeader>);
+static_assert(sizeof(RingHeader) == 3 * kCacheLine);
+static_assert(offsetof(RingHeader, head) == 0);
+static_assert(offsetof(RingHeader, tail) == kCacheLine);
+static_assert(offsetof(RingHeader, consumer_waiting) == 2 * kCacheLine);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+constexpr bool is_power_of_two(std::uint32_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
+
+// Zeroes a ring header; call once, by the side that creates the segment,
+// before the other side maps it.
+inline void ring_init(RingHeader* h) noexcept {
+  h->head.store(0, std::memory_order_relaxed);
+  h->tail.store(0, std::memory_order_relaxed);
+  h->consumer_waiting.store(0, std::memory_order_relaxed);
+}
+
+// Producer side. Owned by exactly one thread of one process.
+template <typename Entry>
+class RingProducer {
+  static_assert(std::is_trivially_copyable_v<Entry>);
+
+ public:
+  RingProducer() = default;
+  // `capacity` comes from the creator's own configuration, never re-read
+  // from shared memory.
+  RingProducer(RingHeader* header, Entry* entries, std::uint32_t capacity) noexcept
+      : h_(header), e_(entries), mask_(capacity - 1), head_(header->head.load(std::memory_order_relaxed)) {}
+
+  std::uint32_t capacity() const noexcept { return mask_ + 1; }
+
+  // Free slots as seen now. A hostile consumer that publishes a nonsensical
+  // tail makes the ring look full, which only starves itself.
+  std::uint32_t free_slots() noexcept {
+    std::uint32_t tail = h_->tail.load(std::memory_order_acquire);
+    std::uint32_t used = head_ - tail;
+    return used > capacity() ? 0 : capacity() - used;
+  }
+
+  // Copies up to n entries in; returns how many fit. Publishes once.
+  std::uint32_t push_batch(const Entry* src, std::uint32_t n) noexcept {
+    std::uint32_t room = free_slots();
+    if (n > room) n = room;
+    for (std::uint32_t i = 0; i < n; ++i) e_[(head_ + i) & mask_] = src[i];
+    if (n != 0) {
+      head_ += n;
+      h_->head.store(head_, std::memory_order_release);
+    }
+    return n;
+  }
+
+  bool try_push(const Entry& entry) noexcept { return push_batch(&entry, 1) == 1; }
+
+  // After publishing: true when the consumer announced it is going to sleep
+  // and must be woken through its doorbell.
+  bool consumer_needs_doorbell() noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return h_->consumer_waiting.load(std::memory_order_relaxed) != 0;
+  }
+
+ private:
+  RingHeader* h_ = nullptr;
+  Entry* e_ = nullptr;
+  std::uint32_t mask_ = 0;
+  std::uint32_t head_ = 0;  // authoritative copy; shared memory holds the published one
+};
+
+// Consumer side. Owned by exactly one thread of one process.
+template <typename Entry>
+class RingConsumer {
+  static_assert(std::is_trivially_copyable_v<Entry>);
+
+ public:
+  RingConsumer() = default;
+  RingConsumer(RingHeader* header, Entry* entries, std::uint32_t capacity) noexcept
+      : h_(header), e_(entries), mask_(capacity - 1), tail_(header->tail.load(std::memory_order_relaxed)) {}
+
+  std::uint32_t capacity() const noexcept { return mask_ + 1; }
+
+  // Entries ready now. A producer that publishes a head more than one ring
+  // ahead is lying; `corrupt()` reports it and nothing is consumed.
+  std::uint32_t ready() noexcept {
+    std::uint32_t head = h_->head.load(std::memory_order_acquire);
+    std::uint32_t avail = head - tail_;
+    if (avail > capacity()) {
+      corrupt_ = true;
+      return 0;
+    }
+    return avail;
+  }
+
+  bool corrupt() const noexcept { return corrupt_; }
+
+  // Copies up to max entries out of shared memory and releases their slots.
+  std::uint32_t pop_batch(Entry* dst, std::uint32_t max) noexcept {
+    std::uint32_t n = ready();
+    if (n > max) n = max;
+    for (std::uint32_t i = 0; i < n; ++i) dst[i] = e_[(tail_ + i) & mask_];
+    if (n != 0) {
+      tail_ += n;
+      h_->tail.store(tail_, std::memory_order_release);
+    }
+    return n;
+  }
+
+  // Sleep protocol, consumer side: call prepare_to_sleep(); if it returns
+  // true the ring is still empty and the caller may block on its doorbell;
+  // call woke_up() after the wait (or when it decides not to wait).
+  bool prepare_to_sleep() noexcept {
+    h_->consumer_waiting.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ready() != 0 || corrupt_) {
+      h_->consumer_waiting.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void woke_up() noexcept { h_->consumer_waiting.store(0, std::memory_order_relaxed); }
+
+ private:
+  RingHeader* h_ = nullptr;
+  Entry* e_ = nullptr;
+  std::uint32_t mask_ = 0;
+  std::uint32_t tail_ = 0;
+  bool corrupt_ = false;
+};
+
+}  // namespace ferry::shm
