@@ -32,6 +32,10 @@ enum class Op : std::uint8_t {
 };
 inline constexpr std::uint8_t kMaxOp = static_cast<std::uint8_t>(Op::ReleaseRx);
 
+// SqEntry::flags. Any other bit set is a BadRequest.
+inline constexpr std::uint8_t kSqFlagQuiet = 1;  // ReleaseRx only: no OpDone on success
+inline constexpr std::uint8_t kSqFlagsKnown = kSqFlagQuiet;
+
 constexpr std::string_view to_string(Op op) noexcept {
   switch (op) {
     case Op::Nop: return "Nop";
