@@ -1,0 +1,69 @@
+#!/bin/sh
+# /init of the Soft-RoCE test VM (busybox sh, packed by build-vm.sh).
+# Loads the modules, mounts the host root read-only (9p "hostroot") and the
+# writable results share (9p "results") at the host's own path of that folder,
+# runs RESULTS/cmd.sh chrooted into the host root, writes its exit status to
+# RESULTS/exit-status and powers off. Any failure before the command runs
+# writes a status of 125 ("the VM, not the test, failed").
+/bin/busybox --install -s /bin
+export PATH=/bin
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+
+results=
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in ferry.results=*) results=${arg#ferry.results=} ;; esac
+done
+
+halt_now() {
+  sync
+  poweroff -f
+  reboot -f # with qemu -no-reboot this exits too, should poweroff lack ACPI
+}
+
+for m in $(cat /modules.list); do
+  insmod "/lib/modules/$m" || echo "ferry-vm: insmod $m failed" >&2
+done
+
+opts=trans=virtio,version=9p2000.L,msize=262144
+if ! mount -t 9p -o "$opts,ro" hostroot /host; then
+  echo "ferry-vm: cannot mount the host root over 9p" >&2
+  halt_now
+fi
+if ! mount -t 9p -o "$opts" results /results; then
+  echo "ferry-vm: cannot mount the results share" >&2
+  halt_now
+fi
+if [ -z "$results" ]; then
+  echo "ferry-vm: no ferry.results= on the kernel command line" >&2
+  echo 125 >/results/exit-status
+  halt_now
+fi
+
+h=/host
+mount -t proc proc $h/proc
+mount -t sysfs sysfs $h/sys
+mount -t devtmpfs devtmpfs $h/dev
+mkdir -p $h/dev/shm $h/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs $h/dev/shm
+mount -t devpts devpts $h/dev/pts 2>/dev/null
+mount -t tmpfs -o mode=1777 tmpfs $h/tmp
+mount -t tmpfs -o mode=0755 tmpfs $h/run
+# The results folder appears at its host path; under /tmp or /run (now tmpfs)
+# its mount point has to be made first.
+mkdir -p "$h$results" 2>/dev/null
+if ! mount --bind /results "$h$results"; then
+  echo "ferry-vm: cannot mount the results share at $results" >&2
+  echo 125 >/results/exit-status
+  halt_now
+fi
+mount -t configfs configfs $h/sys/kernel/config 2>/dev/null
+ip link set lo up
+
+chroot $h /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  HOME=/tmp TERM=dumb LANG=C.UTF-8 FERRY_IN_VM=1 FERRY_VM_RESULTS="$results" \
+  /bin/sh "$results/cmd.sh"
+echo $? >/results/exit-status
+halt_now

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# run-in-vm.sh [--timeout SECONDS] [--results DIR] [--mem MiB] CMD [ARG...]
+#
+# Boots the Soft-RoCE VM (scripts/vm/build-vm.sh builds it on first use) and
+# runs CMD with ARGs in it, chrooted into this machine's root (read-only) from
+# the current folder. The guest sees the very binaries built here. CMD's
+# output goes to this terminal; files it writes under $FERRY_VM_RESULTS (the
+# results folder, same path inside and outside) survive the VM.
+#
+# Exit status: CMD's own; 124 when the hard timeout (default 900 s) killed
+# the VM; 125 when the VM failed before or around the command; 2 when the VM
+# cannot be built (reason on stderr).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+timeout_s=900
+results=
+mem=2048
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --timeout) timeout_s=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --) shift; break ;;
+    -*) echo "run-in-vm: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "usage: run-in-vm.sh [--timeout S] [--results DIR] CMD [ARG...]" >&2; exit 2; }
+
+command -v qemu-system-x86_64 >/dev/null || { echo "run-in-vm: qemu-system-x86_64 missing" >&2; exit 2; }
+cache=$("$here/build-vm.sh") || exit 2
+
+own_results=0
+if [[ -z "$results" ]]; then
+  results=$(mktemp -d /tmp/ferry-vm.XXXXXX)
+  own_results=1
+fi
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+# The kernel command line splits on spaces: keep the path simple.
+[[ "$results" =~ ^[A-Za-z0-9/._+-]+$ ]] || { echo "run-in-vm: results path must be plain: $results" >&2; exit 2; }
+rm -f "$results/exit-status"
+
+# The command travels as a script in the results share: no quoting through
+# the kernel command line.
+{
+  echo "cd $(printf '%q' "$PWD") || exit 125"
+  printf 'exec'
+  printf ' %q' "$@"
+  echo
+} >"$results/cmd.sh"
+
+accel=(-accel tcg,thread=multi -cpu max) # KVM does not work here (RDMA-VM.md)
+start=$(date +%s.%N)
+set +e
+timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" \
+  -m "$mem" -smp 2 -nographic -no-reboot -nic none \
+  -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.gz" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 ferry.results=$results" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap" \
+  </dev/null
+qemu_rc=$?
+set -e
+elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
+echo # the guest console ends without a newline
+
+if [[ $qemu_rc -eq 124 || $qemu_rc -eq 137 ]]; then
+  echo "run-in-vm: VM killed after ${timeout_s}s timeout" >&2
+  rc=124
+elif [[ -s "$results/exit-status" ]]; then
+  rc=$(cat "$results/exit-status")
+else
+  echo "run-in-vm: VM ended (qemu status $qemu_rc) without an exit status" >&2
+  rc=125
+fi
+echo "run-in-vm: VM ran ${elapsed}s, command status $rc" >&2
+[[ $own_results -eq 1 ]] && rm -rf "$results"
+exit "$rc"
