@@ -90,7 +90,8 @@ std::uint32_t random_length(std::mt19937_64& rng) {
   return 1 + static_cast<std::uint32_t>(rng() % top);  // 1 .. 2^b, at most kSlabBytes
 }
 
-void run_model(std::uint64_t seed, std::uint64_t base, std::uint64_t arena, std::uint64_t quota_arg, int ops) {
+// Returns how many allocs failed, so callers can check the exhausted paths ran.
+std::uint64_t run_model(std::uint64_t seed, std::uint64_t base, std::uint64_t arena, std::uint64_t quota_arg, int ops) {
   CAPTURE(seed, base, arena, quota_arg);
   std::mt19937_64 rng(seed);
   SlabAllocator a(base, arena, quota_arg);
@@ -184,6 +185,7 @@ void run_model(std::uint64_t seed, std::uint64_t base, std::uint64_t arena, std:
   const std::uint64_t max_blocks = std::min(slabs, m.quota / kSlabBytes);
   for (std::uint64_t i = 0; i < max_blocks; ++i) REQUIRE(a.alloc(kSlabBytes).has_value());
   REQUIRE_FALSE(a.alloc(kSlabBytes).has_value());
+  return m.failed;
 }
 
 }  // namespace
@@ -193,8 +195,8 @@ TEST_CASE("allocator matches the reference model", "[allocator]") {
   // out of slabs, and a quota below the arena.
   for (std::uint64_t seed : {1ull, 2ull, 3ull, 0xfe11eull}) {
     run_model(seed, 0x40000, 64ull << 20, 0, 60000);
-    run_model(seed * 7 + 1, 0x10000, (6ull << 20) + 12345, 0, 60000);
-    run_model(seed * 13 + 5, 0x200000, 32ull << 20, (5ull << 20) + 100, 60000);
+    REQUIRE(run_model(seed * 7 + 1, 0x10000, (6ull << 20) + 12345, 0, 60000) > 100);  // out of slabs
+    REQUIRE(run_model(seed * 13 + 5, 0x200000, 32ull << 20, (5ull << 20) + 100, 60000) > 100);  // over quota
   }
 }
 
