@@ -1,0 +1,100 @@
+// Client::Impl: everything one attached client holds. Private to libferry;
+// the public API in ferry/client.h forwards to it. Concerns live in their own
+// files: attach.cpp (handshake, mapping), submit.cpp (tx arena, SQ),
+// completion.cpp (CQ, validation, daemon-gone sweep), wait.cpp (sleep
+// protocol, hang-up), control_ops.cpp (blocking serve/open/...).
+//
+// Not thread safe by design: one owner thread, no locks on the datapath.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "client/src/fixed_queue.h"
+#include "client/src/inflight.h"
+#include "ferry/client.h"
+#include "shm/doorbell.h"
+#include "shm/ring.h"
+#include "shm/ring_entries.h"
+#include "shm/segment.h"
+#include "shm/slab_allocator.h"
+
+namespace ferry {
+
+// Counters for what the client refused or deferred; never reset.
+struct ClientCounters {
+  std::uint64_t dropped_completions = 0;  // CQ entries that failed validation
+  std::uint64_t deferred_releases = 0;    // ReleaseRx queued because the SQ was full
+  std::uint64_t release_failures = 0;     // daemon rejected a quiet ReleaseRx
+};
+
+class Client::Impl {
+ public:
+  // user_data of quiet ReleaseRx entries; only a failure comes back with it.
+  static constexpr std::uint64_t kReleaseUserData = UINT64_MAX;
+  static constexpr std::uint32_t kCqBatch = 64;
+
+  Impl(int socket_fd, shm::MappedSegment segment, shm::Doorbell sq_bell, shm::Doorbell cq_bell,
+       std::uint32_t inflight_slots, std::uint32_t release_slots, std::uint32_t stash_slots);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // Creates the epoll fd (CQ doorbell + socket). false on failure.
+  bool init_events() noexcept;
+
+  // submit.cpp
+  Buffer alloc(std::size_t bytes) noexcept;
+  Status free(Buffer buffer) noexcept;
+  Status send(EndpointId ep, const Buffer& msg, std::uint32_t length, std::uint64_t user_data) noexcept;
+  Status call(EndpointId ep, const Buffer& req, std::uint32_t length, const Buffer& resp,
+              std::uint64_t user_data) noexcept;
+  Status reply(std::uint64_t token, const Buffer& resp, std::uint32_t length, std::uint64_t user_data) noexcept;
+  void release(const Completion& delivery) noexcept;
+  // Pushes one entry and rings the SQ doorbell if the daemon sleeps. false: SQ full.
+  bool push(const shm::SqEntry& e) noexcept;
+  void flush_releases() noexcept;
+  bool tx_range_ok(const Buffer& b, std::uint32_t length) const noexcept;
+
+  // completion.cpp
+  std::size_t poll(std::span<Completion> out) noexcept;
+  // Translates one CQ entry; false when it is dropped (invalid or internal).
+  bool translate(const shm::CqEntry& e, Completion& out) noexcept;
+  // Completes every live op with DaemonGone (once the daemon is gone).
+  std::size_t sweep_gone(std::span<Completion> out) noexcept;
+
+  // wait.cpp
+  std::size_t wait(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
+  // Non-blocking look at the socket; turns state_ DaemonGone on hang-up.
+  void check_hangup() noexcept;
+  // Blocks on the epoll fd up to timeout_ms using the CQ sleep protocol.
+  void sleep_for_cq(int timeout_ms) noexcept;
+
+  // control_ops.cpp
+  Result<std::uint32_t> control(OpKind op, std::uint32_t handle, std::string_view payload,
+                                std::chrono::milliseconds timeout) noexcept;
+
+  int socket_fd_ = -1;
+  int epoll_fd_ = -1;
+  shm::MappedSegment seg_;
+  shm::Doorbell sq_bell_;
+  shm::Doorbell cq_bell_;
+  shm::RingProducer<shm::SqEntry> sq_;
+  shm::RingConsumer<shm::CqEntry> cq_;
+  shm::SlabAllocator tx_;
+  std::uint64_t tx_offset_ = 0, tx_bytes_ = 0, rx_offset_ = 0, rx_bytes_ = 0;
+  std::uint64_t max_message_ = 0;
+  std::uint32_t client_id_ = 0;
+  std::uint64_t epoch_ = 0;
+  Status state_ = Status::Ok;
+  bool armed_ = false;             // consumer_waiting set on the CQ (see poll())
+  std::uint32_t empty_polls_ = 0;  // consecutive; paces the hang-up check
+  client_detail::InflightTable inflight_;
+  client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room
+  client_detail::FixedQueue<Completion> stash_;        // completions seen while a control op waited
+  ClientCounters counters_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,169 @@
+// The completion side: pop CQ entries in batches, validate what the daemon
+// wrote (it is shared memory: never trusted), and translate to Completion.
+// Once the daemon is gone, every op still in flight completes with
+// DaemonGone exactly once (after whatever the CQ already held).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "client/src/client_impl.h"
+#include "shm/segment_layout.h"
+
+namespace ferry {
+
+namespace {
+
+constexpr shm::Op wire_op(OpKind k) noexcept { return static_cast<shm::Op>(static_cast<std::uint8_t>(k)); }
+static_assert(static_cast<std::uint8_t>(OpKind::ReleaseRx) == static_cast<std::uint8_t>(shm::Op::ReleaseRx));
+static_assert(static_cast<std::uint8_t>(OpKind::Call) == static_cast<std::uint8_t>(shm::Op::Call));
+
+}  // namespace
+
+bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
+  switch (static_cast<shm::CqKind>(e.kind)) {
+    case shm::CqKind::OpDone: {
+      if (e.user_data == kReleaseUserData) {
+        // A quiet release the daemon rejected: a double release by the app, or a daemon bug.
+        if (counters_.release_failures++ == 0) spdlog::warn("ferry: daemon rejected a ReleaseRx ({})", to_string(static_cast<Status>(std::min<std::uint8_t>(e.status, kMaxStatus))));
+        return false;
+      }
+      const std::uint32_t i = inflight_.lookup(e.user_data);
+      if (i == client_detail::InflightTable::kNone) break;
+      client_detail::InflightSlot& s = inflight_[i];
+      Status status = e.status <= kMaxStatus ? static_cast<Status>(e.status) : Status::ProtocolError;
+      if (e.op != static_cast<std::uint8_t>(wire_op(s.op))) status = Status::ProtocolError;
+      if (s.internal) {
+        s.done = true;
+        s.result = status;
+        s.result_handle = e.handle;
+        return false;
+      }
+      if (s.abandoned) {
+        if (s.internal_buffer != 0) (void)tx_.free(s.internal_buffer);
+        inflight_.release(i);
+        return false;
+      }
+      out = Completion{};
+      out.kind = Completion::Kind::OpDone;
+      out.status = status;
+      out.op = s.op;
+      out.user_data = s.user_data;
+      out.handle = e.handle;
+      out.length = e.length;
+      if (s.op == OpKind::Call && status == Status::Ok) {
+        if (e.length > s.response_capacity) {
+          out.status = Status::ProtocolError;  // the daemon claims it wrote past the buffer
+          out.length = 0;
+        } else {
+          out.data = s.response;
+        }
+      }
+      inflight_.release(i);
+      return true;
+    }
+    case shm::CqKind::Message:
+    case shm::CqKind::Request: {
+      if (e.capacity == 0 || e.length > e.capacity || e.length > max_message_ ||
+          !shm::range_inside(e.offset, e.capacity, rx_offset_, rx_bytes_)) {
+        break;
+      }
+      out = Completion{};
+      out.kind = e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ? Completion::Kind::Message
+                                                                          : Completion::Kind::Request;
+      out.handle = e.handle;
+      out.length = e.length;
+      out.data = seg_.view.at(e.offset);
+      out.token = e.token;
+      out.source = e.source;
+      out.rx_offset = e.offset;
+      out.rx_capacity = e.capacity;
+      return true;
+    }
+  }
+  if (counters_.dropped_completions++ == 0) {
+    spdlog::warn("ferry: dropped an invalid completion from the daemon (kind {}, offset {}, length {})", e.kind,
+                 e.offset, e.length);
+  }
+  return false;
+}
+
+std::size_t Client::Impl::sweep_gone(std::span<Completion> out) noexcept {
+  std::size_t n = 0;
+  for (std::uint32_t i = 0; i < inflight_.size() && inflight_.live() != 0 && n < out.size(); ++i) {
+    client_detail::InflightSlot& s = inflight_[i];
+    if (!s.live) continue;
+    if (s.internal) {  // its blocking waiter collects it
+      if (!s.done) {
+        s.done = true;
+        s.result = Status::DaemonGone;
+      }
+      continue;
+    }
+    if (s.abandoned) {
+      if (s.internal_buffer != 0) (void)tx_.free(s.internal_buffer);
+      inflight_.release(i);
+      continue;
+    }
+    Completion& c = out[n++];
+    c = Completion{};
+    c.kind = Completion::Kind::OpDone;
+    c.status = Status::DaemonGone;
+    c.op = s.op;
+    c.user_data = s.user_data;
+    inflight_.release(i);
+  }
+  return n;
+}
+
+std::size_t Client::Impl::poll(std::span<Completion> out) noexcept {
+  if (out.empty()) return 0;
+  std::size_t n = 0;
+  while (n < out.size() && !stash_.empty()) {
+    out[n++] = stash_.front();
+    stash_.pop();
+  }
+  if (state_ == Status::Ok && !releases_.empty()) flush_releases();
+  bool cq_empty = false;
+  for (;;) {
+    while (n < out.size()) {
+      shm::CqEntry batch[kCqBatch];
+      const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(kCqBatch, out.size() - n));
+      const std::uint32_t got = cq_.pop_batch(batch, want);
+      for (std::uint32_t i = 0; i < got; ++i) {
+        if (translate(batch[i], out[n])) ++n;
+      }
+      if (got < want) {
+        cq_empty = true;
+        break;
+      }
+    }
+    if (cq_.corrupt() && state_ == Status::Ok) {
+      spdlog::error("ferry: the daemon published a corrupt completion ring head; detaching");
+      state_ = Status::DaemonGone;
+    }
+    if (n != 0 || state_ != Status::Ok || armed_) break;
+    // Empty: announce that we may sleep, so the daemon rings the doorbell
+    // for the next completion (an external epoll on event_fd() relies on
+    // it). Drain stale rings first so event_fd() is not readable for
+    // nothing. Work that raced in is popped on the next turn.
+    cq_bell_.drain();
+    armed_ = cq_.prepare_to_sleep();
+    if (armed_) {
+      check_hangup();
+      empty_polls_ = 0;
+      break;
+    }
+  }
+  if (n == 0 && state_ == Status::Ok && ++empty_polls_ % 32 == 0) check_hangup();
+  if (state_ != Status::Ok && cq_empty && n < out.size()) n += sweep_gone(out.subspan(n));
+  if (n != 0) {
+    empty_polls_ = 0;
+    if (armed_) {
+      cq_.woke_up();
+      armed_ = false;
+    }
+  }
+  return n;
+}
+
+}  // namespace ferry

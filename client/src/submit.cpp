@@ -1,0 +1,127 @@
+// The submission side: tx arena blocks and SQ entries. Nothing here
+// allocates or blocks; a full SQ or in-flight table is reported as Busy.
+#include "client/src/client_impl.h"
+#include "shm/segment_layout.h"
+
+namespace ferry {
+
+namespace {
+
+shm::SqEntry make_entry(shm::Op op, std::uint32_t handle, std::uint64_t user_data) noexcept {
+  shm::SqEntry e{};
+  e.op = static_cast<std::uint8_t>(op);
+  e.handle = handle;
+  e.user_data = user_data;
+  return e;
+}
+
+}  // namespace
+
+Buffer Client::Impl::alloc(std::size_t bytes) noexcept {
+  if (bytes == 0 || bytes > shm::kSlabBytes) return {};
+  auto block = tx_.alloc(static_cast<std::uint32_t>(bytes));
+  if (!block) return {};
+  return Buffer{seg_.view.at(block->offset), block->capacity, block->offset};
+}
+
+Status Client::Impl::free(Buffer buffer) noexcept {
+  if (!buffer) return Status::BadRequest;
+  return tx_.free(buffer.offset);
+}
+
+// A buffer on its face: a live-looking tx range whose pointer matches its offset.
+bool Client::Impl::tx_range_ok(const Buffer& b, std::uint32_t length) const noexcept {
+  return b.data == seg_.view.at(b.offset) && length <= b.capacity &&
+         shm::range_inside(b.offset, b.capacity, tx_offset_, tx_bytes_);
+}
+
+bool Client::Impl::push(const shm::SqEntry& e) noexcept {
+  if (!sq_.try_push(e)) return false;
+  if (sq_.consumer_needs_doorbell()) sq_bell_.ring();
+  return true;
+}
+
+void Client::Impl::flush_releases() noexcept {
+  while (!releases_.empty()) {
+    shm::SqEntry e = make_entry(shm::Op::ReleaseRx, 0, kReleaseUserData);
+    e.flags = shm::kSqFlagQuiet;
+    e.offset = releases_.front();
+    if (!push(e)) return;
+    releases_.pop();
+  }
+}
+
+Status Client::Impl::send(EndpointId ep, const Buffer& msg, std::uint32_t length, std::uint64_t user_data) noexcept {
+  if (state_ != Status::Ok) return state_;
+  if (length == 0 || length > max_message_ || !tx_range_ok(msg, length)) return Status::BadRequest;
+  flush_releases();
+  const std::uint32_t slot = inflight_.acquire(OpKind::Send, user_data);
+  if (slot == client_detail::InflightTable::kNone) return Status::Busy;
+  shm::SqEntry e = make_entry(shm::Op::Send, ep, inflight_.token(slot));
+  e.offset = msg.offset;
+  e.length = length;
+  if (!push(e)) {
+    inflight_.release(slot);
+    return Status::Busy;
+  }
+  return Status::Ok;
+}
+
+Status Client::Impl::call(EndpointId ep, const Buffer& req, std::uint32_t length, const Buffer& resp,
+                          std::uint64_t user_data) noexcept {
+  if (state_ != Status::Ok) return state_;
+  if (length == 0 || length > max_message_ || !tx_range_ok(req, length)) return Status::BadRequest;
+  if (resp && !tx_range_ok(resp, resp.capacity)) return Status::BadRequest;
+  flush_releases();
+  const std::uint32_t slot = inflight_.acquire(OpKind::Call, user_data);
+  if (slot == client_detail::InflightTable::kNone) return Status::Busy;
+  inflight_[slot].response = resp.data;
+  inflight_[slot].response_capacity = resp ? resp.capacity : 0;
+  shm::SqEntry e = make_entry(shm::Op::Call, ep, inflight_.token(slot));
+  e.offset = req.offset;
+  e.length = length;
+  e.resp_offset = resp ? resp.offset : 0;
+  e.resp_length = resp ? resp.capacity : 0;
+  if (!push(e)) {
+    inflight_.release(slot);
+    return Status::Busy;
+  }
+  return Status::Ok;
+}
+
+Status Client::Impl::reply(std::uint64_t token, const Buffer& resp, std::uint32_t length,
+                           std::uint64_t user_data) noexcept {
+  if (state_ != Status::Ok) return state_;
+  if (length > max_message_) return Status::BadRequest;
+  if (length != 0 && !tx_range_ok(resp, length)) return Status::BadRequest;
+  flush_releases();
+  const std::uint32_t slot = inflight_.acquire(OpKind::Reply, user_data);
+  if (slot == client_detail::InflightTable::kNone) return Status::Busy;
+  shm::SqEntry e = make_entry(shm::Op::Reply, 0, inflight_.token(slot));
+  e.token = token;
+  e.offset = length != 0 ? resp.offset : 0;
+  e.length = length;
+  if (!push(e)) {
+    inflight_.release(slot);
+    return Status::Busy;
+  }
+  return Status::Ok;
+}
+
+void Client::Impl::release(const Completion& delivery) noexcept {
+  if (delivery.kind == Completion::Kind::OpDone || state_ != Status::Ok) return;
+  // Order does not matter for releases, but queued ones go first so the queue drains.
+  flush_releases();
+  if (releases_.empty()) {
+    shm::SqEntry e = make_entry(shm::Op::ReleaseRx, 0, kReleaseUserData);
+    e.flags = shm::kSqFlagQuiet;
+    e.offset = delivery.rx_offset;
+    if (push(e)) return;
+  }
+  ++counters_.deferred_releases;
+  // The queue holds one slot per possible rx block, so it cannot overflow
+  // unless the caller releases a delivery twice.
+  (void)releases_.push(delivery.rx_offset);
+}
+
+}  // namespace ferry
