@@ -1,0 +1,164 @@
+// The transport interface: a small abstract class with batch-shaped calls
+// (STYLE.md habit 1), so one virtual call covers a burst. Backends are
+// `final` and live in their own folders (tcp/, rdma/). An operation a backend
+// cannot do returns Status::NotSupported; there are no optional hooks.
+//
+// Threading: a Transport has one owner thread (habit 3). Every method except
+// the constructor and the const accessors must be called on it; debug builds
+// assert this.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "ferry/result.h"
+#include "ferry/status.h"
+#include "transport/wire/header.h"
+#include "transport/wire/remote_buffer.h"
+
+namespace ferry::transport {
+
+enum class TransportKind : std::uint8_t { Tcp = 0, Rdma = 1 };
+
+constexpr std::string_view to_string(TransportKind k) noexcept {
+  switch (k) {
+    case TransportKind::Tcp: return "tcp";
+    case TransportKind::Rdma: return "rdma";
+  }
+  return "unknown";
+}
+
+// A connection handle: slot and generation, so a stale id never names a new
+// connection. 0 is never valid.
+using ConnId = std::uint32_t;
+inline constexpr ConnId kInvalidConn = 0;
+
+// Batch sizes callers should use for post/poll arrays; sized so one batch is
+// one syscall (tcp) or one doorbell (rdma) without being a latency hazard.
+inline constexpr std::size_t kPostBatch = 32;
+inline constexpr std::size_t kPollBatch = 64;
+static_assert(kPostBatch > 0 && (kPostBatch & (kPostBatch - 1)) == 0);
+static_assert(kPollBatch > 0 && (kPollBatch & (kPollBatch - 1)) == 0);
+
+enum class WrOp : std::uint8_t {
+  Send = 0,          // header + inline payload, delivered as a Recv completion
+  RdmaWrite = 1,     // payload -> remote buffer (rdma only)
+  RdmaWriteImm = 2,  // as RdmaWrite, plus a notification at the peer (rdma only)
+  RdmaRead = 3,      // remote buffer -> local payload buffer (rdma only)
+};
+
+constexpr std::string_view to_string(WrOp op) noexcept {
+  switch (op) {
+    case WrOp::Send: return "Send";
+    case WrOp::RdmaWrite: return "RdmaWrite";
+    case WrOp::RdmaWriteImm: return "RdmaWriteImm";
+    case WrOp::RdmaRead: return "RdmaRead";
+  }
+  return "Unknown";
+}
+
+// A registered memory region. TCP needs none; rdma fills lkey/rkey.
+struct MemoryHandle {
+  std::uint64_t id = 0;
+  std::uint32_t lkey = 0;
+  std::uint32_t rkey = 0;
+};
+
+// One work request. The payload is not copied: it must stay valid and
+// unchanged until this WR's SendDone completion (as with verbs).
+struct SendWr {
+  ConnId conn = kInvalidConn;
+  WrOp op = WrOp::Send;
+  bool signaled = true;      // false: no SendDone on success (failures always complete)
+  wire::Header header{};     // header.payload_len is set from payload_len by the transport
+  const std::byte* payload = nullptr;
+  std::uint32_t payload_len = 0;
+  std::uint64_t user_data = 0;  // echoed in the completion
+  wire::RemoteBuffer remote{};  // RDMA ops only
+  MemoryHandle local{};         // RDMA ops only: region holding `payload`
+};
+
+enum class CompletionKind : std::uint8_t {
+  SendDone = 0,  // a posted WR finished (status Ok) or failed (status says why)
+  Recv = 1,      // a message arrived: header + payload
+  Accepted = 2,  // a listener accepted a new connection `conn`
+  Closed = 3,    // `conn` is gone; every WR posted on it has completed before this
+};
+
+constexpr std::string_view to_string(CompletionKind k) noexcept {
+  switch (k) {
+    case CompletionKind::SendDone: return "SendDone";
+    case CompletionKind::Recv: return "Recv";
+    case CompletionKind::Accepted: return "Accepted";
+    case CompletionKind::Closed: return "Closed";
+  }
+  return "Unknown";
+}
+
+struct Completion {
+  CompletionKind kind = CompletionKind::SendDone;
+  Status status = Status::Ok;  // Closed: Ok (local close), PeerReset, ProtocolError
+  ConnId conn = kInvalidConn;
+  std::uint64_t user_data = 0;  // SendDone: the WR's user_data
+  wire::Header header{};        // Recv
+  // Recv: the payload, header.payload_len bytes inside the transport's receive
+  // buffer. Valid until the next poll() call on this transport.
+  const std::byte* payload = nullptr;
+};
+
+// post_send() accepts a prefix of the batch. `status` says why the rest was
+// not accepted: Busy (send queue full: poll and retry), BadRequest (payload
+// too large or inconsistent WR), EndpointClosed (unknown or closing conn),
+// NotSupported (op the backend lacks). Ok when all were accepted.
+struct PostResult {
+  std::uint32_t accepted = 0;
+  Status status = Status::Ok;
+};
+
+struct TransportCaps {
+  TransportKind kind = TransportKind::Tcp;
+  bool memory_registration = false;  // register_memory() does something
+  bool rdma_write = false;
+  bool rdma_write_imm = false;
+  bool rdma_read = false;
+  std::uint32_t max_message_bytes = 0;  // largest payload per WR
+  std::uint32_t send_queue_depth = 0;   // WRs outstanding per connection
+  std::uint32_t max_connections = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  virtual TransportCaps caps() const noexcept = 0;
+  TransportKind kind() const noexcept { return caps().kind; }
+
+  // An fd that becomes readable when poll() may have work (epoll/asio
+  // friendly): the owner may sleep on it instead of busy polling.
+  virtual int event_fd() const noexcept = 0;
+
+  // ---- control path (may allocate, may block for a bounded time) ----
+  // Listens on a numeric host; port 0 picks one. Returns the bound port.
+  virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
+  // Connects within the backend's configured timeout; PeerUnreachable after it.
+  virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
+  // Starts closing: pending WRs complete with Cancelled, then a Closed
+  // completion (status Ok) ends the connection. EndpointClosed when unknown.
+  virtual Status close(ConnId conn) = 0;
+  virtual Result<MemoryHandle> register_memory(void* addr, std::size_t len) = 0;
+  virtual Status deregister_memory(MemoryHandle mr) = 0;
+
+  // ---- datapath (no allocation, no locks, no exceptions) ----
+  virtual PostResult post_send(std::span<const SendWr> wrs) noexcept = 0;
+  // Fills up to out.size() completions; returns how many. Never blocks.
+  virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
+
+ protected:
+  Transport() = default;
+};
+
+}  // namespace ferry::transport

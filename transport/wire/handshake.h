@@ -1,0 +1,84 @@
+// Payload of Hello / HelloAck on the bootstrap connection.
+//
+//   off size field
+//     0    2 protocol_version  highest version the sender speaks (>= 1)
+//     2    2 flags             kHandshakeHasNonce; other bits must be 0
+//     4    2 qp_count          k data-path QPs / TCP connections (1..kMaxQpsPerChannel)
+//     6    2 reserved          must be 0
+//     8    8 daemon_epoch      changes at every daemon start; never 0
+//    16    8 capabilities      kCap* bits; unknown bits are dropped, not rejected
+//    24    4 initial_credits   receives the sender has posted for the peer (1..kMaxInitialCredits)
+//    28    4 max_message_bytes largest payload the sender accepts (kMinMessageBytes..kMaxPayloadBytes)
+//    32   16 auth_nonce        only when kHandshakeHasNonce (payload is then 48 bytes)
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "transport/wire/wire_error.h"
+
+namespace ferry::wire {
+
+inline constexpr std::size_t kHandshakeBaseBytes = 32;
+inline constexpr std::size_t kAuthNonceBytes = 16;
+inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeBaseBytes + kAuthNonceBytes;
+
+inline constexpr std::uint16_t kHandshakeHasNonce = 1u << 0;
+inline constexpr std::uint16_t kHandshakeFlagsKnown = kHandshakeHasNonce;
+
+inline constexpr std::uint16_t kMaxQpsPerChannel = 16;
+inline constexpr std::uint32_t kMaxInitialCredits = 64 * 1024;
+inline constexpr std::uint32_t kMinMessageBytes = 4096;
+
+// Capabilities. A newer peer may set bits this build does not know: they are
+// masked off (the feature is simply not negotiated) so mixed versions still
+// talk, which a hard rejection would prevent.
+inline constexpr std::uint64_t kCapTcp = 1ull << 0;          // tcp data path
+inline constexpr std::uint64_t kCapRdma = 1ull << 1;         // verbs RC data path
+inline constexpr std::uint64_t kCapZeroCopyWrite = 1ull << 2;  // Call response via RDMA WRITE_WITH_IMM
+inline constexpr std::uint64_t kCapRendezvousRead = 1ull << 3; // large sends via receiver RDMA READ
+inline constexpr std::uint64_t kCapAuth = 1ull << 4;         // shared-secret authentication
+inline constexpr std::uint64_t kCapsKnown = kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth;
+
+struct Handshake {
+  std::uint16_t protocol_version = 1;
+  std::uint16_t qp_count = 1;
+  std::uint64_t daemon_epoch = 0;
+  std::uint64_t capabilities = 0;
+  std::uint32_t initial_credits = 0;
+  std::uint32_t max_message_bytes = 0;
+  bool has_nonce = false;
+  std::array<std::uint8_t, kAuthNonceBytes> auth_nonce{};
+
+  friend bool operator==(const Handshake&, const Handshake&) = default;
+};
+
+// Bytes encode_handshake() writes: kHandshakeBaseBytes or kHandshakeMaxBytes.
+constexpr std::size_t handshake_bytes(const Handshake& hs) noexcept {
+  return hs.has_nonce ? kHandshakeMaxBytes : kHandshakeBaseBytes;
+}
+
+// Writes handshake_bytes(hs) bytes; returns that count, or 0 when `out` is too small.
+std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept;
+
+// `in` is exactly the Hello/HelloAck payload. Errors: BadLength (size is
+// neither form, or disagrees with the nonce flag), BadFlags, ReservedNonZero,
+// BadVersion (0), BadField (qp_count, epoch, credits, max_message out of range).
+// `out` is written only on success.
+WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept;
+
+// What both sides agree on after exchanging handshakes.
+struct Negotiated {
+  std::uint16_t protocol_version = 0;
+  std::uint16_t qp_count = 0;
+  std::uint64_t capabilities = 0;
+  std::uint32_t max_message_bytes = 0;
+};
+
+// min() of versions, QP counts and message sizes; AND of capabilities.
+// BadVersion when the common version is below what this build speaks.
+WireError negotiate(const Handshake& local, const Handshake& remote, Negotiated& out) noexcept;
+
+}  // namespace ferry::wire
