@@ -191,7 +191,10 @@ TEST_CASE("map_segment rejects corrupt headers", "[abi][segment]") {
       {"sq entries not pow2", [](SegmentHeader& h) { h.sq_entries = 96; }, Status::BadRequest},
       {"cq entries too many", [](SegmentHeader& h) { h.cq_entries = 2 * kMaxRingEntries; }, Status::BadRequest},
       {"sq entries grown into cq", [](SegmentHeader& h) { h.sq_entries = 128; }, Status::BadRequest},
-      {"cq header misaligned", [](SegmentHeader& h) { h.cq_header_offset += 8; }, Status::BadRequest},
+      {"cq header overlaps its entries", [](SegmentHeader& h) { h.cq_header_offset += 64; }, Status::BadRequest},
+      // Pure misalignment: still ordered and non-overlapping (gaps before these).
+      {"cq header misaligned", [](SegmentHeader& h) { h.cq_header_offset -= 8; }, Status::BadRequest},
+      {"tx arena misaligned", [](SegmentHeader& h) { h.tx_offset -= kCacheLine; }, Status::BadRequest},
       {"tx overlaps cq", [](SegmentHeader& h) { h.tx_offset = h.cq_entries_offset; }, Status::BadRequest},
       {"rx overlaps tx", [](SegmentHeader& h) { h.rx_offset -= kArenaAlign; }, Status::BadRequest},
       {"sq header inside header", [](SegmentHeader& h) { h.sq_header_offset = 64; }, Status::BadRequest},
