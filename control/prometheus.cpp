@@ -1,0 +1,117 @@
+// Prometheus rendering of a status result.
+#include "control/prometheus.h"
+
+#include <charconv>
+#include <cmath>
+#include <optional>
+
+namespace ferry::ctl {
+namespace {
+
+std::optional<std::string> sample_value(const json::Value& v) {
+  if (auto i = v.as_int()) return std::to_string(*i);
+  if (auto u = v.as_uint()) return std::to_string(*u);
+  if (auto d = v.as_double()) {
+    if (std::isnan(*d)) return "NaN";
+    if (std::isinf(*d)) return *d > 0 ? "+Inf" : "-Inf";
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
+    if (ec != std::errc{}) return std::nullopt;
+    return std::string(buf, end);
+  }
+  return std::nullopt;
+}
+
+void family(std::string& out, const std::string& name, std::string_view type, std::string_view help) {
+  out += "# HELP " + name + " ";
+  out += help;  // help text is ours: no backslashes or newlines to escape
+  out += "\n# TYPE " + name + " ";
+  out += type;
+  out += "\n";
+}
+
+void gauge_from(std::string& out, const json::Value& status, std::string_view key, const std::string& name,
+                std::string_view help) {
+  const json::Value* v = status.find(key);
+  if (v == nullptr) return;
+  std::optional<std::string> value;
+  if (const json::Array* a = v->as_array()) {
+    value = std::to_string(a->size());  // a list counts its members
+  } else {
+    value = sample_value(*v);
+  }
+  if (!value) return;
+  family(out, name, "gauge", help);
+  out += name + " " + *value + "\n";
+}
+
+}  // namespace
+
+std::string sanitize_metric_name(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    out.push_back(ok ? c : '_');
+  }
+  if (out.empty() || (out[0] >= '0' && out[0] <= '9')) out.insert(out.begin(), '_');
+  return out;
+}
+
+std::string escape_label_value(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string render_prometheus(const json::Value& status) {
+  std::string out;
+  auto text = [&](std::string_view key) {
+    const json::Value* v = status.find(key);
+    const std::string* s = v == nullptr ? nullptr : v->as_string();
+    return s == nullptr ? std::string("unknown") : *s;
+  };
+  family(out, "ferry_info", "gauge", "Version and transport of the running ferryd; always 1.");
+  out += "ferry_info{version=\"" + escape_label_value(text("version")) + "\",transport=\"" +
+         escape_label_value(text("transport")) + "\"} 1\n";
+  gauge_from(out, status, "uptime_s", "ferry_uptime_seconds", "Seconds since ferryd started.");
+  gauge_from(out, status, "clients", "ferry_clients", "Client processes attached to ferryd.");
+  gauge_from(out, status, "peers", "ferry_peers", "Peer daemons known to ferryd.");
+
+  const json::Value* user = status.find("cpu_user_us");
+  const json::Value* sys = status.find("cpu_sys_us");
+  if (user != nullptr && sys != nullptr && user->as_double() && sys->as_double()) {
+    family(out, "ferry_cpu_seconds_total", "counter", "CPU time consumed by ferryd, by mode.");
+    for (auto [mode, v] : {std::pair{"user", user}, std::pair{"system", sys}}) {
+      out += std::string("ferry_cpu_seconds_total{mode=\"") + mode + "\"} " +
+             *sample_value(json::Value(*v->as_double() / 1e6)) + "\n";
+    }
+  }
+
+  const json::Value* counters = status.find("counters");
+  if (const json::Object* o = counters == nullptr ? nullptr : counters->as_object()) {
+    for (const auto& [key, v] : *o) {
+      auto value = sample_value(v);
+      if (!value) continue;
+      std::string name = "ferry_" + sanitize_metric_name(key);
+      // Sanitising can map two keys to one name: a second family with the
+      // same name would be invalid exposition, so later ones are dropped.
+      if (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0) name += "_total";
+      if (out.find("# TYPE " + name + " ") != std::string::npos) continue;
+      family(out, name, "counter", "ferryd counter " + sanitize_metric_name(key) + ".");
+      out += name + " " + *value + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ferry::ctl
