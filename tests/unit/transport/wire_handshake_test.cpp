@@ -1,0 +1,113 @@
+// Handshake payload: round trip, every range check, negotiation.
+#include <array>
+#include <cstddef>
+
+#include <catch2/catch.hpp>
+
+#include "transport/wire/endian.h"
+#include "wire_samples.h"
+
+using namespace ferry;
+using namespace ferry::wire;
+using ferry::wire::testing::valid_handshake;
+
+namespace {
+
+std::array<std::byte, kHandshakeMaxBytes> buf;
+
+std::span<const std::byte> enc(const Handshake& hs) {
+  buf.fill(std::byte{0});
+  const std::size_t n = encode_handshake(hs, buf);
+  REQUIRE(n == handshake_bytes(hs));
+  return {buf.data(), n};
+}
+
+WireError dec(const Handshake& hs) {
+  Handshake out;
+  return decode_handshake(enc(hs), out);
+}
+
+}  // namespace
+
+TEST_CASE("handshake round trip without and with a nonce", "[wire][handshake]") {
+  Handshake hs = valid_handshake();
+  Handshake back;
+  REQUIRE(decode_handshake(enc(hs), back) == WireError::None);
+  CHECK(back == hs);
+  CHECK(enc(hs).size() == kHandshakeBaseBytes);
+
+  hs.has_nonce = true;
+  for (std::size_t i = 0; i < kAuthNonceBytes; ++i) hs.auth_nonce[i] = static_cast<std::uint8_t>(0xA0 + i);
+  hs.capabilities |= kCapAuth;
+  REQUIRE(decode_handshake(enc(hs), back) == WireError::None);
+  CHECK(back == hs);
+  CHECK(enc(hs).size() == kHandshakeMaxBytes);
+}
+
+TEST_CASE("handshake encode refuses a short buffer", "[wire][handshake]") {
+  std::array<std::byte, kHandshakeBaseBytes - 1> small{};
+  CHECK(encode_handshake(valid_handshake(), small) == 0);
+}
+
+TEST_CASE("handshake length must match one form and the nonce flag", "[wire][handshake]") {
+  Handshake hs = valid_handshake();
+  Handshake out;
+  auto b = enc(hs);
+  CHECK(decode_handshake(b.first(kHandshakeBaseBytes - 1), out) == WireError::BadLength);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeBaseBytes + 1), out) ==
+        WireError::BadLength);
+  // Flag says nonce, length says none.
+  store_le16(buf.data() + 2, kHandshakeHasNonce);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeBaseBytes), out) == WireError::BadLength);
+  // Length says nonce, flag says none.
+  store_le16(buf.data() + 2, 0);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeMaxBytes), out) == WireError::BadLength);
+}
+
+TEST_CASE("handshake reserved fields and unknown flags", "[wire][handshake]") {
+  Handshake out;
+  auto b = enc(valid_handshake());
+  store_le16(buf.data() + 2, 0x8000);
+  CHECK(decode_handshake(b, out) == WireError::BadFlags);
+  b = enc(valid_handshake());
+  store_le16(buf.data() + 6, 1);
+  CHECK(decode_handshake(b, out) == WireError::ReservedNonZero);
+}
+
+TEST_CASE("handshake field ranges", "[wire][handshake]") {
+  Handshake hs = valid_handshake();
+  SECTION("version 0") { hs.protocol_version = 0; CHECK(dec(hs) == WireError::BadVersion); }
+  SECTION("qp_count 0") { hs.qp_count = 0; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("qp_count above max") { hs.qp_count = kMaxQpsPerChannel + 1; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("qp_count at max") { hs.qp_count = kMaxQpsPerChannel; CHECK(dec(hs) == WireError::None); }
+  SECTION("epoch 0") { hs.daemon_epoch = 0; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("credits 0") { hs.initial_credits = 0; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("credits above max") { hs.initial_credits = kMaxInitialCredits + 1; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("max message too small") { hs.max_message_bytes = kMinMessageBytes - 1; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("max message too large") { hs.max_message_bytes = kMaxPayloadBytes + 1; CHECK(dec(hs) == WireError::BadField); }
+}
+
+TEST_CASE("unknown capability bits are dropped, known ones kept", "[wire][handshake]") {
+  Handshake hs = valid_handshake();
+  hs.capabilities = kCapRdma | (1ull << 40) | (1ull << 63);
+  Handshake out;
+  REQUIRE(decode_handshake(enc(hs), out) == WireError::None);
+  CHECK(out.capabilities == kCapRdma);
+}
+
+TEST_CASE("negotiation takes the common subset", "[wire][handshake]") {
+  Handshake a = valid_handshake();
+  Handshake b = valid_handshake();
+  a.protocol_version = 3;
+  b.qp_count = 2;
+  b.capabilities = kCapTcp | kCapRendezvousRead;
+  b.max_message_bytes = 64 * 1024;
+  Negotiated n;
+  REQUIRE(negotiate(a, b, n) == WireError::None);
+  CHECK(n.protocol_version == kProtocolVersion);
+  CHECK(n.qp_count == 2);
+  CHECK(n.capabilities == kCapTcp);
+  CHECK(n.max_message_bytes == 64 * 1024);
+  b.protocol_version = 0;
+  CHECK(negotiate(a, b, n) == WireError::BadVersion);
+}
