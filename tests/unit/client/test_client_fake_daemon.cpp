@@ -1,0 +1,292 @@
+// libferry against a scripted daemon (fake_daemon.h): the exact SQ entries
+// it submits, how it matches and validates completions, deferred releases,
+// blocking control ops that stash other completions, and daemon hang-up.
+#include <sys/epoll.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <thread>
+
+#include "ferry/client.h"
+#include "tests/unit/client/fake_daemon.h"
+
+using namespace ferry;
+using ferry::test::FakeDaemon;
+
+namespace {
+
+std::unique_ptr<Client> attach_to(FakeDaemon& d) {
+  bool ok = false;
+  std::thread t([&] { ok = d.accept_one(); });
+  AttachOptions o;
+  o.socket_path = d.socket_path();
+  o.name = "unit";
+  auto r = Client::attach(o);
+  t.join();
+  REQUIRE(ok);
+  REQUIRE(r.status == Status::Ok);
+  return std::move(r.value);
+}
+
+shm::SqEntry pop_one(FakeDaemon& d) {
+  shm::SqEntry e{};
+  REQUIRE(d.sq().pop_batch(&e, 1) == 1);
+  return e;
+}
+
+shm::CqEntry done_for(const shm::SqEntry& e, Status s = Status::Ok) {
+  shm::CqEntry c{};
+  c.kind = static_cast<std::uint8_t>(shm::CqKind::OpDone);
+  c.status = static_cast<std::uint8_t>(s);
+  c.op = e.op;
+  c.user_data = e.user_data;
+  return c;
+}
+
+shm::CqEntry delivery(FakeDaemon& d, shm::CqKind kind, std::uint64_t at, std::uint32_t len, std::uint32_t cap) {
+  shm::CqEntry c{};
+  c.kind = static_cast<std::uint8_t>(kind);
+  c.handle = 5;
+  c.offset = d.view().layout.rx_offset + at;
+  c.length = len;
+  c.capacity = cap;
+  c.token = 0xabc;
+  c.source = 77;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("attach maps the segment and reports ids") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  CHECK(c->client_id() == 42);
+  CHECK(c->daemon_epoch() == 7);
+  CHECK(c->state() == Status::Ok);
+  CHECK(c->max_message_bytes() == (1u << 20));
+  CHECK(c->event_fd() >= 0);
+}
+
+TEST_CASE("tx buffers come from the tx arena and free validates") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Buffer a = c->alloc(100);
+  REQUIRE(a);
+  CHECK(a.capacity >= 100);
+  CHECK(a.offset >= d.view().layout.tx_offset);
+  CHECK(a.offset + a.capacity <= d.view().layout.tx_offset + d.view().layout.tx_bytes);
+  CHECK_FALSE(c->alloc(0));
+  CHECK_FALSE(c->alloc((1u << 20) + 1));
+  CHECK(c->free(a) == Status::Ok);
+  CHECK(c->free(a) == Status::BadRequest);  // double free
+  CHECK(c->free(Buffer{}) == Status::BadRequest);
+}
+
+TEST_CASE("send builds the entry and its OpDone returns the user's user_data") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Buffer b = c->alloc(4096);
+  REQUIRE(b);
+  CHECK(c->send(9, b, 0, 1) == Status::BadRequest);
+  CHECK(c->send(9, b, b.capacity + 1, 1) == Status::BadRequest);
+  Buffer forged = b;
+  forged.offset += 64;  // pointer and offset disagree
+  CHECK(c->send(9, forged, 10, 1) == Status::BadRequest);
+  REQUIRE(c->send(9, b, 1000, 0x1234) == Status::Ok);
+  shm::SqEntry e = pop_one(d);
+  CHECK(e.op == static_cast<std::uint8_t>(shm::Op::Send));
+  CHECK(e.flags == 0);
+  CHECK(e.handle == 9);
+  CHECK(e.offset == b.offset);
+  CHECK(e.length == 1000);
+  CHECK(e.user_data != 0x1234);  // the slot token travels, not the user's value
+
+  Completion out[4];
+  CHECK(c->poll(out) == 0);
+  // A forged completion (unknown token) is dropped; the real one comes through once.
+  shm::CqEntry bogus = done_for(e);
+  bogus.user_data ^= 1ull << 40;
+  d.complete(bogus);
+  d.complete(done_for(e));
+  d.complete(done_for(e));  // replay: the slot is no longer live
+  REQUIRE(c->poll(out) == 1);
+  CHECK(out[0].kind == Completion::Kind::OpDone);
+  CHECK(out[0].op == OpKind::Send);
+  CHECK(out[0].status == Status::Ok);
+  CHECK(out[0].user_data == 0x1234);
+  CHECK(c->poll(out) == 0);
+}
+
+TEST_CASE("call response lengths are checked against the caller's buffer") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Buffer req = c->alloc(64), resp = c->alloc(256);
+  REQUIRE(c->call(3, req, 64, resp, 11) == Status::Ok);
+  REQUIRE(c->call(3, req, 64, resp, 12) == Status::Ok);
+  shm::SqEntry e1 = pop_one(d), e2 = pop_one(d);
+  CHECK(e1.resp_offset == resp.offset);
+  CHECK(e1.resp_length == resp.capacity);
+  shm::CqEntry c1 = done_for(e1);
+  c1.length = 200;
+  shm::CqEntry c2 = done_for(e2);
+  c2.length = resp.capacity + 1;  // claims to have written past the buffer
+  d.complete(c1);
+  d.complete(c2);
+  Completion out[4];
+  REQUIRE(c->poll(out) == 2);
+  CHECK(out[0].user_data == 11);
+  CHECK(out[0].status == Status::Ok);
+  CHECK(out[0].length == 200);
+  CHECK(out[0].data == resp.data);
+  CHECK(out[1].user_data == 12);
+  CHECK(out[1].status == Status::ProtocolError);
+}
+
+TEST_CASE("deliveries outside the rx arena are dropped; release is quiet") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  const auto& l = d.view().layout;
+  std::memcpy(d.view().at(l.rx_offset + 128), "hello", 5);
+  d.complete(delivery(d, shm::CqKind::Message, 128, 5, 64));
+  shm::CqEntry outside = delivery(d, shm::CqKind::Message, 0, 5, 64);
+  outside.offset = l.tx_offset;  // into the tx arena
+  d.complete(outside);
+  shm::CqEntry past = delivery(d, shm::CqKind::Request, l.rx_bytes - 32, 5, 64);  // runs off the end
+  d.complete(past);
+  shm::CqEntry huge = delivery(d, shm::CqKind::Request, 0, 5, 64);
+  huge.offset = UINT64_MAX - 16;
+  d.complete(huge);
+  shm::CqEntry longer = delivery(d, shm::CqKind::Request, 0, 65, 64);  // length > capacity
+  d.complete(longer);
+  d.complete(delivery(d, shm::CqKind::Request, 4096, 3, 64));
+
+  Completion out[8];
+  REQUIRE(c->poll(out) == 2);
+  CHECK(out[0].kind == Completion::Kind::Message);
+  CHECK(out[0].length == 5);
+  CHECK(std::memcmp(out[0].data, "hello", 5) == 0);
+  CHECK(out[0].source == 77);
+  CHECK(out[1].kind == Completion::Kind::Request);
+  CHECK(out[1].token == 0xabc);
+
+  c->release(out[0]);
+  shm::SqEntry r = pop_one(d);
+  CHECK(r.op == static_cast<std::uint8_t>(shm::Op::ReleaseRx));
+  CHECK(r.flags == shm::kSqFlagQuiet);
+  CHECK(r.offset == l.rx_offset + 128);
+}
+
+TEST_CASE("a full SQ gives Busy, and releases queue until there is room") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Buffer b = c->alloc(64);
+  std::uint32_t sent = 0;
+  while (c->send(1, b, 8, sent) == Status::Ok) ++sent;
+  CHECK(sent == d.view().sq_capacity);
+  CHECK(c->send(1, b, 8, 0) == Status::Busy);
+  // A release while full is kept privately, then flushed by the next poll.
+  d.complete(delivery(d, shm::CqKind::Message, 0, 8, 64));
+  Completion out[4];
+  REQUIRE(c->poll(out) == 1);
+  c->release(out[0]);
+  shm::SqEntry first = pop_one(d);
+  CHECK(first.op == static_cast<std::uint8_t>(shm::Op::Send));
+  CHECK(c->poll(out) == 0);  // flushes the release into the freed slot
+  shm::SqEntry drained[512];
+  const std::uint32_t n = d.sq().pop_batch(drained, 512);
+  REQUIRE(n == d.view().sq_capacity);
+  CHECK(drained[n - 1].op == static_cast<std::uint8_t>(shm::Op::ReleaseRx));
+  CHECK(drained[n - 1].offset == d.view().layout.rx_offset);
+}
+
+TEST_CASE("blocking serve stashes unrelated completions for poll") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  std::thread daemon([&] {
+    shm::SqEntry e{};
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (d.sq().pop_batch(&e, 1) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    if (e.op != static_cast<std::uint8_t>(shm::Op::Serve)) return;
+    std::string name(reinterpret_cast<const char*>(d.view().at(e.offset)), e.length);
+    if (name != "echo") return;
+    d.complete(delivery(d, shm::CqKind::Message, 0, 1, 64));  // arrives before the answer
+    shm::CqEntry done = done_for(e);
+    done.handle = 17;
+    d.complete(done);
+  });
+  auto r = c->serve("echo", std::chrono::seconds(5));
+  daemon.join();
+  REQUIRE(r.status == Status::Ok);
+  CHECK(r.value == 17);
+  Completion out[4];
+  REQUIRE(c->poll(out) == 1);
+  CHECK(out[0].kind == Completion::Kind::Message);
+  CHECK(c->serve("bad name!").status == Status::BadRequest);
+  CHECK(c->open("host:99999/x").status == Status::BadRequest);
+}
+
+TEST_CASE("a control op with no answer times out") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(c->open("svc", std::chrono::milliseconds(50)).status == Status::Timeout);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(50));
+  // The late answer is swallowed, not surfaced.
+  shm::SqEntry e = pop_one(d);
+  shm::CqEntry done = done_for(e);
+  done.handle = 3;
+  d.complete(done);
+  Completion out[2];
+  CHECK(c->poll(out) == 0);
+}
+
+TEST_CASE("wait wakes on the CQ doorbell and times out without work") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Completion out[2];
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(c->wait(out, std::chrono::milliseconds(30)) == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
+  std::thread t([&] {
+    // Wait until the client has announced it sleeps, then deliver.
+    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
+    d.complete(delivery(d, shm::CqKind::Message, 0, 1, 64));
+  });
+  CHECK(c->wait(out, std::chrono::seconds(5)) == 1);
+  t.join();
+  // event_fd is readable once a completion is pushed after poll() returned 0.
+  CHECK(c->poll(out) == 0);
+  d.complete(delivery(d, shm::CqKind::Message, 64, 1, 64));
+  epoll_event ev;
+  CHECK(::epoll_wait(c->event_fd(), &ev, 1, 2000) == 1);
+  CHECK(c->poll(out) == 1);
+}
+
+TEST_CASE("daemon hang-up completes every in-flight op with DaemonGone exactly once") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Buffer b = c->alloc(64), resp = c->alloc(64);
+  for (std::uint64_t i = 0; i < 10; ++i) REQUIRE(c->send(1, b, 8, i) == Status::Ok);
+  for (std::uint64_t i = 10; i < 15; ++i) REQUIRE(c->call(1, b, 8, resp, i) == Status::Ok);
+  shm::SqEntry e = pop_one(d);
+  d.complete(done_for(e));  // op 0 finished before the daemon died
+  d.hang_up();
+  Completion out[32];
+  std::size_t n = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (n < 15 && std::chrono::steady_clock::now() < deadline) n += c->wait({out + n, 32 - n}, std::chrono::milliseconds(100));
+  REQUIRE(n == 15);
+  CHECK(out[0].user_data == 0);
+  CHECK(out[0].status == Status::Ok);
+  bool seen[15] = {};
+  for (std::size_t i = 1; i < n; ++i) {
+    CHECK(out[i].status == Status::DaemonGone);
+    REQUIRE(out[i].user_data < 15);
+    CHECK_FALSE(seen[out[i].user_data]);
+    seen[out[i].user_data] = true;
+  }
+  CHECK(c->wait(out, std::chrono::milliseconds(20)) == 0);
+  CHECK(c->state() == Status::DaemonGone);
+  CHECK(c->send(1, b, 8, 99) == Status::DaemonGone);
+  CHECK(c->open("x").status == Status::DaemonGone);
+}
