@@ -1,0 +1,47 @@
+#include "ferry_session.h"
+
+#include "daemon_cpu.h"
+
+namespace ferry::bench {
+
+std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
+                                            std::size_t rx_bytes, std::string* error) {
+  AttachOptions a;
+  a.socket_path = socket;
+  a.name = name;
+  // Ask for more than the daemon default only when the run needs it;
+  // round up to 1 MiB so the arena has slack for allocator headers.
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  a.tx_bytes = tx_bytes == 0 ? 0 : (tx_bytes + 2 * kMiB) & ~(kMiB - 1);
+  a.rx_bytes = rx_bytes == 0 ? 0 : (rx_bytes + 2 * kMiB) & ~(kMiB - 1);
+  auto r = Client::attach(a);
+  if (!r) {
+    *error = "cannot attach to ferryd at " + socket + ": " + std::string(to_string(r.status)) +
+             " (is ferryd running? pass --socket or set FERRY_SOCKET)";
+    return nullptr;
+  }
+  return std::move(r.value);
+}
+
+std::size_t wait_completions(Client& client, std::span<Completion> out) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + kOpDeadline;
+  for (;;) {
+    const std::size_t n = client.wait(out, std::chrono::milliseconds(500));
+    if (n != 0 || client.state() != Status::Ok) return n;
+    if (std::chrono::steady_clock::now() >= deadline) return 0;
+  }
+}
+
+void charge_daemons(ScenarioContext& ctx) {
+  ctx.cpu().add_daemon(control_path_for(ctx.options().socket));
+  ctx.cpu().add_daemon(control_path_for(ctx.options().server_socket));
+}
+
+bool size_fits(const Client& client, std::size_t size, std::string* error) {
+  if (size <= client.max_message_bytes()) return true;
+  *error = "size " + std::to_string(size) + " exceeds the daemon's max message size (" +
+           std::to_string(client.max_message_bytes()) + " bytes)";
+  return false;
+}
+
+}  // namespace ferry::bench

@@ -1,0 +1,36 @@
+// Shared pieces of the scenarios that go through ferryd: attaching with
+// a clear error, waiting for completions with a deadline, and charging the
+// daemon(s) CPU.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ferry/client.h"
+#include "scenario.h"
+
+namespace ferry::bench {
+
+// How long one operation may take before the run fails instead of hanging.
+inline constexpr std::chrono::milliseconds kOpDeadline{10000};
+// Completions taken per poll.
+inline constexpr std::size_t kCompletionBatch = 64;
+
+// Attaches to `socket` (the daemon's client socket) with a tx arena big
+// enough for `tx_bytes` of buffers; on failure *error names the socket.
+std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
+                                            std::size_t rx_bytes, std::string* error);
+
+// Waits for at least one completion, up to kOpDeadline. 0 on timeout or a
+// gone daemon (check client.state()).
+std::size_t wait_completions(Client& client, std::span<Completion> out) noexcept;
+
+// Charges the daemons behind these client sockets (deduplicated).
+void charge_daemons(ScenarioContext& ctx);
+
+// Checks the size against the daemon's message limit.
+bool size_fits(const Client& client, std::size_t size, std::string* error);
+
+}  // namespace ferry::bench

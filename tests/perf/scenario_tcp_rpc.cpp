@@ -1,0 +1,85 @@
+// tcp-rpc: the kernel-TCP baseline, as a typical RPC stack runs it: one
+// TCP connection per process pair, TCP_NODELAY, blocking I/O,
+// length-prefixed messages. ferry-bench forks its server on --listen
+// (default 127.0.0.1:0), or connects to --target where
+// `ferry-bench tcp-server --listen HOST:PORT` runs (then the server's
+// CPU is not charged: it is another host's, or at least not our child).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "forked_server.h"
+#include "framed_rpc.h"
+#include "scenarios.h"
+#include "tcp_socket.h"
+
+namespace ferry::bench {
+
+Outcome run_tcp_rpc(ScenarioContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  if (o.concurrency != 1)
+    return ctx.fail(Outcome::BadUsage, "tcp-rpc is a one-call-at-a-time blocking baseline: --concurrency must be 1");
+
+  std::string error;
+  ForkedServer server;
+  std::string target = o.target;
+  if (!target.empty()) ctx.server_not_charged();
+  if (target.empty()) {
+    std::string bound;
+    const int lfd = tcp_listen(o.listen, &bound, &error);
+    if (lfd < 0) return ctx.fail(Outcome::Failed, "tcp-rpc listen: " + error);
+    const bool started = server.start(
+        [&](ReadyNotifier& ready) {
+          ready.ready(bound);
+          const int fd = tcp_accept(lfd);
+          ::close(lfd);
+          if (fd < 0) return 1;
+          const int rc = serve_framed_echo(fd);
+          ::close(fd);
+          return rc;
+        },
+        &error);
+    ::close(lfd);
+    if (!started || !server.wait_ready(std::chrono::seconds(10), &target, &error))
+      return ctx.fail(Outcome::Failed, "tcp-rpc server: " + error);
+    ctx.cpu().add_process(server.pid());
+  }
+
+  const int fd = tcp_connect(target, &error);
+  if (fd < 0) return ctx.fail(Outcome::Failed, "tcp-rpc: " + error);
+  Outcome outcome = run_framed_rpc(fd, ctx);
+  ::close(fd);
+  if (server.pid() > 0) {
+    const int rc = server.stop(std::chrono::seconds(5));
+    if (outcome == Outcome::Ok && rc != 0)
+      outcome = ctx.fail(Outcome::Failed, "tcp-rpc server exited with " + std::to_string(rc));
+  }
+  return outcome;
+}
+
+int run_tcp_server(const BenchOptions& options) {
+  std::string bound, error;
+  const int lfd = tcp_listen(options.listen, &bound, &error);
+  if (lfd < 0) {
+    std::fprintf(stderr, "ferry-bench tcp-server: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("listening on %s\n", bound.c_str());
+  std::fflush(stdout);
+  ::signal(SIGCHLD, SIG_IGN);  // connection processes reap themselves
+  for (;;) {
+    const int fd = tcp_accept(lfd);
+    if (fd < 0) continue;
+    // One process per connection, as "one connection per process pair".
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(lfd);
+      const int rc = serve_framed_echo(fd);
+      ::_exit(rc);
+    }
+    ::close(fd);
+  }
+}
+
+}  // namespace ferry::bench
