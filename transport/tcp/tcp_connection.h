@@ -1,0 +1,71 @@
+// Per-connection state of the tcp backend. Private to tcp/.
+//
+// Send queue: a ring of WRs with their headers already encoded. Three
+// free-running counters split it: [head, written) went out and await their
+// SendDone report, [written, tail) wait for the socket; write_offset counts
+// bytes of the WR at `written` already sent (partial writes).
+//
+// Receive buffer: [rx_begin, rx_end) holds bytes not yet handed out. Recv
+// completions point into it, so it is compacted only at the start of the
+// next poll() (when those pointers expire by contract).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "ferry/status.h"
+#include "transport/tcp/tcp_config.h"
+#include "transport/wire/header.h"
+
+namespace ferry::transport::tcp {
+
+enum class ConnState : std::uint8_t {
+  Free = 0,      // slot unused
+  Open = 1,      // fd live
+  Draining = 2,  // fd closed; reporting the remaining WRs, then Closed
+};
+
+constexpr std::string_view to_string(ConnState s) noexcept {
+  switch (s) {
+    case ConnState::Free: return "Free";
+    case ConnState::Open: return "Open";
+    case ConnState::Draining: return "Draining";
+  }
+  return "Unknown";
+}
+
+struct PendingWr {
+  std::array<std::byte, wire::kHeaderBytes> header;
+  const std::byte* payload;
+  std::uint32_t payload_len;
+  bool signaled;
+  std::uint64_t user_data;
+
+  std::size_t frame_bytes() const noexcept { return wire::kHeaderBytes + payload_len; }
+};
+
+struct TcpConnection {
+  int fd = -1;
+  ConnState state = ConnState::Free;
+  std::uint16_t generation = 0;
+  bool want_write = false;             // EPOLLOUT armed
+  Status close_status = Status::Ok;    // reported in Closed
+
+  std::array<PendingWr, kSendQueueDepth> sq{};
+  std::uint32_t sq_head = 0;
+  std::uint32_t sq_written = 0;
+  std::uint32_t sq_tail = 0;
+  std::uint32_t write_offset = 0;
+
+  std::unique_ptr<std::byte[]> rx;  // preallocated at construction, kept across reuse
+  std::size_t rx_begin = 0;
+  std::size_t rx_end = 0;
+
+  std::uint32_t sq_used() const noexcept { return sq_tail - sq_head; }
+  PendingWr& sq_at(std::uint32_t i) noexcept { return sq[i & (kSendQueueDepth - 1)]; }
+};
+
+}  // namespace ferry::transport::tcp

@@ -1,0 +1,289 @@
+// TcpTransport setup: construction, listen, connect with a deadline, accept,
+// close and the connection slot table. Not on the datapath: may allocate,
+// may block for at most the configured connect timeout.
+#include "transport/tcp/tcp_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace ferry::transport::tcp {
+namespace {
+
+// Numeric IPv4 or IPv6 only: name resolution belongs to the caller's control
+// path, not to a transport that must not block unboundedly.
+bool parse_address(std::string_view host, std::uint16_t port, sockaddr_storage& ss, socklen_t& len) {
+  const std::string h(host);
+  std::memset(&ss, 0, sizeof ss);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  if (inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    len = sizeof(sockaddr_in);
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET6, h.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    len = sizeof(sockaddr_in6);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const TcpConfig& config) {
+  if (config.validate() != Status::Ok) return Result<std::unique_ptr<TcpTransport>>::fail(Status::BadRequest);
+  std::unique_ptr<TcpTransport> t(new TcpTransport(config));
+  if (t->epoll_fd_ < 0) return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  return Result<std::unique_ptr<TcpTransport>>::ok(std::move(t));
+}
+
+TcpTransport::TcpTransport(const TcpConfig& config)
+    : config_(config), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)), conns_(new TcpConnection[kMaxConnections]) {
+  // Receive buffers are allocated now, not on accept: default-initialised
+  // bytes are not touched, so untouched capacity costs address space only.
+  for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
+    conns_[i].rx.reset(new std::byte[config_.rx_buffer_bytes()]);
+  }
+}
+
+TcpTransport::~TcpTransport() {
+  for (std::uint32_t i = 0; i < kMaxConnections; ++i) {
+    if (conns_[i].fd >= 0) ::close(conns_[i].fd);
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+TransportCaps TcpTransport::caps() const noexcept {
+  TransportCaps c;
+  c.kind = TransportKind::Tcp;
+  c.max_message_bytes = config_.max_message_bytes;
+  c.send_queue_depth = kSendQueueDepth;
+  c.max_connections = config_.max_connections;
+  return c;
+}
+
+Status TcpTransport::configure_socket(int fd) noexcept {
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return Status::BadRequest;
+  if (config_.sndbuf_bytes != 0) {
+    const int v = static_cast<int>(config_.sndbuf_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+  }
+  if (config_.rcvbuf_bytes != 0) {
+    const int v = static_cast<int>(config_.rcvbuf_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+  }
+  return Status::Ok;
+}
+
+ConnId TcpTransport::id_of(std::uint32_t slot) const noexcept {
+  return (static_cast<ConnId>(conns_[slot].generation) << 16) | (slot + 1);
+}
+
+TcpConnection* TcpTransport::lookup(ConnId conn) noexcept {
+  const std::uint32_t low = conn & 0xFFFFu;
+  if (low == 0 || low > config_.max_connections) return nullptr;
+  TcpConnection& c = conns_[low - 1];
+  if (c.state == ConnState::Free || (conn >> 16) != c.generation) return nullptr;
+  return &c;
+}
+
+int TcpTransport::conn_fd(ConnId conn) const noexcept {
+  const TcpConnection* c = const_cast<TcpTransport*>(this)->lookup(conn);
+  return c == nullptr ? -1 : c->fd;
+}
+
+int TcpTransport::alloc_slot() noexcept {
+  for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
+    if (conns_[i].state == ConnState::Free) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+ConnId TcpTransport::install(int slot, int fd) noexcept {
+  TcpConnection& c = conns_[slot];
+  c.fd = fd;
+  c.state = ConnState::Open;
+  c.want_write = false;
+  c.close_status = Status::Ok;
+  c.sq_head = c.sq_written = c.sq_tail = 0;
+  c.write_offset = 0;
+  c.rx_begin = c.rx_end = 0;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = static_cast<std::uint64_t>(slot);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    // Cannot watch it: fail it like a reset so the owner still sees Closed.
+    begin_drain(static_cast<std::uint32_t>(slot), Status::PeerReset);
+  }
+  return id_of(static_cast<std::uint32_t>(slot));
+}
+
+void TcpTransport::set_want_write(std::uint32_t slot, bool on) noexcept {
+  TcpConnection& c = conns_[slot];
+  if (c.want_write == on || c.fd < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+  ev.data.u64 = slot;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  c.want_write = on;
+}
+
+void TcpTransport::begin_drain(std::uint32_t slot, Status why) noexcept {
+  TcpConnection& c = conns_[slot];
+  if (c.state != ConnState::Open) return;
+  if (c.fd >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    ::close(c.fd);
+    c.fd = -1;
+  }
+  c.want_write = false;
+  c.state = ConnState::Draining;
+  c.close_status = why;
+  attention_ |= 1ull << slot;
+}
+
+void TcpTransport::free_slot(std::uint32_t slot) noexcept {
+  TcpConnection& c = conns_[slot];
+  c.state = ConnState::Free;
+  ++c.generation;  // stale ConnIds stop matching
+  attention_ &= ~(1ull << slot);
+}
+
+Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t port) {
+  owner_.check();
+  if (listen_fd_ >= 0) return Result<std::uint16_t>::fail(Status::Busy);
+  sockaddr_storage ss;
+  socklen_t len = 0;
+  if (!parse_address(host, port, ss, len)) return Result<std::uint16_t>::fail(Status::BadRequest);
+  const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Result<std::uint16_t>::fail(Status::NoMemory);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  // Accepted sockets inherit buffer sizes; setting them here makes them
+  // apply before the handshake fixes the window scale.
+  configure_socket(fd);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      ::listen(fd, static_cast<int>(config_.listen_backlog)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Result<std::uint16_t>::fail(err == EADDRINUSE || err == EACCES ? Status::Busy : Status::BadRequest);
+  }
+  sockaddr_storage bound;
+  socklen_t blen = sizeof bound;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &blen);
+  const std::uint16_t bound_port = ntohs(bound.ss_family == AF_INET
+                                             ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    ::close(fd);
+    return Result<std::uint16_t>::fail(Status::NoMemory);
+  }
+  listen_fd_ = fd;
+  spdlog::debug("tcp transport: listening on {}:{}", host, bound_port);
+  return Result<std::uint16_t>::ok(bound_port);
+}
+
+Result<ConnId> TcpTransport::connect(std::string_view host, std::uint16_t port) {
+  owner_.check();
+  sockaddr_storage ss;
+  socklen_t len = 0;
+  if (!parse_address(host, port, ss, len)) return Result<ConnId>::fail(Status::BadRequest);
+  const int slot = alloc_slot();
+  if (slot < 0) return Result<ConnId>::fail(Status::Busy);
+  const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Result<ConnId>::fail(Status::NoMemory);
+  configure_socket(fd);
+
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(config_.connect_timeout_ms);
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
+  int err = rc == 0 ? 0 : errno;
+  while (err == EINPROGRESS || err == EINTR) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      err = ETIMEDOUT;
+      break;
+    }
+    pollfd pfd{fd, POLLOUT, 0};
+    rc = ::poll(&pfd, 1, static_cast<int>(left));
+    if (rc < 0) {
+      err = errno;  // EINTR loops with the remaining time
+      continue;
+    }
+    if (rc == 0) continue;  // the deadline check above ends the loop
+    socklen_t elen = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
+    break;
+  }
+  if (err != 0) {
+    ::close(fd);
+    spdlog::debug("tcp transport: connect {}:{} failed: {}", host, port, std::strerror(err));
+    return Result<ConnId>::fail(Status::PeerUnreachable);
+  }
+  return Result<ConnId>::ok(install(slot, fd));
+}
+
+std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
+  std::size_t n = 0;
+  while (n < out.size()) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      // EAGAIN: backlog empty. EMFILE and friends: stop; epoll reports the
+      // listener again on the next poll.
+      accept_pending_ = false;
+      break;
+    }
+    const int slot = alloc_slot();
+    if (slot < 0) {
+      // Refuse rather than leave it in the backlog, where it would keep the
+      // listener readable and spin the owner.
+      ::close(fd);
+      if constexpr (FERRY_DATAPATH_STATS) ++stats_.accepts_refused;
+      continue;
+    }
+    configure_socket(fd);
+    Completion& c = out[n++];
+    c = Completion{};
+    c.kind = CompletionKind::Accepted;
+    c.conn = install(slot, fd);
+  }
+  return n;
+}
+
+Status TcpTransport::close(ConnId conn) {
+  owner_.check();
+  TcpConnection* c = lookup(conn);
+  if (c == nullptr || c->state != ConnState::Open) return Status::EndpointClosed;
+  begin_drain((conn & 0xFFFFu) - 1, Status::Ok);
+  return Status::Ok;
+}
+
+Result<MemoryHandle> TcpTransport::register_memory(void*, std::size_t) {
+  // Kernel TCP copies through the socket; there is nothing to register.
+  return Result<MemoryHandle>::fail(Status::NotSupported);
+}
+
+Status TcpTransport::deregister_memory(MemoryHandle) { return Status::NotSupported; }
+
+}  // namespace ferry::transport::tcp

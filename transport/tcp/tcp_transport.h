@@ -1,0 +1,97 @@
+// The kernel-TCP backend: the fallback where no RDMA device exists and the
+// data path every test runs. One non-blocking TCP socket per connection,
+// TCP_NODELAY, wire frames (header then payload) sent with one writev per
+// batch and received with large reads into a preallocated buffer; readiness
+// through one epoll fd (event_fd()).
+//
+// Setup (create/listen/connect/accept/close) is in tcp_transport.cpp, the
+// datapath (post_send/poll) in tcp_transport_datapath.cpp.
+#pragma once
+
+#include <sys/epoll.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "transport/owner_thread.h"
+#include "transport/tcp/tcp_config.h"
+#include "transport/tcp/tcp_connection.h"
+#include "transport/transport.h"
+
+namespace ferry::transport::tcp {
+
+// Datapath counters (compiled in with the datapath_stats option).
+struct TcpStats {
+  std::uint64_t writev_calls = 0;
+  std::uint64_t partial_writes = 0;  // writev that wrote less than offered
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t read_calls = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t accepts_refused = 0;  // no free connection slot
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Allocates every buffer the datapath will use. BadRequest for an invalid
+  // config; NoMemory if the epoll fd cannot be created.
+  static Result<std::unique_ptr<TcpTransport>> create(const TcpConfig& config);
+  ~TcpTransport() override;
+
+  TransportCaps caps() const noexcept override;
+  int event_fd() const noexcept override { return epoll_fd_; }
+
+  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
+  Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
+  Status close(ConnId conn) override;
+  Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
+  Status deregister_memory(MemoryHandle mr) override;
+
+  PostResult post_send(std::span<const SendWr> wrs) noexcept override;
+  std::size_t poll(std::span<Completion> out) noexcept override;
+
+  const TcpConfig& config() const noexcept { return config_; }
+  const TcpStats& stats() const noexcept { return stats_; }
+  // The socket of an open connection (-1 otherwise), for diagnostics and tests.
+  int conn_fd(ConnId conn) const noexcept;
+  // Hands the datapath to another thread (see OwnerThread).
+  void release_owner() noexcept { owner_.release(); }
+
+ private:
+  explicit TcpTransport(const TcpConfig& config);
+
+  static constexpr std::uint64_t kListenerTag = ~0ull;
+
+  // setup (tcp_transport.cpp)
+  Status configure_socket(int fd) noexcept;
+  int alloc_slot() noexcept;
+  ConnId install(int slot, int fd) noexcept;
+  TcpConnection* lookup(ConnId conn) noexcept;
+  std::size_t accept_ready(std::span<Completion> out) noexcept;
+  void begin_drain(std::uint32_t slot, Status why) noexcept;
+  void free_slot(std::uint32_t slot) noexcept;
+  void set_want_write(std::uint32_t slot, bool on) noexcept;
+  ConnId id_of(std::uint32_t slot) const noexcept;
+
+  // datapath (tcp_transport_datapath.cpp)
+  void flush(std::uint32_t slot) noexcept;
+  std::size_t service(std::uint32_t slot, std::span<Completion> out) noexcept;
+  std::size_t report_sends(std::uint32_t slot, std::span<Completion> out) noexcept;
+  std::size_t receive(std::uint32_t slot, std::span<Completion> out) noexcept;
+  bool needs_attention(const TcpConnection& c) const noexcept;
+
+  TcpConfig config_;
+  int epoll_fd_ = -1;
+  int listen_fd_ = -1;
+  bool accept_pending_ = false;
+  std::uint64_t attention_ = 0;  // bit per slot: work that epoll will not signal
+  std::uint32_t next_slot_ = 0;  // where the next service sweep starts (fairness)
+  std::unique_ptr<TcpConnection[]> conns_;
+  std::array<epoll_event, kEpollBatch> events_{};
+  std::array<iovec, kMaxIov> iov_{};
+  TcpStats stats_;
+  OwnerThread owner_;
+};
+
+}  // namespace ferry::transport::tcp
