@@ -60,8 +60,9 @@ timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 ferry.results=$results" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap" \
-  </dev/null
-qemu_rc=$?
+  </dev/null | sed -u -e 's/\x1bc//g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g'
+# The firmware and the console send terminal resets; sed drops them so logs stay plain text.
+qemu_rc=${PIPESTATUS[0]}
 set -e
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
 echo # the guest console ends without a newline
