@@ -1,0 +1,217 @@
+#include "tests/integration/harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+namespace ferry::itest {
+
+namespace {
+
+std::string env_or_throw(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') throw std::runtime_error(std::string(name) + " is not set (run through meson test)");
+  return v;
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+Daemon::Daemon() {
+  const std::string ferryd = env_or_throw("FERRYD");
+  char tmpl[] = "/tmp/ferry-itest-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    ::execl(ferryd.c_str(), ferryd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "warn",
+            static_cast<char*>(nullptr));
+    std::fprintf(stderr, "exec %s: %s\n", ferryd.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  const auto deadline = Clock::now() + 5s;
+  while (!(exists(socket()) && exists(control()))) {
+    if (!alive() || Clock::now() > deadline) {
+      kill_hard();
+      throw std::runtime_error("ferryd did not come up in " + dir_);
+    }
+    std::this_thread::sleep_for(5ms);  // polling a file system condition, with a deadline
+  }
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    if (reap(pid_, 3s) < 0) std::fprintf(stderr, "ferryd ignored SIGTERM; killed\n");
+    pid_ = -1;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+bool Daemon::alive() {
+  if (pid_ <= 0) return false;
+  int st = 0;
+  const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+void Daemon::kill_hard() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  reap(pid_, 5s);
+  pid_ = -1;
+}
+
+long Daemon::clients() const {
+  const std::string cmd = env_or_throw("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (::pclose(p) != 0) return -1;
+  const auto at = out.find("\"clients\"");
+  if (at == std::string::npos) return -1;
+  const auto colon = out.find(':', at);
+  if (colon == std::string::npos) return -1;
+  return std::strtol(out.c_str() + colon + 1, nullptr, 10);
+}
+
+bool Daemon::wait_clients(long want, std::chrono::milliseconds within) const {
+  const auto deadline = Clock::now() + within;
+  for (;;) {
+    if (clients() == want) return true;
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);  // polling ferryctl with a deadline
+  }
+}
+
+bool Daemon::wait_clients_at_most(long most, std::chrono::milliseconds within) const {
+  const auto deadline = Clock::now() + within;
+  for (;;) {
+    const long n = clients();
+    if (n >= 0 && n <= most) return true;
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+pid_t spawn(const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int rc = 99;
+  try {
+    rc = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child %d: exception: %s\n", ::getpid(), e.what());
+  }
+  std::fflush(nullptr);
+  ::_exit(rc);
+}
+
+int reap(pid_t pid, std::chrono::milliseconds within) {
+  const auto deadline = Clock::now() + within;
+  int st = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (r < 0) return -1;
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "process %d overran its deadline; killing it\n", pid);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(2ms);  // waitpid has no timeout
+  }
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return -1;
+}
+
+Gate::Gate() {
+  if (::pipe2(fds_, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+}
+
+Gate::~Gate() {
+  ::close(fds_[0]);
+  ::close(fds_[1]);
+}
+
+void Gate::signal() const {
+  const char b = 1;
+  (void)!::write(fds_[1], &b, 1);
+}
+
+bool Gate::wait(std::chrono::milliseconds within) const {
+  pollfd p{fds_[0], POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(within.count())) != 1) return false;
+  char b;
+  return ::read(fds_[0], &b, 1) == 1;
+}
+
+bool Gate::ready() const {
+  pollfd p{fds_[0], POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+std::unique_ptr<Client> attach_retry(const std::string& socket, const std::string& name,
+                                     std::chrono::milliseconds within) {
+  const auto deadline = Clock::now() + within;
+  AttachOptions o;
+  o.socket_path = socket;
+  o.name = name;
+  for (;;) {
+    auto r = Client::attach(o);
+    if (r) return std::move(r.value);
+    if (r.status != Status::DaemonGone || Clock::now() > deadline) {
+      std::fprintf(stderr, "%s: attach failed: %s\n", name.c_str(), std::string(to_string(r.status)).c_str());
+      return nullptr;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+Result<EndpointId> open_retry(Client& c, const std::string& target, std::chrono::milliseconds within) {
+  const auto deadline = Clock::now() + within;
+  for (;;) {
+    auto r = c.open(target);
+    if (r.status != Status::ServiceNotFound || Clock::now() > deadline) return r;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+int fail(int code, const char* fmt, ...) {
+  std::fprintf(stderr, "[pid %d] FAIL: ", ::getpid());
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', stderr);
+  return code;
+}
+
+}  // namespace ferry::itest

@@ -1,0 +1,69 @@
+// Verifiable traffic for the integration tests: every payload is a pure
+// function of (sender, sequence) so any receiver can check it byte for byte,
+// and payloads of 32 bytes or more carry a header with sender, sequence,
+// length and a checksum. Plus the process roles built on it (sink server,
+// sender, RPC server, caller), each returning an exit code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ferry/client.h"
+#include "tests/integration/harness.h"
+
+namespace ferry::itest {
+
+inline constexpr std::uint32_t kHeaderBytes = 32;
+
+void fill_payload(std::byte* p, std::uint32_t len, std::uint32_t sender, std::uint64_t seq) noexcept;
+bool check_payload(const std::byte* p, std::uint32_t len, std::uint32_t sender, std::uint64_t seq) noexcept;
+// Reads (sender, seq) from a header and checks its length and checksum.
+bool read_header(const std::byte* p, std::uint32_t len, std::uint32_t& sender, std::uint64_t& seq) noexcept;
+// Mixed sizes 1 B .. max; seq 0 always carries a header.
+std::uint32_t size_for(std::uint64_t seq, std::uint32_t max) noexcept;
+// The "xform" service: each byte XOR 0xA5. "echo": identity.
+inline constexpr std::byte kXformKey{0xA5};
+bool check_xformed(const std::byte* p, std::uint32_t len, std::uint32_t sender, std::uint64_t seq) noexcept;
+
+struct SinkSpec {
+  std::string socket;
+  std::string service = "sink";
+  std::uint32_t senders = 0;
+  std::uint64_t per_sender = 0;
+};
+// Serves spec.service, signals `ready`, verifies every message (checksum,
+// bytes, per-sender order) until all arrived.
+int run_sink(const SinkSpec& spec, const Gate& ready);
+
+struct SenderSpec {
+  std::string socket;
+  std::string target = "sink";
+  std::uint32_t sender = 0;
+  std::uint64_t count = 0;
+  std::uint32_t window = 8;
+};
+int run_sender(const SenderSpec& spec);
+
+struct RpcServerSpec {
+  std::string socket;
+  std::string name = "rpc-server";
+  bool hold = false;  // never reply (requests stay in flight): count them and signal `held` per request
+};
+// Serves "echo" and "xform" (or, with hold, "hold") until `stop` is ready.
+int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& stop, const Gate* held = nullptr);
+
+struct CallerSpec {
+  std::string socket;
+  std::string target = "xform";
+  std::uint32_t caller = 0;
+  std::uint64_t count = 0;     // calls to make (after `stop`, when given)
+  std::uint32_t concurrency = 4;
+  std::uint32_t max_size = 0;  // 0: the client's max message
+  const Gate* progress = nullptr;  // signalled once after `progress_after` verified calls
+  std::uint64_t progress_after = 0;
+  const Gate* stop = nullptr;      // when set: call until it is ready, then `count` more
+};
+int run_caller(const CallerSpec& spec);
+
+}  // namespace ferry::itest
