@@ -1,0 +1,106 @@
+# shellcheck shell=bash
+# Sourced by scripts/test and scripts/demo: configures and builds meson trees.
+# FERRY_REPO must be set to the repository root. FERRY_JOBS caps ninja's
+# parallelism (default: the machine's cores).
+
+ferry_jobs() { echo "${FERRY_JOBS:-$(nproc 2>/dev/null || echo 2)}"; }
+
+# ferry_configure DIR [MESON_OPTION...]: `meson setup`, or --reconfigure when
+# DIR is already a meson build dir (so changed options take effect).
+ferry_configure() {
+  local dir=$1 log
+  shift
+  log=$(mktemp)
+  local -a mode=()
+  # --reconfigure only on a dir meson already set up; anything else is replaced.
+  if [[ -f "$dir/meson-private/coredata.dat" ]]; then mode=(--reconfigure); else rm -rf "$dir"; fi
+  if ! meson setup "${mode[@]}" "$dir" "$FERRY_REPO" "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
+
+# ferry_compile DIR [TARGET...]: ninja with the configured parallelism.
+ferry_compile() {
+  local dir=$1
+  shift
+  ninja -C "$dir" -j "$(ferry_jobs)" "$@"
+}
+
+# ferry_build [--werror]: the main tree, build/ (DESIGN.md: targets land there).
+ferry_build() {
+  local -a opts=()
+  [[ "${1:-}" == --werror ]] && opts+=(-Dwerror=true)
+  ferry_configure "$FERRY_REPO/build" "${opts[@]}" && ferry_compile "$FERRY_REPO/build"
+}
+
+# ferry_build_asan: build-asan/, the whole tree under AddressSanitizer and
+# UndefinedBehaviorSanitizer (gcc).
+ferry_build_asan() {
+  ferry_configure "$FERRY_REPO/build-asan" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debug -Dwerror=true && ferry_compile "$FERRY_REPO/build-asan"
+}
+
+# ferry_build_fuzz: build-fuzz/, clang with ASan/UBSan for the libFuzzer
+# targets (tests/fuzz, suite 'fuzz'). Only those targets are built: the rest
+# of the tree is covered by build/ and build-asan/. A tree without fuzzers
+# yet builds nothing.
+ferry_build_fuzz() {
+  command -v clang++ >/dev/null || { echo "build: clang++ missing, no fuzz tree" >&2; return 1; }
+  local dir=$FERRY_REPO/build-fuzz
+  CXX=clang++ CC=clang ferry_configure "$dir" -Db_sanitize=address,undefined -Db_lundef=false || return 1
+  local -a targets
+  mapfile -t targets < <(ferry_test_list "$dir" suite fuzz target)
+  [[ ${#targets[@]} -eq 0 ]] || ferry_compile "$dir" "${targets[@]}"
+}
+
+# ferry_build_tsan_targets REGEX: build-tsan/ under ThreadSanitizer, but only
+# the test executables whose meson test name matches REGEX (the lock-free
+# rings): building the whole tree a fourth time would not be cheap.
+ferry_build_tsan_targets() {
+  local dir=$FERRY_REPO/build-tsan
+  ferry_configure "$dir" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug || return 1
+  local -a targets
+  mapfile -t targets < <(ferry_test_list "$dir" name "$1" target)
+  [[ ${#targets[@]} -eq 0 ]] || ferry_compile "$dir" "${targets[@]}"
+}
+
+# ferry_test_list DIR suite|name PATTERN name|target: meson tests of DIR in
+# suite PATTERN (or whose name matches the regex PATTERN), printed as test
+# names or as the ninja targets of their executables.
+ferry_test_list() {
+  python3 - "$@" <<'PY'
+import json, os, re, sys
+d, by, pattern, what = sys.argv[1:]
+d = os.path.abspath(d)
+p = os.path.join(d, 'meson-info', 'intro-tests.json')
+for t in (json.load(open(p)) if os.path.exists(p) else []):
+    if by == 'suite':
+        hit = pattern in [s.split(':', 1)[-1] for s in t['suite']]
+    else:
+        hit = re.search(pattern, t['name']) is not None
+    if not hit:
+        continue
+    exe = t['cmd'][0]
+    if what == 'name':
+        print(t['name'])
+    elif exe.startswith(d + '/'):
+        print(os.path.relpath(exe, d))
+PY
+}
+
+# ferry_suites DIR: the test suites DIR defines (without the project prefix).
+ferry_suites() {
+  python3 - "$1" <<'PY'
+import json, os, sys
+p = os.path.join(sys.argv[1], 'meson-info', 'intro-tests.json')
+suites = set()
+if os.path.exists(p):
+    for t in json.load(open(p)):
+        for s in t['suite']:
+            suites.add(s.split(':', 1)[-1])
+print('\n'.join(sorted(suites)))
+PY
+}
