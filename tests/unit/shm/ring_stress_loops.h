@@ -18,11 +18,11 @@ namespace ferry::shm::test {
 
 struct ConsumerReport {
   std::uint64_t received = 0;
-  std::uint64_t bad_entries = 0;      // wrong sequence, payload or checksum
+  std::uint64_t bad_entries = 0;  // wrong sequence, payload or checksum
   std::uint64_t first_bad_seq = UINT64_MAX;
-  std::uint64_t sleeps = 0;           // waits entered on the doorbell
-  std::uint64_t lost_wakeups = 0;     // wait timed out although entries were pending
-  std::uint64_t idle_timeouts = 0;    // wait timed out with nothing pending (slow producer)
+  std::uint64_t sleeps = 0;         // waits entered on the doorbell
+  std::uint64_t lost_wakeups = 0;   // wait timed out although entries were pending
+  std::uint64_t idle_timeouts = 0;  // wait timed out with nothing pending (slow producer)
   bool corrupt = false;
   bool deadline_passed = false;
 };
@@ -89,8 +89,8 @@ ConsumerReport consume(SharedRing<Capacity>* r, std::uint64_t count, const Doorb
 // the consumer does run dry and sleep. `peer_alive` is polled while the ring
 // is full.
 template <std::uint32_t Capacity, typename PeerAlive>
-ProducerReport produce(SharedRing<Capacity>* r, std::uint64_t count, const Doorbell* bell,
-                       Clock::time_point deadline, PeerAlive peer_alive) {
+ProducerReport produce(SharedRing<Capacity>* r, std::uint64_t count, const Doorbell* bell, Clock::time_point deadline,
+                       PeerAlive peer_alive) {
   RingProducer<TestEntry> prod(&r->header, r->entries, Capacity);
   ProducerReport rep;
   TestEntry batch[32];

@@ -195,7 +195,7 @@ TEST_CASE("allocator matches the reference model", "[allocator]") {
   // out of slabs, and a quota below the arena.
   for (std::uint64_t seed : {1ull, 2ull, 3ull, 0xfe11eull}) {
     run_model(seed, 0x40000, 64ull << 20, 0, 60000);
-    REQUIRE(run_model(seed * 7 + 1, 0x10000, (6ull << 20) + 12345, 0, 60000) > 100);  // out of slabs
+    REQUIRE(run_model(seed * 7 + 1, 0x10000, (6ull << 20) + 12345, 0, 60000) > 100);            // out of slabs
     REQUIRE(run_model(seed * 13 + 5, 0x200000, 32ull << 20, (5ull << 20) + 100, 60000) > 100);  // over quota
   }
 }

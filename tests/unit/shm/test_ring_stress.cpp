@@ -72,8 +72,8 @@ PairResult run_pair(std::uint64_t count, bool with_doorbell, std::chrono::second
     }
   }
   res.child_status = status;
-  res.report_read = ::read(report_pipe[0], &res.consumer, sizeof res.consumer) ==
-                    static_cast<ssize_t>(sizeof res.consumer);
+  res.report_read =
+      ::read(report_pipe[0], &res.consumer, sizeof res.consumer) == static_cast<ssize_t>(sizeof res.consumer);
   ::close(report_pipe[0]);
   return res;
 }
