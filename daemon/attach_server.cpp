@@ -1,0 +1,253 @@
+#include "daemon/attach_server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/attach_socket.h"
+#include "shm/doorbell.h"
+#include "shm/segment.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::string clean_name(const char (&raw)[shm::kClientNameBytes]) {
+  std::string name;
+  for (char c : raw) {
+    if (c == '\0') break;
+    name.push_back(c >= 0x20 && c < 0x7f ? c : '?');  // it goes into logs and JSON
+  }
+  return name;
+}
+
+}  // namespace
+
+AttachServer::AttachServer(asio::io_context& io, const Config& config, Engine& engine, std::uint64_t epoch)
+    : io_(io), config_(config), engine_(engine), epoch_(epoch), listener_(io), engine_events_(io), retry_timer_(io) {}
+
+AttachServer::~AttachServer() { stop(); }
+
+void AttachServer::start(int listen_fd) {
+  listener_.assign(listen_fd);
+  engine_events_.assign(engine_.event_fd());
+  accept_next();
+  watch_engine_events();
+}
+
+void AttachServer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ec;
+  listener_.close(ec);
+  engine_events_.release();  // the engine owns that fd
+  retry_timer_.cancel();
+  for (const auto& c : handshaking_) c->sock.close(ec);
+  for (const auto& [id, c] : conns_) {
+    c->timer.cancel();
+    c->sock.close(ec);
+  }
+  handshaking_.clear();
+  conns_.clear();
+}
+
+std::vector<std::shared_ptr<const ClientInfo>> AttachServer::clients() const {
+  std::vector<std::shared_ptr<const ClientInfo>> out;
+  out.reserve(conns_.size());
+  for (const auto& [id, c] : conns_) out.push_back(c->info);
+  return out;
+}
+
+void AttachServer::accept_next() {
+  listener_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    on_accept_ready();
+    accept_next();
+  });
+}
+
+void AttachServer::on_accept_ready() {
+  for (;;) {
+    int fd = ::accept4(listener_.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        spdlog::warn("attach accept: {}", std::strerror(errno));
+      }
+      return;
+    }
+    auto conn = std::make_shared<Conn>(io_, fd);
+    handshaking_.insert(conn);
+    // A client that connects and says nothing must not hold a slot forever.
+    conn->timer.expires_after(std::chrono::milliseconds(kHandshakeTimeoutMs));
+    conn->timer.async_wait([this, conn](const boost::system::error_code& ec) {
+      if (ec || !handshaking_.count(conn)) return;
+      spdlog::warn("attach: no request within {} ms; closing", kHandshakeTimeoutMs);
+      close_conn(conn);
+    });
+    conn->sock.async_wait(asio::posix::stream_descriptor::wait_read, [this, conn](const boost::system::error_code& ec) {
+      if (ec || stopped_) return;
+      on_handshake(conn);
+    });
+  }
+}
+
+void AttachServer::on_handshake(const ConnPtr& conn) {
+  conn->timer.cancel();
+  const int fd = conn->sock.native_handle();
+  shm::AttachRequest req{};
+  long n = recv_message(fd, &req, sizeof(req));
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // spurious wake-up
+    conn->sock.async_wait(asio::posix::stream_descriptor::wait_read, [this, conn](const boost::system::error_code& ec) {
+      if (!ec && !stopped_) on_handshake(conn);
+    });
+    return;
+  }
+  handshaking_.erase(conn);
+  if (n <= 0) {
+    close_conn(conn);
+    return;
+  }
+  ClientSession* session = nullptr;
+  Status status = n == static_cast<long>(sizeof(req)) ? attach(conn, req, &session) : Status::BadRequest;
+
+  shm::AttachReply reply{};
+  reply.magic = shm::kAttachMagic;
+  reply.abi_version = shm::kAbiVersion;
+  reply.status = static_cast<std::uint8_t>(status);
+  reply.daemon_epoch = epoch_;
+  if (status != Status::Ok) {
+    spdlog::info("attach refused: {} (pid {})", to_string(status), conn->info ? conn->info->pid : 0);
+    send_message(fd, &reply, sizeof(reply), nullptr, 0);
+    close_conn(conn);
+    return;
+  }
+  reply.client_id = conn->id;
+  reply.segment_bytes = session->view().layout.segment_bytes;
+  const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.fd()};
+  if (!send_message(fd, &reply, sizeof(reply), fds, shm::kAttachFdCount)) {
+    spdlog::warn("client {}: attach reply failed ({}); dropping it", conn->id, std::strerror(errno));
+    delete session;
+    close_conn(conn);
+    return;
+  }
+  // The engine has never seen this session; hand it over only now that the
+  // client holds its fds.
+  if (!engine_.submit(EngineCommand{EngineCommand::Kind::Attach, session, 0})) {
+    spdlog::error("client {}: engine queue full; dropping it", conn->id);
+    delete session;
+    close_conn(conn);
+    return;
+  }
+  const ClientInfo& info = *conn->info;
+  spdlog::info("client {} attached: name '{}' pid {} uid {} gid {} tx {} rx {} sq {} cq {}", info.id, info.name,
+               info.pid, info.uid, info.gid, info.tx_bytes, info.rx_bytes, session->sq.capacity(),
+               session->cq.capacity());
+  conns_.emplace(conn->id, conn);
+  watch(conn);
+}
+
+Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, ClientSession** out) {
+  PeerCred cred;
+  if (!peer_cred(conn->sock.native_handle(), &cred)) return Status::PermissionDenied;
+  auto info = std::make_shared<ClientInfo>();
+  info->pid = cred.pid;
+  info->uid = cred.uid;
+  info->gid = cred.gid;
+  info->name = clean_name(req.name);
+  conn->info = info;
+
+  if (req.magic != shm::kAttachMagic || req.abi_version != shm::kAbiVersion) return Status::VersionMismatch;
+  if (conns_.size() >= config_.max_clients || draining_) return Status::Busy;
+  shm::SegmentSizes sizes{
+      req.sizes.sq_entries != 0 ? req.sizes.sq_entries : config_.sq_entries,
+      req.sizes.cq_entries != 0 ? req.sizes.cq_entries : config_.cq_entries,
+      req.sizes.tx_bytes != 0 ? req.sizes.tx_bytes : config_.tx_arena_bytes,
+      req.sizes.rx_bytes != 0 ? req.sizes.rx_bytes : config_.rx_arena_bytes,
+  };
+  if (sizes.tx_bytes > config_.max_tx_arena_bytes || sizes.rx_bytes > config_.max_rx_arena_bytes) {
+    return Status::NoMemory;
+  }
+  if (!shm::valid_sizes(sizes)) return Status::BadRequest;
+
+  std::uint32_t id = next_id_++;
+  while (id == 0 || conns_.count(id) != 0) id = next_id_++;
+  auto seg = shm::create_segment(sizes, id, epoch_, config_.max_message_bytes);
+  if (!seg) return seg.status;
+  auto sq_bell = shm::Doorbell::create();
+  auto cq_bell = shm::Doorbell::create();
+  if (!sq_bell || !cq_bell) return Status::NoMemory;
+  info->id = id;
+  info->tx_bytes = seg.value.view.layout.tx_bytes;
+  info->rx_bytes = seg.value.view.layout.rx_bytes;
+  info->attached_at = std::chrono::steady_clock::now();
+  conn->id = id;
+  *out = new ClientSession(info, std::move(seg.value), std::move(sq_bell.value), std::move(cq_bell.value),
+                           config_.max_message_bytes);
+  return Status::Ok;
+}
+
+void AttachServer::watch(const ConnPtr& conn) {
+  conn->sock.async_wait(asio::posix::stream_descriptor::wait_read, [this, conn](const boost::system::error_code& ec) {
+    if (stopped_ || !conns_.count(conn->id) || conns_[conn->id] != conn) return;
+    if (ec) {
+      hang_up(conn);
+      return;
+    }
+    char buf[64];
+    long n = recv_message(conn->sock.native_handle(), buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      hang_up(conn);
+      return;
+    }
+    if (n > 0) spdlog::debug("client {}: ignoring {} unexpected bytes on its attach socket", conn->id, n);
+    watch(conn);
+  });
+}
+
+void AttachServer::hang_up(const ConnPtr& conn) {
+  spdlog::debug("client {} hung up", conn->id);
+  conns_.erase(conn->id);
+  close_conn(conn);
+  send_engine(EngineCommand{EngineCommand::Kind::Detach, nullptr, conn->id});
+}
+
+void AttachServer::close_conn(const ConnPtr& conn) {
+  boost::system::error_code ec;
+  conn->timer.cancel();
+  conn->sock.close(ec);
+  handshaking_.erase(conn);
+}
+
+void AttachServer::send_engine(const EngineCommand& cmd) {
+  if (unsent_.empty() && engine_.submit(cmd)) return;
+  unsent_.push_back(cmd);
+  if (unsent_.size() > 1) return;  // timer already armed
+  retry_timer_.expires_after(std::chrono::milliseconds(1));
+  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    std::vector<EngineCommand> pending;
+    pending.swap(unsent_);
+    for (const auto& c : pending) send_engine(c);
+  });
+}
+
+void AttachServer::watch_engine_events() {
+  engine_events_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    std::uint64_t v;
+    [[maybe_unused]] auto r = ::read(engine_.event_fd(), &v, sizeof(v));
+    while (auto id = engine_.pop_event()) {
+      auto it = conns_.find(*id);
+      if (it == conns_.end()) continue;
+      ConnPtr conn = it->second;
+      conns_.erase(it);
+      close_conn(conn);  // the engine already detached it
+    }
+    watch_engine_events();
+  });
+}
+
+}  // namespace ferry::daemon

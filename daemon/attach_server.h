@@ -1,0 +1,82 @@
+// The attach side of the control thread: accepts clients on the SOCK_SEQPACKET
+// socket, runs the handshake (shm/attach_protocol.h), creates the client's
+// segment and doorbells, hands the session to the engine, and watches the
+// connection so a client's hang-up (exit, crash, SIGKILL) detaches it at once.
+// Also relays the engine's own detaches (corrupt rings) back to connections.
+// Control (asio) thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "daemon/client_session.h"
+#include "daemon/config.h"
+#include "daemon/counters.h"
+#include "daemon/engine.h"
+#include "shm/attach_protocol.h"
+
+namespace ferry::daemon {
+
+namespace asio = boost::asio;
+
+inline constexpr int kHandshakeTimeoutMs = 5000;
+
+class AttachServer {
+ public:
+  AttachServer(asio::io_context& io, const Config& config, Engine& engine, std::uint64_t epoch);
+  ~AttachServer();
+
+  // Takes the listening fd (from listen_unix) and starts accepting.
+  void start(int listen_fd);
+  // Stops accepting and closes every client connection (clients then see
+  // DaemonGone). No detach commands are sent: the engine is stopping.
+  void stop();
+
+  std::vector<std::shared_ptr<const ClientInfo>> clients() const;
+  std::size_t client_count() const noexcept { return conns_.size(); }
+  // Draining: new attaches are refused with Busy; attached clients stay.
+  void set_draining(bool on) noexcept { draining_ = on; }
+  bool draining() const noexcept { return draining_; }
+
+ private:
+  struct Conn {
+    explicit Conn(asio::io_context& io, int fd) : sock(io, fd), timer(io) {}
+    asio::posix::stream_descriptor sock;
+    asio::steady_timer timer;
+    std::uint32_t id = 0;
+    std::shared_ptr<ClientInfo> info;
+  };
+  using ConnPtr = std::shared_ptr<Conn>;
+
+  void accept_next();
+  void on_accept_ready();
+  void on_handshake(const ConnPtr& conn);
+  Status attach(const ConnPtr& conn, const shm::AttachRequest& req, ClientSession** session);
+  void watch(const ConnPtr& conn);
+  void hang_up(const ConnPtr& conn);
+  void close_conn(const ConnPtr& conn);
+  void send_engine(const EngineCommand& cmd);
+  void watch_engine_events();
+
+  asio::io_context& io_;
+  const Config& config_;
+  Engine& engine_;
+  std::uint64_t epoch_;
+  asio::posix::stream_descriptor listener_;
+  asio::posix::stream_descriptor engine_events_;
+  asio::steady_timer retry_timer_;
+  std::vector<EngineCommand> unsent_;  // engine queue was full; retried on a timer
+  std::set<ConnPtr> handshaking_;
+  std::map<std::uint32_t, ConnPtr> conns_;  // attached
+  std::uint32_t next_id_ = 1;
+  bool stopped_ = false;
+  bool draining_ = false;
+};
+
+}  // namespace ferry::daemon

@@ -1,0 +1,90 @@
+// One attached client as the engine sees it: its segment, rings, doorbells,
+// rx-arena allocator, endpoints and completion overflow. Created on the
+// control thread at attach, then owned by the engine thread alone; only
+// ClientInfo is shared (immutable facts plus engine-written atomics that the
+// control thread reads for `ferryctl clients`).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/validate.h"
+#include "shm/doorbell.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+#include "shm/slab_allocator.h"
+
+namespace ferry::daemon {
+
+struct ClientInfo {
+  std::uint32_t id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;
+  std::uint64_t tx_bytes = 0;
+  std::uint64_t rx_bytes = 0;
+  std::chrono::steady_clock::time_point attached_at;
+  std::atomic<std::uint32_t> endpoints{0};  // engine writes
+  std::atomic<std::uint32_t> services{0};   // engine writes
+};
+
+// A Send/Call waiting for room at its receiver (FIFO per endpoint).
+struct Parked {
+  shm::SqEntry entry;
+  std::uint64_t deadline_ns;  // steady clock
+};
+
+struct Endpoint {
+  std::uint32_t id = 0;
+  std::uint32_t service_id = 0;  // target; may have gone away since Open
+  std::deque<Parked> parked;
+  bool in_retry_list = false;
+};
+
+class ClientSession {
+ public:
+  ClientSession(std::shared_ptr<ClientInfo> info, shm::CreatedSegment segment, shm::Doorbell sq_bell,
+                shm::Doorbell cq_bell, std::uint32_t max_message_bytes);
+  ClientSession(const ClientSession&) = delete;
+  ClientSession& operator=(const ClientSession&) = delete;
+
+  std::uint32_t id() const noexcept { return info_->id; }
+  ClientInfo& info() noexcept { return *info_; }
+  std::byte* at(std::uint64_t offset) const noexcept { return segment_.view.at(offset); }
+  const shm::SegmentView& view() const noexcept { return segment_.view; }
+  int segment_fd() const noexcept { return segment_.mapping.fd(); }
+
+  shm::Doorbell sq_bell;
+  shm::Doorbell cq_bell;
+  shm::RingConsumer<shm::SqEntry> sq;
+  shm::RingProducer<shm::CqEntry> cq;
+  shm::SlabAllocator rx;
+  ArenaBounds bounds;
+
+  // Completions that did not fit the CQ; bounded because the engine stops
+  // consuming this client's SQ while it is non-empty and keeps `outstanding`
+  // (ops consumed but not yet completed) at or below the CQ capacity.
+  std::deque<shm::CqEntry> overflow;
+  std::uint32_t outstanding = 0;
+  bool cq_dirty = false;  // posted since the last doorbell check
+  bool doomed = false;    // detach at the end of this engine turn
+
+  std::uint32_t next_endpoint_id = 1;
+  std::unordered_map<std::uint32_t, Endpoint> endpoints;
+  std::vector<std::uint32_t> services;
+
+ private:
+  std::shared_ptr<ClientInfo> info_;
+  shm::CreatedSegment segment_;
+};
+
+}  // namespace ferry::daemon

@@ -1,0 +1,220 @@
+// Command line and INI parsing (boost.program_options). Numbers are read as
+// strings and parsed here, so "-1" or "12abc" is an error naming the key
+// rather than a silently wrapped unsigned value.
+#include "daemon/config.h"
+
+#include "daemon/target.h"
+
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace ferry::daemon {
+
+std::string_view to_string(Transport t) noexcept {
+  switch (t) {
+    case Transport::Auto: return "auto";
+    case Transport::Rdma: return "rdma";
+    case Transport::Tcp: return "tcp";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(LogLevel l) noexcept {
+  switch (l) {
+    case LogLevel::Trace: return "trace";
+    case LogLevel::Debug: return "debug";
+    case LogLevel::Info: return "info";
+    case LogLevel::Warn: return "warn";
+    case LogLevel::Error: return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string describe(const Range& r) {
+  std::ostringstream os;
+  os << r.key << " must be " << (r.power_of_two ? "a power of two " : "") << "in [" << r.min << ", " << r.max << "]";
+  return os.str();
+}
+
+std::optional<std::string> check(const Range& r, std::uint64_t v) {
+  bool pow2 = v != 0 && (v & (v - 1)) == 0;
+  if (v < r.min || v > r.max || (r.power_of_two && !pow2)) {
+    return "invalid value " + std::to_string(v) + ": " + describe(r);
+  }
+  return std::nullopt;
+}
+
+// Plain decimal, optionally with a binary suffix k/m/g (case-insensitive).
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  std::uint64_t mult = 1;
+  char last = s.back();
+  if (last == 'k' || last == 'K') mult = 1ull << 10;
+  if (last == 'm' || last == 'M') mult = 1ull << 20;
+  if (last == 'g' || last == 'G') mult = 1ull << 30;
+  if (mult != 1) s.remove_suffix(1);
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  if (v > UINT64_MAX / mult) return std::nullopt;
+  return v * mult;
+}
+
+struct NumericKey {
+  std::string_view key;
+  const char* help;
+};
+
+constexpr NumericKey kNumericKeys[] = {
+    {"tx-arena-bytes", "default tx arena per client (bytes; k/m/g suffix ok) [32m; 1m..max-tx-arena-bytes]"},
+    {"max-tx-arena-bytes", "largest tx arena a client may ask for [1g; 1m..1g]"},
+    {"rx-arena-bytes", "default rx arena per client [32m; 1m..max-rx-arena-bytes]"},
+    {"max-rx-arena-bytes", "largest rx arena a client may ask for [1g; 1m..1g]"},
+    {"sq-entries", "default submission ring entries [1024; power of two 64..65536]"},
+    {"cq-entries", "default completion ring entries [4096; power of two 64..65536]"},
+    {"max-clients", "most attached clients [256; 1..4096]"},
+    {"max-message-bytes", "largest message/request/response [1m; 64..1m]"},
+    {"delivery-timeout-ms", "how long a back-pressured delivery may wait [30000; 1..3600000]"},
+    {"engine-spin-us", "engine busy-poll time before sleeping [50; 0..100000]"},
+};
+
+std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
+  *narrow = nullptr;
+  if (key == "tx-arena-bytes") return &c.tx_arena_bytes;
+  if (key == "max-tx-arena-bytes") return &c.max_tx_arena_bytes;
+  if (key == "rx-arena-bytes") return &c.rx_arena_bytes;
+  if (key == "max-rx-arena-bytes") return &c.max_rx_arena_bytes;
+  if (key == "sq-entries") *narrow = &c.sq_entries;
+  if (key == "cq-entries") *narrow = &c.cq_entries;
+  if (key == "max-clients") *narrow = &c.max_clients;
+  if (key == "max-message-bytes") *narrow = &c.max_message_bytes;
+  if (key == "delivery-timeout-ms") *narrow = &c.delivery_timeout_ms;
+  if (key == "engine-spin-us") *narrow = &c.engine_spin_us;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<std::string> check_ranges(const Config& c) {
+  const std::uint64_t kSlab = shm::kSlabBytes;
+  const std::pair<Range, std::uint64_t> checks[] = {
+      {{"max-tx-arena-bytes", shm::kMinArenaBytes, kGiB}, c.max_tx_arena_bytes},
+      {{"max-rx-arena-bytes", shm::kMinArenaBytes, kGiB}, c.max_rx_arena_bytes},
+      {{"tx-arena-bytes", shm::kMinArenaBytes, c.max_tx_arena_bytes}, c.tx_arena_bytes},
+      {{"rx-arena-bytes", shm::kMinArenaBytes, c.max_rx_arena_bytes}, c.rx_arena_bytes},
+      {{"sq-entries", shm::kMinRingEntries, shm::kMaxRingEntries, true}, c.sq_entries},
+      {{"cq-entries", shm::kMinRingEntries, shm::kMaxRingEntries, true}, c.cq_entries},
+      {{"max-clients", 1, 4096}, c.max_clients},
+      {{"max-message-bytes", 64, kSlab}, c.max_message_bytes},
+      {{"delivery-timeout-ms", 1, 3600000}, c.delivery_timeout_ms},
+      {{"engine-spin-us", 0, 100000}, c.engine_spin_us},
+  };
+  for (const auto& [range, value] : checks) {
+    if (auto err = check(range, value)) return err;
+  }
+  return std::nullopt;
+}
+
+ParseOutcome parse_command_line(int argc, const char* const* argv) {
+  ParseOutcome out;
+  Config& c = out.config;
+  po::options_description general("ferryd options");
+  general.add_options()
+      ("help,h", "print this help and exit")
+      ("runtime-dir", po::value<std::string>(), "directory for ferryd.sock and control.sock [/run/ferry]")
+      ("listen", po::value<std::string>(), "bootstrap address HOST:PORT for remote daemons (remote peers not served yet)")
+      ("transport", po::value<std::string>(), "rdma|tcp|auto [auto: rdma when an RDMA device exists, else tcp]")
+      ("device", po::value<std::string>(), "RDMA device name [first found]")
+      ("config", po::value<std::string>(), "INI file with the same keys as these flags (flags win)")
+      ("log-level", po::value<std::string>(), "trace|debug|info|warn|error [info]");
+  for (const auto& k : kNumericKeys) {
+    general.add_options()(std::string(k.key).c_str(), po::value<std::string>(), k.help);
+  }
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(general).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: ferryd [options]\n" << general << "\n";
+      out.exit_code = 0;
+      return out;
+    }
+    if (vm.count("config")) {
+      c.config_file = vm["config"].as<std::string>();
+      std::ifstream in(c.config_file);
+      if (!in) {
+        std::cerr << "ferryd: cannot read config file " << c.config_file << "\n";
+        out.exit_code = 2;
+        return out;
+      }
+      // Stored after the command line: po::store keeps the first value, so
+      // flags override the file.
+      po::store(po::parse_config_file(in, general), vm);
+    }
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "ferryd: " << e.what() << "\n(see ferryd --help)\n";
+    out.exit_code = 2;
+    return out;
+  }
+
+  auto str = [&](const char* key, std::string& dst) {
+    if (vm.count(key)) dst = vm[key].as<std::string>();
+  };
+  str("runtime-dir", c.runtime_dir);
+  str("listen", c.listen);
+  str("device", c.device);
+  auto fail = [&](const std::string& msg) {
+    std::cerr << "ferryd: " << msg << "\n";
+    out.exit_code = 2;
+    return out;
+  };
+  if (c.runtime_dir.empty()) return fail("runtime-dir must not be empty");
+  if (vm.count("transport")) {
+    const auto& t = vm["transport"].as<std::string>();
+    if (t == "auto") c.transport = Transport::Auto;
+    else if (t == "rdma") c.transport = Transport::Rdma;
+    else if (t == "tcp") c.transport = Transport::Tcp;
+    else return fail("invalid value '" + t + "' for transport: must be one of rdma, tcp, auto");
+  }
+  if (vm.count("log-level")) {
+    const auto& l = vm["log-level"].as<std::string>();
+    bool found = false;
+    for (auto level : {LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error}) {
+      if (l == to_string(level)) {
+        c.log_level = level;
+        found = true;
+      }
+    }
+    if (!found) return fail("invalid value '" + l + "' for log-level: must be one of trace, debug, info, warn, error");
+  }
+  if (!c.listen.empty()) {
+    auto hp = parse_host_port(c.listen);
+    if (!hp || hp->port == 0) return fail("invalid value '" + c.listen + "' for listen: must be HOST:PORT, port 1..65535");
+  }
+  for (const auto& k : kNumericKeys) {
+    std::string key(k.key);
+    if (!vm.count(key)) continue;
+    const auto& text = vm[key].as<std::string>();
+    auto v = parse_u64(text);
+    std::uint32_t* narrow = nullptr;
+    std::uint64_t* wide = field(c, k.key, &narrow);
+    if (!v || (narrow != nullptr && *v > UINT32_MAX)) {
+      return fail("invalid value '" + text + "' for " + key + ": expected an unsigned integer (see --help for its range)");
+    }
+    if (wide != nullptr) *wide = *v;
+    if (narrow != nullptr) *narrow = static_cast<std::uint32_t>(*v);
+  }
+  if (auto err = check_ranges(c)) return fail(*err);
+  return out;
+}
+
+}  // namespace ferry::daemon

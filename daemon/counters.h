@@ -1,0 +1,63 @@
+// Daemon-wide counters: written by the engine thread (relaxed atomics, so a
+// bump is one uncontended add), read by the control thread for status.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ferry::daemon {
+
+using Counter = std::atomic<std::uint64_t>;
+
+struct Counters {
+  // Real, local datapath.
+  Counter attaches{0};
+  Counter detaches{0};
+  Counter ops_submitted{0};
+  Counter ops_completed{0};
+  Counter bad_requests{0};
+  Counter messages{0};      // Message deliveries
+  Counter calls{0};         // Request deliveries
+  Counter replies{0};       // responses copied to a caller
+  Counter bytes_copied{0};  // payload bytes memcpy'd between clients
+  Counter parked{0};        // deliveries that had to wait for receiver space
+  Counter timeouts{0};
+  Counter cq_overflows{0};  // completions that went to a private overflow queue
+  Counter engine_sleeps{0};
+  Counter corrupt_rings{0};
+  // Remote datapath (DESIGN.md contract); stay 0 until remote peers exist.
+  Counter rnr_naks{0};
+  Counter retransmits{0};
+  Counter recoveries{0};
+  Counter credit_stalls{0};
+  Counter window_stalls{0};
+};
+
+inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
+inline std::uint64_t read(const Counter& c) noexcept { return c.load(std::memory_order_relaxed); }
+
+// Name/pointer pairs so status and counters output list every counter.
+template <typename F>
+void for_each_counter(const Counters& c, F&& f) {
+  f("attaches", c.attaches);
+  f("detaches", c.detaches);
+  f("ops_submitted", c.ops_submitted);
+  f("ops_completed", c.ops_completed);
+  f("bad_requests", c.bad_requests);
+  f("messages", c.messages);
+  f("calls", c.calls);
+  f("replies", c.replies);
+  f("bytes_copied", c.bytes_copied);
+  f("parked", c.parked);
+  f("timeouts", c.timeouts);
+  f("cq_overflows", c.cq_overflows);
+  f("engine_sleeps", c.engine_sleeps);
+  f("corrupt_rings", c.corrupt_rings);
+  f("rnr_naks", c.rnr_naks);
+  f("retransmits", c.retransmits);
+  f("recoveries", c.recoveries);
+  f("credit_stalls", c.credit_stalls);
+  f("window_stalls", c.window_stalls);
+}
+
+}  // namespace ferry::daemon

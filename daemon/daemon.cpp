@@ -1,0 +1,107 @@
+#include "daemon/daemon.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <random>
+#include <thread>
+
+#include "daemon/attach_server.h"
+#include "daemon/control_server.h"
+#include "daemon/engine.h"
+#include "daemon/runtime_dir.h"
+#include "daemon/status_json.h"
+#include "daemon/transport_choice.h"
+#include "ferry_config.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::uint64_t random_u64() {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof(v), 0) != sizeof(v)) v = std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
+  return v == 0 ? 1 : v;
+}
+
+}  // namespace
+
+int run_daemon(const Config& config) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const TransportChoice transport = choose_transport(config);
+  const std::uint64_t epoch = random_u64();
+  spdlog::info("ferryd {} starting: pid {} epoch {:#018x} runtime dir {}", FERRY_VERSION, ::getpid(), epoch,
+               config.runtime_dir);
+  spdlog::info("{}", transport.reason);
+  if (!config.listen.empty()) {
+    spdlog::info("listen address {} recorded; remote peers are not served yet (local clients only)", config.listen);
+  }
+
+  std::string error;
+  if (!ensure_runtime_dir(config.runtime_dir, &error)) {
+    spdlog::error("{}", error);
+    return 1;
+  }
+  const std::string client_path = config.runtime_dir + "/ferryd.sock";
+  const std::string control_path = config.runtime_dir + "/control.sock";
+  int client_fd = listen_unix(client_path, SOCK_SEQPACKET, &error);
+  if (client_fd < 0) {
+    spdlog::error("{}", error);
+    return 1;
+  }
+  int control_fd = listen_unix(control_path, SOCK_STREAM, &error);
+  if (control_fd < 0) {
+    spdlog::error("{}", error);
+    ::close(client_fd);
+    ::unlink(client_path.c_str());
+    return 1;
+  }
+
+  Counters counters;
+  Engine engine(config, counters, random_u64());
+  std::thread engine_thread([&engine] { engine.run(); });
+
+  asio::io_context io;
+  AttachServer attach(io, config, engine, epoch);
+  DaemonFacts facts{&config, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false};
+  ControlServer control(io, [&](std::string_view line) {
+    return handle_control_line(
+        line, [&] { facts.draining = attach.draining(); return status_json(facts, attach.client_count()); },
+        [&] { return clients_json(attach.clients()); }, [&] { return counters_json(counters); },
+        [&] {
+          attach.set_draining(true);
+          spdlog::info("draining: new attaches are refused");
+          json::Object o;
+          o["draining"] = true;
+          return json::Value(std::move(o));
+        });
+  });
+  attach.start(client_fd);
+  control.start(control_fd);
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: shutting down", sig);
+    // Stop accepting and hang up on every client (they see DaemonGone), then
+    // let the engine detach them all and exit.
+    attach.stop();
+    control.stop();
+    while (!engine.submit(EngineCommand{EngineCommand::Kind::Stop, nullptr, 0})) std::this_thread::yield();
+  });
+  spdlog::info("ready: clients {} control {}", client_path, control_path);
+  io.run();
+
+  engine_thread.join();
+  ::unlink(client_path.c_str());
+  ::unlink(control_path.c_str());
+  spdlog::info("ferryd stopped");
+  return 0;
+}
+
+}  // namespace ferry::daemon

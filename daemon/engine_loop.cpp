@@ -1,0 +1,152 @@
+// The engine loop. One turn: take control commands, pull a bounded batch from
+// every client's SQ, retry parked deliveries, flush completions; when a turn
+// finds nothing to do for engine_spin_us, go to sleep on the doorbells.
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cassert>
+#include <chrono>
+#include <cstdlib>
+
+#include "daemon/engine.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::uint64_t now_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace
+
+void Engine::assert_owner() const noexcept {
+  if constexpr (FERRY_DEBUG_CHECKS) {
+    if (std::this_thread::get_id() != owner_) {
+      spdlog::critical("engine object touched off the engine thread");
+      std::abort();
+    }
+  }
+}
+
+void Engine::run() {
+  owner_ = std::this_thread::get_id();
+  const std::uint64_t spin_ns = std::uint64_t{config_.engine_spin_us} * 1000;
+  std::uint64_t idle_since = now_ns();
+  while (!stop_) {
+    std::size_t work = drain_commands();
+    for (ClientSession* c : order_) work += poll_submissions(*c);
+    work += retry_parked();
+    flush_completions();
+    reap_doomed();
+    flush_events();
+    if (work != 0) {
+      idle_since = now_ns();
+    } else if (now_ns() - idle_since >= spin_ns) {
+      sleep_until_work();
+      idle_since = now_ns();
+    }
+  }
+  // Stop: detach everyone so sessions unmap in an orderly way.
+  while (!order_.empty()) detach(order_.back()->id());
+}
+
+std::size_t Engine::drain_commands() {
+  std::size_t n = 0;
+  EngineCommand cmd;
+  while (commands_.pop(cmd)) {
+    ++n;
+    switch (cmd.kind) {
+      case EngineCommand::Kind::Attach: adopt(cmd.session); break;
+      case EngineCommand::Kind::Detach: detach(cmd.client_id); break;
+      case EngineCommand::Kind::Stop: stop_ = true; break;
+    }
+  }
+  return n;
+}
+
+std::size_t Engine::poll_submissions(ClientSession& c) {
+  // Back-pressure on this client only: nothing new while completions owed to
+  // it could not all be posted.
+  if (c.doomed || !c.overflow.empty()) return 0;
+  const std::uint32_t room = c.cq.capacity() - std::min(c.outstanding, c.cq.capacity());
+  const std::uint32_t max = std::min(room, kSqBatch);
+  if (max == 0) return 0;
+  shm::SqEntry batch[kSqBatch];
+  const std::uint32_t n = c.sq.pop_batch(batch, max);
+  if (c.sq.corrupt()) {
+    spdlog::warn("client {} ({}): submission ring indices corrupt; detaching it", c.id(), c.info().name);
+    bump(counters_.corrupt_rings);
+    c.doomed = true;
+    return 1;
+  }
+  for (std::uint32_t i = 0; i < n; ++i) dispatch(c, batch[i]);
+  return n;
+}
+
+void Engine::dispatch(ClientSession& c, const shm::SqEntry& e) {
+  using shm::Op;
+  bump(counters_.ops_submitted);
+  ++c.outstanding;
+  const Reject r = validate_entry(e, c.bounds);
+  if (r != Reject::None) {
+    bump(counters_.bad_requests);
+    spdlog::debug("client {}: rejected op {} ({})", c.id(), e.op, to_string(r));
+    complete(c, static_cast<Op>(e.op <= shm::kMaxOp ? e.op : 0), e.user_data, Status::BadRequest);
+    return;
+  }
+  switch (static_cast<Op>(e.op)) {
+    case Op::Nop: complete(c, Op::Nop, e.user_data, Status::Ok); break;
+    case Op::Serve: op_serve(c, e); break;
+    case Op::Unserve: op_unserve(c, e); break;
+    case Op::Open: op_open(c, e); break;
+    case Op::Close: op_close(c, e); break;
+    case Op::Send:
+    case Op::Call: op_send_or_call(c, e); break;
+    case Op::Reply: op_reply(c, e); break;
+    case Op::ReleaseRx: op_release(c, e); break;
+  }
+}
+
+void Engine::reap_doomed() {
+  for (std::size_t i = 0; i < order_.size();) {
+    if (order_[i]->doomed) {
+      std::uint32_t id = order_[i]->id();
+      detach(id);  // erases order_[i]
+      unsent_events_.push_back(id);
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Engine::sleep_until_work() {
+  // Dekker handshake per client (ring.h): announce, then re-check.
+  bool all_idle = true;
+  for (ClientSession* c : order_) {
+    if (!c->sq.prepare_to_sleep()) all_idle = false;
+  }
+  if (all_idle && commands_.read_available() == 0) {
+    // Parked deliveries and CQ overflows wait for room that frees without a
+    // doorbell (the client reading its CQ), so they need a periodic look.
+    bool pending = !parked_endpoints_.empty() || !unsent_events_.empty();
+    for (ClientSession* c : order_) pending = pending || !c->overflow.empty();
+    bump(counters_.engine_sleeps);
+    epoll_event evs[64];
+    int n = ::epoll_wait(epoll_fd_, evs, 64, pending ? kBusyPollMs : -1);
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.u64 == 0) {
+        std::uint64_t v;
+        [[maybe_unused]] auto r = ::read(wake_fd_, &v, sizeof(v));
+      } else if (ClientSession* c = client(static_cast<std::uint32_t>(evs[i].data.u64))) {
+        c->sq_bell.drain();
+      }
+    }
+  }
+  for (ClientSession* c : order_) c->sq.woke_up();
+}
+
+}  // namespace ferry::daemon

@@ -1,0 +1,32 @@
+// What the control socket reports: status, clients and counters as JSON
+// values (shapes in control/control_protocol.h and DESIGN.md's contract).
+// Control thread only; reads engine-written counters with relaxed loads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/json.h"
+#include "daemon/client_session.h"
+#include "daemon/config.h"
+#include "daemon/counters.h"
+
+namespace ferry::daemon {
+
+struct DaemonFacts {
+  const Config* config = nullptr;
+  const Counters* counters = nullptr;
+  std::string transport;  // resolved: "rdma" or "tcp"
+  std::uint64_t epoch = 0;
+  std::chrono::steady_clock::time_point started;
+  bool draining = false;
+};
+
+json::Value counters_json(const Counters& c);
+json::Value status_json(const DaemonFacts& facts, std::size_t client_count);
+json::Value clients_json(const std::vector<std::shared_ptr<const ClientInfo>>& clients);
+
+}  // namespace ferry::daemon
