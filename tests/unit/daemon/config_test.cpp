@@ -1,0 +1,121 @@
+// Config parsing and range checks, through the same entry point ferryd uses.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "daemon/config.h"
+
+using namespace ferry::daemon;
+
+namespace {
+
+ParseOutcome parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ferryd");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
+
+TEST_CASE("defaults are valid and documented values") {
+  auto o = parse({});
+  REQUIRE(o.exit_code == -1);
+  const Config& c = o.config;
+  CHECK(c.runtime_dir == "/run/ferry");
+  CHECK(c.tx_arena_bytes == 32 * kMiB);
+  CHECK(c.rx_arena_bytes == 32 * kMiB);
+  CHECK(c.max_tx_arena_bytes == kGiB);
+  CHECK(c.sq_entries == 1024);
+  CHECK(c.cq_entries == 4096);
+  CHECK(c.max_clients == 256);
+  CHECK(c.max_message_bytes == 1u << 20);
+  CHECK(c.delivery_timeout_ms == 30000);
+  CHECK(c.engine_spin_us == 50);
+  CHECK(c.transport == Transport::Auto);
+  CHECK_FALSE(check_ranges(c));
+}
+
+TEST_CASE("flags are read") {
+  auto o = parse({"--runtime-dir", "/tmp/x", "--listen", "198.18.0.1:7000", "--transport", "tcp", "--log-level",
+                  "debug", "--tx-arena-bytes", "4m", "--sq-entries", "256", "--engine-spin-us", "0"});
+  REQUIRE(o.exit_code == -1);
+  CHECK(o.config.runtime_dir == "/tmp/x");
+  CHECK(o.config.listen == "198.18.0.1:7000");
+  CHECK(o.config.transport == Transport::Tcp);
+  CHECK(o.config.log_level == LogLevel::Debug);
+  CHECK(o.config.tx_arena_bytes == 4 * kMiB);
+  CHECK(o.config.sq_entries == 256);
+  CHECK(o.config.engine_spin_us == 0);
+}
+
+TEST_CASE("bad values exit 2") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--sq-entries", "100"},            // not a power of two
+      {"--sq-entries", "32"},             // below min
+      {"--cq-entries", "131072"},         // above max
+      {"--tx-arena-bytes", "2g"},         // above max-tx-arena-bytes
+      {"--max-rx-arena-bytes", "2g"},     // above 1 GiB
+      {"--rx-arena-bytes", "1000"},       // below 1 MiB
+      {"--max-clients", "0"},
+      {"--max-message-bytes", "2m"},
+      {"--delivery-timeout-ms", "0"},
+      {"--engine-spin-us", "-1"},
+      {"--max-clients", "12abc"},
+      {"--transport", "udp"},
+      {"--log-level", "loud"},
+      {"--listen", "nohost"},
+      {"--listen", "h:0"},
+      {"--no-such-flag"},
+      {"--config", "/nonexistent/ferryd.ini"},
+  };
+  for (const auto& args : bad) {
+    INFO(args[0] << " " << (args.size() > 1 ? args[1] : ""));
+    CHECK(parse(args).exit_code == 2);
+  }
+}
+
+TEST_CASE("range errors name the key and the range") {
+  Config c;
+  c.cq_entries = 100;
+  auto err = check_ranges(c);
+  REQUIRE(err);
+  CHECK(err->find("cq-entries") != std::string::npos);
+  CHECK(err->find("power of two") != std::string::npos);
+  CHECK(err->find("[64, 65536]") != std::string::npos);
+  c = Config{};
+  c.tx_arena_bytes = c.max_tx_arena_bytes + 1;
+  err = check_ranges(c);
+  REQUIRE(err);
+  CHECK(err->find("tx-arena-bytes") != std::string::npos);
+}
+
+TEST_CASE("config file: same keys, flags win") {
+  char path[] = "/tmp/ferryd-config-test-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "runtime-dir = /tmp/from-file\nmax-clients = 9\nsq-entries = 128\n";
+  }
+  auto o = parse({"--config", path, "--max-clients", "17"});
+  CHECK(o.exit_code == -1);
+  CHECK(o.config.runtime_dir == "/tmp/from-file");
+  CHECK(o.config.max_clients == 17);
+  CHECK(o.config.sq_entries == 128);
+  {
+    std::ofstream f(path);
+    f << "sq-entries = 99\n";
+  }
+  CHECK(parse({"--config", path}).exit_code == 2);
+  std::remove(path);
+}
+
+TEST_CASE("help exits 0") { CHECK(parse({"--help"}).exit_code == 0); }
