@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: ferry-bench SCENARIO [--size BYTES | --sizes B1,B2,...] [--iters N | --duration SECONDS]\n"
     "                   [--warmup N] [--concurrency N] [--socket PATH] [--server-socket PATH]\n"
-    "                   [--target HOST:PORT] [--listen HOST:PORT] [--json]\n"
+    "                   [--target HOST:PORT] [--listen HOST:PORT] [--busy-poll] [--json]\n"
     "\n"
     "  --size BYTES        message size (K/M/G suffixes: binary), default 64\n"
     "  --sizes LIST        a sweep: one table row (or one JSON line) per size, in order\n"
@@ -27,6 +27,7 @@ constexpr const char* kUsage =
     "  --server-socket P   daemon the forked server attaches to (default: --socket)\n"
     "  --target HOST:PORT  tcp-rpc: an existing `ferry-bench tcp-server`; remote-rpc: the server daemon\n"
     "  --listen HOST:PORT  tcp-server / forked tcp-rpc server address (default 127.0.0.1:0)\n"
+    "  --busy-poll         ferry scenarios: client and server spin on completions (default: sleep)\n"
     "  --json              the last stdout line is one JSON object (a sweep: one line per size)\n"
     "\nscenarios:\n";
 
@@ -120,6 +121,8 @@ std::optional<BenchOptions> parse_options(int argc, char** argv, int* exit_code)
       print_scenarios(stdout);
       *exit_code = 0;
       return std::nullopt;
+    } else if (arg == "--busy-poll") {
+      o.busy_poll = true;
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--size") {

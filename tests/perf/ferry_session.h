@@ -24,8 +24,9 @@ std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std
                                             std::size_t rx_bytes, std::string* error);
 
 // Waits for at least one completion, up to kOpDeadline. 0 on timeout or a
-// gone daemon (check client.state()).
-std::size_t wait_completions(Client& client, std::span<Completion> out) noexcept;
+// gone daemon (check client.state()). busy_poll spins on poll() instead of
+// sleeping on the completion doorbell (--busy-poll).
+std::size_t wait_completions(Client& client, std::span<Completion> out, bool busy_poll) noexcept;
 
 // Charges the daemons behind these client sockets (deduplicated).
 void charge_daemons(ScenarioContext& ctx);

@@ -92,7 +92,8 @@ class EchoServer {
 
 }  // namespace
 
-int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, ReadyNotifier& ready) {
+int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, bool busy_poll,
+                     ReadyNotifier& ready) {
   std::string error;
   const std::uint32_t buffers = 2 * concurrency;
   auto client = attach_bench_client(socket, "ferry-bench local-rpc server", size * buffers, size * concurrency, &error);
@@ -113,6 +114,7 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
   ready.ready();
 
   std::array<Completion, kCompletionBatch> batch{};
+  std::uint32_t idle_spins = 0;
   for (;;) {
     const std::size_t n = client->poll(batch);
     if (n > 0) {
@@ -127,9 +129,14 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
       if (!server.answer_pending()) return 1;
       continue;  // still queued: retry without sleeping
     }
-    // Nothing ready: sleep on the completion fd and the parent's stop pipe.
+    // Nothing ready: sleep on the completion fd and the parent's stop pipe
+    // (busy polling only glances at the stop pipe).
     pollfd fds[2] = {{client->event_fd(), POLLIN, 0}, {ready.stop_fd(), POLLIN, 0}};
-    if (::poll(fds, 2, 1000) < 0) continue;
+    if (busy_poll) {
+      if (++idle_spins % 4096 != 0) continue;
+      fds[0].events = 0;
+    }
+    if (::poll(fds, 2, busy_poll ? 0 : 1000) < 0) continue;
     if (fds[1].revents != 0) break;
   }
   client->unserve(served.value);

@@ -16,6 +16,8 @@ inline constexpr std::string_view kBenchEchoService = "bench-echo";
 
 // Runs in the forked child until ready.stop_fd() reports EOF or the daemon
 // goes away; returns the child's exit code.
-int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, ReadyNotifier& ready);
+// busy_poll: spin on the completion ring instead of sleeping on its fd.
+int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, bool busy_poll,
+                     ReadyNotifier& ready);
 
 }  // namespace ferry::bench

@@ -18,8 +18,8 @@ namespace {
 
 class EchoLoop {
  public:
-  EchoLoop(Client& client, ServiceId service, EndpointId endpoint, Buffer buffer, std::size_t size)
-      : client_(client), service_(service), endpoint_(endpoint), buffer_(buffer), size_(size), expected_(size) {
+  EchoLoop(Client& client, ServiceId service, EndpointId endpoint, Buffer buffer, std::size_t size, bool busy_poll)
+      : client_(client), busy_poll_(busy_poll), service_(service), endpoint_(endpoint), buffer_(buffer), size_(size), expected_(size) {
     fill_pattern(buffer_.data, size_, kRequestSeed);
     fill_pattern(expected_.data(), size_, kRequestSeed);
   }
@@ -36,7 +36,7 @@ class EchoLoop {
     if (s != Status::Ok) return "send rejected";
     bool delivered = false, done = false;
     while (!delivered || !done) {
-      const std::size_t n = wait_completions(client_, batch_);
+      const std::size_t n = wait_completions(client_, batch_, busy_poll_);
       if (n == 0) return client_.state() == Status::Ok ? "timed out waiting for delivery" : "daemon gone";
       for (std::size_t i = 0; i < n; ++i) {
         const Completion& c = batch_[i];
@@ -78,6 +78,7 @@ class EchoLoop {
   }
 
   Client& client_;
+  bool busy_poll_;
   ServiceId service_;
   EndpointId endpoint_;
   Buffer buffer_;
@@ -106,7 +107,7 @@ Outcome run_ipc_echo(ScenarioContext& ctx) {
   if (!buffer) return ctx.fail(Outcome::Failed, "cannot allocate a " + std::to_string(size) + "-byte tx buffer");
   charge_daemons(ctx);
 
-  EchoLoop loop(*client, served.value, opened.value, buffer, size);
+  EchoLoop loop(*client, served.value, opened.value, buffer, size, ctx.options().busy_poll);
   std::uint64_t seq = 0;
   for (std::uint64_t i = 0; i < ctx.warmup_ops(); ++i, ++seq) {
     if (const char* err = loop.one(seq, true, nullptr))

@@ -26,7 +26,8 @@ struct CallSlot {
 
 class CallPump {
  public:
-  CallPump(Client& client, EndpointId endpoint, std::size_t size) : client_(client), endpoint_(endpoint), size_(size) {
+  CallPump(Client& client, EndpointId endpoint, std::size_t size, bool busy_poll)
+      : client_(client), busy_poll_(busy_poll), endpoint_(endpoint), size_(size) {
     expected_.resize(size);
     fill_pattern(expected_.data(), size, kResponseSeed);
   }
@@ -66,7 +67,7 @@ class CallPump {
         ready_.pop_back();
       }
       if (completed == issued && (ready_.size() == slots_.size()) && !keep_going(issued)) return nullptr;
-      const std::size_t n = wait_completions(client_, batch_);
+      const std::size_t n = wait_completions(client_, batch_, busy_poll_);
       const auto now = SteadyClock::now();
       if (n == 0) return client_.state() == Status::Ok ? "timed out waiting for a call to complete" : "daemon gone";
       for (std::size_t i = 0; i < n; ++i) {
@@ -100,6 +101,7 @@ class CallPump {
 
  private:
   Client& client_;
+  bool busy_poll_;
   EndpointId endpoint_;
   std::size_t size_;
   std::vector<CallSlot> slots_;
@@ -120,7 +122,7 @@ Outcome run_local_rpc(ScenarioContext& ctx) {
   // Fork before attaching: the child attaches on its own.
   ForkedServer server;
   const bool started = server.start(
-      [&](ReadyNotifier& ready) { return serve_bench_echo(o.server_socket, size, o.concurrency, ready); }, &error);
+      [&](ReadyNotifier& ready) { return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, ready); }, &error);
   if (!started || !server.wait_ready(std::chrono::seconds(15), nullptr, &error))
     return ctx.fail(Outcome::Failed, "bench-echo server: " + error);
 
@@ -129,7 +131,7 @@ Outcome run_local_rpc(ScenarioContext& ctx) {
   if (!size_fits(*client, size, &error)) return ctx.fail(Outcome::Failed, error);
   const auto opened = client->open(kBenchEchoService);
   if (!opened) return ctx.fail(Outcome::Failed, "open bench-echo: " + std::string(to_string(opened.status)));
-  CallPump pump(*client, opened.value, size);
+  CallPump pump(*client, opened.value, size, o.busy_poll);
   if (!pump.allocate(o.concurrency))
     return ctx.fail(Outcome::Failed, "cannot allocate " + std::to_string(o.concurrency) + " request/response buffer pairs");
   ctx.cpu().add_process(server.pid());
