@@ -91,4 +91,19 @@ class SharedRingRegion {
 
 using Clock = std::chrono::steady_clock;
 
+// Sanitizer builds (scripts/test runs the ring tests under TSan and ASan,
+// unoptimised) are 10-50x slower; they shrink the stress counts so the runs
+// stay within their meson timeouts. The interleavings still number millions.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr std::uint64_t kStressDivisor = 8;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+inline constexpr std::uint64_t kStressDivisor = 8;
+#else
+inline constexpr std::uint64_t kStressDivisor = 1;
+#endif
+#else
+inline constexpr std::uint64_t kStressDivisor = 1;
+#endif
+
 }  // namespace ferry::shm::test

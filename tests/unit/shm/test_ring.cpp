@@ -39,9 +39,9 @@ TEST_CASE("ring wraps around, across the uint32 index wrap too", "[ring]") {
   CAPTURE(start);
   TestRing t(start);
   std::mt19937 rng(start);
-  std::uint64_t pushed = 0, popped = 0;
+  std::uint64_t pushed = 0, popped = 0, bad = 0;
   std::vector<TestEntry> in(kCap), out(kCap);
-  for (int cycle = 0; cycle < 20000; ++cycle) {
+  for (std::uint64_t cycle = 0; cycle < 20000 / kStressDivisor; ++cycle) {
     const std::uint32_t want = 1 + rng() % kCap;
     for (std::uint32_t i = 0; i < want; ++i) in[i] = make_entry(pushed + i);
     const std::uint32_t room = t.prod.free_slots();
@@ -51,14 +51,16 @@ TEST_CASE("ring wraps around, across the uint32 index wrap too", "[ring]") {
     pushed += n;
     REQUIRE(t.cons.ready() == pushed - popped);
     const std::uint32_t m = t.cons.pop_batch(out.data(), 1 + rng() % kCap);
-    for (std::uint32_t i = 0; i < m; ++i) REQUIRE(entry_ok(out[i], popped + i));
+    // Counted, not REQUIREd per entry: keeps sanitizer builds fast.
+    for (std::uint32_t i = 0; i < m; ++i) bad += entry_ok(out[i], popped + i) ? 0 : 1;
     popped += m;
     REQUIRE_FALSE(t.cons.corrupt());
   }
+  REQUIRE(bad == 0);
   // Drain and check the published indices moved by exactly what went through.
   popped += t.cons.pop_batch(out.data(), kCap);
   REQUIRE(popped == pushed);
-  REQUIRE(pushed > 100000);
+  REQUIRE(pushed > 100000 / kStressDivisor);
   REQUIRE(t.r->header.head.load() == static_cast<std::uint32_t>(start + pushed));
   REQUIRE(t.r->header.tail.load() == static_cast<std::uint32_t>(start + pushed));
   if (start >= 0xFFFFFF00u) REQUIRE(t.r->header.head.load() < start);  // really wrapped

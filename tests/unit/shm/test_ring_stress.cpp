@@ -97,13 +97,13 @@ void check(const PairResult& r, std::uint64_t count) {
 }  // namespace
 
 TEST_CASE("ring carries millions of entries between two processes", "[ring][stress]") {
-  constexpr std::uint64_t kCount = 4'000'000;
+  constexpr std::uint64_t kCount = 4'000'000 / kStressDivisor;
   const PairResult r = run_pair<1024>(kCount, false, std::chrono::seconds(60));
   check(r, kCount);
 }
 
 TEST_CASE("doorbell sleep protocol loses no wake-up between two processes", "[ring][stress][doorbell]") {
-  constexpr std::uint64_t kCount = 1'000'000;
+  constexpr std::uint64_t kCount = 1'000'000 / kStressDivisor;
   const PairResult r = run_pair<256>(kCount, true, std::chrono::seconds(60));
   check(r, kCount);
   // The run must actually have exercised the sleep path.

@@ -46,8 +46,10 @@ void run_threads(std::uint64_t count, bool with_doorbell) {
 
 }  // namespace
 
-TEST_CASE("ring between two threads, spinning", "[ring][threads]") { run_threads<512>(1'000'000, false); }
+TEST_CASE("ring between two threads, spinning", "[ring][threads]") {
+  run_threads<512>(1'000'000 / kStressDivisor, false);
+}
 
 TEST_CASE("ring between two threads, sleeping on the doorbell", "[ring][threads][doorbell]") {
-  run_threads<128>(1'000'000, true);
+  run_threads<128>(1'000'000 / kStressDivisor, true);
 }
