@@ -181,8 +181,8 @@ Result<std::unique_ptr<Client>> Client::attach(const AttachOptions& options) {
     return R::fail(Status::ProtocolError);
   }
   // Worst case every rx block is a 64 B delivery waiting to be released.
-  const auto release_slots = static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(v.layout.rx_bytes / shm::kMinBlockBytes, 1u << 22));
+  const auto release_slots =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(v.layout.rx_bytes / shm::kMinBlockBytes, 1u << 22));
   const std::uint32_t slots = inflight_slots_for(v);
   const std::uint32_t stash = slots + 4 * v.cq_capacity;
 

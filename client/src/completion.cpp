@@ -24,7 +24,9 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
     case shm::CqKind::OpDone: {
       if (e.user_data == kReleaseUserData) {
         // A quiet release the daemon rejected: a double release by the app, or a daemon bug.
-        if (counters_.release_failures++ == 0) spdlog::warn("ferry: daemon rejected a ReleaseRx ({})", to_string(static_cast<Status>(std::min<std::uint8_t>(e.status, kMaxStatus))));
+        if (counters_.release_failures++ == 0)
+          spdlog::warn("ferry: daemon rejected a ReleaseRx ({})",
+                       to_string(static_cast<Status>(std::min<std::uint8_t>(e.status, kMaxStatus))));
         return false;
       }
       const std::uint32_t i = inflight_.lookup(e.user_data);
@@ -69,7 +71,7 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
       }
       out = Completion{};
       out.kind = e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ? Completion::Kind::Message
-                                                                          : Completion::Kind::Request;
+                                                                           : Completion::Kind::Request;
       out.handle = e.handle;
       out.length = e.length;
       out.data = seg_.view.at(e.offset);

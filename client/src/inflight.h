@@ -15,7 +15,7 @@ namespace ferry::client_detail {
 
 struct InflightSlot {
   std::uint64_t user_data = 0;
-  std::uint64_t internal_buffer = 0;   // tx block a control op owns (freed on completion), 0: none
+  std::uint64_t internal_buffer = 0;    // tx block a control op owns (freed on completion), 0: none
   const std::byte* response = nullptr;  // Call: caller's response buffer
   std::uint32_t response_capacity = 0;
   std::uint32_t generation = 1;
@@ -69,9 +69,7 @@ class InflightTable {
   }
 
   // The wire token for slot i: index in the low half, generation in the high half.
-  std::uint64_t token(std::uint32_t i) const noexcept {
-    return (std::uint64_t{slots_[i].generation} << 32) | i;
-  }
+  std::uint64_t token(std::uint32_t i) const noexcept { return (std::uint64_t{slots_[i].generation} << 32) | i; }
 
   // Slot index for a token the daemon echoed, or kNone when it names no live op.
   std::uint32_t lookup(std::uint64_t token) const noexcept {

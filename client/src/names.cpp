@@ -4,9 +4,7 @@ namespace ferry::client_detail {
 
 namespace {
 
-bool is_alnum(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
+bool is_alnum(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 
 bool valid_host(std::string_view h) noexcept {
   if (h.empty()) return false;

@@ -30,8 +30,8 @@ class Daemon {
   std::string socket() const { return dir_ + "/ferryd.sock"; }
   std::string control() const { return dir_ + "/control.sock"; }
   pid_t pid() const { return pid_; }
-  bool alive();           // not exited yet
-  void kill_hard();       // SIGKILL + reap
+  bool alive();      // not exited yet
+  void kill_hard();  // SIGKILL + reap
   // `ferryctl --control DIR/control.sock status --json` -> "clients", or -1.
   long clients() const;
   // Polls clients() until it equals `want` or the deadline passes.

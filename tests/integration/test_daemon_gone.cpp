@@ -45,7 +45,8 @@ TEST_CASE("daemon killed mid-flight: every op fails once with DaemonGone; a new 
         if (out[i].kind != Completion::Kind::OpDone || out[i].status != Status::DaemonGone) {
           return fail(5, "completion %s/%s", to_string(out[i].kind).data(), to_string(out[i].status).data());
         }
-        if (!want.count(out[i].user_data) || !seen.insert(out[i].user_data).second) return fail(6, "duplicate or unknown completion %llu", (unsigned long long)out[i].user_data);
+        if (!want.count(out[i].user_data) || !seen.insert(out[i].user_data).second)
+          return fail(6, "duplicate or unknown completion %llu", (unsigned long long)out[i].user_data);
       }
     }
     if (seen.size() != want.size()) return fail(7, "%zu of %zu ops completed", seen.size(), want.size());

@@ -98,20 +98,36 @@ int hostile(const std::string& socket) {
     e.flags = flags;
     add(e, B);
   }
-  { shm::SqEntry e = entry(shm::Op::Nop, 0); e.reserved0 = 1; add(e, B); }
-  { shm::SqEntry e = entry(shm::Op::Nop, 0); e.reserved1[0] = 1; add(e, B); }
-  { shm::SqEntry e = entry(shm::Op::Nop, 0); e.reserved1[1] = ~0ull; add(e, B); }
-  { shm::SqEntry e = send_at(payload, 64); e.flags = shm::kSqFlagQuiet; add(e, B); }
-  add(send_at(rx, 64), B);                                // into the rx arena
-  add(send_at(l.segment_bytes - 10, 64), B);              // past the segment
+  {
+    shm::SqEntry e = entry(shm::Op::Nop, 0);
+    e.reserved0 = 1;
+    add(e, B);
+  }
+  {
+    shm::SqEntry e = entry(shm::Op::Nop, 0);
+    e.reserved1[0] = 1;
+    add(e, B);
+  }
+  {
+    shm::SqEntry e = entry(shm::Op::Nop, 0);
+    e.reserved1[1] = ~0ull;
+    add(e, B);
+  }
+  {
+    shm::SqEntry e = send_at(payload, 64);
+    e.flags = shm::kSqFlagQuiet;
+    add(e, B);
+  }
+  add(send_at(rx, 64), B);                    // into the rx arena
+  add(send_at(l.segment_bytes - 10, 64), B);  // past the segment
   add(send_at(l.segment_bytes, 1), B);
-  add(send_at(UINT64_MAX - 8, 64), B);                    // wraps around
+  add(send_at(UINT64_MAX - 8, 64), B);  // wraps around
   add(send_at(UINT64_MAX, UINT32_MAX), B);
-  add(send_at(payload, 0), B);                            // empty
+  add(send_at(payload, 0), B);  // empty
   add(send_at(payload, static_cast<std::uint32_t>(r.max_message()) + 1), B);
-  add(send_at(tx + l.tx_bytes - 8, 64), B);               // straddles the tx end
-  add(send_at(0, 64), B);                                 // the segment header
-  add(send_at(l.sq_entries_offset, 64), B);               // its own rings
+  add(send_at(tx + l.tx_bytes - 8, 64), B);  // straddles the tx end
+  add(send_at(0, 64), B);                    // the segment header
+  add(send_at(l.sq_entries_offset, 64), B);  // its own rings
   {
     shm::SqEntry e = send_at(payload, 64);
     e.op = static_cast<std::uint8_t>(shm::Op::Call);
@@ -151,9 +167,21 @@ int hostile(const std::string& socket) {
     e.flags = off == rx + 64 ? shm::kSqFlagQuiet : 0;  // a quiet failure still reports
     add(e, B);
   }
-  { shm::SqEntry e = entry(shm::Op::Unserve, 0); e.handle = 0xdead; add(e, B); }
-  { shm::SqEntry e = entry(shm::Op::Close, 0); e.handle = 0xdead; add(e, Status::EndpointClosed); }
-  { shm::SqEntry e = send_at(payload, 64); e.handle = 0xdead; add(e, Status::EndpointClosed); }
+  {
+    shm::SqEntry e = entry(shm::Op::Unserve, 0);
+    e.handle = 0xdead;
+    add(e, B);
+  }
+  {
+    shm::SqEntry e = entry(shm::Op::Close, 0);
+    e.handle = 0xdead;
+    add(e, Status::EndpointClosed);
+  }
+  {
+    shm::SqEntry e = send_at(payload, 64);
+    e.handle = 0xdead;
+    add(e, Status::EndpointClosed);
+  }
   std::mt19937_64 rng(12345);
   for (int i = 0; i < 200; ++i) {  // random bytes; a nonzero reserved word keeps each one invalid
     shm::SqEntry e;
@@ -172,35 +200,43 @@ int hostile(const std::string& socket) {
     const std::uint32_t n = r.reap(got, 64, 100);
     for (std::uint32_t i = 0; i < n; ++i) {
       auto it = expect.find(got[i].user_data);
-      if (got[i].kind != 0 || it == expect.end()) return fail(5, "unexpected completion kind %u ud %llu", got[i].kind, (unsigned long long)got[i].user_data);
-      if (++seen[got[i].user_data] > 1) return fail(6, "bad entry %llu completed twice", (unsigned long long)got[i].user_data);
+      if (got[i].kind != 0 || it == expect.end())
+        return fail(5, "unexpected completion kind %u ud %llu", got[i].kind, (unsigned long long)got[i].user_data);
+      if (++seen[got[i].user_data] > 1)
+        return fail(6, "bad entry %llu completed twice", (unsigned long long)got[i].user_data);
       if (got[i].status != static_cast<std::uint8_t>(it->second)) {
         const shm::SqEntry& e = bad[got[i].user_data - 100];
-        return fail(7, "bad entry #%llu (op %u) got %s, want %s", (unsigned long long)(got[i].user_data - 100), e.op, st(got[i].status), to_string(it->second).data());
+        return fail(7, "bad entry #%llu (op %u) got %s, want %s", (unsigned long long)(got[i].user_data - 100), e.op,
+                    st(got[i].status), to_string(it->second).data());
       }
     }
   }
   if (seen.size() != expect.size()) return fail(8, "%zu of %zu bad entries answered", seen.size(), expect.size());
 
   // ReleaseRx mid-block and double free on a real delivery; forged and reused reply tokens.
-  if (!roundtrip(r, send_at(payload, 100), done, side) || done.status != 0) return fail(9, "self send: %s", st(done.status));
+  if (!roundtrip(r, send_at(payload, 100), done, side) || done.status != 0)
+    return fail(9, "self send: %s", st(done.status));
   shm::CqEntry msg{};
   const auto t0 = Clock::now();
   while (side.empty() && Clock::now() - t0 < 5s) {
     shm::CqEntry got;
     if (r.reap(&got, 1, 100) == 1) side.push_back(got);
   }
-  if (side.empty() || side.back().kind != static_cast<std::uint8_t>(shm::CqKind::Message) || side.back().handle != service) return fail(10, "no delivery of self send");
+  if (side.empty() || side.back().kind != static_cast<std::uint8_t>(shm::CqKind::Message) ||
+      side.back().handle != service)
+    return fail(10, "no delivery of self send");
   msg = side.back();
   side.clear();
   shm::SqEntry rel = entry(shm::Op::ReleaseRx, 20);
   rel.offset = msg.offset + 1;
-  if (!roundtrip(r, rel, done, side) || done.status != static_cast<std::uint8_t>(B)) return fail(11, "mid-block release: %s", st(done.status));
+  if (!roundtrip(r, rel, done, side) || done.status != static_cast<std::uint8_t>(B))
+    return fail(11, "mid-block release: %s", st(done.status));
   rel.offset = msg.offset;
   rel.user_data = 21;
   if (!roundtrip(r, rel, done, side) || done.status != 0) return fail(12, "release: %s", st(done.status));
   rel.user_data = 22;
-  if (!roundtrip(r, rel, done, side) || done.status != static_cast<std::uint8_t>(B)) return fail(13, "double release: %s", st(done.status));
+  if (!roundtrip(r, rel, done, side) || done.status != static_cast<std::uint8_t>(B))
+    return fail(13, "double release: %s", st(done.status));
 
   // Flood: push Nops as fast as possible without reading the CQ, then drain.
   constexpr std::uint64_t kFlood = 20000, kBase = 1000000;
@@ -221,11 +257,14 @@ int hostile(const std::string& socket) {
     const std::uint32_t n = r.reap(got, 256, 50);
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::uint64_t k = got[i].user_data - kBase;
-      if (got[i].kind != 0 || k >= pushed || got[i].status != 0 || nop_seen[k]++) return fail(14, "flood: bad completion ud %llu status %s", (unsigned long long)got[i].user_data, st(got[i].status));
+      if (got[i].kind != 0 || k >= pushed || got[i].status != 0 || nop_seen[k]++)
+        return fail(14, "flood: bad completion ud %llu status %s", (unsigned long long)got[i].user_data,
+                    st(got[i].status));
       ++answered;
     }
   }
-  if (answered != kFlood) return fail(15, "flood: %llu of %llu Nops answered", (unsigned long long)answered, (unsigned long long)kFlood);
+  if (answered != kFlood)
+    return fail(15, "flood: %llu of %llu Nops answered", (unsigned long long)answered, (unsigned long long)kFlood);
   return 0;
 }
 

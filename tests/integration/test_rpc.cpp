@@ -52,14 +52,16 @@ TEST_CASE("callers with several calls outstanding get verified responses") {
     auto c = attach_retry(d.socket(), "errors");
     if (!c) return fail(1, "attach");
     auto missing = c->open("no-such-service");
-    if (missing.status != Status::ServiceNotFound) return fail(2, "open missing: %s", std::string(to_string(missing.status)).c_str());
+    if (missing.status != Status::ServiceNotFound)
+      return fail(2, "open missing: %s", std::string(to_string(missing.status)).c_str());
     auto ep = c->open("echo");
     if (!ep) return fail(3, "open echo");
     Buffer req = c->alloc(5000), small = c->alloc(100);
     fill_payload(req.data, 5000, 9, 1);
     std::memset(small.data, 0, small.capacity);
     Completion r = call_once(*c, ep.value, req, 5000, small);
-    if (r.status != Status::ResponseTooLarge) return fail(4, "small buffer: %s", std::string(to_string(r.status)).c_str());
+    if (r.status != Status::ResponseTooLarge)
+      return fail(4, "small buffer: %s", std::string(to_string(r.status)).c_str());
     if (r.length != 5000) return fail(5, "ResponseTooLarge length %u, want 5000", r.length);
     for (std::uint32_t i = 0; i < small.capacity; ++i) {
       if (small.data[i] != std::byte{0}) return fail(6, "ResponseTooLarge wrote into the buffer");
@@ -69,7 +71,8 @@ TEST_CASE("callers with several calls outstanding get verified responses") {
     if (r.status != Status::Ok || !check_payload(big.data, 5000, 9, 1)) return fail(7, "echo after ResponseTooLarge");
     if (c->close(ep.value) != Status::Ok) return fail(8, "close");
     r = call_once(*c, ep.value, req, 5000, big);
-    if (r.status != Status::EndpointClosed) return fail(9, "call after close: %s", std::string(to_string(r.status)).c_str());
+    if (r.status != Status::EndpointClosed)
+      return fail(9, "call after close: %s", std::string(to_string(r.status)).c_str());
     if (c->close(ep.value) != Status::EndpointClosed) return fail(10, "double close");
     return 0;
   });

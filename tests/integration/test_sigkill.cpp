@@ -79,8 +79,10 @@ TEST_CASE("a server killed with calls in flight fails each of them once with Ser
     while (seen.size() < kCalls && Clock::now() < deadline) {
       const std::size_t n = c->wait(out, 100ms);
       for (std::size_t i = 0; i < n; ++i) {
-        if (out[i].status != Status::ServiceGone) return fail(4, "call completed %s", std::string(to_string(out[i].status)).c_str());
-        if (!seen.insert(out[i].user_data).second) return fail(5, "call %llu completed twice", (unsigned long long)out[i].user_data);
+        if (out[i].status != Status::ServiceGone)
+          return fail(4, "call completed %s", std::string(to_string(out[i].status)).c_str());
+        if (!seen.insert(out[i].user_data).second)
+          return fail(5, "call %llu completed twice", (unsigned long long)out[i].user_data);
       }
     }
     if (seen.size() != kCalls) return fail(6, "%zu of %u calls completed", seen.size(), kCalls);

@@ -57,12 +57,12 @@ struct CallerSpec {
   std::string socket;
   std::string target = "xform";
   std::uint32_t caller = 0;
-  std::uint64_t count = 0;     // calls to make (after `stop`, when given)
+  std::uint64_t count = 0;  // calls to make (after `stop`, when given)
   std::uint32_t concurrency = 4;
-  std::uint32_t max_size = 0;  // 0: the client's max message
+  std::uint32_t max_size = 0;      // 0: the client's max message
   const Gate* progress = nullptr;  // signalled once after `progress_after` verified calls
   std::uint64_t progress_after = 0;
-  const Gate* stop = nullptr;      // when set: call until it is ready, then `count` more
+  const Gate* stop = nullptr;  // when set: call until it is ready, then `count` more
 };
 int run_caller(const CallerSpec& spec);
 

@@ -13,33 +13,39 @@ int run_sink(const SinkSpec& spec, const Gate& ready) {
   auto sid = c->serve(spec.service);
   if (!sid) return fail(11, "sink: serve: %s", std::string(to_string(sid.status)).c_str());
   ready.signal();
-  std::map<std::uint64_t, std::uint32_t> sender_of;      // source -> sender id
-  std::vector<std::uint64_t> next(spec.senders, 0);      // per-sender expected seq
+  std::map<std::uint64_t, std::uint32_t> sender_of;  // source -> sender id
+  std::vector<std::uint64_t> next(spec.senders, 0);  // per-sender expected seq
   const std::uint64_t total = std::uint64_t{spec.senders} * spec.per_sender;
   std::uint64_t got = 0;
   const auto deadline = Clock::now() + 25s;
   Completion out[32];
   while (got < total) {
-    if (Clock::now() > deadline) return fail(12, "sink: only %llu of %llu messages", (unsigned long long)got, (unsigned long long)total);
+    if (Clock::now() > deadline)
+      return fail(12, "sink: only %llu of %llu messages", (unsigned long long)got, (unsigned long long)total);
     const std::size_t n = c->wait(out, 100ms);
     for (std::size_t i = 0; i < n; ++i) {
       const Completion& m = out[i];
-      if (m.kind != Completion::Kind::Message) return fail(13, "sink: unexpected %s", std::string(to_string(m.kind)).c_str());
+      if (m.kind != Completion::Kind::Message)
+        return fail(13, "sink: unexpected %s", std::string(to_string(m.kind)).c_str());
       if (m.handle != sid.value) return fail(14, "sink: message for service %u", m.handle);
       std::uint32_t sender;
       std::uint64_t seq;
       if (read_header(m.data, m.length, sender, seq)) {
         if (sender >= spec.senders) return fail(15, "sink: sender %u out of range", sender);
         auto [it, fresh] = sender_of.emplace(m.source, sender);
-        if (!fresh && it->second != sender) return fail(16, "sink: source %llu changed sender", (unsigned long long)m.source);
+        if (!fresh && it->second != sender)
+          return fail(16, "sink: source %llu changed sender", (unsigned long long)m.source);
       } else {
         auto it = sender_of.find(m.source);
         if (it == sender_of.end()) return fail(17, "sink: headerless message (len %u) from unknown source", m.length);
         sender = it->second;
         seq = next[sender];
       }
-      if (seq != next[sender]) return fail(18, "sink: sender %u seq %llu, expected %llu", sender, (unsigned long long)seq, (unsigned long long)next[sender]);
-      if (!check_payload(m.data, m.length, sender, seq)) return fail(19, "sink: corrupt payload sender %u seq %llu len %u", sender, (unsigned long long)seq, m.length);
+      if (seq != next[sender])
+        return fail(18, "sink: sender %u seq %llu, expected %llu", sender, (unsigned long long)seq,
+                    (unsigned long long)next[sender]);
+      if (!check_payload(m.data, m.length, sender, seq))
+        return fail(19, "sink: corrupt payload sender %u seq %llu len %u", sender, (unsigned long long)seq, m.length);
       ++next[sender];
       ++got;
       c->release(m);
@@ -59,7 +65,9 @@ int run_sender(const SenderSpec& spec) {
   const auto deadline = Clock::now() + 25s;
   Completion out[32];
   while (done < spec.count) {
-    if (Clock::now() > deadline) return fail(22, "sender %u: %llu of %llu done", spec.sender, (unsigned long long)done, (unsigned long long)spec.count);
+    if (Clock::now() > deadline)
+      return fail(22, "sender %u: %llu of %llu done", spec.sender, (unsigned long long)done,
+                  (unsigned long long)spec.count);
     while (next < spec.count && inflight < spec.window) {
       const std::uint32_t len = size_for(next, max);
       if (!bufs[next]) bufs[next] = c->alloc(len);
@@ -73,8 +81,11 @@ int run_sender(const SenderSpec& spec) {
     }
     const std::size_t n = c->wait(out, 100ms);
     for (std::size_t i = 0; i < n; ++i) {
-      if (out[i].kind != Completion::Kind::OpDone || out[i].op != OpKind::Send) return fail(24, "sender: unexpected completion");
-      if (out[i].status != Status::Ok) return fail(25, "sender: send %llu: %s", (unsigned long long)out[i].user_data, std::string(to_string(out[i].status)).c_str());
+      if (out[i].kind != Completion::Kind::OpDone || out[i].op != OpKind::Send)
+        return fail(24, "sender: unexpected completion");
+      if (out[i].status != Status::Ok)
+        return fail(25, "sender: send %llu: %s", (unsigned long long)out[i].user_data,
+                    std::string(to_string(out[i].status)).c_str());
       if (out[i].user_data >= next || !bufs[out[i].user_data]) return fail(26, "sender: bogus user_data");
       c->free(bufs[out[i].user_data]);
       bufs[out[i].user_data] = Buffer{};

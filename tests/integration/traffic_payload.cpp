@@ -51,8 +51,7 @@ void fill_stream(std::byte* p, std::uint32_t from, std::uint32_t len, std::uint6
   for (; i < len; ++i) p[i] = stream_byte(s, i);
 }
 
-bool check_stream(const std::byte* p, std::uint32_t from, std::uint32_t len, std::uint64_t s,
-                  std::byte key) noexcept {
+bool check_stream(const std::byte* p, std::uint32_t from, std::uint32_t len, std::uint64_t s, std::byte key) noexcept {
   std::uint32_t i = from;
   for (; i < len && i % 8 != 0; ++i) {
     if ((p[i] ^ key) != stream_byte(s, i)) return false;

@@ -20,7 +20,9 @@ int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& sto
   } else {
     auto e = c->serve("echo");
     auto x = c->serve("xform");
-    if (!e || !x) return fail(31, "server: serve: %s/%s", std::string(to_string(e.status)).c_str(), std::string(to_string(x.status)).c_str());
+    if (!e || !x)
+      return fail(31, "server: serve: %s/%s", std::string(to_string(e.status)).c_str(),
+                  std::string(to_string(x.status)).c_str());
     echo = e.value;
     xform = x.value;
   }
@@ -60,10 +62,12 @@ int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& sto
     for (std::size_t i = 0; i < n; ++i) {
       const Completion& e = out[i];
       if (e.kind == Completion::Kind::Request) {
-        if (e.handle != echo && e.handle != xform && e.handle != hold) return fail(34, "server: request for service %u", e.handle);
+        if (e.handle != echo && e.handle != xform && e.handle != hold)
+          return fail(34, "server: request for service %u", e.handle);
         std::uint32_t sender;
         std::uint64_t seq;
-        if (e.length >= kHeaderBytes && !read_header(e.data, e.length, sender, seq)) return fail(35, "server: corrupt request");
+        if (e.length >= kHeaderBytes && !read_header(e.data, e.length, sender, seq))
+          return fail(35, "server: corrupt request");
         if (e.handle == hold) {
           if (held) held->signal();
           continue;  // never replied, never released: the caller's calls stay in flight
@@ -136,13 +140,19 @@ int run_caller(const CallerSpec& spec) {
     for (std::size_t k = 0; k < n; ++k) {
       const Completion& e = out[k];
       if (e.kind != Completion::Kind::OpDone || e.op != OpKind::Call) return fail(44, "caller: unexpected completion");
-      if (e.user_data >= slots.size() || !slots[e.user_data].busy) return fail(45, "caller: bogus user_data %llu", (unsigned long long)e.user_data);
+      if (e.user_data >= slots.size() || !slots[e.user_data].busy)
+        return fail(45, "caller: bogus user_data %llu", (unsigned long long)e.user_data);
       Slot& s = slots[e.user_data];
-      if (e.status != Status::Ok) return fail(46, "caller %u: call seq %llu: %s", spec.caller, (unsigned long long)s.seq, std::string(to_string(e.status)).c_str());
-      if (e.length != s.len || e.data != s.resp.data) return fail(47, "caller: response length %u, expected %u", e.length, s.len);
+      if (e.status != Status::Ok)
+        return fail(46, "caller %u: call seq %llu: %s", spec.caller, (unsigned long long)s.seq,
+                    std::string(to_string(e.status)).c_str());
+      if (e.length != s.len || e.data != s.resp.data)
+        return fail(47, "caller: response length %u, expected %u", e.length, s.len);
       const bool ok = echo ? check_payload(s.resp.data, s.len, spec.caller, s.seq)
                            : check_xformed(s.resp.data, s.len, spec.caller, s.seq);
-      if (!ok) return fail(48, "caller %u: wrong response bytes seq %llu len %u", spec.caller, (unsigned long long)s.seq, s.len);
+      if (!ok)
+        return fail(48, "caller %u: wrong response bytes seq %llu len %u", spec.caller, (unsigned long long)s.seq,
+                    s.len);
       c->free(s.req);
       c->free(s.resp);
       s.busy = false;

@@ -50,21 +50,21 @@ struct Completion {
   };
   Kind kind = Kind::OpDone;
   Status status = Status::Ok;
-  OpKind op = OpKind::Nop;     // OpDone: which operation
-  std::uint64_t user_data = 0;  // OpDone: what the submitter passed
-  std::uint32_t handle = 0;     // OpDone: endpoint/service id; Message/Request: service id
-  std::uint32_t length = 0;     // Message/Request: payload bytes; Call OpDone: response bytes
+  OpKind op = OpKind::Nop;          // OpDone: which operation
+  std::uint64_t user_data = 0;      // OpDone: what the submitter passed
+  std::uint32_t handle = 0;         // OpDone: endpoint/service id; Message/Request: service id
+  std::uint32_t length = 0;         // Message/Request: payload bytes; Call OpDone: response bytes
   const std::byte* data = nullptr;  // Message/Request: payload (rx arena), valid until release()
-  std::uint64_t token = 0;      // Request: pass to reply()
-  std::uint64_t source = 0;     // Message/Request: opaque sender id
-  std::uint64_t rx_offset = 0;  // Message/Request: rx block, for release()
+  std::uint64_t token = 0;          // Request: pass to reply()
+  std::uint64_t source = 0;         // Message/Request: opaque sender id
+  std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release()
   std::uint32_t rx_capacity = 0;
 };
 std::string_view to_string(Completion::Kind kind) noexcept;
 
 struct AttachOptions {
-  std::string socket_path;  // empty: $FERRY_SOCKET, else /run/ferry/ferryd.sock
-  std::string name;         // shown by ferryctl clients
+  std::string socket_path;     // empty: $FERRY_SOCKET, else /run/ferry/ferryd.sock
+  std::string name;            // shown by ferryctl clients
   std::uint64_t tx_bytes = 0;  // 0: daemon default
   std::uint64_t rx_bytes = 0;
   std::uint32_t sq_entries = 0;

@@ -274,7 +274,8 @@ TEST_CASE("daemon hang-up completes every in-flight op with DaemonGone exactly o
   Completion out[32];
   std::size_t n = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (n < 15 && std::chrono::steady_clock::now() < deadline) n += c->wait({out + n, 32 - n}, std::chrono::milliseconds(100));
+  while (n < 15 && std::chrono::steady_clock::now() < deadline)
+    n += c->wait({out + n, 32 - n}, std::chrono::milliseconds(100));
   REQUIRE(n == 15);
   CHECK(out[0].user_data == 0);
   CHECK(out[0].status == Status::Ok);
