@@ -1,0 +1,89 @@
+// GID table scan (sysfs) for RoCE v2 source GID selection. See gid.h.
+#include "transport/rdma/gid.h"
+
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+namespace ferry::transport::rdma {
+namespace {
+
+// One line of a sysfs attribute, without the newline; "" when unreadable
+// (sysfs returns EINVAL for the attrs of empty entries, which is not an error).
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!in || !std::getline(in, s)) return {};
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool is_zero_gid(const std::string& gid) {
+  for (char c : gid) {
+    if (c != '0' && c != ':') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ipv4_mapped_gid(std::string_view ipv4) {
+  in_addr a{};
+  const std::string s(ipv4);
+  if (inet_pton(AF_INET, s.c_str(), &a) != 1) return {};
+  const auto* b = reinterpret_cast<const unsigned char*>(&a.s_addr);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3]);
+  return buf;
+}
+
+Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, int port,
+                             std::string_view address, int override_index) {
+  const std::string base =
+      std::string(sysfs_root) + "/class/infiniband/" + std::string(dev) + "/ports/" + std::to_string(port);
+  auto entry = [&base](int i) {
+    GidChoice c;
+    c.index = i;
+    c.gid = read_line(base + "/gids/" + std::to_string(i));
+    c.type = read_line(base + "/gid_attrs/types/" + std::to_string(i));
+    c.netdev = read_line(base + "/gid_attrs/ndevs/" + std::to_string(i));
+    return c;
+  };
+
+  if (override_index >= 0) {
+    GidChoice c = entry(override_index);
+    if (c.gid.empty() || is_zero_gid(c.gid)) {
+      spdlog::error("rdma: gid_index {} of {} port {} is empty or missing", override_index, dev, port);
+      return Result<GidChoice>::fail(Status::BadRequest);
+    }
+    c.reason = "gid_index override from config";
+    spdlog::info("rdma: {} port {} uses GID[{}] {} ({}, {}): {}", dev, port, c.index, c.gid, c.type, c.netdev,
+                 c.reason);
+    return Result<GidChoice>::ok(std::move(c));
+  }
+
+  const std::string want = ipv4_mapped_gid(address);
+  if (want.empty()) {
+    spdlog::error("rdma: cannot pick a RoCE v2 GID for '{}': not a numeric IPv4 address", address);
+    return Result<GidChoice>::fail(Status::BadRequest);
+  }
+  for (int i = 0; i < kMaxGidEntries; ++i) {
+    GidChoice c = entry(i);
+    // Tables are dense up to the device's size: a missing file ends it.
+    if (!std::ifstream(base + "/gids/" + std::to_string(i))) break;
+    if (c.gid != want || c.type != "RoCE v2") continue;
+    c.reason = "IPv4-mapped RoCE v2 GID of " + std::string(address) +
+               (c.netdev.empty() ? std::string() : " on " + c.netdev);
+    spdlog::info("rdma: {} port {} uses GID[{}] {} ({}, {}): {}", dev, port, c.index, c.gid, c.type, c.netdev,
+                 c.reason);
+    return Result<GidChoice>::ok(std::move(c));
+  }
+  spdlog::error("rdma: {} port {} has no RoCE v2 GID {} for {} (is the address on this device's netdev?)", dev,
+                port, want, address);
+  return Result<GidChoice>::fail(Status::NotSupported);
+}
+
+}  // namespace ferry::transport::rdma

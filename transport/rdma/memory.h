@@ -1,0 +1,44 @@
+// Memory registration: user regions (register_memory) and the transport's
+// own slabs (receive slots, send header/bounce slots). Control path.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/result.h"
+
+namespace ferry::transport::rdma {
+
+// ibv_reg_mr with LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE. BadRequest for a
+// null/empty region; NoMemory when pinning fails (ENOMEM/EAGAIN/EPERM), with
+// an error log naming RLIMIT_MEMLOCK and its current value, since that limit
+// is the usual cause outside root.
+Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len);
+
+// A page-aligned, zeroed, registered block carved into fixed slots by its
+// owner. Move-only; deregisters and unmaps on destruction.
+class RegisteredSlab {
+ public:
+  RegisteredSlab() = default;
+  ~RegisteredSlab() { reset(); }
+  RegisteredSlab(const RegisteredSlab&) = delete;
+  RegisteredSlab& operator=(const RegisteredSlab&) = delete;
+
+  // NoMemory when the mapping or the registration fails.
+  Status init(ibv_pd* pd, std::size_t bytes);
+  // Deregisters and unmaps now (before the PD goes away).
+  void reset() noexcept;
+
+  std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return bytes_; }
+  std::uint32_t lkey() const noexcept { return mr_ == nullptr ? 0 : mr_->lkey; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  ibv_mr* mr_ = nullptr;
+};
+
+}  // namespace ferry::transport::rdma

@@ -1,0 +1,110 @@
+// RdmaTransport::connect: the active side of rdma_cm, on a private event
+// channel so its events never mix with the listener's, bounded by
+// connect_timeout_ms end to end; the id moves to the shared channel once
+// established. Any failure or timeout is PeerUnreachable.
+#include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "transport/rdma/device.h"
+#include "transport/rdma/rdma_transport.h"
+
+namespace ferry::transport::rdma {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int ms_left(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left > 0 ? static_cast<int>(left) : 0;
+}
+
+// Waits for the next event on `ch` until the deadline; true when it is `want`.
+bool wait_event(rdma_event_channel* ch, rdma_cm_event_type want, Clock::time_point deadline) {
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ch, &ev) == 0) {
+      const rdma_cm_event_type got = ev->event;
+      const int status = ev->status;
+      rdma_ack_cm_event(ev);
+      if (got == want) return true;
+      spdlog::info("rdma: connect: got {} (status {}) while waiting for {}", rdma_event_str(got), status,
+                   rdma_event_str(want));
+      return false;
+    }
+    if (errno != EAGAIN && errno != EINTR) return false;
+    const int left = ms_left(deadline);
+    if (left == 0) {
+      spdlog::info("rdma: connect: timed out waiting for {}", rdma_event_str(want));
+      return false;
+    }
+    pollfd pfd{ch->fd, POLLIN, 0};
+    ::poll(&pfd, 1, left);
+  }
+}
+
+}  // namespace
+
+Result<ConnId> RdmaTransport::connect(std::string_view host, std::uint16_t port) {
+  owner_.check();
+  sockaddr_storage dst;
+  sockaddr_storage src;
+  if (!parse_sockaddr(host, port, dst)) return Result<ConnId>::fail(Status::BadRequest);
+  const bool have_src = !config_.address.empty() && parse_sockaddr(config_.address, 0, src);
+  const int islot = alloc_slot();
+  if (islot < 0) return Result<ConnId>::fail(Status::Busy);
+  const auto slot = static_cast<std::uint32_t>(islot);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(config_.connect_timeout_ms);
+
+  rdma_event_channel* ch = rdma_create_event_channel();
+  if (ch == nullptr) return Result<ConnId>::fail(Status::NoMemory);
+  const int fl = fcntl(ch->fd, F_GETFL);
+  fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
+    rdma_destroy_event_channel(ch);
+    return Result<ConnId>::fail(Status::NoMemory);
+  }
+  RdmaConnection& c = conns_[slot];
+  bool ok = rdma_resolve_addr(id, have_src ? reinterpret_cast<sockaddr*>(&src) : nullptr,
+                              reinterpret_cast<sockaddr*>(&dst), std::max(ms_left(deadline), 1)) == 0 &&
+            wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
+  if (ok && id->verbs != ctx_) {
+    spdlog::error("rdma: route to {} leaves through device {}, not {}", host,
+                  id->verbs ? ibv_get_device_name(id->verbs->device) : "?", device_name());
+    ok = false;
+  }
+  ok = ok && rdma_resolve_route(id, std::max(ms_left(deadline), 1)) == 0 &&
+       wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
+  ok = ok && setup_qp(slot, id, false) == Status::Ok;
+  if (ok) {
+    rdma_conn_param p;
+    conn_param(p, c.qp->qp_num);
+    // A QP made outside rdma_cm gets CONNECT_RESPONSE: ferry moves it to
+    // RTS and confirms with rdma_establish.
+    ok = rdma_connect(id, &p) == 0 && wait_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline) &&
+         qp_to_rts(slot) == Status::Ok && rdma_establish(id) == 0;
+  }
+  ok = ok && rdma_migrate_id(id, cm_channel_) == 0;
+  if (!ok) {
+    spdlog::info("rdma: connect {}:{} from {} failed", host, port, have_src ? config_.address : "any");
+    if (c.qp != nullptr) ibv_destroy_qp(c.qp);
+    c.qp = nullptr;
+    c.id = nullptr;
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch);
+    return Result<ConnId>::fail(Status::PeerUnreachable);
+  }
+  rdma_destroy_event_channel(ch);
+  c.state = ConnState::Open;
+  spdlog::debug("rdma: connected to {}:{} as connection {}", host, port, slot);
+  return Result<ConnId>::ok(id_of(slot));
+}
+
+}  // namespace ferry::transport::rdma

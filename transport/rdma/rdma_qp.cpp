@@ -1,0 +1,135 @@
+// QP setup for rdma_cm ids. QPs are created by ferry (not rdma_create_qp)
+// and moved INIT -> RTR -> RTS here, so every transport attribute is set
+// explicitly: ack timeout and retry count from the config, the source GID
+// override, and rnr_retry = 0 always (see rdma_config.h).
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "transport/rdma/rdma_transport.h"
+
+namespace ferry::transport::rdma {
+
+void RdmaTransport::conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept {
+  std::memset(&p, 0, sizeof p);
+  p.qp_num = qp_num;
+  p.responder_resources = config_.rd_atomic;
+  p.initiator_depth = config_.rd_atomic;
+  p.retry_count = config_.retry_cnt;
+  p.rnr_retry_count = 0;  // an RNR is ferry's bug: fail, never retry
+  p.flow_control = 1;
+}
+
+Status RdmaTransport::setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive) {
+  RdmaConnection& c = conns_[slot];
+  ibv_qp_init_attr a{};
+  a.send_cq = cq_;
+  a.recv_cq = cq_;
+  a.qp_type = IBV_QPT_RC;
+  a.sq_sig_all = 0;  // selective signalling
+  a.cap.max_send_wr = kSendQueueDepth;
+  a.cap.max_recv_wr = kRecvDepth;
+  a.cap.max_send_sge = 2;
+  a.cap.max_recv_sge = 1;
+  a.cap.max_inline_data = config_.max_inline;
+  ibv_qp* qp = ibv_create_qp(pd_, &a);
+  if (qp == nullptr && config_.max_inline > 0) {
+    spdlog::warn("rdma: QP with {} B inline refused ({}); retrying without inline", config_.max_inline,
+                 std::strerror(errno));
+    a.cap.max_inline_data = 0;
+    qp = ibv_create_qp(pd_, &a);
+  }
+  if (qp == nullptr) {
+    spdlog::error("rdma: ibv_create_qp failed: {}", std::strerror(errno));
+    return Status::NoMemory;
+  }
+  // Same device and request for every QP: the grant is the same too.
+  max_inline_ = a.cap.max_inline_data;
+  c.qp = qp;
+  c.id = id;
+  c.sq_head = c.sq_done = c.sq_tail = 0;
+  c.unsignaled = 0;
+  id->context = reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot));
+
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_INIT;
+  Status s = Status::Ok;
+  if (rdma_init_qp_attr(id, &attr, &mask) != 0 || ibv_modify_qp(qp, &attr, mask) != 0) {
+    spdlog::error("rdma: QP {} to INIT failed: {}", qp->qp_num, std::strerror(errno));
+    s = Status::PeerUnreachable;
+  }
+  // Receives go up before the peer can send: none of its messages may meet
+  // an empty receive queue.
+  if (s == Status::Ok) s = post_all_recvs(slot);
+  if (s == Status::Ok && passive) s = qp_to_rts(slot);
+  if (s != Status::Ok) {
+    ibv_destroy_qp(qp);
+    c.qp = nullptr;
+    c.id = nullptr;
+  }
+  return s;
+}
+
+Status RdmaTransport::qp_to_rts(std::uint32_t slot) {
+  RdmaConnection& c = conns_[slot];
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_RTR;
+  if (rdma_init_qp_attr(c.id, &attr, &mask) != 0) {
+    spdlog::error("rdma: rdma_init_qp_attr(RTR) failed: {}", std::strerror(errno));
+    return Status::PeerUnreachable;
+  }
+  const int cm_sgid = attr.ah_attr.grh.sgid_index;
+  if (config_.gid_index >= 0) {
+    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(config_.gid_index);
+  } else if (gid_.index >= 0 && gid_.index != cm_sgid) {
+    spdlog::warn("rdma: rdma_cm routes QP {} from GID[{}], the table scan chose GID[{}] ({}); keeping rdma_cm's",
+                 c.qp->qp_num, cm_sgid, gid_.index, gid_.reason);
+  }
+  if (ibv_modify_qp(c.qp, &attr, mask) != 0) {
+    spdlog::error("rdma: QP {} to RTR failed: {}", c.qp->qp_num, std::strerror(errno));
+    return Status::PeerUnreachable;
+  }
+  attr = ibv_qp_attr{};
+  mask = 0;
+  attr.qp_state = IBV_QPS_RTS;
+  if (rdma_init_qp_attr(c.id, &attr, &mask) != 0) {
+    spdlog::error("rdma: rdma_init_qp_attr(RTS) failed: {}", std::strerror(errno));
+    return Status::PeerUnreachable;
+  }
+  attr.timeout = config_.ack_timeout;
+  attr.retry_cnt = config_.retry_cnt;
+  attr.rnr_retry = 0;
+  mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+  if (ibv_modify_qp(c.qp, &attr, mask) != 0) {
+    spdlog::error("rdma: QP {} to RTS failed: {}", c.qp->qp_num, std::strerror(errno));
+    return Status::PeerUnreachable;
+  }
+  spdlog::debug("rdma: QP {} RTS (sgid {}, timeout {}, retry_cnt {}, rnr_retry 0)", c.qp->qp_num,
+                attr.ah_attr.grh.sgid_index, config_.ack_timeout, config_.retry_cnt);
+  return Status::Ok;
+}
+
+Status RdmaTransport::post_all_recvs(std::uint32_t slot) noexcept {
+  RdmaConnection& c = conns_[slot];
+  std::array<ibv_recv_wr, kRecvDepth> wrs{};
+  std::array<ibv_sge, kRecvDepth> sges{};
+  const auto len = static_cast<std::uint32_t>(wire::kHeaderBytes + config_.max_eager_bytes);
+  for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
+    sges[i] = ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(slot, i)), len, recv_slab_.lkey()};
+    wrs[i].wr_id = WrId{slot, c.generation, i, true}.encode();
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].next = i + 1 < kRecvDepth ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  if (ibv_post_recv(c.qp, wrs.data(), &bad) != 0) {
+    spdlog::error("rdma: posting {} receives failed", kRecvDepth);
+    return Status::NoMemory;
+  }
+  return Status::Ok;
+}
+
+}  // namespace ferry::transport::rdma

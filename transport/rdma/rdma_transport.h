@@ -1,0 +1,156 @@
+// The RDMA backend: RC QPs set up through rdma_cm, one CQ shared by every
+// QP, preregistered receive slots, batched posting and polling.
+//
+// Files: rdma_transport.cpp (create, listen, close, memory, cm events),
+// rdma_qp.cpp (QP creation and INIT/RTR/RTS), rdma_connect.cpp (active side),
+// rdma_transport_datapath.cpp (post_send/poll), device.cpp, gid.cpp, memory.cpp.
+//
+// Receive queues are per QP, not an SRQ: a peer's receive credits then map
+// one to one onto receives posted on its own QP, so a credit-respecting peer
+// can never hit RNR, whatever the other connections do. An SRQ would save
+// memory with many connections but would need credits shared across peers.
+//
+// Wire use: Send = one SEND of header (48 bytes, from the send slab) +
+// payload (second SGE: the caller's registered memory, or copied into the
+// slot's bounce area when local.lkey == 0), inline when small. RdmaWriteImm
+// carries the low 32 bits of header.token as immediate data; the peer gets a
+// Recv completion whose header is reconstructed as {type WriteDone,
+// token = imm, aux = bytes written, payload_len 0}: the consumer maps the
+// token back to its pending call.
+//
+// connect() blocks (bounded by connect_timeout_ms) and needs the listening
+// transport to be polled meanwhile: in one process that means another thread.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "transport/owner_thread.h"
+#include "transport/rdma/gid.h"
+#include "transport/rdma/memory.h"
+#include "transport/rdma/rdma_config.h"
+#include "transport/rdma/rdma_connection.h"
+#include "transport/transport.h"
+
+namespace ferry::transport::rdma {
+
+// Datapath counters (compiled in with the datapath_stats option).
+struct RdmaStats {
+  std::uint64_t post_send_calls = 0;  // ibv_post_send doorbells
+  std::uint64_t wrs_posted = 0;
+  std::uint64_t wrs_signaled = 0;
+  std::uint64_t wrs_inline = 0;
+  std::uint64_t bounce_copies = 0;
+  std::uint64_t recvs = 0;
+  std::uint64_t cq_polls = 0;
+  std::uint64_t rnr_retry_exceeded = 0;  // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
+  std::uint64_t retry_exceeded = 0;      // IBV_WC_RETRY_EXC_ERR: transport retries ran out
+  std::uint64_t wc_errors = 0;           // any other failed completion (flushes excluded)
+  std::uint64_t protocol_errors = 0;     // a received header failed validation
+};
+
+class RdmaTransport final : public Transport {
+ public:
+  // Picks the device, allocates PD, CQ, channels and both slabs.
+  // BadRequest for an invalid config, NotSupported when no device is usable,
+  // NoMemory when registration fails.
+  static Result<std::unique_ptr<RdmaTransport>> create(const RdmaConfig& config);
+  ~RdmaTransport() override;
+
+  TransportCaps caps() const noexcept override;
+  int event_fd() const noexcept override { return epoll_fd_; }
+
+  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
+  Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
+  Status close(ConnId conn) override;
+  Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
+  Status deregister_memory(MemoryHandle mr) override;
+
+  PostResult post_send(std::span<const SendWr> wrs) noexcept override;
+  std::size_t poll(std::span<Completion> out) noexcept override;
+
+  const RdmaConfig& config() const noexcept { return config_; }
+  const RdmaStats& stats() const noexcept { return stats_; }
+  const GidChoice& gid() const noexcept { return gid_; }
+  const char* device_name() const noexcept;
+  std::uint32_t max_inline() const noexcept { return max_inline_; }
+  // The QP of an open connection (nullptr otherwise), for tests/diagnostics.
+  ibv_qp* conn_qp(ConnId conn) noexcept;
+  void release_owner() noexcept { owner_.release(); }
+
+ private:
+  explicit RdmaTransport(const RdmaConfig& config);
+  Status init();
+
+  // setup (rdma_transport.cpp, rdma_qp.cpp, rdma_connect.cpp)
+  int alloc_slot() noexcept;
+  ConnId id_of(std::uint32_t slot) const noexcept;
+  RdmaConnection* lookup(ConnId conn) noexcept;
+  Status setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive);
+  Status qp_to_rts(std::uint32_t slot);
+  Status post_all_recvs(std::uint32_t slot) noexcept;
+  void conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept;
+  void handle_cm_events() noexcept;
+  void on_connect_request(rdma_cm_id* id) noexcept;
+  void begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept;
+  void free_slot(std::uint32_t slot) noexcept;
+
+  // datapath (rdma_transport_datapath.cpp)
+  void repost_consumed() noexcept;
+  bool rearm_cq() noexcept;
+  std::size_t report_all(std::span<Completion> out) noexcept;
+  std::size_t poll_cq(std::span<Completion> out) noexcept;
+  std::size_t report(std::uint32_t slot, std::span<Completion> out) noexcept;
+  bool fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr& in, ibv_send_wr& wr, ibv_sge* sge,
+               Status& why) noexcept;
+  std::byte* recv_slot(std::uint32_t slot, std::uint32_t i) const noexcept;
+  std::byte* send_slot(std::uint32_t slot, std::uint32_t i) const noexcept;
+
+  RdmaConfig config_;
+  ibv_context* ctx_ = nullptr;  // owned by librdmacm
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* comp_channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  rdma_event_channel* cm_channel_ = nullptr;
+  rdma_cm_id* listen_id_ = nullptr;
+  int epoll_fd_ = -1;
+  bool cq_armed_ = false;
+  std::uint32_t max_inline_ = 0;
+  GidChoice gid_;
+
+  RegisteredSlab recv_slab_;
+  RegisteredSlab send_slab_;
+  std::unique_ptr<RdmaConnection[]> conns_;
+  std::uint64_t attention_ = 0;  // bit per slot: completions owed that the CQ will not signal again
+  std::uint32_t next_slot_ = 0;  // where the next report sweep starts (fairness)
+
+  // Preallocated datapath arrays (habit 2).
+  std::array<ibv_send_wr, kPostBatch> wr_{};
+  std::array<ibv_sge, 2 * kPostBatch> sge_{};
+  std::array<ibv_wc, kPollBatch> wc_{};
+  // Receive slots handed out by the last poll(), reposted at the next one.
+  struct Repost {
+    std::uint32_t slot;
+    std::uint16_t generation;
+    std::uint32_t index;
+  };
+  static constexpr std::size_t kRepostCapacity = kPollBatch;
+  std::array<Repost, kRepostCapacity> repost_{};
+  std::size_t repost_count_ = 0;
+  std::array<ibv_recv_wr, kRepostCapacity> recv_wr_{};
+  std::array<ibv_sge, kRepostCapacity> recv_sge_{};
+  std::uint32_t accepting_ = 0;  // connections in Accepting (their first CQE may beat ESTABLISHED)
+
+  std::vector<std::pair<std::uint64_t, ibv_mr*>> mrs_;  // control path only
+  std::uint64_t next_mr_id_ = 1;
+  RdmaStats stats_;
+  OwnerThread owner_;
+};
+
+}  // namespace ferry::transport::rdma

@@ -1,0 +1,332 @@
+// RdmaTransport datapath: post_send (WRs chained per connection, one
+// ibv_post_send per chain) and poll (lazy receive repost, batched
+// ibv_poll_cq, SendDone/Accepted/Closed reports). No allocation, no locks,
+// no exceptions; logging only on failure paths.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "transport/rdma/rdma_transport.h"
+
+namespace ferry::transport::rdma {
+
+std::byte* RdmaTransport::recv_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
+  return recv_slab_.data() + (std::size_t{slot} * kRecvDepth + (i & (kRecvDepth - 1))) * config_.slot_bytes();
+}
+
+std::byte* RdmaTransport::send_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
+  return send_slab_.data() + (std::size_t{slot} * kSendQueueDepth + (i & (kSendQueueDepth - 1))) * config_.slot_bytes();
+}
+
+bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr& in, ibv_send_wr& wr, ibv_sge* sge,
+                            Status& why) noexcept {
+  const std::uint32_t idx = c.sq_tail;
+  std::byte* s = send_slot(slot, idx);
+  const std::uint32_t len = in.payload_len;
+  why = Status::BadRequest;
+  if (len != 0 && in.payload == nullptr) return false;
+  wr = ibv_send_wr{};
+  wr.wr_id = WrId{slot, c.generation, idx, false}.encode();
+  wr.sg_list = sge;
+  const auto addr = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  switch (in.op) {
+    case WrOp::Send: {
+      if (len > config_.max_eager_bytes) return false;
+      wire::Header h = in.header;
+      h.payload_len = len;
+      wire::encode_header(h, std::span<std::byte, wire::kHeaderBytes>(s, wire::kHeaderBytes));
+      const std::size_t total = wire::kHeaderBytes + len;
+      wr.opcode = IBV_WR_SEND;
+      sge[0] = ibv_sge{addr(s), static_cast<std::uint32_t>(wire::kHeaderBytes), send_slab_.lkey()};
+      wr.num_sge = 1;
+      if (total <= max_inline_) {
+        // The NIC copies at post time: no key needed, slot free at once.
+        wr.send_flags |= IBV_SEND_INLINE;
+        if (len != 0) sge[wr.num_sge++] = ibv_sge{addr(in.payload), len, 0};
+        if constexpr (FERRY_DATAPATH_STATS) ++stats_.wrs_inline;
+      } else if (in.local.lkey != 0) {
+        sge[wr.num_sge++] = ibv_sge{addr(in.payload), len, in.local.lkey};
+      } else {
+        std::memcpy(s + wire::kHeaderBytes, in.payload, len);
+        sge[0].length = static_cast<std::uint32_t>(total);
+        if constexpr (FERRY_DATAPATH_STATS) ++stats_.bounce_copies;
+      }
+      break;
+    }
+    case WrOp::RdmaWrite:
+    case WrOp::RdmaWriteImm: {
+      if (in.remote.rkey == 0 || len > in.remote.length) return false;
+      wr.opcode = in.op == WrOp::RdmaWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
+      // The peer sees the low 32 bits of the token (rdma_transport.h).
+      if (in.op == WrOp::RdmaWriteImm) wr.imm_data = htonl(static_cast<std::uint32_t>(in.header.token));
+      wr.wr.rdma.remote_addr = in.remote.addr;
+      wr.wr.rdma.rkey = in.remote.rkey;
+      if (len == 0) {
+        wr.num_sge = 0;
+      } else if (len <= max_inline_) {
+        wr.send_flags |= IBV_SEND_INLINE;
+        sge[0] = ibv_sge{addr(in.payload), len, 0};
+        wr.num_sge = 1;
+      } else if (in.local.lkey != 0) {
+        sge[0] = ibv_sge{addr(in.payload), len, in.local.lkey};
+        wr.num_sge = 1;
+      } else if (len <= config_.slot_bytes()) {
+        std::memcpy(s, in.payload, len);
+        sge[0] = ibv_sge{addr(s), len, send_slab_.lkey()};
+        wr.num_sge = 1;
+        if constexpr (FERRY_DATAPATH_STATS) ++stats_.bounce_copies;
+      } else {
+        return false;  // large and unregistered
+      }
+      break;
+    }
+    case WrOp::RdmaRead: {
+      if (in.remote.rkey == 0 || in.local.lkey == 0 || len == 0 || len > in.remote.length) return false;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.wr.rdma.remote_addr = in.remote.addr;
+      wr.wr.rdma.rkey = in.remote.rkey;
+      sge[0] = ibv_sge{addr(in.payload), len, in.local.lkey};
+      wr.num_sge = 1;
+      break;
+    }
+    default:
+      why = Status::NotSupported;
+      return false;
+  }
+  // Selective signalling: the owner's signaled WRs, plus every Nth so the
+  // ring's entries (and bounce slots) are reclaimed.
+  if (in.signaled || ++c.unsignaled >= config_.signal_every) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    c.unsignaled = 0;
+    if constexpr (FERRY_DATAPATH_STATS) ++stats_.wrs_signaled;
+  }
+  c.sq_at(idx) = SendEntry{in.user_data, in.signaled};
+  ++c.sq_tail;
+  return true;
+}
+
+PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
+  owner_.check();
+  PostResult r;
+  RdmaConnection* chain = nullptr;  // the connection whose WRs wr_[0, n) are
+  std::size_t n = 0;
+  // Posts the chain; on failure rolls back what the NIC did not take.
+  auto flush = [&]() -> bool {
+    if (n == 0) return true;
+    wr_[n - 1].next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(chain->qp, wr_.data(), &bad);
+    if constexpr (FERRY_DATAPATH_STATS) ++stats_.post_send_calls;
+    std::size_t taken = n;
+    if (rc != 0) taken = bad == nullptr ? 0 : static_cast<std::size_t>(bad - wr_.data());
+    if constexpr (FERRY_DATAPATH_STATS) stats_.wrs_posted += taken;
+    chain->sq_tail -= static_cast<std::uint32_t>(n - taken);
+    r.accepted -= static_cast<std::uint32_t>(n - taken);
+    n = 0;
+    return rc == 0;
+  };
+  for (const SendWr& in : wrs) {
+    RdmaConnection* c = lookup(in.conn);
+    if (c == nullptr || c->state != ConnState::Open) {
+      r.status = Status::EndpointClosed;
+      break;
+    }
+    if (c != chain || n == kPostBatch) {
+      if (!flush()) {
+        r.status = Status::Busy;
+        return r;
+      }
+      chain = c;
+    }
+    if (c->sq_used() >= kSendQueueDepth) {
+      r.status = Status::Busy;
+      break;
+    }
+    Status why = Status::Ok;
+    if (!fill_wr(*c, (in.conn & 0xFFFFu) - 1, in, wr_[n], &sge_[2 * n], why)) {
+      r.status = why;
+      break;
+    }
+    if (n > 0) wr_[n - 1].next = &wr_[n];
+    ++n;
+    ++r.accepted;
+  }
+  if (!flush()) r.status = Status::Busy;
+  return r;
+}
+
+void RdmaTransport::repost_consumed() noexcept {
+  std::size_t i = 0;
+  const auto len = static_cast<std::uint32_t>(wire::kHeaderBytes + config_.max_eager_bytes);
+  while (i < repost_count_) {
+    // One ibv_post_recv per run of the same connection.
+    const Repost first = repost_[i];
+    RdmaConnection& c = conns_[first.slot];
+    std::size_t n = 0;
+    for (; i < repost_count_ && repost_[i].slot == first.slot; ++i, ++n) {
+      recv_sge_[n] = ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(first.slot, repost_[i].index)), len,
+                             recv_slab_.lkey()};
+      recv_wr_[n] = ibv_recv_wr{};
+      recv_wr_[n].wr_id = WrId{first.slot, first.generation, repost_[i].index, true}.encode();
+      recv_wr_[n].sg_list = &recv_sge_[n];
+      recv_wr_[n].num_sge = 1;
+      if (n > 0) recv_wr_[n - 1].next = &recv_wr_[n];
+    }
+    // A connection closed (or its slot reused) since: its receives died with its QP.
+    if (c.state != ConnState::Open || c.generation != first.generation) continue;
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_recv(c.qp, recv_wr_.data(), &bad) != 0) {
+      spdlog::error("rdma: repost of {} receives failed on QP {}", n, c.qp->qp_num);
+      begin_drain(first.slot, Status::PeerReset, Status::PeerReset);
+    }
+  }
+  repost_count_ = 0;
+}
+
+std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
+  std::size_t room = std::min(out.size(), kRepostCapacity - repost_count_);
+  // A passive connection's first CQE may arrive before ESTABLISHED: its
+  // Accepted is then reported here, ahead of the Recv, so keep room for it.
+  if (accepting_ > 0) room /= 2;
+  if (room == 0) return 0;
+  const int got = ibv_poll_cq(cq_, static_cast<int>(std::min(room, kPollBatch)), wc_.data());
+  if constexpr (FERRY_DATAPATH_STATS) ++stats_.cq_polls;
+  std::size_t n = 0;
+  for (int k = 0; k < got; ++k) {
+    const ibv_wc& wc = wc_[k];
+    const WrId w = WrId::decode(wc.wr_id);
+    if (w.slot >= config_.max_connections) continue;
+    RdmaConnection& c = conns_[w.slot];
+    if (c.generation != w.generation) continue;  // a CQE of a QP already torn down
+    if (c.state == ConnState::Accepting && wc.status == IBV_WC_SUCCESS) {
+      --accepting_;
+      c.state = ConnState::Open;
+      Completion& a = out[n++];
+      a = Completion{};
+      a.kind = CompletionKind::Accepted;
+      a.conn = id_of(w.slot);
+    }
+    if (c.state != ConnState::Open) continue;
+    if (wc.status != IBV_WC_SUCCESS) {
+      if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) ++stats_.rnr_retry_exceeded;
+      else if (wc.status == IBV_WC_RETRY_EXC_ERR) ++stats_.retry_exceeded;
+      else if (wc.status != IBV_WC_WR_FLUSH_ERR) ++stats_.wc_errors;
+      spdlog::warn("rdma: connection {} QP {}: {} completion failed: {} (vendor error {})", w.slot, wc.qp_num,
+                   w.recv ? "receive" : "send", ibv_wc_status_str(wc.status), wc.vendor_err);
+      begin_drain(w.slot, Status::PeerReset, Status::PeerReset);
+      continue;
+    }
+    if (!w.recv) {
+      // Signaled CQEs cover every earlier WR of the QP (in-order completion).
+      c.sq_done += ((w.index - c.sq_done) & 0x7FFFFFFFu) + 1;
+      attention_ |= 1ull << w.slot;
+      continue;
+    }
+    repost_[repost_count_++] = Repost{w.slot, w.generation, w.index};
+    if constexpr (FERRY_DATAPATH_STATS) ++stats_.recvs;
+    Completion& r = out[n];
+    r = Completion{};
+    r.kind = CompletionKind::Recv;
+    r.conn = id_of(w.slot);
+    const std::byte* slot = recv_slot(w.slot, w.index);
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      r.header.type = wire::MsgType::WriteDone;
+      r.header.token = ntohl(wc.imm_data);
+      r.header.aux = wc.byte_len;
+      ++n;
+      continue;
+    }
+    if (wire::decode_header(std::span<const std::byte>(slot, wc.byte_len), config_.max_eager_bytes, r.header) !=
+            wire::WireError::None ||
+        wire::kHeaderBytes + r.header.payload_len != wc.byte_len) {
+      ++stats_.protocol_errors;
+      spdlog::warn("rdma: connection {}: malformed message ({} bytes); closing", w.slot, wc.byte_len);
+      begin_drain(w.slot, Status::PeerReset, Status::ProtocolError);
+      continue;
+    }
+    r.payload = slot + wire::kHeaderBytes;
+    ++n;
+  }
+  return n;
+}
+
+std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out) noexcept {
+  RdmaConnection& c = conns_[slot];
+  std::size_t n = 0;
+  auto emit = [&](CompletionKind kind, Status st, std::uint64_t user_data) {
+    Completion& x = out[n++];
+    x = Completion{};
+    x.kind = kind;
+    x.status = st;
+    x.conn = id_of(slot);
+    x.user_data = user_data;
+  };
+  if (c.report_accepted && n < out.size()) {
+    emit(CompletionKind::Accepted, Status::Ok, 0);
+    c.report_accepted = false;
+  }
+  for (; c.sq_head != c.sq_done && n < out.size(); ++c.sq_head) {
+    const SendEntry& e = c.sq_at(c.sq_head);
+    if (e.user_signaled) emit(CompletionKind::SendDone, Status::Ok, e.user_data);
+  }
+  if (c.state == ConnState::Draining) {
+    // Failures always complete, signaled or not.
+    for (; c.sq_head != c.sq_tail && n < out.size(); ++c.sq_head) {
+      emit(CompletionKind::SendDone, c.wr_status, c.sq_at(c.sq_head).user_data);
+    }
+    if (c.sq_head == c.sq_tail && n < out.size()) {
+      emit(CompletionKind::Closed, c.closed_status, 0);
+      free_slot(slot);
+      return n;
+    }
+  }
+  if (!c.report_accepted && c.sq_head == c.sq_done && c.state != ConnState::Draining) {
+    attention_ &= ~(1ull << slot);
+  }
+  return n;
+}
+
+std::size_t RdmaTransport::report_all(std::span<Completion> out) noexcept {
+  std::size_t n = 0;
+  const std::uint32_t max = config_.max_connections;
+  for (std::uint32_t k = 0; k < max && attention_ != 0 && n < out.size(); ++k) {
+    const std::uint32_t slot = (next_slot_ + k) % max;
+    if (attention_ & (1ull << slot)) n += report(slot, out.subspan(n));
+  }
+  next_slot_ = (next_slot_ + 1) % max;
+  return n;
+}
+
+bool RdmaTransport::rearm_cq() noexcept {
+  bool fired = false;
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  while (ibv_get_cq_event(comp_channel_, &ev_cq, &ev_ctx) == 0) {
+    ibv_ack_cq_events(ev_cq, 1);
+    fired = true;
+  }
+  if (!fired && cq_armed_) return false;
+  ibv_req_notify_cq(cq_, 0);
+  cq_armed_ = true;
+  return true;  // a CQE may have landed before the arm: poll once more
+}
+
+std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
+  owner_.check();
+  // The previous poll's Recv payloads expire now: give their slots back.
+  repost_consumed();
+  std::size_t n = report_all(out);
+  n += poll_cq(out.subspan(n));
+  if (n < out.size()) {
+    // Idle enough to look at the slow sources: cm events and the CQ arm.
+    handle_cm_events();
+    if (rearm_cq()) n += poll_cq(out.subspan(n));
+    n += report_all(out.subspan(n));
+  }
+  return n;
+}
+
+}  // namespace ferry::transport::rdma
