@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-vm-suite.sh [--build DIR] [--summary FILE] [--timeout SECONDS]
+# run-vm-suite.sh [--build DIR] [--summary FILE] [--timeout SECONDS] [--checks FILE]
 #
 # The rdma suite: boots ONE Soft-RoCE VM (scripts/vm/) for all of it, since a
 # boot under TCG costs seconds, and runs tests/rdma/vm-suite-guest.sh there
@@ -15,12 +15,14 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$repo/build
 summary=
+checks=tests/rdma/checks.list # relative to the repository root
 timeout_s=${FERRY_VM_SUITE_TIMEOUT:-1200}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --summary) summary=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
+    --checks) checks=$(realpath "$2"); shift 2 ;;
     *) echo "run-vm-suite: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -45,10 +47,12 @@ vm_build_s=$((SECONDS - t0))
 results=$build/vm-suite-results
 rm -rf "$results"
 mkdir -p "$results"
+# The guest sees the results folder, not /tmp or /run of this machine.
+(cd "$repo" && cp "$checks" "$results/checks.list") || { echo "run-vm-suite: no checks file $checks" >&2; exit 2; }
 t1=$SECONDS
 vm_rc=0
 FERRY_BUILD=$build "$repo/scripts/vm/run-in-vm.sh" --timeout "$timeout_s" --results "$results" \
-  env FERRY_BUILD="$build" tests/rdma/vm-suite-guest.sh || vm_rc=$?
+  env FERRY_BUILD="$build" FERRY_VM_CHECKS="$results/checks.list" tests/rdma/vm-suite-guest.sh || vm_rc=$?
 wall_s=$((SECONDS - t1))
 
 pass=0 fail=0 skip=0
@@ -68,6 +72,8 @@ if [[ $vm_rc -eq 124 ]]; then
   fail=$((fail + 1)); note "FAIL vm-timeout"; echo "vm-suite: FAIL: VM timed out after ${timeout_s}s"
 elif [[ $vm_rc -eq 125 || ! -f $results/results.txt ]]; then
   fail=$((fail + 1)); note "FAIL vm-boot"; echo "vm-suite: FAIL: VM did not run the suite (status $vm_rc)"
+elif [[ $((pass + fail + skip)) -eq 0 ]]; then
+  fail=$((fail + 1)); note "FAIL vm-suite-empty"; echo "vm-suite: FAIL: the VM ran no check at all"
 elif [[ $vm_rc -ne 0 && $fail -eq 0 ]]; then
   fail=$((fail + 1)); note "FAIL vm-suite-status"; echo "vm-suite: FAIL: suite exited $vm_rc with no failed check"
 fi
