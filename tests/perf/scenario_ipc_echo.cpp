@@ -92,6 +92,8 @@ class EchoLoop {
 
 Outcome run_ipc_echo(ScenarioContext& ctx) {
   const std::size_t size = ctx.size();
+  if (ctx.options().concurrency != 1)
+    return ctx.fail(Outcome::BadUsage, "ipc-echo measures one message at a time: --concurrency must be 1");
   std::string error;
   auto client = attach_bench_client(ctx.options().socket, "ferry-bench ipc-echo", size, size, &error);
   if (!client) return ctx.fail(Outcome::Failed, error);
