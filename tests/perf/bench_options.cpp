@@ -51,9 +51,21 @@ std::optional<std::size_t> parse_size(const std::string& text) {
   std::string digits = text;
   std::uint64_t scale = 1;
   switch (text.back()) {
-    case 'k': case 'K': scale = 1ull << 10; digits.pop_back(); break;
-    case 'm': case 'M': scale = 1ull << 20; digits.pop_back(); break;
-    case 'g': case 'G': scale = 1ull << 30; digits.pop_back(); break;
+    case 'k':
+    case 'K':
+      scale = 1ull << 10;
+      digits.pop_back();
+      break;
+    case 'm':
+    case 'M':
+      scale = 1ull << 20;
+      digits.pop_back();
+      break;
+    case 'g':
+    case 'G':
+      scale = 1ull << 30;
+      digits.pop_back();
+      break;
     default: break;
   }
   const auto v = parse_uint(digits);
@@ -127,7 +139,8 @@ std::optional<BenchOptions> parse_options(int argc, char** argv, int* exit_code)
       o.json = true;
     } else if (arg == "--size") {
       const auto s = take(&v) ? parse_size(v) : std::nullopt;
-      if (!s) return usage_error("--size needs a size in 1.." + std::to_string(kMaxFrameBytes), exit_code), std::nullopt;
+      if (!s)
+        return usage_error("--size needs a size in 1.." + std::to_string(kMaxFrameBytes), exit_code), std::nullopt;
       o.sizes = {*s};
     } else if (arg == "--sizes") {
       const auto s = take(&v) ? parse_size_list(v) : std::nullopt;
@@ -170,7 +183,8 @@ std::optional<BenchOptions> parse_options(int argc, char** argv, int* exit_code)
     }
   }
   if (o.scenario.empty()) return usage_error("missing SCENARIO", exit_code), std::nullopt;
-  if (iters_set && o.duration_s > 0) return usage_error("--iters and --duration exclude each other", exit_code), std::nullopt;
+  if (iters_set && o.duration_s > 0)
+    return usage_error("--iters and --duration exclude each other", exit_code), std::nullopt;
   o.finish();
   return o;
 }

@@ -58,8 +58,7 @@ std::optional<std::uint64_t> process_cpu_us(pid_t pid) {
 
 void CpuMeter::add_daemon(const std::string& control_path) {
   if (control_path.empty()) return;
-  if (std::find(controls_.begin(), controls_.end(), control_path) == controls_.end())
-    controls_.push_back(control_path);
+  if (std::find(controls_.begin(), controls_.end(), control_path) == controls_.end()) controls_.push_back(control_path);
 }
 
 void CpuMeter::begin() {

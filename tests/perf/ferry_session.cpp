@@ -30,8 +30,7 @@ std::size_t wait_completions(Client& client, std::span<Completion> out, bool bus
       const std::size_t n = client.poll(out);
       if (n != 0) return n;
       // Check the daemon and the clock now and then, not every spin.
-      if ((spins & 1023) == 0 &&
-          (client.state() != Status::Ok || std::chrono::steady_clock::now() >= deadline))
+      if ((spins & 1023) == 0 && (client.state() != Status::Ok || std::chrono::steady_clock::now() >= deadline))
         return 0;
     }
   }

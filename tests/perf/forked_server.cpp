@@ -76,7 +76,8 @@ bool ForkedServer::wait_ready(std::chrono::milliseconds timeout, std::string* in
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string line;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       *error = "server did not become ready in time";
       return false;
@@ -115,7 +116,8 @@ bool reap_within(pid_t pid, std::chrono::milliseconds timeout, int* status) {
   for (;;) {
     const pid_t r = ::waitpid(pid, status, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       if (pidfd >= 0) ::close(pidfd);
       return false;

@@ -20,7 +20,8 @@ void ScenarioContext::begin_measured() {
   cpu_.begin();
   start_ = SteadyClock::now();
   if (options_.duration_s > 0)
-    deadline_ = start_ + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(options_.duration_s));
+    deadline_ =
+        start_ + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(options_.duration_s));
 }
 
 void ScenarioContext::end_measured() {
@@ -28,8 +29,6 @@ void ScenarioContext::end_measured() {
   cpu_report_ = cpu_.end();
 }
 
-double ScenarioContext::elapsed_s() const {
-  return std::chrono::duration<double>(stop_ - start_).count();
-}
+double ScenarioContext::elapsed_s() const { return std::chrono::duration<double>(stop_ - start_).count(); }
 
 }  // namespace ferry::bench

@@ -19,7 +19,13 @@ namespace {
 class EchoLoop {
  public:
   EchoLoop(Client& client, ServiceId service, EndpointId endpoint, Buffer buffer, std::size_t size, bool busy_poll)
-      : client_(client), busy_poll_(busy_poll), service_(service), endpoint_(endpoint), buffer_(buffer), size_(size), expected_(size) {
+      : client_(client),
+        busy_poll_(busy_poll),
+        service_(service),
+        endpoint_(endpoint),
+        buffer_(buffer),
+        size_(size),
+        expected_(size) {
     fill_pattern(buffer_.data, size_, kRequestSeed);
     fill_pattern(expected_.data(), size_, kRequestSeed);
   }
@@ -43,9 +49,9 @@ class EchoLoop {
         if (c.kind == Completion::Kind::Message) {
           if (latency && !delivered) *latency = SteadyClock::now() - t0;
           delivered = true;
-          const bool ok = c.handle == service_ && c.length == size_ &&
-                          (full_check ? payload_matches(c.data, expected_.data(), size_, seq)
-                                      : stamp_matches(c.data, size_, seq));
+          const bool ok =
+              c.handle == service_ && c.length == size_ &&
+              (full_check ? payload_matches(c.data, expected_.data(), size_, seq) : stamp_matches(c.data, size_, seq));
           client_.release(c);
           if (!ok) return "delivered message differs from the one sent";
         } else if (c.kind == Completion::Kind::OpDone && c.op == OpKind::Send) {
@@ -113,7 +119,8 @@ Outcome run_ipc_echo(ScenarioContext& ctx) {
   std::uint64_t seq = 0;
   for (std::uint64_t i = 0; i < ctx.warmup_ops(); ++i, ++seq) {
     if (const char* err = loop.one(seq, true, nullptr))
-      return ctx.fail(Outcome::Failed, std::string("warm-up: ") + err + " (" + std::string(to_string(loop.last_status())) + ")");
+      return ctx.fail(Outcome::Failed,
+                      std::string("warm-up: ") + err + " (" + std::string(to_string(loop.last_status())) + ")");
   }
   ctx.begin_measured();
   for (std::uint64_t i = 0; ctx.more(i); ++i, ++seq) {

@@ -59,7 +59,8 @@ class CallPump {
         s.seq = next_seq_;
         stamp(s.request.data, size_, s.seq);
         s.issued = SteadyClock::now();
-        const Status st = client_.call(endpoint_, s.request, static_cast<std::uint32_t>(size_), s.response, ready_.back());
+        const Status st =
+            client_.call(endpoint_, s.request, static_cast<std::uint32_t>(size_), s.response, ready_.back());
         if (st == Status::Busy) break;
         if (st != Status::Ok) return "call rejected";
         ++next_seq_;
@@ -122,7 +123,8 @@ Outcome run_local_rpc(ScenarioContext& ctx) {
   // Fork before attaching: the child attaches on its own.
   ForkedServer server;
   const bool started = server.start(
-      [&](ReadyNotifier& ready) { return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, ready); }, &error);
+      [&](ReadyNotifier& ready) { return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, ready); },
+      &error);
   if (!started || !server.wait_ready(std::chrono::seconds(15), nullptr, &error))
     return ctx.fail(Outcome::Failed, "bench-echo server: " + error);
 
@@ -133,13 +135,15 @@ Outcome run_local_rpc(ScenarioContext& ctx) {
   if (!opened) return ctx.fail(Outcome::Failed, "open bench-echo: " + std::string(to_string(opened.status)));
   CallPump pump(*client, opened.value, size, o.busy_poll);
   if (!pump.allocate(o.concurrency))
-    return ctx.fail(Outcome::Failed, "cannot allocate " + std::to_string(o.concurrency) + " request/response buffer pairs");
+    return ctx.fail(Outcome::Failed,
+                    "cannot allocate " + std::to_string(o.concurrency) + " request/response buffer pairs");
   ctx.cpu().add_process(server.pid());
   charge_daemons(ctx);
 
   const std::uint64_t warmup = ctx.warmup_ops();
   if (const char* err = pump.run([&](std::uint64_t issued) { return issued < warmup; }, nullptr))
-    return ctx.fail(Outcome::Failed, std::string("warm-up: ") + err + " (" + std::string(to_string(pump.last_status())) + ")");
+    return ctx.fail(Outcome::Failed,
+                    std::string("warm-up: ") + err + " (" + std::string(to_string(pump.last_status())) + ")");
   ctx.begin_measured();
   const char* err = pump.run([&](std::uint64_t issued) { return ctx.more(issued); }, &ctx);
   ctx.end_measured();

@@ -40,7 +40,8 @@ Outcome run_uds_rpc(ScenarioContext& ctx) {
   Outcome outcome = run_framed_rpc(sv[0], ctx);
   ::close(sv[0]);  // the server sees EOF and exits
   const int rc = server.stop(std::chrono::seconds(5));
-  if (outcome == Outcome::Ok && rc != 0) outcome = ctx.fail(Outcome::Failed, "uds-rpc server exited with " + std::to_string(rc));
+  if (outcome == Outcome::Ok && rc != 0)
+    outcome = ctx.fail(Outcome::Failed, "uds-rpc server exited with " + std::to_string(rc));
   return outcome;
 }
 

@@ -63,9 +63,9 @@ TEST_CASE("the json line carries the contract fields") {
   r.size = 64;
   r.ops = 10;
   const std::string line = json_line(r);
-  for (const char* key : {"\"scenario\":\"uds-rpc\"", "\"size\":64", "\"ops\":10", "\"mean_us\":", "\"p50_us\":",
-                          "\"p99_us\":", "\"p999_us\":", "\"cpu_us_per_op\":", "\"bytes_per_s\":",
-                          "\"daemon_cpu_included\":false"})
+  for (const char* key :
+       {"\"scenario\":\"uds-rpc\"", "\"size\":64", "\"ops\":10", "\"mean_us\":", "\"p50_us\":", "\"p99_us\":",
+        "\"p999_us\":", "\"cpu_us_per_op\":", "\"bytes_per_s\":", "\"daemon_cpu_included\":false"})
     CHECK(line.find(key) != std::string::npos);
   CHECK(line.front() == '{');
   CHECK(line.back() == '}');
