@@ -69,9 +69,7 @@ std::optional<Command> command_from_string(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-Request make_request(Command c, json::Object args) {
-  return Request{std::string(to_string(c)), std::move(args)};
-}
+Request make_request(Command c, json::Object args) { return Request{std::string(to_string(c)), std::move(args)}; }
 
 std::string encode_request(const Request& r) {
   json::Object o = r.args;

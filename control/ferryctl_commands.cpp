@@ -67,17 +67,12 @@ std::string render_drain(const json::Value& v) { return "drain: " + json::dump(v
 
 int run_command(const Options& o) {
   switch (o.command) {
-    case CtlCommand::Help:
-      print(usage_text());
-      return kExitOk;
-    case CtlCommand::Version:
-      print("ferryctl " FERRY_VERSION "\n");
-      return kExitOk;
+    case CtlCommand::Help: print(usage_text()); return kExitOk;
+    case CtlCommand::Version: print("ferryctl " FERRY_VERSION "\n"); return kExitOk;
     case CtlCommand::Status:
       return show(o, control::call(o.control_path, Command::Status, timeout_of(o)), Command::Status, render_status);
     case CtlCommand::Clients:
-      return show(o, control::call(o.control_path, Command::Clients, timeout_of(o)), Command::Clients,
-                  render_clients);
+      return show(o, control::call(o.control_path, Command::Clients, timeout_of(o)), Command::Clients, render_clients);
     case CtlCommand::Counters:
       return show(o, fetch_with_fallback(o, Command::Counters, "counters"), Command::Counters, render_counters);
     case CtlCommand::Peers:
@@ -96,8 +91,7 @@ int run_command(const Options& o) {
       print(render_prometheus(r.result));
       return kExitOk;
     }
-    case CtlCommand::Top:
-      return run_top(o);
+    case CtlCommand::Top: return run_top(o);
   }
   return kExitUsage;
 }

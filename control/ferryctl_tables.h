@@ -20,7 +20,7 @@ std::string format_table(const Row& headers, const std::vector<Row>& rows, std::
 // A JSON value as one table cell: strings bare, arrays of scalars joined by
 // ',', null as '-', anything else compact JSON.
 std::string cell_text(const json::Value& v);
-std::string format_bytes(std::uint64_t bytes);     // "512 B", "64.0 MiB"
+std::string format_bytes(std::uint64_t bytes);      // "512 B", "64.0 MiB"
 std::string format_duration(std::int64_t seconds);  // "3d 04h 05m 06s", "42s"
 
 std::string render_status(const json::Value& status);

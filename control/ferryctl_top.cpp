@@ -8,9 +8,9 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <chrono>
 
 #include "control/control_client.h"
 #include "control/ferryctl_tables.h"
@@ -71,7 +71,8 @@ bool wait_or_quit(double seconds, bool read_keys) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   for (;;) {
     if (g_interrupted) return true;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{STDIN_FILENO, POLLIN, 0};
     const int n = ::poll(read_keys ? &p : nullptr, read_keys ? 1 : 0, static_cast<int>(left.count()));
@@ -162,9 +163,12 @@ int run_top(const Options& o) {
     }
     const double dt = std::chrono::duration<double>(now - prev_at).count();
     const json::Value* p = prev ? &*prev : nullptr;
-    std::string text = o.json ? json::dump(top_json(p, r.result, dt)) + "\n" : render_top_frame(p, r.result, dt, o.interval_s);
-    if (tty_out) text = "\x1b[H\x1b[2J" + text;  // home + clear: redraw in place
-    else if (!o.json && frame > 0) text = "\n" + text;
+    std::string text =
+        o.json ? json::dump(top_json(p, r.result, dt)) + "\n" : render_top_frame(p, r.result, dt, o.interval_s);
+    if (tty_out)
+      text = "\x1b[H\x1b[2J" + text;  // home + clear: redraw in place
+    else if (!o.json && frame > 0)
+      text = "\n" + text;
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     prev = std::move(r.result);

@@ -3,11 +3,11 @@
 // leading zeros, raw control characters, invalid UTF-8, lone surrogates or
 // duplicate keys), nesting is bounded by kMaxDepth so recursion cannot
 // overflow the stack, and nothing throws: failures report an offset.
+#include <locale.h>
 #include <clocale>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <locale.h>
 
 #include "control/json.h"
 
@@ -340,8 +340,8 @@ class Parser {
       while (is_digit(peek())) ++pos_;
     }
     if (is_integer) {
-      if (auto v = exact_integer(s_.substr(negative ? start + 1 : start, int_end - start - (negative ? 1 : 0)),
-                                 negative)) {
+      if (auto v =
+              exact_integer(s_.substr(negative ? start + 1 : start, int_end - start - (negative ? 1 : 0)), negative)) {
         return v;
       }
       // Beyond 64 bits: fall through to a double, as documented.
@@ -397,8 +397,6 @@ class Parser {
 
 }  // namespace
 
-std::optional<Value> parse(std::string_view text, ParseError* error) {
-  return Parser(text).run(error);
-}
+std::optional<Value> parse(std::string_view text, ParseError* error) { return Parser(text).run(error); }
 
 }  // namespace ferry::json

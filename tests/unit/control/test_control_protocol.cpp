@@ -13,8 +13,8 @@ using namespace ferry;
 using namespace ferry::control;
 
 TEST_CASE("protocol: command names round trip and unknown names are nullopt", "[control]") {
-  for (Command c : {Command::Status, Command::Clients, Command::Counters, Command::Peers, Command::Channels,
-                    Command::Drain}) {
+  for (Command c :
+       {Command::Status, Command::Clients, Command::Counters, Command::Peers, Command::Channels, Command::Drain}) {
     CHECK(command_from_string(to_string(c)) == c);
   }
   CHECK(to_string(Command::Status) == "status");
@@ -68,8 +68,8 @@ TEST_CASE("protocol: responses encode and decode, ok and error", "[control]") {
   CHECK(e->error == "unknown command: \"drain\"\n");
 
   std::string err;
-  for (const char* invalid : {R"({"result":1})", R"({"ok":"yes","result":1})", R"({"ok":true})",
-                              R"({"ok":false})", R"({"ok":false,"error":3})", "nonsense"}) {
+  for (const char* invalid : {R"({"result":1})", R"({"ok":"yes","result":1})", R"({"ok":true})", R"({"ok":false})",
+                              R"({"ok":false,"error":3})", "nonsense"}) {
     INFO(invalid);
     CHECK_FALSE(decode_response(invalid, &err).has_value());
   }

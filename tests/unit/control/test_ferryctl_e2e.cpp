@@ -68,7 +68,8 @@ Run ferryctl(const std::vector<std::string>& args, const std::vector<std::string
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   bool out_open = true, err_open = true;
   while (out_open || err_open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       ::kill(pid, SIGKILL);
       FAIL_CHECK("ferryctl did not finish within 10 s");
@@ -162,8 +163,7 @@ TEST_CASE("ferryctl e2e: --json outputs are the daemon's results", "[ferryctl][e
   CHECK(second->find("rates")->find("retransmits")->as_double() == 0.0);
 
   CHECK(server.commands() == std::vector<std::string>{"status", "clients", "counters", "status", "peers", "status",
-                                                      "channels", "status", "channels", "status", "status",
-                                                      "status"});
+                                                      "channels", "status", "channels", "status", "status", "status"});
 }
 
 TEST_CASE("ferryctl e2e: human output, metrics and the environment", "[ferryctl][e2e]") {
@@ -189,7 +189,7 @@ TEST_CASE("ferryctl e2e: human output, metrics and the environment", "[ferryctl]
   r = ferryctl({"top", "--count", "2", "--interval", "0.05", "--control", server.socket_path()});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("RATE/S") != r.out.rfind("RATE/S"));  // two frames
-  CHECK(r.out.find("\x1b[") == std::string::npos);      // no escapes when not a terminal
+  CHECK(r.out.find("\x1b[") == std::string::npos);       // no escapes when not a terminal
 }
 
 TEST_CASE("ferryctl e2e: daemon errors and unreachable sockets exit 1", "[ferryctl][e2e]") {

@@ -40,9 +40,17 @@ TEST_CASE("ferryctl options: commands, options in any order, usage errors", "[fe
   CHECK(parse_options({"--version"}).options->command == CtlCommand::Version);
 
   for (std::vector<std::string> bad : {
-           std::vector<std::string>{}, {"--json"}, {"frob"}, {"status", "clients"}, {"status", "--bogus"},
-           {"status", "--control"}, {"top", "--count", "0"}, {"top", "--count", "x"}, {"top", "--interval", "-1"},
-           {"top", "--interval"}, {"status", "--json=1"},
+           std::vector<std::string>{},
+           {"--json"},
+           {"frob"},
+           {"status", "clients"},
+           {"status", "--bogus"},
+           {"status", "--control"},
+           {"top", "--count", "0"},
+           {"top", "--count", "x"},
+           {"top", "--interval", "-1"},
+           {"top", "--interval"},
+           {"status", "--json=1"},
        }) {
     auto r = parse_options(bad);
     CHECK_FALSE(r.options.has_value());
@@ -87,8 +95,8 @@ TEST_CASE("ferryctl renderers: status, clients, peers, counters", "[ferryctl]") 
   CHECK(c == "ID  PID  UID  NAME  MEMORY   ENDPOINTS  SERVICES\n 1   10    0  w     1.0 KiB          2  kv\n");
   CHECK(render_clients(j("[]")) == "no clients\n");
   CHECK(render_object_list(j("[]"), kPeerColumns, "no peers") == "no peers\n");
-  const std::string p = render_object_list(j(R"([{"state":"up","addr":"198.18.0.2:1","zeta":1}])"), kPeerColumns,
-                                           "no peers");
+  const std::string p =
+      render_object_list(j(R"([{"state":"up","addr":"198.18.0.2:1","zeta":1}])"), kPeerColumns, "no peers");
   CHECK(p == "ADDR          STATE  ZETA\n198.18.0.2:1  up        1\n");
   CHECK(render_counters(j(R"({"b":2,"a":1})")) == "COUNTER  VALUE\na            1\nb            2\n");
 }

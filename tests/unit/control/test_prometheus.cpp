@@ -100,7 +100,7 @@ TEST_CASE("prometheus: a fixed status renders valid, complete exposition", "[pro
   }
   CHECK(samples["ferry_retransmits_total"] == "17");
   CHECK(samples["ferry_bytes_sent_total"] == "18446744073709551615");
-  CHECK(samples["ferry_rx_total"] == "9");  // no doubled _total
+  CHECK(samples["ferry_rx_total"] == "9");        // no doubled _total
   CHECK(text.find("note") == std::string::npos);  // non-numeric counters are skipped
   CHECK(text.find("# HELP ferry_retransmits_total ") != std::string::npos);
   CHECK(text.find("# TYPE ferry_retransmits_total counter\n") != std::string::npos);
