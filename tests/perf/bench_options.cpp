@@ -29,6 +29,9 @@ constexpr const char* kUsage =
     "  --listen HOST:PORT  tcp-server / forked tcp-rpc server address (default 127.0.0.1:0)\n"
     "  --busy-poll         ferry scenarios: client and server spin on completions (default: sleep)\n"
     "  --json              the last stdout line is one JSON object (a sweep: one line per size)\n"
+    "\nbytes_per_s counts payload bytes carried: request + response for the RPC scenarios,\n"
+    "the one message for ipc-echo. cpu_us_per_op = CPU of ferry-bench + its forked server +\n"
+    "the daemon(s) (from the control socket) during the measured phase, over ops.\n"
     "\nscenarios:\n";
 
 void usage_error(const std::string& msg, int* exit_code) {

@@ -77,6 +77,7 @@ CpuReport CpuMeter::end() {
     if (now && proc_begin_[i] && *now >= *proc_begin_[i]) r.servers_us += *now - *proc_begin_[i];
   }
   r.daemon_included = !controls_.empty();
+  r.daemon_involved = !controls_.empty();
   for (std::size_t i = 0; i < controls_.size(); ++i) {
     const auto now = read_daemon_cpu_us(controls_[i]);
     if (now && daemon_begin_[i] && *now >= *daemon_begin_[i]) {

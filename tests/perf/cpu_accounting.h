@@ -26,6 +26,7 @@ struct CpuReport {
   std::uint64_t servers_us = 0;
   std::uint64_t daemon_us = 0;
   bool daemon_included = false;  // every daemon answered before and after
+  bool daemon_involved = false;  // the scenario goes through a daemon at all
   std::uint64_t total_us() const { return self_us + servers_us + daemon_us; }
 };
 

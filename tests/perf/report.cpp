@@ -48,7 +48,8 @@ void print_table_row(const SizeResult& r) {
   std::printf("%-10.*s %9zu %9llu %10.2f %10.2f %10.2f %10.2f %11.0f %10.1f %10.2f %s\n",
               static_cast<int>(r.scenario.size()), r.scenario.data(), r.size, static_cast<unsigned long long>(r.ops),
               r.latency.mean_us, r.latency.p50_us, r.latency.p99_us, r.latency.p999_us, r.ops_per_s,
-              r.bytes_per_s / 1e6, r.cpu_us_per_op, r.cpu.daemon_included ? "included" : "not included");
+              r.bytes_per_s / 1e6, r.cpu_us_per_op,
+              r.cpu.daemon_included ? "included" : (r.cpu.daemon_involved ? "NOT included" : "-"));
 }
 
 std::string json_line(const SizeResult& r) {
