@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -234,4 +235,87 @@ TEST_CASE("ferryctl e2e: usage, help and version", "[ferryctl][e2e]") {
   r = ferryctl({"--version"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.rfind("ferryctl ", 0) == 0);
+}
+
+namespace {
+
+// Starts `ferryctl top` without --count, with `stdin_fd` as its stdin, and
+// waits until its first frame is on stdout; returns the pid and the stdout
+// pipe (for reading further output).
+std::pair<pid_t, int> start_top(const std::string& sock, int stdin_fd) {
+  const char* exe = std::getenv("FERRYCTL");
+  REQUIRE(exe != nullptr);
+  std::vector<std::string> argv_s{exe, "--control", sock, "top", "--interval", "0.05"};
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out_pipe[2];
+  REQUIRE(::pipe(out_pipe) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0);
+  posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
+  posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out_pipe[1]);
+  REQUIRE(rc == 0);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (out.find("RATE/S") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out_pipe[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(out_pipe[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  CHECK(out.find("RATE/S") != std::string::npos);
+  return {pid, out_pipe[0]};
+}
+
+// Exit code of `pid`, or -1 (after killing it) if it is still running at the deadline.
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    ::poll(nullptr, 0, 20);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("ferryctl e2e: top runs until Ctrl-C or q", "[ferryctl][e2e]") {
+  test::FakeControlServer server(std::map<std::string, std::string>{{"status", kStatus}});
+  {
+    const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    auto [pid, out] = start_top(server.socket_path(), devnull);
+    ::close(devnull);
+    REQUIRE(::kill(pid, SIGINT) == 0);
+    CHECK(wait_exit(pid, std::chrono::seconds(5)) == 0);
+    ::close(out);
+  }
+  {
+    // 'q' is read from a terminal only: give it a pseudo-terminal as stdin.
+    const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    REQUIRE(master >= 0);
+    REQUIRE(::grantpt(master) == 0);
+    REQUIRE(::unlockpt(master) == 0);
+    const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    REQUIRE(slave >= 0);
+    auto [pid, out] = start_top(server.socket_path(), slave);
+    ::close(slave);
+    REQUIRE(::write(master, "q", 1) == 1);
+    CHECK(wait_exit(pid, std::chrono::seconds(5)) == 0);
+    ::close(out);
+    ::close(master);
+  }
 }
