@@ -1,5 +1,6 @@
 #include "cpu_accounting.h"
 
+#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,11 +18,25 @@ std::uint64_t timeval_us(const timeval& tv) {
   return static_cast<std::uint64_t>(tv.tv_sec) * 1000000u + static_cast<std::uint64_t>(tv.tv_usec);
 }
 
+// Sum over every thread: /proc/PID/schedstat alone is the main thread's.
 std::optional<std::uint64_t> schedstat_us(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  std::uint64_t on_cpu_ns = 0;
-  if (!(in >> on_cpu_ns)) return std::nullopt;
-  return on_cpu_ns / 1000u;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (!dir) return std::nullopt;
+  std::uint64_t total_ns = 0;
+  bool any = false;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(task_dir + "/" + e->d_name + "/schedstat");
+    std::uint64_t on_cpu_ns = 0;
+    if (in >> on_cpu_ns) {
+      total_ns += on_cpu_ns;
+      any = true;
+    }
+  }
+  ::closedir(dir);
+  if (!any) return std::nullopt;
+  return total_ns / 1000u;
 }
 
 std::optional<std::uint64_t> stat_us(pid_t pid) {

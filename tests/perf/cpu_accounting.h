@@ -2,7 +2,7 @@
 // processes it forked, and the daemon(s) serving it. Each is read before
 // and after the phase so set-up and warm-up are not charged:
 //   - self: getrusage(RUSAGE_SELF) (all threads, microsecond resolution);
-//   - forked servers, while alive: /proc/PID/schedstat (ns on-CPU time,
+//   - forked servers, while alive: /proc/PID/task/*/schedstat (ns on-CPU,
 //     user+sys), falling back to utime+stime from /proc/PID/stat (ticks);
 //   - daemons: cpu_user_us + cpu_sys_us from the control socket's status.
 #pragma once
