@@ -127,14 +127,14 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
   ParseOutcome out;
   Config& c = out.config;
   po::options_description general("ferryd options");
-  general.add_options()
-      ("help,h", "print this help and exit")
-      ("runtime-dir", po::value<std::string>(), "directory for ferryd.sock and control.sock [/run/ferry]")
-      ("listen", po::value<std::string>(), "bootstrap address HOST:PORT for remote daemons (remote peers not served yet)")
-      ("transport", po::value<std::string>(), "rdma|tcp|auto [auto: rdma when an RDMA device exists, else tcp]")
-      ("device", po::value<std::string>(), "RDMA device name [first found]")
-      ("config", po::value<std::string>(), "INI file with the same keys as these flags (flags win)")
-      ("log-level", po::value<std::string>(), "trace|debug|info|warn|error [info]");
+  general.add_options()("help,h", "print this help and exit")(
+      "runtime-dir", po::value<std::string>(), "directory for ferryd.sock and control.sock [/run/ferry]")(
+      "listen", po::value<std::string>(),
+      "bootstrap address HOST:PORT for remote daemons (remote peers not served yet)")(
+      "transport", po::value<std::string>(), "rdma|tcp|auto [auto: rdma when an RDMA device exists, else tcp]")(
+      "device", po::value<std::string>(), "RDMA device name [first found]")(
+      "config", po::value<std::string>(), "INI file with the same keys as these flags (flags win)")(
+      "log-level", po::value<std::string>(), "trace|debug|info|warn|error [info]");
   for (const auto& k : kNumericKeys) {
     general.add_options()(std::string(k.key).c_str(), po::value<std::string>(), k.help);
   }
@@ -180,10 +180,14 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
   if (c.runtime_dir.empty()) return fail("runtime-dir must not be empty");
   if (vm.count("transport")) {
     const auto& t = vm["transport"].as<std::string>();
-    if (t == "auto") c.transport = Transport::Auto;
-    else if (t == "rdma") c.transport = Transport::Rdma;
-    else if (t == "tcp") c.transport = Transport::Tcp;
-    else return fail("invalid value '" + t + "' for transport: must be one of rdma, tcp, auto");
+    if (t == "auto")
+      c.transport = Transport::Auto;
+    else if (t == "rdma")
+      c.transport = Transport::Rdma;
+    else if (t == "tcp")
+      c.transport = Transport::Tcp;
+    else
+      return fail("invalid value '" + t + "' for transport: must be one of rdma, tcp, auto");
   }
   if (vm.count("log-level")) {
     const auto& l = vm["log-level"].as<std::string>();
@@ -198,7 +202,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
   }
   if (!c.listen.empty()) {
     auto hp = parse_host_port(c.listen);
-    if (!hp || hp->port == 0) return fail("invalid value '" + c.listen + "' for listen: must be HOST:PORT, port 1..65535");
+    if (!hp || hp->port == 0)
+      return fail("invalid value '" + c.listen + "' for listen: must be HOST:PORT, port 1..65535");
   }
   for (const auto& k : kNumericKeys) {
     std::string key(k.key);
@@ -208,7 +213,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
     std::uint32_t* narrow = nullptr;
     std::uint64_t* wide = field(c, k.key, &narrow);
     if (!v || (narrow != nullptr && *v > UINT32_MAX)) {
-      return fail("invalid value '" + text + "' for " + key + ": expected an unsigned integer (see --help for its range)");
+      return fail("invalid value '" + text + "' for " + key +
+                  ": expected an unsigned integer (see --help for its range)");
     }
     if (wide != nullptr) *wide = *v;
     if (narrow != nullptr) *narrow = static_cast<std::uint32_t>(*v);

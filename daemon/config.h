@@ -34,16 +34,16 @@ struct Config {
 
   // Per-client segment sizes: the defaults a client gets when it asks for 0,
   // and the most it may ask for.
-  std::uint64_t tx_arena_bytes = 32 * kMiB;      // [1 MiB, max_tx_arena_bytes]
-  std::uint64_t max_tx_arena_bytes = 1 * kGiB;   // [1 MiB, 1 GiB]
-  std::uint64_t rx_arena_bytes = 32 * kMiB;      // [1 MiB, max_rx_arena_bytes]
-  std::uint64_t max_rx_arena_bytes = 1 * kGiB;   // [1 MiB, 1 GiB]
-  std::uint32_t sq_entries = 1024;               // power of two, [64, 65536]
-  std::uint32_t cq_entries = 4096;               // power of two, [64, 65536]
-  std::uint32_t max_clients = 256;               // [1, 4096]
+  std::uint64_t tx_arena_bytes = 32 * kMiB;           // [1 MiB, max_tx_arena_bytes]
+  std::uint64_t max_tx_arena_bytes = 1 * kGiB;        // [1 MiB, 1 GiB]
+  std::uint64_t rx_arena_bytes = 32 * kMiB;           // [1 MiB, max_rx_arena_bytes]
+  std::uint64_t max_rx_arena_bytes = 1 * kGiB;        // [1 MiB, 1 GiB]
+  std::uint32_t sq_entries = 1024;                    // power of two, [64, 65536]
+  std::uint32_t cq_entries = 4096;                    // power of two, [64, 65536]
+  std::uint32_t max_clients = 256;                    // [1, 4096]
   std::uint32_t max_message_bytes = shm::kSlabBytes;  // [64, 1 MiB]
-  std::uint32_t delivery_timeout_ms = 30000;     // [1, 3600000]
-  std::uint32_t engine_spin_us = 50;             // [0, 100000] busy-poll before sleeping
+  std::uint32_t delivery_timeout_ms = 30000;          // [1, 3600000]
+  std::uint32_t engine_spin_us = 50;                  // [0, 100000] busy-poll before sleeping
 };
 
 // One tunable's allowed range, for checks and error messages.

@@ -25,7 +25,8 @@ namespace {
 
 std::uint64_t random_u64() {
   std::uint64_t v = 0;
-  if (::getrandom(&v, sizeof(v), 0) != sizeof(v)) v = std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
+  if (::getrandom(&v, sizeof(v), 0) != sizeof(v))
+    v = std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
   return v == 0 ? 1 : v;
 }
 
@@ -71,7 +72,11 @@ int run_daemon(const Config& config) {
   DaemonFacts facts{&config, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false};
   ControlServer control(io, [&](std::string_view line) {
     return handle_control_line(
-        line, [&] { facts.draining = attach.draining(); return status_json(facts, attach.client_count()); },
+        line,
+        [&] {
+          facts.draining = attach.draining();
+          return status_json(facts, attach.client_count());
+        },
         [&] { return clients_json(attach.clients()); }, [&] { return counters_json(counters); },
         [&] {
           attach.set_draining(true);

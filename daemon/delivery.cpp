@@ -66,8 +66,8 @@ Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::
   d.source = c.id();
   if (is_call) {
     std::uint64_t token = tokens_.next();
-    calls_.emplace(token, PendingCall{c.id(), ep.id, server->id(), s->id, e.user_data, e.resp_offset,
-                                      e.resp_length, false});
+    calls_.emplace(token,
+                   PendingCall{c.id(), ep.id, server->id(), s->id, e.user_data, e.resp_offset, e.resp_length, false});
     d.token = token;
     bump(counters_.calls);
   } else {

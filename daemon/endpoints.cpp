@@ -21,8 +21,7 @@ void Engine::op_open(ClientSession& c, const shm::SqEntry& e) {
       // Remote peers arrive with the transport; until then say so plainly.
       complete(c, shm::Op::Open, e.user_data, Status::NotSupported);
       return;
-    case TargetKind::Local:
-      break;
+    case TargetKind::Local: break;
   }
   const Service* s = services_.find(t.service);
   if (s == nullptr) {

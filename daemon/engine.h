@@ -108,8 +108,8 @@ class Engine {
   boost::lockfree::spsc_queue<EngineCommand, boost::lockfree::capacity<kCommandQueueDepth>> commands_;
   boost::lockfree::spsc_queue<std::uint32_t, boost::lockfree::capacity<kEventQueueDepth>> events_;
   std::vector<std::uint32_t> unsent_events_;  // engine-private spill when events_ is full
-  int wake_fd_ = -1;   // control -> engine
-  int event_fd_ = -1;  // engine -> control
+  int wake_fd_ = -1;                          // control -> engine
+  int event_fd_ = -1;                         // engine -> control
   int epoll_fd_ = -1;
 
   std::unordered_map<std::uint32_t, std::unique_ptr<ClientSession>> clients_;

@@ -26,8 +26,7 @@ std::optional<std::uint16_t> parse_port(std::string_view s) noexcept {
 }
 
 bool valid_host_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-         c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
 }
 
 bool is_wildcard(std::string_view h) noexcept { return h == "0.0.0.0" || h == "::" || h == "*"; }

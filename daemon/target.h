@@ -11,8 +11,8 @@
 namespace ferry::daemon {
 
 struct HostPort {
-  std::string host;         // brackets stripped for IPv6
-  std::uint16_t port = 0;   // 0: not given
+  std::string host;        // brackets stripped for IPv6
+  std::uint16_t port = 0;  // 0: not given
 };
 
 // "HOST", "HOST:PORT", "[V6]", "[V6]:PORT". nullopt when malformed (empty

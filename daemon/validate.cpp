@@ -39,14 +39,12 @@ Reject validate_entry(const shm::SqEntry& e, const ArenaBounds& b) noexcept {
   if (e.reserved0 != 0 || e.reserved1[0] != 0 || e.reserved1[1] != 0) return Reject::ReservedNonZero;
 
   switch (op) {
-    case Op::Nop:
-      return Reject::None;
+    case Op::Nop: return Reject::None;
     case Op::Serve:
       if (e.length == 0 || e.length > kMaxServiceNameBytes) return Reject::NameLength;
       return in_tx(e.offset, e.length, b) ? Reject::None : Reject::PayloadOutsideTx;
     case Op::Unserve:
-    case Op::Close:
-      return e.handle == 0 ? Reject::ZeroHandle : Reject::None;
+    case Op::Close: return e.handle == 0 ? Reject::ZeroHandle : Reject::None;
     case Op::Open:
       if (e.length == 0 || e.length > kMaxTargetBytes) return Reject::TargetLength;
       return in_tx(e.offset, e.length, b) ? Reject::None : Reject::PayloadOutsideTx;

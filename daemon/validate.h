@@ -14,12 +14,12 @@ enum class Reject : std::uint8_t {
   None,
   UnknownOp,
   UnknownFlags,
-  QuietNotAllowed,   // kSqFlagQuiet on anything but ReleaseRx
+  QuietNotAllowed,  // kSqFlagQuiet on anything but ReleaseRx
   ReservedNonZero,
-  ZeroHandle,        // Unserve/Close/Send/Call need an id
-  NameLength,        // Serve: 1..64 bytes
-  TargetLength,      // Open: 1..256 bytes
-  PayloadLength,     // Send/Call: 1..max_message; Reply: 0..max_message
+  ZeroHandle,     // Unserve/Close/Send/Call need an id
+  NameLength,     // Serve: 1..64 bytes
+  TargetLength,   // Open: 1..256 bytes
+  PayloadLength,  // Send/Call: 1..max_message; Reply: 0..max_message
   PayloadOutsideTx,
   ResponseOutsideTx,
   ReleaseOutsideRx,

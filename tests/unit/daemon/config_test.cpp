@@ -57,12 +57,12 @@ TEST_CASE("flags are read") {
 
 TEST_CASE("bad values exit 2") {
   const std::vector<std::vector<std::string>> bad = {
-      {"--sq-entries", "100"},            // not a power of two
-      {"--sq-entries", "32"},             // below min
-      {"--cq-entries", "131072"},         // above max
-      {"--tx-arena-bytes", "2g"},         // above max-tx-arena-bytes
-      {"--max-rx-arena-bytes", "2g"},     // above 1 GiB
-      {"--rx-arena-bytes", "1000"},       // below 1 MiB
+      {"--sq-entries", "100"},         // not a power of two
+      {"--sq-entries", "32"},          // below min
+      {"--cq-entries", "131072"},      // above max
+      {"--tx-arena-bytes", "2g"},      // above max-tx-arena-bytes
+      {"--max-rx-arena-bytes", "2g"},  // above 1 GiB
+      {"--rx-arena-bytes", "1000"},    // below 1 MiB
       {"--max-clients", "0"},
       {"--max-message-bytes", "2m"},
       {"--delivery-timeout-ms", "0"},

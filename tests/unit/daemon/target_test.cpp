@@ -16,8 +16,8 @@ TEST_CASE("host:port parsing") {
   REQUIRE(hp);
   CHECK(hp->host == "::1");
   CHECK(hp->port == 80);
-  for (const char* bad : {"", ":80", "h:", "h:0", "h:65536", "h:12a", "h:1:2", "[::1", "[]:1", "[::1]x", "a b:1",
-                          "[zz]:1"}) {
+  for (const char* bad :
+       {"", ":80", "h:", "h:0", "h:65536", "h:12a", "h:1:2", "[::1", "[]:1", "[::1]x", "a b:1", "[zz]:1"}) {
     INFO(bad);
     CHECK_FALSE(parse_host_port(bad));
   }
