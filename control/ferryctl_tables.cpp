@@ -188,6 +188,10 @@ std::string render_status(const json::Value& status) {
   out += "transport:  " + text("transport") + "\n";
   if (status.find("listen") != nullptr) out += "listen:     " + text("listen") + "\n";
   if (status.find("pid") != nullptr) out += "pid:        " + text("pid") + "\n";
+  if (status.find("epoch") != nullptr) out += "epoch:      " + text("epoch") + "\n";
+  if (const json::Value* d = status.find("draining"); d != nullptr && d->as_bool() == true) {
+    out += "state:      draining\n";
+  }
   const json::Value* clients = status.find("clients");
   const json::Array* client_list = clients == nullptr ? nullptr : clients->as_array();
   out += "clients:    " + (client_list != nullptr ? std::to_string(client_list->size()) : text("clients")) + "\n";
