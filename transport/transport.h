@@ -71,8 +71,8 @@ struct MemoryHandle {
 struct SendWr {
   ConnId conn = kInvalidConn;
   WrOp op = WrOp::Send;
-  bool signaled = true;      // false: no SendDone on success (failures always complete)
-  wire::Header header{};     // header.payload_len is set from payload_len by the transport
+  bool signaled = true;   // false: no SendDone on success (failures always complete)
+  wire::Header header{};  // header.payload_len is set from payload_len by the transport
   const std::byte* payload = nullptr;
   std::uint32_t payload_len = 0;
   std::uint64_t user_data = 0;  // echoed in the completion

@@ -12,11 +12,11 @@
 namespace ferry::transport::tcp {
 
 // Compile-time capacities: arrays are sized by these at construction.
-inline constexpr std::uint32_t kMaxConnections = 64;       // one bit each in the attention mask
-inline constexpr std::uint32_t kSendQueueDepth = 256;      // WRs outstanding per connection
-inline constexpr std::uint32_t kMaxIov = 64;               // iovecs per writev (header + payload per WR)
-inline constexpr std::uint32_t kEpollBatch = 64;           // readiness events per poll()
-inline constexpr std::size_t kRxSlackBytes = 64 * 1024;    // room to read past one full frame
+inline constexpr std::uint32_t kMaxConnections = 64;     // one bit each in the attention mask
+inline constexpr std::uint32_t kSendQueueDepth = 256;    // WRs outstanding per connection
+inline constexpr std::uint32_t kMaxIov = 64;             // iovecs per writev (header + payload per WR)
+inline constexpr std::uint32_t kEpollBatch = 64;         // readiness events per poll()
+inline constexpr std::size_t kRxSlackBytes = 64 * 1024;  // room to read past one full frame
 static_assert(kMaxConnections <= 64, "attention mask is one uint64_t");
 static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "send queue index is masked");
 static_assert(kMaxIov >= 2 && kMaxIov % 2 == 0 && kMaxIov <= 1024, "two iovecs per WR, within IOV_MAX");

@@ -51,8 +51,8 @@ struct TcpConnection {
   int fd = -1;
   ConnState state = ConnState::Free;
   std::uint16_t generation = 0;
-  bool want_write = false;             // EPOLLOUT armed
-  Status close_status = Status::Ok;    // reported in Closed
+  bool want_write = false;           // EPOLLOUT armed
+  Status close_status = Status::Ok;  // reported in Closed
 
   std::array<PendingWr, kSendQueueDepth> sq{};
   std::uint32_t sq_head = 0;

@@ -188,9 +188,9 @@ Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t 
   sockaddr_storage bound;
   socklen_t blen = sizeof bound;
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &blen);
-  const std::uint16_t bound_port = ntohs(bound.ss_family == AF_INET
-                                             ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  const std::uint16_t bound_port =
+      ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenerTag;

@@ -19,8 +19,7 @@ inline void store_le64(std::byte* p, std::uint64_t v) noexcept {
   for (int i = 0; i < 8; ++i) p[i] = std::byte((v >> (8 * i)) & 0xff);
 }
 inline std::uint16_t load_le16(const std::byte* p) noexcept {
-  return static_cast<std::uint16_t>(std::to_integer<std::uint16_t>(p[0]) |
-                                    (std::to_integer<std::uint16_t>(p[1]) << 8));
+  return static_cast<std::uint16_t>(std::to_integer<std::uint16_t>(p[0]) | (std::to_integer<std::uint16_t>(p[1]) << 8));
 }
 inline std::uint32_t load_le32(const std::byte* p) noexcept {
   std::uint32_t v = 0;

@@ -35,11 +35,11 @@ inline constexpr std::uint32_t kMinMessageBytes = 4096;
 // Capabilities. A newer peer may set bits this build does not know: they are
 // masked off (the feature is simply not negotiated) so mixed versions still
 // talk, which a hard rejection would prevent.
-inline constexpr std::uint64_t kCapTcp = 1ull << 0;          // tcp data path
-inline constexpr std::uint64_t kCapRdma = 1ull << 1;         // verbs RC data path
-inline constexpr std::uint64_t kCapZeroCopyWrite = 1ull << 2;  // Call response via RDMA WRITE_WITH_IMM
-inline constexpr std::uint64_t kCapRendezvousRead = 1ull << 3; // large sends via receiver RDMA READ
-inline constexpr std::uint64_t kCapAuth = 1ull << 4;         // shared-secret authentication
+inline constexpr std::uint64_t kCapTcp = 1ull << 0;             // tcp data path
+inline constexpr std::uint64_t kCapRdma = 1ull << 1;            // verbs RC data path
+inline constexpr std::uint64_t kCapZeroCopyWrite = 1ull << 2;   // Call response via RDMA WRITE_WITH_IMM
+inline constexpr std::uint64_t kCapRendezvousRead = 1ull << 3;  // large sends via receiver RDMA READ
+inline constexpr std::uint64_t kCapAuth = 1ull << 4;            // shared-secret authentication
 inline constexpr std::uint64_t kCapsKnown = kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth;
 
 struct Handshake {

@@ -14,13 +14,13 @@ namespace {
 // one table instead of scattered through the decoder.
 struct TypeRule {
   std::uint32_t min_payload;
-  std::uint32_t max_payload;   // further capped by the channel's max_payload
+  std::uint32_t max_payload;  // further capped by the channel's max_payload
   std::uint8_t allowed_flags;
-  bool any_status;             // false: status must be Ok
+  bool any_status;  // false: status must be Ok
   bool needs_token;
   bool needs_src;
   bool needs_dst;
-  bool channel_level;          // endpoints must both be 0
+  bool channel_level;  // endpoints must both be 0
   bool uses_aux;
 };
 
@@ -29,6 +29,8 @@ constexpr std::uint32_t kAny = kMaxPayloadBytes;
 constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   std::array<TypeRule, kMaxMsgType + 1> r{};
   auto at = [&r](MsgType t) -> TypeRule& { return r[static_cast<std::uint8_t>(t)]; };
+  // A table reads better aligned.
+  // clang-format off
   //                              min                max                 flags                              status token  src    dst    chan   aux
   at(MsgType::Hello) =         {kHandshakeBaseBytes, kHandshakeMaxBytes, 0,                                 false, false, false, false, true,  false};
   at(MsgType::HelloAck) =      {kHandshakeBaseBytes, kHandshakeMaxBytes, 0,                                 true,  false, false, false, true,  false};
@@ -46,6 +48,7 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   at(MsgType::WriteDone) =     {0,                   0,                  kFlagRetransmit,                   true,  true,  false, true,  false, true};
   at(MsgType::Resync) =        {0,                   0,                  0,                                 false, false, false, false, true,  false};
   at(MsgType::Goodbye) =       {0,                   0,                  0,                                 true,  false, false, false, true,  false};
+  // clang-format on
   return r;
 }
 

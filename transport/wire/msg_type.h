@@ -9,22 +9,22 @@
 namespace ferry::wire {
 
 enum class MsgType : std::uint8_t {
-  Hello = 1,          // bootstrap: first message of the connecting side; payload = Handshake
-  HelloAck = 2,       // bootstrap: answer; payload = Handshake; status != Ok refuses the channel
-  Heartbeat = 3,      // liveness on the bootstrap connection; token echoed by the peer
-  Credit = 4,         // pure credit grant / cumulative ack when there is no data to piggyback on
-  Open = 5,           // open an endpoint to a service; payload = service name; src_ep = opener
-  OpenAck = 6,        // answer to Open (by token); src_ep = the service-side endpoint when Ok
-  Close = 7,          // endpoint closed; dst_ep = the peer's endpoint id
-  Send = 8,           // one-way message, eager (payload inline)
-  Call = 9,           // request; token = call id; kFlagRespBuffer: payload starts with a RemoteBuffer
-  Response = 10,      // response to a Call (by token), payload inline
-  Error = 11,         // a failure not tied to a Response (status != Ok); payload = short reason text
-  RendezvousReq = 12, // large one-way message: payload = RemoteBuffer of the source; receiver RDMA-READs
-  ReadDone = 13,      // receiver finished the rendezvous READ (token); sender may free; aux = bytes read
-  WriteDone = 14,     // response body was RDMA-WRITTEN into the caller's buffer; aux = bytes written
-  Resync = 15,        // after a data-path rebuild: seq = next seq to send, ack = last seq received
-  Goodbye = 16,       // orderly channel shutdown (draining); status = reason
+  Hello = 1,           // bootstrap: first message of the connecting side; payload = Handshake
+  HelloAck = 2,        // bootstrap: answer; payload = Handshake; status != Ok refuses the channel
+  Heartbeat = 3,       // liveness on the bootstrap connection; token echoed by the peer
+  Credit = 4,          // pure credit grant / cumulative ack when there is no data to piggyback on
+  Open = 5,            // open an endpoint to a service; payload = service name; src_ep = opener
+  OpenAck = 6,         // answer to Open (by token); src_ep = the service-side endpoint when Ok
+  Close = 7,           // endpoint closed; dst_ep = the peer's endpoint id
+  Send = 8,            // one-way message, eager (payload inline)
+  Call = 9,            // request; token = call id; kFlagRespBuffer: payload starts with a RemoteBuffer
+  Response = 10,       // response to a Call (by token), payload inline
+  Error = 11,          // a failure not tied to a Response (status != Ok); payload = short reason text
+  RendezvousReq = 12,  // large one-way message: payload = RemoteBuffer of the source; receiver RDMA-READs
+  ReadDone = 13,       // receiver finished the rendezvous READ (token); sender may free; aux = bytes read
+  WriteDone = 14,      // response body was RDMA-WRITTEN into the caller's buffer; aux = bytes written
+  Resync = 15,         // after a data-path rebuild: seq = next seq to send, ack = last seq received
+  Goodbye = 16,        // orderly channel shutdown (draining); status = reason
 };
 inline constexpr std::uint8_t kMaxMsgType = static_cast<std::uint8_t>(MsgType::Goodbye);
 

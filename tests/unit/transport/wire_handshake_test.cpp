@@ -54,8 +54,7 @@ TEST_CASE("handshake length must match one form and the nonce flag", "[wire][han
   Handshake out;
   auto b = enc(hs);
   CHECK(decode_handshake(b.first(kHandshakeBaseBytes - 1), out) == WireError::BadLength);
-  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeBaseBytes + 1), out) ==
-        WireError::BadLength);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeBaseBytes + 1), out) == WireError::BadLength);
   // Flag says nonce, length says none.
   store_le16(buf.data() + 2, kHandshakeHasNonce);
   CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeBaseBytes), out) == WireError::BadLength);
@@ -76,15 +75,42 @@ TEST_CASE("handshake reserved fields and unknown flags", "[wire][handshake]") {
 
 TEST_CASE("handshake field ranges", "[wire][handshake]") {
   Handshake hs = valid_handshake();
-  SECTION("version 0") { hs.protocol_version = 0; CHECK(dec(hs) == WireError::BadVersion); }
-  SECTION("qp_count 0") { hs.qp_count = 0; CHECK(dec(hs) == WireError::BadField); }
-  SECTION("qp_count above max") { hs.qp_count = kMaxQpsPerChannel + 1; CHECK(dec(hs) == WireError::BadField); }
-  SECTION("qp_count at max") { hs.qp_count = kMaxQpsPerChannel; CHECK(dec(hs) == WireError::None); }
-  SECTION("epoch 0") { hs.daemon_epoch = 0; CHECK(dec(hs) == WireError::BadField); }
-  SECTION("credits 0") { hs.initial_credits = 0; CHECK(dec(hs) == WireError::BadField); }
-  SECTION("credits above max") { hs.initial_credits = kMaxInitialCredits + 1; CHECK(dec(hs) == WireError::BadField); }
-  SECTION("max message too small") { hs.max_message_bytes = kMinMessageBytes - 1; CHECK(dec(hs) == WireError::BadField); }
-  SECTION("max message too large") { hs.max_message_bytes = kMaxPayloadBytes + 1; CHECK(dec(hs) == WireError::BadField); }
+  SECTION("version 0") {
+    hs.protocol_version = 0;
+    CHECK(dec(hs) == WireError::BadVersion);
+  }
+  SECTION("qp_count 0") {
+    hs.qp_count = 0;
+    CHECK(dec(hs) == WireError::BadField);
+  }
+  SECTION("qp_count above max") {
+    hs.qp_count = kMaxQpsPerChannel + 1;
+    CHECK(dec(hs) == WireError::BadField);
+  }
+  SECTION("qp_count at max") {
+    hs.qp_count = kMaxQpsPerChannel;
+    CHECK(dec(hs) == WireError::None);
+  }
+  SECTION("epoch 0") {
+    hs.daemon_epoch = 0;
+    CHECK(dec(hs) == WireError::BadField);
+  }
+  SECTION("credits 0") {
+    hs.initial_credits = 0;
+    CHECK(dec(hs) == WireError::BadField);
+  }
+  SECTION("credits above max") {
+    hs.initial_credits = kMaxInitialCredits + 1;
+    CHECK(dec(hs) == WireError::BadField);
+  }
+  SECTION("max message too small") {
+    hs.max_message_bytes = kMinMessageBytes - 1;
+    CHECK(dec(hs) == WireError::BadField);
+  }
+  SECTION("max message too large") {
+    hs.max_message_bytes = kMaxPayloadBytes + 1;
+    CHECK(dec(hs) == WireError::BadField);
+  }
 }
 
 TEST_CASE("unknown capability bits are dropped, known ones kept", "[wire][handshake]") {

@@ -18,17 +18,53 @@ inline Header valid_header(MsgType t) {
     case MsgType::HelloAck: h.payload_len = kHandshakeBaseBytes; break;
     case MsgType::Heartbeat: h.token = 99; break;
     case MsgType::Credit: h.credit = 32; break;
-    case MsgType::Open: h.payload_len = 5; h.src_ep = 3; h.token = 11; break;
-    case MsgType::OpenAck: h.src_ep = 9; h.dst_ep = 3; h.token = 11; break;
+    case MsgType::Open:
+      h.payload_len = 5;
+      h.src_ep = 3;
+      h.token = 11;
+      break;
+    case MsgType::OpenAck:
+      h.src_ep = 9;
+      h.dst_ep = 3;
+      h.token = 11;
+      break;
     case MsgType::Close: h.dst_ep = 9; break;
-    case MsgType::Send: h.payload_len = 100; h.src_ep = 3; h.dst_ep = 9; break;
-    case MsgType::Call: h.payload_len = 100; h.src_ep = 3; h.dst_ep = 9; h.token = 12; break;
-    case MsgType::Response: h.payload_len = 100; h.dst_ep = 3; h.token = 12; h.status = Status::Ok; break;
-    case MsgType::Error: h.status = Status::ServiceGone; h.payload_len = 10; break;
+    case MsgType::Send:
+      h.payload_len = 100;
+      h.src_ep = 3;
+      h.dst_ep = 9;
+      break;
+    case MsgType::Call:
+      h.payload_len = 100;
+      h.src_ep = 3;
+      h.dst_ep = 9;
+      h.token = 12;
+      break;
+    case MsgType::Response:
+      h.payload_len = 100;
+      h.dst_ep = 3;
+      h.token = 12;
+      h.status = Status::Ok;
+      break;
+    case MsgType::Error:
+      h.status = Status::ServiceGone;
+      h.payload_len = 10;
+      break;
     case MsgType::RendezvousReq:
-      h.payload_len = kRemoteBufferBytes; h.src_ep = 3; h.dst_ep = 9; h.token = 13; break;
-    case MsgType::ReadDone: h.token = 13; h.aux = 4096; break;
-    case MsgType::WriteDone: h.dst_ep = 3; h.token = 12; h.aux = 512; break;
+      h.payload_len = kRemoteBufferBytes;
+      h.src_ep = 3;
+      h.dst_ep = 9;
+      h.token = 13;
+      break;
+    case MsgType::ReadDone:
+      h.token = 13;
+      h.aux = 4096;
+      break;
+    case MsgType::WriteDone:
+      h.dst_ep = 3;
+      h.token = 12;
+      h.aux = 512;
+      break;
     case MsgType::Resync: break;
     case MsgType::Goodbye: h.status = Status::Cancelled; break;
   }
