@@ -75,6 +75,7 @@ std::size_t Client::wait(std::span<Completion> out, std::chrono::milliseconds ti
 }
 int Client::event_fd() const noexcept { return impl_->epoll_fd_; }
 Status Client::state() const noexcept { return impl_->state_; }
+ClientStats Client::stats() const noexcept { return impl_->counters_; }
 std::uint32_t Client::client_id() const noexcept { return impl_->client_id_; }
 std::uint64_t Client::daemon_epoch() const noexcept { return impl_->epoch_; }
 

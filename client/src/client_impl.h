@@ -23,13 +23,6 @@
 
 namespace ferry {
 
-// Counters for what the client refused or deferred; never reset.
-struct ClientCounters {
-  std::uint64_t dropped_completions = 0;  // CQ entries that failed validation
-  std::uint64_t deferred_releases = 0;    // ReleaseRx queued because the SQ was full
-  std::uint64_t release_failures = 0;     // daemon rejected a quiet ReleaseRx
-};
-
 class Client::Impl {
  public:
   // user_data of quiet ReleaseRx entries; only a failure comes back with it.
@@ -94,7 +87,7 @@ class Client::Impl {
   client_detail::InflightTable inflight_;
   client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room
   client_detail::FixedQueue<Completion> stash_;        // completions seen while a control op waited
-  ClientCounters counters_;
+  ClientStats counters_;
 };
 
 }  // namespace ferry

@@ -54,7 +54,8 @@ struct Completion {
   std::uint64_t user_data = 0;      // OpDone: what the submitter passed
   std::uint32_t handle = 0;         // OpDone: endpoint/service id; Message/Request: service id
   std::uint32_t length = 0;         // Message/Request: payload bytes; Call OpDone: response bytes
-  const std::byte* data = nullptr;  // Message/Request: payload (rx arena), valid until release()
+  const std::byte* data = nullptr;  // Message/Request: payload (rx arena), valid until release();
+                                    // Call OpDone Ok: the caller's response buffer
   std::uint64_t token = 0;          // Request: pass to reply()
   std::uint64_t source = 0;         // Message/Request: opaque sender id
   std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release()
@@ -69,6 +70,14 @@ struct AttachOptions {
   std::uint64_t rx_bytes = 0;
   std::uint32_t sq_entries = 0;
   std::uint32_t cq_entries = 0;
+};
+
+// What the client refused or deferred (never reset). A well-behaved daemon
+// leaves the first and last at 0.
+struct ClientStats {
+  std::uint64_t dropped_completions = 0;  // CQ entries that failed validation (logged once)
+  std::uint64_t deferred_releases = 0;    // release() queued privately because the SQ was full
+  std::uint64_t release_failures = 0;     // the daemon rejected a release (e.g. a double release)
 };
 
 // Default socket path: $FERRY_SOCKET or /run/ferry/ferryd.sock.
@@ -114,8 +123,11 @@ class Client {
   int event_fd() const noexcept;
 
   // Ok while attached; DaemonGone once the daemon hung up (every in-flight
-  // operation then completes with DaemonGone).
+  // operation then completes with DaemonGone, after whatever the daemon had
+  // already completed; from then on wait() returns at once and submissions
+  // return DaemonGone).
   Status state() const noexcept;
+  ClientStats stats() const noexcept;
   std::uint32_t client_id() const noexcept;
   std::uint64_t daemon_epoch() const noexcept;
 

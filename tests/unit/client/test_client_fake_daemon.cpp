@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ferry/client.h"
+#include "ferry/ferry.h"
 #include "tests/unit/client/fake_daemon.h"
 
 using namespace ferry;
@@ -115,6 +116,7 @@ TEST_CASE("send builds the entry and its OpDone returns the user's user_data") {
   CHECK(out[0].status == Status::Ok);
   CHECK(out[0].user_data == 0x1234);
   CHECK(c->poll(out) == 0);
+  CHECK(c->stats().dropped_completions == 2);
 }
 
 TEST_CASE("call response lengths are checked against the caller's buffer") {
@@ -168,12 +170,61 @@ TEST_CASE("deliveries outside the rx arena are dropped; release is quiet") {
   CHECK(out[0].source == 77);
   CHECK(out[1].kind == Completion::Kind::Request);
   CHECK(out[1].token == 0xabc);
+  CHECK(c->stats().dropped_completions == 4);
 
   c->release(out[0]);
   shm::SqEntry r = pop_one(d);
   CHECK(r.op == static_cast<std::uint8_t>(shm::Op::ReleaseRx));
   CHECK(r.flags == shm::kSqFlagQuiet);
   CHECK(r.offset == l.rx_offset + 128);
+
+  // The daemon rejecting a quiet release is counted, not surfaced.
+  shm::CqEntry rejected{};
+  rejected.kind = static_cast<std::uint8_t>(shm::CqKind::OpDone);
+  rejected.status = static_cast<std::uint8_t>(Status::BadRequest);
+  rejected.op = static_cast<std::uint8_t>(shm::Op::ReleaseRx);
+  rejected.user_data = UINT64_MAX;
+  d.complete(rejected);
+  CHECK(c->poll(out) == 0);
+  CHECK(c->stats().release_failures == 1);
+}
+
+TEST_CASE("the C API forwards to the same client") {
+  FakeDaemon d;
+  bool ok = false;
+  std::thread t([&] { ok = d.accept_one(); });
+  ferry_attach_options o{};
+  const std::string path = d.socket_path();
+  o.socket_path = path.c_str();
+  o.name = "c-api";
+  ferry_client* c = nullptr;
+  REQUIRE(ferry_attach(&o, &c) == FERRY_OK);
+  t.join();
+  REQUIRE(ok);
+  CHECK(ferry_state(c) == FERRY_OK);
+  CHECK(ferry_event_fd(c) >= 0);
+  ferry_buffer b{};
+  REQUIRE(ferry_alloc(c, 256, &b) == FERRY_OK);
+  REQUIRE(b.data != nullptr);
+  CHECK(ferry_send(c, 4, &b, 0, 1) == static_cast<int>(Status::BadRequest));
+  REQUIRE(ferry_send(c, 4, &b, 200, 55) == FERRY_OK);
+  shm::SqEntry e = pop_one(d);
+  CHECK(e.length == 200);
+  d.complete(done_for(e));
+  d.complete(delivery(d, shm::CqKind::Message, 0, 8, 64));
+  ferry_completion out[4];
+  REQUIRE(ferry_wait(c, out, 4, 2000) == 2);
+  CHECK(out[0].kind == FERRY_OP_DONE);
+  CHECK(out[0].user_data == 55);
+  CHECK(out[1].kind == FERRY_MESSAGE);
+  CHECK(out[1].length == 8);
+  ferry_release(c, &out[1]);
+  shm::SqEntry rel = pop_one(d);
+  CHECK(rel.op == static_cast<std::uint8_t>(shm::Op::ReleaseRx));
+  CHECK(rel.offset == out[1].rx_offset);
+  CHECK(ferry_free(c, &b) == FERRY_OK);
+  CHECK(ferry_free(c, &b) == static_cast<int>(Status::BadRequest));
+  ferry_detach(c);
 }
 
 TEST_CASE("a full SQ gives Busy, and releases queue until there is room") {
@@ -197,6 +248,7 @@ TEST_CASE("a full SQ gives Busy, and releases queue until there is room") {
   REQUIRE(n == d.view().sq_capacity);
   CHECK(drained[n - 1].op == static_cast<std::uint8_t>(shm::Op::ReleaseRx));
   CHECK(drained[n - 1].offset == d.view().layout.rx_offset);
+  CHECK(c->stats().deferred_releases == 1);
 }
 
 TEST_CASE("blocking serve stashes unrelated completions for poll") {
