@@ -2,6 +2,7 @@
 // polling with a deadline (no sleeps as synchronisation).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
