@@ -150,7 +150,6 @@ TEST_CASE("rdma: QPs carry ferry's transport attributes", "[rdma]") {
 }
 
 TEST_CASE("rdma: thousands of eager sends both ways, checksummed, no RNR", "[rdma]") {
-  const long rnr0 = rdma_counter(env_or("RXE0", "rxe0"), "rcvd_rnr_err");
   Pair p = connect_pair();
   Region src_a(*p.a, Stream::kWindowSlots * kMaxEager);
   Region src_b(*p.b, Stream::kWindowSlots * kMaxEager);
@@ -198,7 +197,7 @@ TEST_CASE("rdma: thousands of eager sends both ways, checksummed, no RNR", "[rdm
       if (v < 0) {
         WARN("rdma statistic counter " << counter << " unavailable on " << d);
       } else {
-        CHECK(v == (d == env_or("RXE0", "") && std::string(counter) == "rcvd_rnr_err" && rnr0 > 0 ? rnr0 : 0));
+        CHECK(v == 0);
       }
     }
   }

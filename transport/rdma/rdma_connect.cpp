@@ -20,6 +20,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kResolveAttemptMs = 2000;
+
 int ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left > 0 ? static_cast<int>(left) : 0;
@@ -66,15 +68,27 @@ Result<ConnId> RdmaTransport::connect(std::string_view host, std::uint16_t port)
   if (ch == nullptr) return Result<ConnId>::fail(Status::NoMemory);
   const int fl = fcntl(ch->fd, F_GETFL);
   fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
-  rdma_cm_id* id = nullptr;
-  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
-    rdma_destroy_event_channel(ch);
-    return Result<ConnId>::fail(Status::NoMemory);
-  }
   RdmaConnection& c = conns_[slot];
-  bool ok = rdma_resolve_addr(id, have_src ? reinterpret_cast<sockaddr*>(&src) : nullptr,
-                              reinterpret_cast<sockaddr*>(&dst), std::max(ms_left(deadline), 1)) == 0 &&
-            wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline);
+  // Address resolution in short attempts: the first one to a new neighbour
+  // may only start ARP, and the kernel does not always finish the request
+  // when the reply comes (seen on rxe in the VM); a fresh attempt then finds
+  // the neighbour resolved.
+  rdma_cm_id* id = nullptr;
+  bool ok = false;
+  for (int attempt = 1;; ++attempt) {
+    if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
+      rdma_destroy_event_channel(ch);
+      return Result<ConnId>::fail(Status::NoMemory);
+    }
+    const int t = std::clamp(ms_left(deadline), 1, kResolveAttemptMs);
+    ok = rdma_resolve_addr(id, have_src ? reinterpret_cast<sockaddr*>(&src) : nullptr,
+                           reinterpret_cast<sockaddr*>(&dst), t) == 0 &&
+         wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, std::min(deadline, Clock::now() + std::chrono::milliseconds(t + 500)));
+    if (ok || ms_left(deadline) == 0) break;
+    spdlog::info("rdma: connect {}:{}: address resolution attempt {} failed; retrying", host, port, attempt);
+    rdma_destroy_id(id);
+    id = nullptr;
+  }
   if (ok && id->verbs != ctx_) {
     spdlog::error("rdma: route to {} leaves through device {}, not {}", host,
                   id->verbs ? ibv_get_device_name(id->verbs->device) : "?", device_name());

@@ -56,7 +56,14 @@ Status RdmaTransport::setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive)
   int mask = 0;
   attr.qp_state = IBV_QPS_INIT;
   Status s = Status::Ok;
-  if (rdma_init_qp_attr(id, &attr, &mask) != 0 || ibv_modify_qp(qp, &attr, mask) != 0) {
+  // Access flags set explicitly: before the REQ/REP exchange rdma_cm offers
+  // no REMOTE_READ on the active side (librdmacm redoes INIT after the reply
+  // for its own QPs), and the peer's READs then fail as invalid requests.
+  // The MRs' rkeys scope what a peer can actually touch.
+  const bool init_ok = rdma_init_qp_attr(id, &attr, &mask) == 0;
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  mask |= IBV_QP_ACCESS_FLAGS;
+  if (!init_ok || ibv_modify_qp(qp, &attr, mask) != 0) {
     spdlog::error("rdma: QP {} to INIT failed: {}", qp->qp_num, std::strerror(errno));
     s = Status::PeerUnreachable;
   }
@@ -81,6 +88,11 @@ Status RdmaTransport::qp_to_rts(std::uint32_t slot) {
     spdlog::error("rdma: rdma_init_qp_attr(RTR) failed: {}", std::strerror(errno));
     return Status::PeerUnreachable;
   }
+  // Set explicitly: on the active side of an rdma_cm connection with a QP
+  // made outside rdma_cm the kernel hands back max_dest_rd_atomic 0, and the
+  // peer's RDMA READs then fail with "remote invalid request".
+  attr.max_dest_rd_atomic = config_.rd_atomic;
+  mask |= IBV_QP_MAX_DEST_RD_ATOMIC;
   const int cm_sgid = attr.ah_attr.grh.sgid_index;
   if (config_.gid_index >= 0) {
     attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(config_.gid_index);
@@ -102,7 +114,8 @@ Status RdmaTransport::qp_to_rts(std::uint32_t slot) {
   attr.timeout = config_.ack_timeout;
   attr.retry_cnt = config_.retry_cnt;
   attr.rnr_retry = 0;
-  mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+  attr.max_rd_atomic = config_.rd_atomic;
+  mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
   if (ibv_modify_qp(c.qp, &attr, mask) != 0) {
     spdlog::error("rdma: QP {} to RTS failed: {}", c.qp->qp_num, std::strerror(errno));
     return Status::PeerUnreachable;
