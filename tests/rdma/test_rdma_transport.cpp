@@ -2,6 +2,7 @@
 // rxe1/198.18.0.2 in one process. Eager sends both ways with checksums and
 // a credit window (no RNR may ever happen), WriteImm, Read, close, connect
 // failure, and the QP attributes ferry promises (rnr_retry 0).
+#include <sys/epoll.h>
 #include <sys/mman.h>
 
 #include <array>
@@ -306,6 +307,30 @@ TEST_CASE("rdma: close ends both sides with Closed; pending WRs complete first",
   w.header.type = wire::MsgType::Send;
   CHECK(p.b->post_send(std::span<const SendWr>(&w, 1)).status == Status::EndpointClosed);
   CHECK(p.b->close(p.b_conn) == Status::EndpointClosed);
+}
+
+TEST_CASE("rdma: event_fd wakes an idle owner when a message arrives", "[rdma]") {
+  Pair p = connect_pair();
+  std::array<Completion, kPollBatch> buf{};
+  // Drain until idle so the CQ is armed.
+  for (int i = 0; i < 100; ++i) p.a->poll(buf);
+  epoll_event ev{};
+  CHECK(epoll_wait(p.a->event_fd(), &ev, 1, 0) == 0);  // nothing pending: not readable
+  SendWr w{};
+  w.conn = p.b_conn;
+  w.header.type = wire::MsgType::Send;
+  w.header.src_ep = 1;
+  w.header.dst_ep = 2;
+  w.header.seq = 42;
+  REQUIRE(p.b->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
+  REQUIRE(epoll_wait(p.a->event_fd(), &ev, 1, 10000) == 1);
+  bool got = false;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!got && Clock::now() < deadline) {
+    const std::size_t n = p.a->poll(buf);
+    for (std::size_t i = 0; i < n; ++i) got |= buf[i].kind == CompletionKind::Recv && buf[i].header.seq == 42;
+  }
+  CHECK(got);
 }
 
 TEST_CASE("rdma: connect to a port nobody listens on is PeerUnreachable within the bound", "[rdma]") {
