@@ -7,27 +7,15 @@
 
 namespace ferry::daemon {
 
-std::uint64_t TokenSource::next() noexcept {
-  // splitmix64's finaliser is a bijection, so distinct counters give
-  // distinct tokens; 0 is skipped so a zeroed entry never names a call.
-  for (;;) {
-    std::uint64_t z = ++counter_ + key_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    if (z != 0) return z;
-  }
-}
-
 void Engine::op_reply(ClientSession& c, const shm::SqEntry& e) {
-  auto it = calls_.find(e.token);
-  if (it == calls_.end() || it->second.server != c.id()) {
+  PendingCall* found = calls_.find(e.token);
+  if (found == nullptr || found->server != c.id()) {
     bump(counters_.bad_requests);
     complete(c, shm::Op::Reply, e.user_data, Status::BadRequest);
     return;
   }
-  const PendingCall call = it->second;
-  calls_.erase(it);  // a token is good for one reply
+  const PendingCall call = *found;
+  calls_.erase(e.token);  // a token is good for one reply
   ClientSession* caller = call.caller_gone ? nullptr : client(call.caller);
   if (caller == nullptr) {
     complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
@@ -61,20 +49,16 @@ void Engine::op_release(ClientSession& c, const shm::SqEntry& e) {
 
 void Engine::fail_calls_of(ClientSession& gone) {
   const std::uint32_t id = gone.id();
-  for (auto it = calls_.begin(); it != calls_.end();) {
-    PendingCall& call = it->second;
+  calls_.sweep([&](PendingCall& call) {
     if (call.server == id) {
       // The server died before replying: the caller hears ServiceGone.
       ClientSession* caller = call.caller_gone ? nullptr : client(call.caller);
-      if (caller != nullptr && caller != &gone) {
-        complete(*caller, shm::Op::Call, call.user_data, Status::ServiceGone);
-      }
-      it = calls_.erase(it);
-      continue;
+      if (caller != nullptr && caller != &gone) complete(*caller, shm::Op::Call, call.user_data, Status::ServiceGone);
+      return true;
     }
     if (call.caller == id) call.caller_gone = true;  // a later reply gets CallerGone
-    ++it;
-  }
+    return false;
+  });
 }
 
 }  // namespace ferry::daemon

@@ -1,11 +1,12 @@
 // Calls delivered to a server and not yet replied to, keyed by the request
-// token the server must echo. Tokens are daemon-generated: a bijective mix
-// of a counter and a per-daemon key, so they never repeat within a daemon's
-// life and are not guessable from one another. Engine thread only.
+// token the server must echo. The table is a slot pool (no allocation per
+// call once warmed up); a token packs the slot and that slot's generation,
+// masked with a per-daemon key, so a used or forged token never matches a
+// live call. Engine thread only.
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
+#include <vector>
 
 namespace ferry::daemon {
 
@@ -20,16 +21,39 @@ struct PendingCall {
   bool caller_gone = false;  // caller closed the endpoint or died: reply gets CallerGone
 };
 
-class TokenSource {
+class CallTable {
  public:
-  explicit TokenSource(std::uint64_t key) noexcept : key_(key) {}
-  std::uint64_t next() noexcept;
+  CallTable(std::uint64_t key, std::size_t reserve);
+
+  // Stores the call; returns its token (never 0).
+  std::uint64_t insert(const PendingCall& call);
+  // The live call for this token, or nullptr (unknown, used, or forged).
+  PendingCall* find(std::uint64_t token) noexcept;
+  void erase(std::uint64_t token) noexcept;
+  std::size_t size() const noexcept { return live_; }
+
+  // f(PendingCall&) -> true to erase the call. Control-rate operations only
+  // (Close, detach): it walks every slot.
+  template <typename F>
+  void sweep(F&& f) {
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].live && f(slots_[i].call)) release(i);
+    }
+  }
 
  private:
-  std::uint64_t key_;
-  std::uint64_t counter_ = 0;
-};
+  struct Slot {
+    PendingCall call;
+    std::uint32_t generation = 0;
+    bool live = false;
+  };
+  bool decode(std::uint64_t token, std::uint32_t* index) const noexcept;
+  void release(std::uint32_t index) noexcept;
 
-using CallTable = std::unordered_map<std::uint64_t, PendingCall>;
+  std::uint64_t key_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_;
+  std::size_t live_ = 0;
+};
 
 }  // namespace ferry::daemon

@@ -50,16 +50,17 @@ int run_daemon(const Config& config) {
   }
   const std::string client_path = config.runtime_dir + "/ferryd.sock";
   const std::string control_path = config.runtime_dir + "/control.sock";
-  int client_fd = listen_unix(client_path, SOCK_SEQPACKET, &error);
+  SocketFile client_file, control_file;
+  int client_fd = listen_unix(client_path, SOCK_SEQPACKET, &error, &client_file);
   if (client_fd < 0) {
     spdlog::error("{}", error);
     return 1;
   }
-  int control_fd = listen_unix(control_path, SOCK_STREAM, &error);
+  int control_fd = listen_unix(control_path, SOCK_STREAM, &error, &control_file);
   if (control_fd < 0) {
     spdlog::error("{}", error);
     ::close(client_fd);
-    ::unlink(client_path.c_str());
+    unlink_ours(client_file);
     return 1;
   }
 
@@ -103,8 +104,8 @@ int run_daemon(const Config& config) {
   io.run();
 
   engine_thread.join();
-  ::unlink(client_path.c_str());
-  ::unlink(control_path.c_str());
+  unlink_ours(client_file);
+  unlink_ours(control_file);
   spdlog::info("ferryd stopped");
   return 0;
 }

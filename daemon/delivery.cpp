@@ -65,10 +65,8 @@ Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::
   d.capacity = block->capacity;
   d.source = c.id();
   if (is_call) {
-    std::uint64_t token = tokens_.next();
-    calls_.emplace(token,
-                   PendingCall{c.id(), ep.id, server->id(), s->id, e.user_data, e.resp_offset, e.resp_length, false});
-    d.token = token;
+    d.token = calls_.insert(
+        PendingCall{c.id(), ep.id, server->id(), s->id, e.user_data, e.resp_offset, e.resp_length, false});
     bump(counters_.calls);
   } else {
     bump(counters_.messages);
@@ -90,6 +88,7 @@ void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
 }
 
 std::size_t Engine::retry_parked() {
+  assert_owner();
   if (parked_endpoints_.empty()) return 0;
   std::size_t progress = 0;
   const std::uint64_t now = steady_ns();

@@ -49,12 +49,13 @@ void Engine::op_close(ClientSession& c, const shm::SqEntry& e) {
     complete(c, static_cast<shm::Op>(p.entry.op), p.entry.user_data, Status::Cancelled);
   }
   ep.parked.clear();
-  for (auto& [token, call] : calls_) {
+  calls_.sweep([&](PendingCall& call) {
     if (call.caller == c.id() && call.endpoint == ep.id && !call.caller_gone) {
       call.caller_gone = true;  // the late reply gets CallerGone
       complete(c, shm::Op::Call, call.user_data, Status::Cancelled);
     }
-  }
+    return false;
+  });
   const std::uint32_t cid = c.id();
   const std::uint32_t eid = ep.id;
   parked_endpoints_.erase(std::remove_if(parked_endpoints_.begin(), parked_endpoints_.end(),

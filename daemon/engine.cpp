@@ -27,7 +27,7 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
     : config_(config),
       counters_(counters),
       delivery_timeout_ns_(std::uint64_t{config.delivery_timeout_ms} * 1'000'000),
-      tokens_(token_key) {
+      calls_(token_key, 4096) {
   if (!config.listen.empty()) own_listen_ = parse_host_port(config.listen);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -41,7 +41,6 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   clients_.reserve(config.max_clients * 2);
   order_.reserve(config.max_clients);
-  calls_.reserve(4096);
   parked_endpoints_.reserve(1024);
 }
 

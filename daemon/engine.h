@@ -116,7 +116,6 @@ class Engine {
   std::vector<ClientSession*> order_;  // iteration order for polling
   ServiceRegistry services_;
   CallTable calls_;
-  TokenSource tokens_;
   struct EndpointRef {
     std::uint32_t client;
     std::uint32_t endpoint;

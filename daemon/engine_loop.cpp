@@ -69,6 +69,7 @@ std::size_t Engine::drain_commands() {
 }
 
 std::size_t Engine::poll_submissions(ClientSession& c) {
+  assert_owner();
   // Back-pressure on this client only: nothing new while completions owed to
   // it could not all be posted.
   if (c.doomed || !c.overflow.empty()) return 0;

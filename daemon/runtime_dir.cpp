@@ -47,7 +47,7 @@ bool ensure_runtime_dir(const std::string& dir, std::string* error) {
   return true;
 }
 
-int listen_unix(const std::string& path, int type, std::string* error) {
+int listen_unix(const std::string& path, int type, std::string* error, SocketFile* file) {
   sockaddr_un addr;
   if (!make_addr(path, &addr, error)) return -1;
 
@@ -81,7 +81,14 @@ int listen_unix(const std::string& path, int type, std::string* error) {
     ::close(fd);
     return -1;
   }
+  if (file != nullptr && ::lstat(path.c_str(), &st) == 0) *file = SocketFile{path, st.st_dev, st.st_ino};
   return fd;
+}
+
+void unlink_ours(const SocketFile& file) {
+  struct stat st {};
+  if (file.path.empty() || ::lstat(file.path.c_str(), &st) != 0) return;
+  if (st.st_dev == file.dev && st.st_ino == file.ino) ::unlink(file.path.c_str());
 }
 
 }  // namespace ferry::daemon

@@ -2,6 +2,8 @@
 // only; errors come back as text for the log.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 namespace ferry::daemon {
@@ -13,6 +15,16 @@ bool ensure_runtime_dir(const std::string& dir, std::string* error);
 // SOCK_STREAM) at `path` with mode 0660. An existing socket file is removed
 // only when nobody is listening on it (a crashed daemon's leftover); a live
 // one is an error ("already running"). Returns the fd or -1.
-int listen_unix(const std::string& path, int type, std::string* error);
+// `file` (optional) records which file this daemon created, for unlink_ours.
+struct SocketFile {
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+int listen_unix(const std::string& path, int type, std::string* error, SocketFile* file = nullptr);
+
+// Removes the socket file only if it is still the one we created: a daemon
+// that lost its path to a newer one must not delete the newer one's socket.
+void unlink_ours(const SocketFile& file);
 
 }  // namespace ferry::daemon
