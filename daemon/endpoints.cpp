@@ -28,6 +28,10 @@ void Engine::op_open(ClientSession& c, const shm::SqEntry& e) {
     complete(c, shm::Op::Open, e.user_data, Status::ServiceNotFound);
     return;
   }
+  if (c.endpoints.size() >= kMaxEndpointsPerClient) {
+    complete(c, shm::Op::Open, e.user_data, Status::NoMemory);
+    return;
+  }
   std::uint32_t id = c.next_endpoint_id++;
   while (id == 0 || c.endpoints.count(id) != 0) id = c.next_endpoint_id++;  // wrapped: skip 0 and live ids
   Endpoint& ep = c.endpoints[id];

@@ -41,7 +41,11 @@ inline constexpr std::size_t kCommandQueueDepth = 16384;
 inline constexpr std::size_t kEventQueueDepth = 4096;
 inline constexpr std::uint32_t kSqBatch = 32;
 static_assert(kSqBatch <= shm::kMinRingEntries, "a batch never exceeds the smallest ring");
-inline constexpr int kBusyPollMs = 1;  // sleep granularity while deliveries are parked or CQs overflow
+inline constexpr int kBusyPollMs = 1;
+// Per-client caps so a client cannot grow daemon memory without bound.
+inline constexpr std::size_t kMaxEndpointsPerClient = 65536;
+inline constexpr std::size_t kMaxServicesPerClient =
+    1024;  // sleep granularity while deliveries are parked or CQs overflow
 
 class Engine {
  public:

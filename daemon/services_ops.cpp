@@ -18,6 +18,10 @@ void Engine::op_serve(ClientSession& c, const shm::SqEntry& e) {
     complete(c, shm::Op::Serve, e.user_data, Status::BadRequest);
     return;
   }
+  if (c.services.size() >= kMaxServicesPerClient) {
+    complete(c, shm::Op::Serve, e.user_data, Status::NoMemory);
+    return;
+  }
   auto r = services_.add(sv, c.id());
   if (!r) {
     complete(c, shm::Op::Serve, e.user_data, r.status);
