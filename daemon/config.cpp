@@ -5,9 +5,15 @@
 
 #include "daemon/target.h"
 
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -84,6 +90,11 @@ constexpr NumericKey kNumericKeys[] = {
     {"max-message-bytes", "largest message/request/response [1m; 64..1m]"},
     {"delivery-timeout-ms", "how long a back-pressured delivery may wait [30000; 1..3600000]"},
     {"engine-spin-us", "engine busy-poll time before sleeping [50; 0..100000]"},
+    {"heartbeat-ms", "heartbeat interval to peer daemons [500; 10..60000]"},
+    {"peer-timeout-ms", "silence after which a peer daemon is dead [3000; 20..600000]"},
+    {"connect-timeout-ms", "bound on connecting + handshaking with a peer [2000; 1..60000]"},
+    {"channel-conns", "data connections per channel [1; 1..8]"},
+    {"staging-bytes", "daemon buffer for remote deliveries to a full receiver; past it Busy [8m; 0..1g]"},
 };
 
 std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
@@ -98,6 +109,11 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
   if (key == "max-message-bytes") *narrow = &c.max_message_bytes;
   if (key == "delivery-timeout-ms") *narrow = &c.delivery_timeout_ms;
   if (key == "engine-spin-us") *narrow = &c.engine_spin_us;
+  if (key == "heartbeat-ms") *narrow = &c.heartbeat_ms;
+  if (key == "peer-timeout-ms") *narrow = &c.peer_timeout_ms;
+  if (key == "connect-timeout-ms") *narrow = &c.connect_timeout_ms;
+  if (key == "channel-conns") *narrow = &c.channel_conns;
+  if (key == "staging-bytes") return &c.staging_bytes;
   return nullptr;
 }
 
@@ -116,6 +132,11 @@ std::optional<std::string> check_ranges(const Config& c) {
       {{"max-message-bytes", 64, kSlab}, c.max_message_bytes},
       {{"delivery-timeout-ms", 1, 3600000}, c.delivery_timeout_ms},
       {{"engine-spin-us", 0, 100000}, c.engine_spin_us},
+      {{"heartbeat-ms", 10, 60000}, c.heartbeat_ms},
+      {{"peer-timeout-ms", 20, 600000}, c.peer_timeout_ms},
+      {{"connect-timeout-ms", 1, 60000}, c.connect_timeout_ms},
+      {{"channel-conns", 1, 8}, c.channel_conns},
+      {{"staging-bytes", 0, kGiB}, c.staging_bytes},
   };
   for (const auto& [range, value] : checks) {
     if (auto err = check(range, value)) return err;
@@ -124,17 +145,27 @@ std::optional<std::string> check_ranges(const Config& c) {
 }
 
 ParseOutcome parse_command_line(int argc, const char* const* argv) {
+  return parse_command_line(argc, argv, std::cerr);
+}
+
+ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream& err) {
   ParseOutcome out;
   Config& c = out.config;
   po::options_description general("ferryd options");
   general.add_options()("help,h", "print this help and exit")(
       "runtime-dir", po::value<std::string>(), "directory for ferryd.sock and control.sock [/run/ferry]")(
       "listen", po::value<std::string>(),
-      "bootstrap address HOST:PORT for remote daemons (remote peers not served yet)")(
+      "bootstrap address HOST:PORT where peer daemons connect (numeric host)")(
       "transport", po::value<std::string>(), "rdma|tcp|auto [auto: rdma when an RDMA device exists, else tcp]")(
       "device", po::value<std::string>(), "RDMA device name [first found]")(
-      "config", po::value<std::string>(), "INI file with the same keys as these flags (flags win)")(
-      "log-level", po::value<std::string>(), "trace|debug|info|warn|error [info]");
+      "config", po::value<std::string>(),
+      "INI file with the same keys as these flags (flags win) [/etc/ferry/ferryd.conf when it exists]")(
+      "check-config", "validate the configuration, print the effective settings and exit (0 ok, 2 bad)")(
+      "log-level", po::value<std::string>(), "trace|debug|info|warn|error [info]; SIGHUP applies a change")(
+      "socket-group", po::value<std::string>(), "group owning ferryd.sock and control.sock (mode 0660) [ferryd's]")(
+      "auth-secret-file", po::value<std::string>(),
+      "peer shared-secret file (reserved: only checked to be readable and not group/world readable)")(
+      "gid-index", po::value<std::string>(), "RDMA source GID index override [auto; auto or 0..255]");
   for (const auto& k : kNumericKeys) {
     general.add_options()(std::string(k.key).c_str(), po::value<std::string>(), k.help);
   }
@@ -147,21 +178,32 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
       out.exit_code = 0;
       return out;
     }
+    out.check_config = vm.count("check-config") != 0;
     if (vm.count("config")) {
       c.config_file = vm["config"].as<std::string>();
+    } else if (struct stat st {}; ::stat(std::string(kDefaultConfigFile).c_str(), &st) == 0) {
+      c.config_file = std::string(kDefaultConfigFile);
+    }
+    if (!c.config_file.empty()) {
       std::ifstream in(c.config_file);
       if (!in) {
-        std::cerr << "ferryd: cannot read config file " << c.config_file << "\n";
+        err << "ferryd: cannot read config file " << c.config_file << ": " << std::strerror(errno) << "\n";
         out.exit_code = 2;
         return out;
       }
       // Stored after the command line: po::store keeps the first value, so
       // flags override the file.
-      po::store(po::parse_config_file(in, general), vm);
+      try {
+        po::store(po::parse_config_file(in, general), vm);
+      } catch (const std::exception& e) {
+        err << "ferryd: " << c.config_file << ": " << e.what() << "\n";
+        out.exit_code = 2;
+        return out;
+      }
     }
     po::notify(vm);
   } catch (const std::exception& e) {
-    std::cerr << "ferryd: " << e.what() << "\n(see ferryd --help)\n";
+    err << "ferryd: " << e.what() << "\n(see ferryd --help)\n";
     out.exit_code = 2;
     return out;
   }
@@ -172,8 +214,10 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
   str("runtime-dir", c.runtime_dir);
   str("listen", c.listen);
   str("device", c.device);
+  str("socket-group", c.socket_group);
+  str("auth-secret-file", c.auth_secret_file);
   auto fail = [&](const std::string& msg) {
-    std::cerr << "ferryd: " << msg << "\n";
+    err << "ferryd: " << msg << "\n";
     out.exit_code = 2;
     return out;
   };
@@ -200,6 +244,17 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
     }
     if (!found) return fail("invalid value '" + l + "' for log-level: must be one of trace, debug, info, warn, error");
   }
+  if (vm.count("gid-index")) {
+    const auto& g = vm["gid-index"].as<std::string>();
+    auto v = parse_u64(g);
+    if (g == "auto" || g == "-1") {
+      c.gid_index = -1;
+    } else if (!v || *v > 255 || g.find_first_not_of("0123456789") != std::string::npos) {
+      return fail("invalid value '" + g + "' for gid-index: must be auto or in [0, 255]");
+    } else {
+      c.gid_index = static_cast<std::int32_t>(*v);
+    }
+  }
   if (!c.listen.empty()) {
     auto hp = parse_host_port(c.listen);
     if (!hp || hp->port == 0)
@@ -219,8 +274,59 @@ ParseOutcome parse_command_line(int argc, const char* const* argv) {
     if (wide != nullptr) *wide = *v;
     if (narrow != nullptr) *narrow = static_cast<std::uint32_t>(*v);
   }
-  if (auto err = check_ranges(c)) return fail(*err);
+  if (auto bad = check_ranges(c)) return fail(*bad);
+  if (auto bad = check_system(c)) return fail(*bad);
   return out;
+}
+
+std::optional<std::string> check_system(const Config& c) {
+  if (!c.socket_group.empty()) {
+    group gr{};
+    group* found = nullptr;
+    char buf[4096];
+    if (::getgrnam_r(c.socket_group.c_str(), &gr, buf, sizeof buf, &found) != 0 || found == nullptr) {
+      return "invalid value '" + c.socket_group + "' for socket-group: no such group";
+    }
+  }
+  if (!c.auth_secret_file.empty()) {
+    const std::string& f = c.auth_secret_file;
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) {
+      return "invalid value '" + f + "' for auth-secret-file: " + std::strerror(errno);
+    }
+    if (!S_ISREG(st.st_mode)) return "invalid value '" + f + "' for auth-secret-file: not a regular file";
+    if ((st.st_mode & 0077) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return "invalid value '" + f + "' for auth-secret-file: mode " + mode +
+             " lets group or others in; must be 0600 or 0400 (chmod 600)";
+    }
+    if (::access(f.c_str(), R_OK) != 0) {
+      return "invalid value '" + f + "' for auth-secret-file: not readable: " + std::strerror(errno);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string describe(const Config& c) {
+  std::ostringstream os;
+  auto text = [&](std::string_view key, const std::string& v) { os << key << " = " << v << "\n"; };
+  os << "# config file: " << (c.config_file.empty() ? "(none)" : c.config_file) << "\n";
+  text("runtime-dir", c.runtime_dir);
+  text("listen", c.listen);
+  text("transport", std::string(to_string(c.transport)));
+  text("device", c.device);
+  text("gid-index", c.gid_index < 0 ? "auto" : std::to_string(c.gid_index));
+  text("log-level", std::string(to_string(c.log_level)));
+  text("socket-group", c.socket_group);
+  text("auth-secret-file", c.auth_secret_file);
+  Config copy = c;  // field() hands out mutable pointers
+  for (const auto& k : kNumericKeys) {
+    std::uint32_t* narrow = nullptr;
+    std::uint64_t* wide = field(copy, k.key, &narrow);
+    os << k.key << " = " << (wide != nullptr ? *wide : narrow != nullptr ? *narrow : 0) << "\n";
+  }
+  return os.str();
 }
 
 }  // namespace ferry::daemon

@@ -1,10 +1,13 @@
 // ferryd's configuration: every tunable in one struct with its documented
 // default and allowed range (STYLE.md habit 12). Read once at start-up from
 // the command line and an optional INI file (same keys as the long flags;
-// flags win), then never changed.
+// flags win; /etc/ferry/ferryd.conf when --config is not given and it
+// exists). SIGHUP parses both again and applies what can change live
+// (daemon/config_reload.h); the rest needs a restart.
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +27,9 @@ std::string_view to_string(LogLevel l) noexcept;
 inline constexpr std::uint64_t kMiB = 1ull << 20;
 inline constexpr std::uint64_t kGiB = 1ull << 30;
 
+// Read when --config is not given and the file exists.
+inline constexpr std::string_view kDefaultConfigFile = "/etc/ferry/ferryd.conf";
+
 struct Config {
   std::string runtime_dir = "/run/ferry";
   std::string listen;  // bootstrap HOST:PORT; empty = none
@@ -31,6 +37,9 @@ struct Config {
   std::string device;  // RDMA device name; empty = first found
   std::string config_file;
   LogLevel log_level = LogLevel::Info;
+  std::string socket_group;      // group given the sockets (mode 0660); empty = ferryd's own group
+  std::string auth_secret_file;  // reserved for peer auth: checked (readable, not group/world readable) only
+  std::int32_t gid_index = -1;   // RDMA source GID index: -1 = auto (RoCE v2 GID of the address), 0..255
 
   // Per-client segment sizes: the defaults a client gets when it asks for 0,
   // and the most it may ask for.
@@ -44,6 +53,13 @@ struct Config {
   std::uint32_t max_message_bytes = shm::kSlabBytes;  // [64, 1 MiB]
   std::uint32_t delivery_timeout_ms = 30000;          // [1, 3600000]
   std::uint32_t engine_spin_us = 50;                  // [0, 100000] busy-poll before sleeping
+
+  // Channels between daemons (daemon/peer/).
+  std::uint32_t heartbeat_ms = 500;          // [10, 60000] heartbeat interval on the bootstrap connection
+  std::uint32_t peer_timeout_ms = 3000;      // [20, 600000] silence after which a peer is dead (PeerReset)
+  std::uint32_t connect_timeout_ms = 2000;   // [1, 60000] connect + handshake bound (PeerUnreachable)
+  std::uint32_t channel_conns = 1;           // [1, 8] data connections per channel (tcp)
+  std::uint64_t staging_bytes = 8 * kMiB;    // [0, 1 GiB] back-pressure staging per daemon; past it: Busy
 };
 
 // One tunable's allowed range, for checks and error messages.
@@ -60,11 +76,23 @@ std::optional<std::string> check_ranges(const Config& c);
 
 struct ParseOutcome {
   Config config;
-  int exit_code = -1;  // >= 0: exit now with this code (help printed, or error)
+  int exit_code = -1;         // >= 0: exit now with this code (help printed, or error)
+  bool check_config = false;  // --check-config: validate, print, exit
 };
 
-// Parses argv (and --config FILE). Prints --help or the error itself.
+// Parses argv (and --config FILE, else kDefaultConfigFile when it exists).
+// Prints --help itself; errors go to `err` ("ferryd: <message>" lines).
 // Exit code 2 for bad usage or values, 0 for --help.
-ParseOutcome parse_command_line(int argc, const char* const* argv);
+ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream& err);
+ParseOutcome parse_command_line(int argc, const char* const* argv);  // errors to stderr
+
+// Checks that need the system: socket-group names an existing group,
+// auth-secret-file is a readable regular file that group and others cannot
+// read. Returns an error naming the key, or nullopt.
+std::optional<std::string> check_system(const Config& c);
+
+// The effective settings, one "key = value" line each (INI, so the output
+// of --check-config is itself a valid config file).
+std::string describe(const Config& c);
 
 }  // namespace ferry::daemon
