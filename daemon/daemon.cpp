@@ -8,14 +8,19 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
+#include <functional>
 #include <random>
 #include <thread>
 
 #include "daemon/attach_server.h"
+#include "daemon/config_reload.h"
 #include "daemon/control_server.h"
 #include "daemon/engine.h"
 #include "daemon/runtime_dir.h"
+#include "daemon/socket_group.h"
 #include "daemon/status_json.h"
+#include "daemon/systemd/notify.h"
+#include "daemon/systemd/status_reporter.h"
 #include "daemon/transport_choice.h"
 #include "ferry_config.h"
 
@@ -34,6 +39,8 @@ std::uint64_t random_u64() {
 
 int run_daemon(const Config& config) {
   std::signal(SIGPIPE, SIG_IGN);
+  const Notifier notifier;  // $NOTIFY_SOCKET (systemd Type=notify); no-op without it
+  if (!notifier.error().empty()) spdlog::warn("{}", notifier.error());
   const TransportChoice transport = choose_transport(config);
   const std::uint64_t epoch = random_u64();
   spdlog::info("ferryd {} starting: pid {} epoch {:#018x} runtime dir {}", FERRY_VERSION, ::getpid(), epoch,
@@ -64,13 +71,28 @@ int run_daemon(const Config& config) {
     return 1;
   }
 
+  for (const auto& path : {client_path, control_path}) {
+    if (!apply_socket_group(path, config.socket_group, &error)) {
+      spdlog::error("{}", error);
+      ::close(client_fd);
+      ::close(control_fd);
+      unlink_ours(client_file);
+      unlink_ours(control_file);
+      return 1;
+    }
+  }
+
+  // What SIGHUP may change (config_reload.h) lives in `live`, read only on
+  // this (asio) thread; the engine keeps the start-up `config`, so a reload
+  // never races with the engine thread.
+  Config live = config;
   Counters counters;
   Engine engine(config, counters, random_u64());
   std::thread engine_thread([&engine] { engine.run(); });
 
   asio::io_context io;
-  AttachServer attach(io, config, engine, epoch);
-  DaemonFacts facts{&config, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false};
+  AttachServer attach(io, live, engine, epoch);
+  DaemonFacts facts{&live, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false};
   ControlServer control(io, [&](std::string_view line) {
     return handle_control_line(
         line,
@@ -89,11 +111,32 @@ int run_daemon(const Config& config) {
   });
   attach.start(client_fd);
   control.start(control_fd);
+  StatusReporter reporter(io, notifier, [&] {
+    facts.draining = attach.draining();
+    return status_json(facts, attach.client_count());
+  });
+
+  asio::signal_set hangup(io, SIGHUP);
+  std::function<void()> await_hangup = [&] {
+    hangup.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      spdlog::info("SIGHUP: reloading configuration");
+      notifier.reloading("reloading configuration");
+      ReloadOutcome r = reload_config(live);
+      notifier.ready(reporter.line() + "; " + r.summary);
+      await_hangup();
+    });
+  };
+  await_hangup();
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: shutting down", sig);
+    notifier.stopping("stopping: signal " + std::to_string(sig));
+    reporter.stop();
+    boost::system::error_code ignored;
+    hangup.cancel(ignored);
     // Stop accepting and hang up on every client (they see DaemonGone), then
     // let the engine detach them all and exit.
     attach.stop();
@@ -101,6 +144,8 @@ int run_daemon(const Config& config) {
     while (!engine.submit(EngineCommand{EngineCommand::Kind::Stop, nullptr, 0})) std::this_thread::yield();
   });
   spdlog::info("ready: clients {} control {}", client_path, control_path);
+  notifier.ready(reporter.line());
+  reporter.start();
   io.run();
 
   engine_thread.join();

@@ -1,31 +1,23 @@
 // ferryd: the per-host ferry daemon. See DESIGN.md ("Shape") and daemon/daemon.h.
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <exception>
 
 #include "daemon/config.h"
+#include "daemon/config_reload.h"
 #include "daemon/daemon.h"
-
-namespace {
-
-spdlog::level::level_enum to_spdlog(ferry::daemon::LogLevel l) {
-  using ferry::daemon::LogLevel;
-  switch (l) {
-    case LogLevel::Trace: return spdlog::level::trace;
-    case LogLevel::Debug: return spdlog::level::debug;
-    case LogLevel::Info: return spdlog::level::info;
-    case LogLevel::Warn: return spdlog::level::warn;
-    case LogLevel::Error: return spdlog::level::err;
-  }
-  return spdlog::level::info;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   auto parsed = ferry::daemon::parse_command_line(argc, argv);
   if (parsed.exit_code >= 0) return parsed.exit_code;
-  spdlog::set_level(to_spdlog(parsed.config.log_level));
+  if (parsed.check_config) {
+    // Errors were printed (exit 2) by the parser; here everything is valid.
+    std::printf("configuration OK\n%s", ferry::daemon::describe(parsed.config).c_str());
+    return 0;
+  }
+  ferry::daemon::remember_command_line(argc, argv);
+  ferry::daemon::apply_log_level(parsed.config.log_level);
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ferryd] [%^%l%$] %v");
   try {
     return ferry::daemon::run_daemon(parsed.config);
