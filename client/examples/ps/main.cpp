@@ -1,0 +1,99 @@
+// ferry-ps: a sharded parameter server (embedding rows + dense blob) over
+// ferry or kernel TCP, its benchmark and its deterministic check.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "ps_commands.h"
+#include "shard_server.h"
+
+namespace ferry::ps {
+
+namespace {
+
+int g_stop_write_fd = -1;
+
+void on_signal(int) {
+  // close() is async-signal-safe; the serving loop sees EOF on its stop fd.
+  if (g_stop_write_fd >= 0) ::close(g_stop_write_fd);
+  g_stop_write_fd = -1;
+}
+
+}  // namespace
+
+int run_server(const PsOptions& o) {
+  const Workload& w = o.workload;
+  int stop[2];
+  if (::pipe(stop) != 0) return 1;
+  g_stop_write_fd = stop[1];
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ShardState state({o.shard_index, w.shards, w.keys, w.dim, w.dense, static_cast<float>(o.lr)});
+  ShardServerSpec spec;
+  spec.kind = o.transport;
+  spec.socket = o.socket;
+  spec.listen = o.listen.empty() ? "127.0.0.1:0" : o.listen;
+  spec.max_batch = w.batch;
+  spec.pool = 64;
+  spec.busy_poll = o.busy_poll;
+  spec.stop_fd = stop[0];
+  spec.ready = [&](const std::string& info) {
+    std::printf("ready %s %s\n", shard_service(o.shard_index).c_str(), info.c_str());
+    std::fflush(stdout);
+  };
+  spec.failed = [](const std::string& why) { std::fprintf(stderr, "ferry-ps server: %s\n", why.c_str()); };
+  const int rc = serve_shard(state, spec);
+  std::printf("served %llu requests (%llu rejected)\n", static_cast<unsigned long long>(state.requests()),
+              static_cast<unsigned long long>(state.rejected()));
+  return rc;
+}
+
+int run_worker(const PsOptions& o) {
+  TransportSpec spec;
+  spec.kind = o.transport;
+  spec.shards = o.workload.shards;
+  spec.request_bytes = worker_request_bytes(o.workload);
+  spec.response_bytes = worker_response_bytes(o.workload);
+  spec.socket = o.socket;
+  spec.target = o.transport == TransportKind::Ferry ? o.target : "";
+  spec.busy_poll = o.busy_poll;
+  spec.shard_addresses = o.shard_addresses;
+  std::string error;
+  auto t = make_transport(spec, &error);
+  if (!t) {
+    std::fprintf(stderr, "ferry-ps worker: %s\n", error.c_str());
+    return 1;
+  }
+  PsWorker worker(*t, o.workload, o.worker_id);
+  bench::LatencyRecorder pulls(o.iters), pushes(o.iters);
+  for (std::uint32_t it = 0; it < o.iters; ++it) {
+    if (!worker.iterate(it, &pulls, &pushes, &error)) {
+      std::fprintf(stderr, "ferry-ps worker: iteration %u: %s\n", it, error.c_str());
+      return 1;
+    }
+  }
+  const auto pull = bench::summarize(pulls.samples());
+  const auto push = bench::summarize(pushes.samples());
+  std::printf("worker %u: pull mean %.1f us p99 %.1f us; push mean %.1f us p99 %.1f us; checksum %.3f\n",
+              o.worker_id, pull.mean_us, pull.p99_us, push.mean_us, push.p99_us, worker.checksum());
+  return 0;
+}
+
+}  // namespace ferry::ps
+
+int main(int argc, char** argv) {
+  using namespace ferry::ps;
+  ::signal(SIGPIPE, SIG_IGN);  // a dead peer is an error return, not a kill
+  PsOptions o;
+  if (const int rc = parse_options(argc, argv, &o); rc >= 0) return rc;
+  switch (o.command) {
+    case Command::Server: return run_server(o);
+    case Command::Worker: return run_worker(o);
+    case Command::Bench: return run_bench(o);
+    case Command::Check: return run_check(o);
+  }
+  return 2;
+}

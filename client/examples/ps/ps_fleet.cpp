@@ -1,0 +1,291 @@
+#include "ps_fleet.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include "cpu_accounting.h"
+#include "framed_io.h"
+#include "shard_server.h"
+
+namespace ferry::ps {
+
+namespace {
+
+constexpr auto kReadyDeadline = std::chrono::seconds(60);
+constexpr std::uint32_t kReportMagic = 0x50525057;  // "WPRP"
+
+struct ReportHead {
+  std::uint32_t magic = kReportMagic;
+  std::uint32_t ok = 0;
+  std::uint64_t cpu_us = 0;
+  std::uint64_t maxrss_kb = 0;
+  std::uint64_t keys_pulled = 0;
+  std::uint64_t pulls = 0;
+  std::uint64_t pushes = 0;
+  char error[240] = {};
+};
+
+// Reads one byte at a time until '\n' with a deadline (the ready line).
+bool read_line(int fd, std::chrono::steady_clock::time_point deadline, std::string* line) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char c = 0;
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (c == '\n') return true;
+    line->push_back(c);
+  }
+}
+
+TransportSpec worker_spec(const PsOptions& o, const std::vector<std::string>& addresses, std::uint32_t id) {
+  TransportSpec t;
+  t.kind = o.transport;
+  t.shards = o.workload.shards;
+  t.request_bytes = worker_request_bytes(o.workload);
+  t.response_bytes = worker_response_bytes(o.workload);
+  t.socket = o.socket;
+  t.target = o.transport == TransportKind::Ferry ? o.target : "";
+  t.busy_poll = o.busy_poll;
+  t.name = "ferry-ps worker " + std::to_string(id);
+  t.shard_addresses = addresses;
+  return t;
+}
+
+// The worker process body: warm up, say ready, wait for go, run, report.
+int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, std::uint32_t id, int report_fd,
+                int go_fd) {
+  ReportHead head;
+  auto fail = [&](const std::string& why) {
+    const std::string line = "E " + why + "\n";
+    bench::write_exact(report_fd, line.data(), line.size());
+    return 1;
+  };
+  std::string error;
+  if (!enter_netns(o.worker_netns, &error)) return fail(error);
+  auto transport = make_transport(worker_spec(o, addresses, id), &error);
+  if (!transport) return fail(error);
+  PsWorker worker(*transport, o.workload, id);
+  for (std::uint32_t it = 0; it < o.warmup; ++it)
+    if (!worker.iterate(it, nullptr, nullptr, &error)) return fail("warm-up: " + error);
+  bench::LatencyRecorder pulls(o.iters), pushes(o.iters);
+  bench::write_exact(report_fd, "R\n", 2);
+  char c;
+  while (::read(go_fd, &c, 1) < 0 && errno == EINTR) {
+  }
+  const std::uint64_t cpu0 = bench::self_cpu_us();
+  bool ok = true;
+  for (std::uint32_t it = o.warmup; it < o.warmup + o.iters && ok; ++it)
+    ok = worker.iterate(it, &pulls, &pushes, &error);
+  head.cpu_us = bench::self_cpu_us() - cpu0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  head.maxrss_kb = static_cast<std::uint64_t>(ru.ru_maxrss);
+  head.ok = ok ? 1 : 0;
+  head.keys_pulled = worker.keys_pulled();
+  head.pulls = pulls.count();
+  head.pushes = pushes.count();
+  std::strncpy(head.error, error.c_str(), sizeof(head.error) - 1);
+  bench::write_exact(report_fd, &head, sizeof(head));
+  bench::write_exact(report_fd, pulls.samples().data(), 8 * pulls.count());
+  bench::write_exact(report_fd, pushes.samples().data(), 8 * pushes.count());
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+bool enter_netns(const std::string& name, std::string* error) {
+  if (name.empty()) return true;
+  const std::string path = "/var/run/netns/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+    *error = "cannot enter network namespace " + path + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
+}
+
+std::uint64_t peak_rss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmHWM:") {
+      std::uint64_t kb = 0;
+      in >> kb;
+      return kb;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+Fleet::~Fleet() {
+  if (go_write_fd_ >= 0) ::close(go_write_fd_);
+  for (const int fd : report_fds_) ::close(fd);
+  for (const pid_t pid : workers_) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  std::string ignored;
+  stop_shards(&ignored);
+}
+
+bool Fleet::start_shards(std::string* error) {
+  const Workload& w = o_.workload;
+  const std::string host = o_.target.empty() || o_.transport == TransportKind::Ferry
+                               ? "127.0.0.1"
+                               : o_.target.substr(0, o_.target.rfind(':'));
+  for (std::uint32_t s = 0; s < w.shards; ++s) {
+    auto server = std::make_unique<bench::ForkedServer>();
+    const auto body = [&, s](bench::ReadyNotifier& ready) {
+      std::string err;
+      if (!enter_netns(o_.shard_netns, &err)) {
+        ready.failed(err);
+        return 1;
+      }
+      ShardState state({s, w.shards, w.keys, w.dim, w.dense, static_cast<float>(o_.lr)});
+      ShardServerSpec spec;
+      spec.kind = o_.transport;
+      spec.socket = o_.server_socket;
+      spec.listen = host + ":0";
+      spec.max_batch = w.batch;
+      spec.pool = 2 * o_.workers + 4;
+      spec.busy_poll = o_.busy_poll;
+      spec.stop_fd = ready.stop_fd();
+      spec.ready = [&](const std::string& info) { ready.ready(info); };
+      spec.failed = [&](const std::string& why) { ready.failed(why); };
+      return serve_shard(state, spec);
+    };
+    if (!server->start(body, error)) return false;
+    std::string info;
+    if (!server->wait_ready(kReadyDeadline, &info, error)) {
+      *error = "shard " + std::to_string(s) + ": " + *error;
+      return false;
+    }
+    addresses_.push_back(info);
+    shards_.push_back(std::move(server));
+  }
+  return true;
+}
+
+bool Fleet::start_workers(std::string* error) {
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) return false;
+  go_write_fd_ = go[1];
+  for (std::uint32_t id = 0; id < o_.workers; ++id) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      ::close(fds[0]);
+      ::close(go[1]);
+      const int rc = worker_main(o_, addresses_, id, fds[1], go[0]);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(rc);
+    }
+    ::close(fds[1]);
+    workers_.push_back(pid);
+    report_fds_.push_back(fds[0]);
+  }
+  ::close(go[0]);
+  const auto deadline = std::chrono::steady_clock::now() + kReadyDeadline;
+  for (std::uint32_t id = 0; id < o_.workers; ++id) {
+    std::string line;
+    if (!read_line(report_fds_[id], deadline, &line) || line != "R") {
+      *error = "worker " + std::to_string(id) + ": " +
+               (line.size() > 2 ? line.substr(2) : std::string("exited or timed out before it was ready"));
+      return false;
+    }
+  }
+  return true;
+}
+
+void Fleet::go() {
+  ::close(go_write_fd_);
+  go_write_fd_ = -1;
+}
+
+bool Fleet::collect(std::vector<WorkerReport>* reports, std::string* error) {
+  bool all_ok = true;
+  for (std::uint32_t id = 0; id < report_fds_.size(); ++id) {
+    ReportHead head;
+    WorkerReport r;
+    if (!bench::read_exact(report_fds_[id], &head, sizeof(head)) || head.magic != kReportMagic) {
+      r.error = "worker exited without a report";
+    } else {
+      r.ok = head.ok != 0;
+      r.error = head.error;
+      r.cpu_us = head.cpu_us;
+      r.maxrss_kb = head.maxrss_kb;
+      r.keys_pulled = head.keys_pulled;
+      r.pull_ns.resize(head.pulls);
+      r.push_ns.resize(head.pushes);
+      if (!bench::read_exact(report_fds_[id], r.pull_ns.data(), 8 * head.pulls) ||
+          !bench::read_exact(report_fds_[id], r.push_ns.data(), 8 * head.pushes))
+        r.ok = false;
+    }
+    if (!r.ok && all_ok) {
+      *error = "worker " + std::to_string(id) + ": " + r.error;
+      all_ok = false;
+    }
+    reports->push_back(std::move(r));
+  }
+  for (const pid_t pid : workers_) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (all_ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      *error = "a worker exited abnormally";
+      all_ok = false;
+    }
+  }
+  workers_.clear();
+  return all_ok;
+}
+
+std::uint64_t Fleet::shards_rss_kb() const {
+  std::uint64_t total = 0;
+  for (const auto& s : shards_) total += peak_rss_kb(s->pid());
+  return total;
+}
+
+std::vector<pid_t> Fleet::shard_pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& s : shards_) pids.push_back(s->pid());
+  return pids;
+}
+
+bool Fleet::stop_shards(std::string* error) {
+  bool ok = true;
+  // Reverse order: shard k inherited the stop pipes of shards < k (fork),
+  // so it must be gone before their stop pipes can read EOF.
+  while (!shards_.empty()) {
+    const int rc = shards_.back()->stop(std::chrono::seconds(5));
+    if (rc != 0 && ok) {
+      *error = "shard " + std::to_string(shards_.size() - 1) + " exited with " + std::to_string(rc);
+      ok = false;
+    }
+    shards_.pop_back();
+  }
+  return ok;
+}
+
+}  // namespace ferry::ps

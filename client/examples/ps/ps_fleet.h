@@ -1,0 +1,58 @@
+// The processes of one ferry-ps run: M shard processes (ForkedServer from
+// ferry-bench, each reporting ready, and its TCP address for tcp) and N
+// worker processes, all released at once by closing a shared "go" pipe.
+// Each worker reports its latencies and own CPU back over a pipe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "forked_server.h"
+#include "ps_options.h"
+
+namespace ferry::ps {
+
+struct WorkerReport {
+  bool ok = false;
+  std::string error;
+  std::uint64_t cpu_us = 0;      // measured phase only
+  std::uint64_t maxrss_kb = 0;
+  std::uint64_t keys_pulled = 0;
+  std::vector<std::uint64_t> pull_ns;
+  std::vector<std::uint64_t> push_ns;
+};
+
+class Fleet {
+ public:
+  explicit Fleet(const PsOptions& o) : o_(o) {}
+  ~Fleet();
+
+  bool start_shards(std::string* error);
+  bool start_workers(std::string* error);  // forks, waits until all warmed up and ready
+  void go();                               // release the workers
+  bool collect(std::vector<WorkerReport>* reports, std::string* error);
+  // Peak RSS of every live shard (VmHWM), in kB.
+  std::uint64_t shards_rss_kb() const;
+  std::vector<pid_t> shard_pids() const;
+  const std::vector<std::string>& shard_addresses() const { return addresses_; }
+  bool stop_shards(std::string* error);
+
+ private:
+  const PsOptions& o_;
+  std::vector<std::unique_ptr<bench::ForkedServer>> shards_;
+  std::vector<std::string> addresses_;
+  std::vector<pid_t> workers_;
+  std::vector<int> report_fds_;
+  int go_write_fd_ = -1;
+};
+
+// Enter network namespace /var/run/netns/NAME (empty: stay). For the netns head-to-head.
+bool enter_netns(const std::string& name, std::string* error);
+// VmHWM of a live process, kB (0 when unreadable).
+std::uint64_t peak_rss_kb(pid_t pid);
+
+}  // namespace ferry::ps

@@ -1,0 +1,41 @@
+// ferry-ps command line: one struct for every subcommand, parsed in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ps_transport.h"
+#include "ps_worker.h"
+
+namespace ferry::ps {
+
+enum class Command : std::uint8_t { Server, Worker, Bench, Check };
+std::string_view to_string(Command c) noexcept;
+
+struct PsOptions {
+  Command command = Command::Bench;
+  TransportKind transport = TransportKind::Ferry;
+  Workload workload;  // shards, keys, dim, batch, skew, dense, seed
+  std::uint32_t workers = 2;
+  std::uint32_t iters = 1000;
+  std::uint32_t warmup = 20;  // bench only; check runs none
+  double lr = 0.125;          // a power of two keeps check exact (ps_model.h)
+  std::string socket;         // workers' daemon (default $FERRY_SOCKET or /run/ferry/ferryd.sock)
+  std::string server_socket;  // shards' daemon (default: --socket)
+  std::string target;         // ferry: shards' daemon HOST:PORT; tcp: host the shards listen on
+  std::string listen;         // server --transport tcp: HOST:PORT
+  std::uint32_t shard_index = 0;
+  std::uint32_t worker_id = 0;
+  std::vector<std::string> shard_addresses;  // worker --transport tcp
+  bool json = false;
+  bool busy_poll = false;
+  std::string latency_dump;
+  std::string worker_netns;  // bench/check: run workers / shards inside these network namespaces
+  std::string shard_netns;
+};
+
+// Parses argv; returns -1 to go on, or the exit code (usage printed).
+int parse_options(int argc, char** argv, PsOptions* o);
+
+}  // namespace ferry::ps

@@ -1,0 +1,135 @@
+// Shard over libferry: serve "ps-shard-<i>", answer each Request with a
+// Reply from a pool of response buffers preallocated in the tx arena; a
+// buffer returns to the pool on its Reply's OpDone. Requests that find the
+// pool empty (or the SQ full) wait in a preallocated queue, unreleased.
+#include <poll.h>
+
+#include <array>
+#include <vector>
+
+#include "ferry/client.h"
+#include "shard_server.h"
+
+namespace ferry::ps {
+
+namespace {
+
+constexpr std::size_t kCompletionBatch = 64;
+constexpr std::size_t kMaxPending = 4096;
+
+class FerryShard {
+ public:
+  FerryShard(ShardState& state, const ShardServerSpec& spec) : state_(state), spec_(spec) {}
+
+  int run() {
+    if (!setup()) return 1;
+    spec_.ready("");
+    for (;;) {
+      drain_pending();
+      const std::size_t n = client_->poll(batch_);
+      if (n == 0) {
+        if (client_->state() != Status::Ok) return fail("ferryd went away");
+        if (spec_.busy_poll && pending_.empty()) {
+          if (stop_requested(0)) return 0;
+          continue;
+        }
+        // Sleep on the completion doorbell; short timeout while requests wait.
+        pollfd p[2] = {{client_->event_fd(), POLLIN, 0}, {spec_.stop_fd, POLLIN, 0}};
+        ::poll(p, 2, pending_.empty() ? -1 : 1);
+        if (p[1].revents != 0) return 0;
+        continue;
+      }
+      for (std::size_t i = 0; i < n; ++i) on_completion(batch_[i]);
+    }
+  }
+
+ private:
+  bool setup() {
+    const ShardConfig& c = state_.config();
+    response_bytes_ = max_response_bytes(c, spec_.max_batch);
+    AttachOptions a;
+    a.socket_path = spec_.socket;
+    a.name = shard_service(c.index);
+    constexpr std::uint64_t kMiB = 1ull << 20;
+    const std::uint64_t need = 2 * spec_.pool * response_bytes_ + 4 * kMiB;
+    a.tx_bytes = need > 32 * kMiB ? (need & ~(kMiB - 1)) : 0;
+    // Requests land in the rx arena: room for a few per worker.
+    const std::uint64_t rx_need = 2 * spec_.pool * max_request_bytes(c, spec_.max_batch) + 4 * kMiB;
+    a.rx_bytes = rx_need > 32 * kMiB ? (rx_need & ~(kMiB - 1)) : 0;
+    auto attached = Client::attach(a);
+    if (!attached) return fail("cannot attach to ferryd at '" + spec_.socket + "': " + std::string(to_string(attached.status)));
+    client_ = std::move(attached.value);
+    if (response_bytes_ > client_->max_message_bytes())
+      return fail("responses of " + std::to_string(response_bytes_) + " bytes exceed the daemon's max message size");
+    for (std::uint32_t i = 0; i < spec_.pool; ++i) {
+      Buffer b = client_->alloc(response_bytes_);
+      if (!b) return fail("tx arena too small for the response pool");
+      buffers_.push_back(b);
+      free_.push_back(i);
+    }
+    pending_.reserve(kMaxPending);
+    const auto served = client_->serve(shard_service(c.index));
+    if (!served) return fail("serve " + shard_service(c.index) + ": " + std::string(to_string(served.status)));
+    return true;
+  }
+
+  bool stop_requested(int timeout_ms) {
+    pollfd p{spec_.stop_fd, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) > 0;
+  }
+
+  bool fail(const std::string& why) {
+    spec_.failed(why);
+    return false;
+  }
+
+  void on_completion(const Completion& c) {
+    if (c.kind == Completion::Kind::Request) {
+      if (!pending_.empty() || !answer(c)) {
+        if (pending_.size() < kMaxPending) pending_.push_back(c);
+      }
+      return;
+    }
+    if (c.kind == Completion::Kind::Message) {
+      client_->release(c);  // ferry-ps has no one-way messages
+      return;
+    }
+    if (c.op == OpKind::Reply) free_.push_back(static_cast<std::uint32_t>(c.user_data));  // Ok or CallerGone
+  }
+
+  // Handles and replies; false when it must wait (no buffer, SQ full).
+  bool answer(const Completion& c) {
+    if (free_.empty()) return false;
+    const std::uint32_t b = free_.back();
+    const std::size_t len = state_.handle({c.data, c.length}, buffers_[b].span().first(response_bytes_));
+    const Status st = client_->reply(c.token, buffers_[b], static_cast<std::uint32_t>(len), b);
+    if (st == Status::Busy) return false;
+    free_.pop_back();
+    client_->release(c);
+    return true;
+  }
+
+  void drain_pending() {
+    std::size_t done = 0;
+    while (done < pending_.size() && answer(pending_[done])) ++done;
+    if (done > 0) pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  }
+
+  ShardState& state_;
+  const ShardServerSpec& spec_;
+  std::unique_ptr<Client> client_;
+  std::size_t response_bytes_ = 0;
+  std::vector<Buffer> buffers_;
+  std::vector<std::uint32_t> free_;
+  std::vector<Completion> pending_;
+  std::array<Completion, kCompletionBatch> batch_{};
+};
+
+}  // namespace
+
+int serve_shard_ferry(ShardState& state, const ShardServerSpec& spec) {
+  FerryShard shard(state, spec);
+  return shard.run();
+}
+
+}  // namespace ferry::ps
