@@ -3,8 +3,10 @@
 // when that is missing too, the daemon's own error is printed.
 #include "control/ferryctl_commands.h"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include "control/control_client.h"
@@ -63,6 +65,28 @@ std::string render_peers(const json::Value& v) { return render_object_list(v, kP
 std::string render_channels(const json::Value& v) { return render_object_list(v, kChannelColumns, "no channels"); }
 std::string render_drain(const json::Value& v) { return "drain: " + json::dump(v) + "\n"; }
 
+// `metrics --json`: the same samples as the text exposition, as one object
+// {"name{labels}": number}, so scripts need no Prometheus parser.
+json::Value prometheus_samples(const std::string& text) {
+  json::Object o;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    const std::string name = line.substr(0, sp), value = line.substr(sp + 1);
+    std::int64_t i = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), i);
+    if (ec == std::errc{} && p == value.data() + value.size()) {
+      o[name] = json::Value(i);
+    } else {
+      o[name] = json::Value(std::strtod(value.c_str(), nullptr));
+    }
+  }
+  return json::Value(std::move(o));
+}
+
 }  // namespace
 
 int run_command(const Options& o) {
@@ -88,7 +112,8 @@ int run_command(const Options& o) {
         std::fprintf(stderr, "ferryctl: status result is not an object\n");
         return kExitDaemon;
       }
-      print(render_prometheus(r.result));
+      const std::string text = render_prometheus(r.result);
+      print(o.json ? json::dump(prometheus_samples(text)) + "\n" : text);
       return kExitOk;
     }
     case CtlCommand::Top: return run_top(o);

@@ -137,7 +137,7 @@ std::string usage_text() {
          "  counters   daemon counters\n"
          "  peers      peer daemons\n"
          "  channels   channels to peer daemons\n"
-         "  metrics    Prometheus text exposition of the status\n"
+         "  metrics    Prometheus text exposition of the status (--json: {sample: value})\n"
          "  top        live counter rates (q or Ctrl-C to quit)\n"
          "  drain      ask the daemon to stop accepting work and drain\n"
          "  help       this text\n"

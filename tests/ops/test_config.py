@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""ferryd configuration: --check-config exit codes and messages, file + flag
+precedence, the example file, socket-group and auth-secret-file checks.
+usage: test_config.py FERRYD EXAMPLE_CONF"""
+import grp
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+from opslib import Daemon, Skip, check, main, run
+
+FERRYD, EXAMPLE = sys.argv[1], sys.argv[2]
+TMP = tempfile.mkdtemp(prefix="ferry-ops-config-")
+
+
+def write(name, text, mode=0o644):
+    p = os.path.join(TMP, name)
+    with open(p, "w") as f:
+        f.write(text)
+    os.chmod(p, mode)
+    return p
+
+
+def check_config(*args):
+    return run([FERRYD, "--check-config"] + list(args))
+
+
+def effective(out):
+    return dict(l.split(" = ", 1) for l in out.splitlines() if " = " in l and not l.startswith("#"))
+
+
+def test_defaults_ok():
+    r = check_config("--config", write("empty.conf", ""))
+    check(r.returncode == 0, "exit %d: %s" % (r.returncode, r.stderr))
+    check(r.stdout.startswith("configuration OK\n"), "first line: %r" % r.stdout[:40])
+    s = effective(r.stdout)
+    check(s["max-clients"] == "256" and s["log-level"] == "info" and s["gid-index"] == "auto", "defaults: %r" % s)
+
+
+def test_bad_values_name_key_and_range():
+    cases = [
+        (["--max-clients", "0"], "max-clients", "[1, 4096]"),
+        (["--sq-entries", "100"], "sq-entries", "power of two"),
+        (["--cq-entries", "131072"], "cq-entries", "[64, 65536]"),
+        (["--delivery-timeout-ms", "-5"], "delivery-timeout-ms", "unsigned integer"),
+        (["--engine-spin-us", "12abc"], "engine-spin-us", "unsigned integer"),
+        (["--tx-arena-bytes", "2g"], "tx-arena-bytes", "in ["),
+        (["--transport", "carrier-pigeon"], "transport", "rdma, tcp, auto"),
+        (["--log-level", "loud"], "log-level", "trace, debug, info, warn, error"),
+        (["--gid-index", "256"], "gid-index", "[0, 255]"),
+        (["--listen", "198.18.0.1"], "listen", "HOST:PORT"),
+        (["--heartbeat-ms", "1"], "heartbeat-ms", "[10, 60000]"),
+        (["--channel-conns", "9"], "channel-conns", "[1, 8]"),
+        (["--socket-group", "no-such-group-ferry"], "socket-group", "no such group"),
+    ]
+    for args, key, text in cases:
+        r = check_config(*args)
+        check(r.returncode == 2, "%s: exit %d (expected 2)" % (args, r.returncode))
+        check(key in r.stderr and text in r.stderr, "%s: message %r lacks %r / %r" % (args, r.stderr, key, text))
+        check("configuration OK" not in r.stdout, "%s: printed OK" % args)
+
+
+def test_bad_values_in_file():
+    r = check_config("--config", write("bad.conf", "max-clients = 5000\n"))
+    check(r.returncode == 2 and "max-clients" in r.stderr and "[1, 4096]" in r.stderr, "file value: " + r.stderr)
+    r = check_config("--config", write("unknown.conf", "max-clientz = 5\n"))
+    check(r.returncode == 2 and "max-clientz" in r.stderr, "unknown key: " + r.stderr)
+    r = check_config("--config", os.path.join(TMP, "does-not-exist.conf"))
+    check(r.returncode == 2 and "does-not-exist.conf" in r.stderr, "missing file: " + r.stderr)
+
+
+def test_flags_override_file():
+    cfg = write("prec.conf", "log-level = debug\nmax-clients = 17\nsq-entries = 256\n")
+    s = effective(check_config("--config", cfg, "--log-level", "warn", "--max-clients", "9").stdout)
+    check(s["log-level"] == "warn" and s["max-clients"] == "9", "flags did not win: %r" % s)
+    check(s["sq-entries"] == "256", "file value lost: %r" % s)
+    # And a real daemon runs with it (check-config and start-up share the parser).
+    with Daemon(FERRYD, ["--config", cfg, "--max-clients", "9"]) as d:
+        d.wait_ready()
+        check(d.stop() == 0, "exit")
+
+
+def test_example_documents_every_key_with_its_default():
+    text = open(EXAMPLE).read()
+    keys = effective(check_config("--config", write("e.conf", "")).stdout)
+    for k in keys:
+        check(re.search(r"^#%s =" % re.escape(k), text, re.M), "example config lacks key %s" % k)
+    # Uncommenting every key must give exactly the defaults.
+    uncommented = write("uncommented.conf", re.sub(r"^#([a-z])", r"\1", text, flags=re.M))
+    r = check_config("--config", uncommented)
+    check(r.returncode == 0, "uncommented example rejected: " + r.stderr)
+    check(effective(r.stdout) == keys, "example defaults differ from ferryd's:\n%s\nvs\n%s" % (r.stdout, keys))
+
+
+def test_check_config_output_is_a_config_file():
+    r = check_config("--config", write("o.conf", "max-clients = 33\nlog-level = warn\n"))
+    again = write("again.conf", r.stdout.split("\n", 1)[1])
+    r2 = check_config("--config", again)
+    check(r2.returncode == 0 and effective(r2.stdout) == effective(r.stdout), "round trip: " + r2.stderr)
+
+
+def test_auth_secret_file_permissions():
+    loose = write("secret-loose", "s3cret\n", 0o644)
+    r = check_config("--auth-secret-file", loose)
+    check(r.returncode == 2 and "auth-secret-file" in r.stderr and "0644" in r.stderr, "0644 accepted: " + r.stderr)
+    tight = write("secret-tight", "s3cret\n", 0o600)
+    r = check_config("--auth-secret-file", tight)
+    check(r.returncode == 0, "0600 rejected: " + r.stderr)
+    r = check_config("--auth-secret-file", TMP)
+    check(r.returncode == 2 and "not a regular file" in r.stderr, "directory accepted: " + r.stderr)
+
+
+def test_socket_group_applied():
+    try:
+        g = grp.getgrnam("daemon")
+    except KeyError:
+        raise Skip("no 'daemon' group")
+    with Daemon(FERRYD, ["--socket-group", "daemon"]) as d:
+        d.wait_ready()
+        for p in (d.socket, d.control):
+            st = os.lstat(p)
+            check(st.st_gid == g.gr_gid, "%s group %d, expected %d" % (p, st.st_gid, g.gr_gid))
+            check(stat.S_IMODE(st.st_mode) == 0o660, "%s mode %o" % (p, stat.S_IMODE(st.st_mode)))
+        check(d.stop() == 0, "exit")
+
+
+def test_default_config_path():
+    # /etc/ferry/ferryd.conf is read when --config is absent. Prove it in a
+    # private mount namespace so the host's /etc is never touched.
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        raise Skip("needs root and unshare")
+    etc = os.path.join(TMP, "etc-ferry")
+    os.makedirs(etc, exist_ok=True)
+    with open(os.path.join(etc, "ferryd.conf"), "w") as f:
+        f.write("max-clients = 77\n")
+    # An overlay on /etc inside the namespace: /etc/ferry appears only there.
+    upper, work = os.path.join(TMP, "upper"), os.path.join(TMP, "work")
+    os.makedirs(os.path.join(upper, "ferry"), exist_ok=True)
+    os.makedirs(work, exist_ok=True)
+    shutil.copy(os.path.join(etc, "ferryd.conf"), os.path.join(upper, "ferry", "ferryd.conf"))
+    script = ("mount -t overlay overlay -o lowerdir=/etc,upperdir=%s,workdir=%s /etc && exec %s --check-config"
+              % (upper, work, FERRYD))
+    r = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+    if r.returncode != 0 and ("unshare" in r.stderr or "mount" in r.stderr):
+        raise Skip("private overlay of /etc not possible here: " + r.stderr.strip())
+    check(r.returncode == 0, "exit %d: %s" % (r.returncode, r.stderr))
+    s = effective(r.stdout)
+    check(s["max-clients"] == "77" and "/etc/ferry/ferryd.conf" in r.stdout, "default file not read: " + r.stdout)
+
+
+if __name__ == "__main__":
+    main([(k, v) for k, v in list(globals().items()) if k.startswith("test_")])

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# test_install.sh BUILD_DIR SOURCE_DIR: `meson install --destdir` from the
+# build dir, check the layout a Debian admin expects, build the hello
+# example against the *installed* libferry with pkg-config, and run it
+# against the *installed* ferryd.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+tmp=$(mktemp -d /tmp/ferry-ops-install.XXXXXX)
+dest=$tmp/dest
+ferryd_pid=
+cleanup() {
+  if [[ -n "$ferryd_pid" ]] && kill -0 "$ferryd_pid" 2>/dev/null; then kill "$ferryd_pid"; wait "$ferryd_pid" || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# --no-rebuild: meson test already built everything; never run ninja from a test.
+meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log" >&2; fail "meson install"; }
+
+prefix=$(meson introspect "$build" --buildoptions | python3 -c 'import json,sys; print({o["name"]: o["value"] for o in json.load(sys.stdin)}["prefix"])')
+root=$dest$prefix
+[[ -x $root/sbin/ferryd ]] || fail "ferryd not in sbin"
+[[ -x $root/bin/ferryctl ]] || fail "ferryctl not in bin"
+for h in client.h ferry.h result.h status.h; do [[ -f $root/include/ferry/$h ]] || fail "header include/ferry/$h"; done
+lib=$(find "$dest" -name 'libferry.so.*.*' -type f | head -1)
+[[ -n "$lib" ]] || fail "libferry.so.X.Y not installed"
+libdir=$(dirname "$lib")
+soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
+[[ "$soname" == libferry.so.0 ]] || fail "soname '$soname', expected libferry.so.0"
+[[ -L $libdir/libferry.so.0 && -L $libdir/libferry.so ]] || fail "libferry.so / libferry.so.0 symlinks"
+pc=$(find "$dest" -name ferry.pc | head -1)
+[[ -n "$pc" ]] || fail "ferry.pc not installed"
+unit=$(find "$dest" -path '*systemd/system/ferryd.service' | head -1)
+[[ -n "$unit" ]] || fail "ferryd.service not installed into a systemd/system dir"
+grep -q "^ExecStart=$prefix/sbin/ferryd" "$unit" || fail "unit ExecStart does not name the installed ferryd"
+[[ -f $root/share/man/man8/ferryd.8 ]] || fail "man8/ferryd.8"
+[[ -f $root/share/man/man1/ferryctl.1 ]] || fail "man1/ferryctl.1"
+find "$dest" -path '*/ferry/ferryd.conf.example' | grep -q . || fail "sysconfdir/ferry/ferryd.conf.example"
+[[ -f $root/share/doc/ferry/examples/ferryd.conf ]] || fail "share/doc/ferry/examples/ferryd.conf"
+echo "layout ok: $(cd "$dest" && find . -type f | wc -l) files"
+
+# Build hello against the installed tree only: pkg-config with the sysroot
+# rewriting the .pc's absolute paths into the destdir.
+export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$dest
+flags=$(pkg-config --cflags --libs ferry) || fail "pkg-config ferry"
+echo "pkg-config ferry: $flags"
+[[ "$flags" == *"-I$dest"* && "$flags" == *"-L$dest"* && "$flags" == *-lferry* ]] || fail "flags do not point into destdir"
+# shellcheck disable=SC2086 # flags are words
+c++ -std=c++20 -Wall -Wextra -Werror -o "$tmp/hello" "$src/tests/ops/example/hello.cpp" $flags ||
+  fail "hello does not build against the installed library"
+
+rt=$tmp/rt
+"$root/sbin/ferryd" --runtime-dir "$rt" --transport tcp >"$tmp/ferryd.log" 2>&1 &
+ferryd_pid=$!
+for _ in $(seq 500); do [[ -S $rt/control.sock ]] && break; sleep 0.02; done # poll, 10 s bound
+[[ -S $rt/control.sock ]] || { cat "$tmp/ferryd.log" >&2; fail "installed ferryd did not start"; }
+LD_LIBRARY_PATH=$libdir ldd "$tmp/hello" | grep -q "$libdir/libferry.so.0" || fail "hello does not load the installed libferry"
+out=$(LD_LIBRARY_PATH=$libdir timeout 20 "$tmp/hello" --socket "$rt/ferryd.sock") || fail "hello: $out"
+echo "$out"
+[[ "$out" == *"reply to 'hello, ferry'"* ]] || fail "unexpected hello output"
+LD_LIBRARY_PATH=$libdir "$root/bin/ferryctl" --control "$rt/control.sock" status --json | grep -q '"transport":"tcp"' ||
+  fail "installed ferryctl status"
+kill "$ferryd_pid"
+wait "$ferryd_pid" || fail "installed ferryd exit status $?"
+ferryd_pid=
+echo "PASS install"
