@@ -81,22 +81,26 @@ def check_scenario(bench, scenario, extra, expect_daemon):
 class Daemon:
     """ferryd in a temporary runtime dir, stopped on exit."""
 
-    def __init__(self, ferryd):
+    def __init__(self, ferryd, listen_port=None):
         self.dir = tempfile.mkdtemp(prefix="ferry-bench-smoke-")
         self.socket = os.path.join(self.dir, "ferryd.sock")
         self.log = open(os.path.join(self.dir, "ferryd.log"), "w+")
-        self.proc = subprocess.Popen([ferryd, "--runtime-dir", self.dir, "--transport", "tcp"],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.listen = "127.0.0.1:%d" % listen_port if listen_port else None
+        cmd = [ferryd, "--runtime-dir", self.dir, "--transport", "tcp"]
+        if self.listen:
+            cmd += ["--listen", self.listen]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         control = os.path.join(self.dir, "control.sock")
-        # Poll for both sockets with a deadline (a condition, not a sleep).
-        while not (os.path.exists(self.socket) and os.path.exists(control)):
+        # Poll for both sockets (and the TCP listener) with a deadline (a condition, not a sleep).
+        while not (os.path.exists(self.socket) and os.path.exists(control) and
+                   (not listen_port or listens_on(self.proc.pid, listen_port))):
             if self.proc.poll() is not None:
                 self.dump()
                 fail("ferryd exited with %d before its sockets appeared" % self.proc.returncode)
             if time.monotonic() > deadline:
                 self.dump()
-                fail("ferryd sockets did not appear in time")
+                fail("ferryd sockets (or its listener on %s) did not appear in time" % self.listen)
             time.sleep(0.02)
 
     def dump(self):
@@ -113,15 +117,65 @@ class Daemon:
                 self.proc.wait()
 
 
-def check_remote_rpc(bench):
+def listens_on(pid, port):
+    """Whether process `pid` has a listening TCP socket on `port` (/proc, IPv4 and IPv6)."""
+    try:
+        inodes = set()
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+        for table in ("tcp", "tcp6"):
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
+                        return True
+    except OSError:
+        return False
+    return False
+
+
+def free_port():
+    """A port outside the ephemeral range that nothing listens on now."""
+    import random
+    import socket
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    fail("no free port")
+
+
+def check_remote_rpc(bench, ferryd):
     p = run([bench, "remote-rpc", "--json"])
-    if p.returncode != 2:
-        fail("remote-rpc should exit 2 (not available yet), got %d" % p.returncode)
-    if "not available" not in p.stderr:
-        fail("remote-rpc should say it is not available")
-    obj = json.loads(p.stdout.strip().splitlines()[-1])
-    if obj.get("error") != "NotAvailable":
-        fail("remote-rpc --json should end with an error object: %s" % p.stdout)
+    if p.returncode != 2 or "--target" not in p.stderr:
+        fail("remote-rpc without --target should be a usage error naming --target, got %d" % p.returncode)
+    client = Daemon(ferryd, free_port())
+    server = None
+    try:
+        server = Daemon(ferryd, free_port())
+        check_scenario(bench, "remote-rpc", ["--socket", client.socket, "--server-socket", server.socket,
+                                             "--target", server.listen, "--concurrency", "2"], expect_daemon=True)
+    except (subprocess.TimeoutExpired, SystemExit) as e:
+        client.dump()
+        if server:
+            server.dump()
+        if isinstance(e, SystemExit):
+            raise
+        fail("timed out: %s" % e)
+    finally:
+        client.stop()
+        if server:
+            server.stop()
 
 
 def check_cli(bench):
@@ -145,7 +199,10 @@ def main():
     if a.scenario == "cli":
         check_cli(a.bench)
     elif a.scenario == "remote-rpc":
-        check_remote_rpc(a.bench)
+        if not os.access(a.ferryd, os.X_OK):
+            print("SKIP: %s not built" % a.ferryd)
+            sys.exit(SKIP)
+        check_remote_rpc(a.bench, a.ferryd)
     elif a.scenario in ("uds-rpc", "tcp-rpc"):
         check_scenario(a.bench, a.scenario, [], expect_daemon=False)
     else:

@@ -1,4 +1,5 @@
-// local-rpc: calls through the daemon to a server process on this host.
+// local-rpc: calls through the daemon to a server process on this host
+// (remote-rpc runs the same pump against a server on another daemon).
 // ferry-bench forks the bench-echo server (local_rpc_server.cpp) on the
 // daemon at --server-socket, opens "bench-echo" from the daemon at
 // --socket and issues calls whose responses land in caller-supplied
@@ -7,6 +8,7 @@
 #include <array>
 #include <vector>
 
+#include "echo_rpc.h"
 #include "ferry_session.h"
 #include "forked_server.h"
 #include "local_rpc_server.h"
@@ -115,7 +117,7 @@ class CallPump {
 
 }  // namespace
 
-Outcome run_local_rpc(ScenarioContext& ctx) {
+Outcome run_echo_rpc(ScenarioContext& ctx, const std::string& target, const std::string& client_name) {
   const BenchOptions& o = ctx.options();
   const std::size_t size = ctx.size();
   std::string error;
@@ -128,11 +130,11 @@ Outcome run_local_rpc(ScenarioContext& ctx) {
   if (!started || !server.wait_ready(std::chrono::seconds(15), nullptr, &error))
     return ctx.fail(Outcome::Failed, "bench-echo server: " + error);
 
-  auto client = attach_bench_client(o.socket, "ferry-bench local-rpc", 2 * size * o.concurrency, 0, &error);
+  auto client = attach_bench_client(o.socket, client_name, 2 * size * o.concurrency, 0, &error);
   if (!client) return ctx.fail(Outcome::Failed, error);
   if (!size_fits(*client, size, &error)) return ctx.fail(Outcome::Failed, error);
-  const auto opened = client->open(kBenchEchoService);
-  if (!opened) return ctx.fail(Outcome::Failed, "open bench-echo: " + std::string(to_string(opened.status)));
+  const auto opened = client->open(target);
+  if (!opened) return ctx.fail(Outcome::Failed, "open " + target + ": " + std::string(to_string(opened.status)));
   CallPump pump(*client, opened.value, size, o.busy_poll);
   if (!pump.allocate(o.concurrency))
     return ctx.fail(Outcome::Failed,
@@ -154,6 +156,10 @@ Outcome run_local_rpc(ScenarioContext& ctx) {
   const int rc = server.stop(std::chrono::seconds(5));
   if (rc != 0) return ctx.fail(Outcome::Failed, "bench-echo server exited with " + std::to_string(rc));
   return Outcome::Ok;
+}
+
+Outcome run_local_rpc(ScenarioContext& ctx) {
+  return run_echo_rpc(ctx, std::string(kBenchEchoService), "ferry-bench local-rpc");
 }
 
 }  // namespace ferry::bench

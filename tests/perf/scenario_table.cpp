@@ -15,7 +15,8 @@ constexpr std::array kScenarios = {
     ScenarioSpec{"ipc-echo", "one client sends to a service it serves itself: ring -> daemon -> delivery", run_ipc_echo,
                  1},
     ScenarioSpec{"local-rpc", "calls to a forked server process through the daemon (bench-echo)", run_local_rpc, 2},
-    ScenarioSpec{"remote-rpc", "calls across two daemons (not available yet)", run_remote_rpc, 2},
+    ScenarioSpec{"remote-rpc", "calls to a forked server on another daemon (--server-socket, --target = its --listen)",
+                 run_remote_rpc, 2},
 };
 
 }  // namespace

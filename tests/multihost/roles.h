@@ -1,0 +1,37 @@
+// Process roles the multihost tests add to the integration ones
+// (tests/integration/traffic.h): an echo server for several named
+// services, and a caller that runs until its peer fails and checks that
+// every call it had in flight completes exactly once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/client.h"
+#include "tests/integration/traffic.h"
+
+namespace ferry::mhtest {
+
+// Serves every name in `services` (identity echo) until `stop` is ready.
+int run_echo_services(const std::string& socket, const std::vector<std::string>& services, const itest::Gate& ready,
+                      const itest::Gate& stop);
+
+struct UntilResetSpec {
+  std::string socket;
+  std::string target;  // HOST:PORT/SERVICE of an echo service on the daemon that will die
+  std::uint32_t caller = 0;
+  std::uint32_t concurrency = 8;
+  std::uint32_t max_size = 65536;
+  const itest::Gate* progress = nullptr;  // signalled after `progress_after` verified calls
+  std::uint64_t progress_after = 50;
+  const itest::Gate* killed = nullptr;  // the parent signals it right after the SIGKILL
+  std::chrono::milliseconds bound{0};   // all in-flight calls done within this after `killed`
+};
+// Calls with verified echoes until a call fails; from then on issues
+// nothing and requires every call still in flight to complete exactly once
+// with PeerReset, within spec.bound of the kill.
+int run_until_reset(const UntilResetSpec& spec);
+
+}  // namespace ferry::mhtest
