@@ -22,8 +22,8 @@ inline constexpr std::size_t kClientNameBytes = 32;
 struct AttachRequest {
   std::uint64_t magic;
   std::uint32_t abi_version;
-  std::uint32_t pid;  // informational; ferryd trusts SO_PEERCRED instead
-  SegmentSizes sizes;  // 0 fields ask for the daemon's defaults
+  std::uint32_t pid;            // informational; ferryd trusts SO_PEERCRED instead
+  SegmentSizes sizes;           // 0 fields ask for the daemon's defaults
   char name[kClientNameBytes];  // NUL padded, for logs and ferryctl clients
 };
 static_assert(std::is_standard_layout_v<AttachRequest>);

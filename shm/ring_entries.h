@@ -52,13 +52,13 @@ constexpr std::string_view to_string(Op op) noexcept {
 }
 
 struct SqEntry {
-  std::uint8_t op;          // Op
-  std::uint8_t flags;       // reserved, must be 0
-  std::uint16_t reserved0;  // must be 0
-  std::uint32_t handle;     // endpoint id or service id, per op
-  std::uint64_t user_data;  // returned untouched in the OpDone completion
-  std::uint64_t offset;     // payload: segment offset (tx arena; rx arena for ReleaseRx)
-  std::uint32_t length;     // payload length in bytes
+  std::uint8_t op;            // Op
+  std::uint8_t flags;         // reserved, must be 0
+  std::uint16_t reserved0;    // must be 0
+  std::uint32_t handle;       // endpoint id or service id, per op
+  std::uint64_t user_data;    // returned untouched in the OpDone completion
+  std::uint64_t offset;       // payload: segment offset (tx arena; rx arena for ReleaseRx)
+  std::uint32_t length;       // payload length in bytes
   std::uint32_t resp_length;  // Call: capacity of the response buffer
   std::uint64_t resp_offset;  // Call: segment offset of the response buffer (tx arena)
   std::uint64_t token;        // Reply: the request token from the Request delivery
@@ -90,9 +90,9 @@ constexpr std::string_view to_string(CqKind k) noexcept {
 }
 
 struct CqEntry {
-  std::uint8_t kind;        // CqKind
-  std::uint8_t status;      // ferry::Status
-  std::uint8_t op;          // OpDone: the Op that completed
+  std::uint8_t kind;    // CqKind
+  std::uint8_t status;  // ferry::Status
+  std::uint8_t op;      // OpDone: the Op that completed
   std::uint8_t reserved0;
   std::uint32_t handle;     // OpDone: new endpoint/service id (Open/Serve); Message/Request: service id
   std::uint64_t user_data;  // OpDone: the submitter's user_data

@@ -65,9 +65,9 @@ class SlabAllocator {
  private:
   static constexpr std::uint32_t kNone = UINT32_MAX;
   struct Slab {
-    std::uint8_t size_class = 0xff;  // 0xff: in the free pool
-    std::uint32_t live = 0;          // allocated blocks
-    std::uint32_t free_top = 0;      // entries on the free-index stack
+    std::uint8_t size_class = 0xff;            // 0xff: in the free pool
+    std::uint32_t live = 0;                    // allocated blocks
+    std::uint32_t free_top = 0;                // entries on the free-index stack
     std::uint32_t prev = kNone, next = kNone;  // in its class's partial list or the free pool
     std::vector<std::uint32_t> free_index;     // stack of free block indices
     std::vector<std::uint64_t> live_bits;      // one bit per block

@@ -13,9 +13,10 @@
 int main(int argc, char** argv) {
   const int devices = ferry::transport::rdma::device_count();
   if (devices == 0 || std::getenv("RXE0") == nullptr || std::getenv("RXE1") == nullptr) {
-    std::printf("SKIP: %d RDMA device(s), RXE0/RXE1 %s: these tests run in the Soft-RoCE VM "
-                "(tests/rdma/run-vm-suite.sh)\n",
-                devices, std::getenv("RXE0") ? "set" : "unset");
+    std::printf(
+        "SKIP: %d RDMA device(s), RXE0/RXE1 %s: these tests run in the Soft-RoCE VM "
+        "(tests/rdma/run-vm-suite.sh)\n",
+        devices, std::getenv("RXE0") ? "set" : "unset");
     return 77;
   }
   return Catch::Session().run(argc, argv);

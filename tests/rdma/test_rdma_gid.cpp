@@ -70,7 +70,8 @@ TEST_CASE("gid: on the VM's rxe devices the address maps to GID_INDEX", "[rdma][
   const char* rxe0 = std::getenv("RXE0");
   const char* addr0 = std::getenv("ADDR0");
   const char* idx = std::getenv("GID_INDEX");
-  if (rxe0 == nullptr || addr0 == nullptr || idx == nullptr || !fs::exists(std::string("/sys/class/infiniband/") + rxe0)) {
+  if (rxe0 == nullptr || addr0 == nullptr || idx == nullptr ||
+      !fs::exists(std::string("/sys/class/infiniband/") + rxe0)) {
     WARN("no rxe device (not in the Soft-RoCE VM): real-sysfs GID check skipped");
     return;
   }

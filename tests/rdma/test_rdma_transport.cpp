@@ -60,11 +60,11 @@ struct Stream {
   ConnId conn;
   Region* src;  // kWindowSlots slots of kMaxEager bytes
   std::uint64_t total;
-  std::uint64_t next = 0;        // next seq to post
-  std::uint64_t done_upto = 0;   // every seq < done_upto finished (SendDone)
-  std::uint64_t received = 0;    // Recv completions seen by the peer, in order
-  std::uint64_t bad = 0;         // checksum/order/size mismatches
-  std::uint64_t failed = 0;      // SendDone with a failure status
+  std::uint64_t next = 0;       // next seq to post
+  std::uint64_t done_upto = 0;  // every seq < done_upto finished (SendDone)
+  std::uint64_t received = 0;   // Recv completions seen by the peer, in order
+  std::uint64_t bad = 0;        // checksum/order/size mismatches
+  std::uint64_t failed = 0;     // SendDone with a failure status
 
   // The peer's receive queue holds kRecvDepth; up to kPollBatch of its
   // slots await repost after a poll. Staying below the rest of it is the
@@ -233,7 +233,8 @@ TEST_CASE("rdma: RdmaWriteImm lands in the peer's buffer and notifies it", "[rdm
           for (auto& c : got_a) {
             if (c.kind == CompletionKind::Recv) note = c;
           }
-          for (auto& c : got_b) sent |= c.kind == CompletionKind::SendDone && c.user_data == 100 + k && c.status == Status::Ok;
+          for (auto& c : got_b)
+            sent |= c.kind == CompletionKind::SendDone && c.user_data == 100 + k && c.status == Status::Ok;
           got_a.clear();
           got_b.clear();
           return sent && note.kind == CompletionKind::Recv;
@@ -267,12 +268,13 @@ TEST_CASE("rdma: RdmaRead fetches a registered remote buffer", "[rdma]") {
   REQUIRE(p.a->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
   std::vector<Completion> got_a, got_b;
   bool done = false;
-  REQUIRE(pump_until({{p.a.get(), &got_a}, {p.b.get(), &got_b}},
-                     [&] {
-                       for (auto& c : got_a) done |= c.kind == CompletionKind::SendDone && c.user_data == 7;
-                       return done;
-                     },
-                     std::chrono::seconds(20)));
+  REQUIRE(pump_until(
+      {{p.a.get(), &got_a}, {p.b.get(), &got_b}},
+      [&] {
+        for (auto& c : got_a) done |= c.kind == CompletionKind::SendDone && c.user_data == 7;
+        return done;
+      },
+      std::chrono::seconds(20)));
   CHECK(fnv(local.data, kLen) == fnv(remote.data, kLen));
   // A read without a local key is refused, not posted.
   w.local = MemoryHandle{};
@@ -287,19 +289,20 @@ TEST_CASE("rdma: close ends both sides with Closed; pending WRs complete first",
   REQUIRE(p.b->close(p.b_conn) == Status::Ok);
   bool closed_a = false, closed_b = false;
   Status a_status = Status::Ok, b_status = Status::BadRequest;
-  REQUIRE(pump_until({{p.a.get(), &got_a}, {p.b.get(), &got_b}},
-                     [&] {
-                       for (auto& c : got_a) {
-                         if (c.kind == CompletionKind::Closed && c.conn == p.a_conn) closed_a = true, a_status = c.status;
-                       }
-                       for (auto& c : got_b) {
-                         if (c.kind == CompletionKind::Closed && c.conn == p.b_conn) closed_b = true, b_status = c.status;
-                       }
-                       got_a.clear();
-                       got_b.clear();
-                       return closed_a && closed_b;
-                     },
-                     std::chrono::seconds(20)));
+  REQUIRE(pump_until(
+      {{p.a.get(), &got_a}, {p.b.get(), &got_b}},
+      [&] {
+        for (auto& c : got_a) {
+          if (c.kind == CompletionKind::Closed && c.conn == p.a_conn) closed_a = true, a_status = c.status;
+        }
+        for (auto& c : got_b) {
+          if (c.kind == CompletionKind::Closed && c.conn == p.b_conn) closed_b = true, b_status = c.status;
+        }
+        got_a.clear();
+        got_b.clear();
+        return closed_a && closed_b;
+      },
+      std::chrono::seconds(20)));
   CHECK(b_status == Status::Ok);
   CHECK(a_status == Status::PeerReset);
   SendWr w{};

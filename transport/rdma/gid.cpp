@@ -40,8 +40,8 @@ std::string ipv4_mapped_gid(std::string_view ipv4) {
   return buf;
 }
 
-Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, int port,
-                             std::string_view address, int override_index) {
+Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, int port, std::string_view address,
+                             int override_index) {
   const std::string base =
       std::string(sysfs_root) + "/class/infiniband/" + std::string(dev) + "/ports/" + std::to_string(port);
   auto entry = [&base](int i) {
@@ -75,14 +75,14 @@ Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, 
     // Tables are dense up to the device's size: a missing file ends it.
     if (!std::ifstream(base + "/gids/" + std::to_string(i))) break;
     if (c.gid != want || c.type != "RoCE v2") continue;
-    c.reason = "IPv4-mapped RoCE v2 GID of " + std::string(address) +
-               (c.netdev.empty() ? std::string() : " on " + c.netdev);
+    c.reason =
+        "IPv4-mapped RoCE v2 GID of " + std::string(address) + (c.netdev.empty() ? std::string() : " on " + c.netdev);
     spdlog::info("rdma: {} port {} uses GID[{}] {} ({}, {}): {}", dev, port, c.index, c.gid, c.type, c.netdev,
                  c.reason);
     return Result<GidChoice>::ok(std::move(c));
   }
-  spdlog::error("rdma: {} port {} has no RoCE v2 GID {} for {} (is the address on this device's netdev?)", dev,
-                port, want, address);
+  spdlog::error("rdma: {} port {} has no RoCE v2 GID {} for {} (is the address on this device's netdev?)", dev, port,
+                want, address);
   return Result<GidChoice>::fail(Status::NotSupported);
 }
 

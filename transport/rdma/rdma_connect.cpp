@@ -83,7 +83,8 @@ Result<ConnId> RdmaTransport::connect(std::string_view host, std::uint16_t port)
     const int t = std::clamp(ms_left(deadline), 1, kResolveAttemptMs);
     ok = rdma_resolve_addr(id, have_src ? reinterpret_cast<sockaddr*>(&src) : nullptr,
                            reinterpret_cast<sockaddr*>(&dst), t) == 0 &&
-         wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, std::min(deadline, Clock::now() + std::chrono::milliseconds(t + 500)));
+         wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED,
+                    std::min(deadline, Clock::now() + std::chrono::milliseconds(t + 500)));
     if (ok || ms_left(deadline) == 0) break;
     spdlog::info("rdma: connect {}:{}: address resolution attempt {} failed; retrying", host, port, attempt);
     rdma_destroy_id(id);

@@ -47,9 +47,9 @@ struct SendEntry {
 struct RdmaConnection {
   ConnState state = ConnState::Free;
   std::uint16_t generation = 1;
-  bool report_accepted = false;         // an Accepted completion is owed
-  Status wr_status = Status::Ok;        // Draining: status of the WRs still pending
-  Status closed_status = Status::Ok;    // Draining: status of the final Closed
+  bool report_accepted = false;       // an Accepted completion is owed
+  Status wr_status = Status::Ok;      // Draining: status of the WRs still pending
+  Status closed_status = Status::Ok;  // Draining: status of the final Closed
   rdma_cm_id* id = nullptr;
   ibv_qp* qp = nullptr;
 

@@ -38,8 +38,7 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const RdmaConfig& c
   return R::ok(std::move(t));
 }
 
-RdmaTransport::RdmaTransport(const RdmaConfig& config)
-    : config_(config), conns_(new RdmaConnection[kMaxConnections]) {}
+RdmaTransport::RdmaTransport(const RdmaConfig& config) : config_(config), conns_(new RdmaConnection[kMaxConnections]) {}
 
 Status RdmaTransport::init() {
   auto dev = pick_device(config_);
@@ -87,9 +86,10 @@ Status RdmaTransport::init() {
   Status s = recv_slab_.init(pd_, std::size_t{config_.max_connections} * kRecvDepth * slot);
   if (s == Status::Ok) s = send_slab_.init(pd_, std::size_t{config_.max_connections} * kSendQueueDepth * slot);
   if (s != Status::Ok) return s;
-  spdlog::info("rdma: {} ready: {} connections, eager {} B, slabs 2 x {} KiB, ack_timeout {}, retry_cnt {}, rnr_retry 0",
-               dev.value.name, config_.max_connections, config_.max_eager_bytes, recv_slab_.size() / 1024,
-               config_.ack_timeout, config_.retry_cnt);
+  spdlog::info(
+      "rdma: {} ready: {} connections, eager {} B, slabs 2 x {} KiB, ack_timeout {}, retry_cnt {}, rnr_retry 0",
+      dev.value.name, config_.max_connections, config_.max_eager_bytes, recv_slab_.size() / 1024, config_.ack_timeout,
+      config_.retry_cnt);
   return Status::Ok;
 }
 
@@ -163,8 +163,7 @@ Result<std::uint16_t> RdmaTransport::listen(std::string_view host, std::uint16_t
     return Result<std::uint16_t>::fail(err == EADDRINUSE ? Status::Busy : Status::BadRequest);
   }
   if (id->verbs != nullptr && id->verbs != ctx_) {
-    spdlog::error("rdma: {} belongs to device {}, not {}", host, ibv_get_device_name(id->verbs->device),
-                  device_name());
+    spdlog::error("rdma: {} belongs to device {}, not {}", host, ibv_get_device_name(id->verbs->device), device_name());
     rdma_destroy_id(id);
     return Result<std::uint16_t>::fail(Status::BadRequest);
   }
@@ -251,8 +250,7 @@ void RdmaTransport::handle_cm_events() noexcept {
         spdlog::debug("rdma: connection {} {} (status {})", slot, rdma_event_str(type), status);
         begin_drain(slot, Status::PeerReset, Status::PeerReset);
         break;
-      default:
-        break;
+      default: break;
     }
   }
 }

@@ -92,9 +92,7 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
       wr.num_sge = 1;
       break;
     }
-    default:
-      why = Status::NotSupported;
-      return false;
+    default: why = Status::NotSupported; return false;
   }
   // Selective signalling: the owner's signaled WRs, plus every Nth so the
   // ring's entries (and bounce slots) are reclaimed.
@@ -167,8 +165,8 @@ void RdmaTransport::repost_consumed() noexcept {
     RdmaConnection& c = conns_[first.slot];
     std::size_t n = 0;
     for (; i < repost_count_ && repost_[i].slot == first.slot; ++i, ++n) {
-      recv_sge_[n] = ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(first.slot, repost_[i].index)), len,
-                             recv_slab_.lkey()};
+      recv_sge_[n] =
+          ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(first.slot, repost_[i].index)), len, recv_slab_.lkey()};
       recv_wr_[n] = ibv_recv_wr{};
       recv_wr_[n].wr_id = WrId{first.slot, first.generation, repost_[i].index, true}.encode();
       recv_wr_[n].sg_list = &recv_sge_[n];
@@ -211,9 +209,12 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
     }
     if (c.state != ConnState::Open) continue;
     if (wc.status != IBV_WC_SUCCESS) {
-      if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) ++stats_.rnr_retry_exceeded;
-      else if (wc.status == IBV_WC_RETRY_EXC_ERR) ++stats_.retry_exceeded;
-      else if (wc.status != IBV_WC_WR_FLUSH_ERR) ++stats_.wc_errors;
+      if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR)
+        ++stats_.rnr_retry_exceeded;
+      else if (wc.status == IBV_WC_RETRY_EXC_ERR)
+        ++stats_.retry_exceeded;
+      else if (wc.status != IBV_WC_WR_FLUSH_ERR)
+        ++stats_.wc_errors;
       spdlog::warn("rdma: connection {} QP {}: {} completion failed: {} (vendor error {})", w.slot, wc.qp_num,
                    w.recv ? "receive" : "send", ibv_wc_status_str(wc.status), wc.vendor_err);
       begin_drain(w.slot, Status::PeerReset, Status::PeerReset);
