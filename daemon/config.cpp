@@ -144,9 +144,7 @@ std::optional<std::string> check_ranges(const Config& c) {
   return std::nullopt;
 }
 
-ParseOutcome parse_command_line(int argc, const char* const* argv) {
-  return parse_command_line(argc, argv, std::cerr);
-}
+ParseOutcome parse_command_line(int argc, const char* const* argv) { return parse_command_line(argc, argv, std::cerr); }
 
 ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream& err) {
   ParseOutcome out;
@@ -154,8 +152,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   po::options_description general("ferryd options");
   general.add_options()("help,h", "print this help and exit")(
       "runtime-dir", po::value<std::string>(), "directory for ferryd.sock and control.sock [/run/ferry]")(
-      "listen", po::value<std::string>(),
-      "bootstrap address HOST:PORT where peer daemons connect (numeric host)")(
+      "listen", po::value<std::string>(), "bootstrap address HOST:PORT where peer daemons connect (numeric host)")(
       "transport", po::value<std::string>(), "rdma|tcp|auto [auto: rdma when an RDMA device exists, else tcp]")(
       "device", po::value<std::string>(), "RDMA device name [first found]")(
       "config", po::value<std::string>(),
@@ -181,7 +178,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
     out.check_config = vm.count("check-config") != 0;
     if (vm.count("config")) {
       c.config_file = vm["config"].as<std::string>();
-    } else if (struct stat st {}; ::stat(std::string(kDefaultConfigFile).c_str(), &st) == 0) {
+    } else if (struct stat st{}; ::stat(std::string(kDefaultConfigFile).c_str(), &st) == 0) {
       c.config_file = std::string(kDefaultConfigFile);
     }
     if (!c.config_file.empty()) {

@@ -55,11 +55,11 @@ struct Config {
   std::uint32_t engine_spin_us = 50;                  // [0, 100000] busy-poll before sleeping
 
   // Channels between daemons (daemon/peer/).
-  std::uint32_t heartbeat_ms = 500;          // [10, 60000] heartbeat interval on the bootstrap connection
-  std::uint32_t peer_timeout_ms = 3000;      // [20, 600000] silence after which a peer is dead (PeerReset)
-  std::uint32_t connect_timeout_ms = 2000;   // [1, 60000] connect + handshake bound (PeerUnreachable)
-  std::uint32_t channel_conns = 1;           // [1, 8] data connections per channel (tcp)
-  std::uint64_t staging_bytes = 8 * kMiB;    // [0, 1 GiB] back-pressure staging per daemon; past it: Busy
+  std::uint32_t heartbeat_ms = 500;         // [10, 60000] heartbeat interval on the bootstrap connection
+  std::uint32_t peer_timeout_ms = 3000;     // [20, 600000] silence after which a peer is dead (PeerReset)
+  std::uint32_t connect_timeout_ms = 2000;  // [1, 60000] connect + handshake bound (PeerUnreachable)
+  std::uint32_t channel_conns = 1;          // [1, 8] data connections per channel (tcp)
+  std::uint64_t staging_bytes = 8 * kMiB;   // [0, 1 GiB] back-pressure staging per daemon; past it: Busy
 };
 
 // One tunable's allowed range, for checks and error messages.

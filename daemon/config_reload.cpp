@@ -14,8 +14,8 @@ int g_argc = 0;
 const char* const* g_argv = nullptr;
 
 constexpr std::string_view kLiveKeys[] = {
-    "log-level", "tx-arena-bytes", "rx-arena-bytes", "max-tx-arena-bytes", "max-rx-arena-bytes",
-    "sq-entries", "cq-entries",
+    "log-level",          "tx-arena-bytes", "rx-arena-bytes", "max-tx-arena-bytes",
+    "max-rx-arena-bytes", "sq-entries",     "cq-entries",
 };
 
 bool is_live(std::string_view key) {

@@ -27,10 +27,10 @@ void remember_command_line(int argc, const char* const* argv);
 void apply_log_level(LogLevel level);
 
 struct ReloadOutcome {
-  bool ok = false;        // false: the new configuration was invalid; nothing changed
-  int applied = 0;        // keys changed live
-  int need_restart = 0;   // keys whose change waits for a restart
-  std::string summary;    // one line for the log and systemd's STATUS=
+  bool ok = false;       // false: the new configuration was invalid; nothing changed
+  int applied = 0;       // keys changed live
+  int need_restart = 0;  // keys whose change waits for a restart
+  std::string summary;   // one line for the log and systemd's STATUS=
 };
 
 // Re-parses, logs every difference, and updates `live` with the keys above.

@@ -6,8 +6,8 @@
 
 #include <cstddef>
 #include <cstdlib>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 
 namespace ferry::daemon {
 

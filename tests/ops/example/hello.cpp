@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   ferry::Buffer response = c.alloc(256);
   if (!request || !response) return failed("alloc", ferry::Status::NoMemory);
   std::memcpy(request.data, greeting, sizeof greeting);
-  if (auto s = c.call(ep.value, request, sizeof greeting, response, 7); s != ferry::Status::Ok) return failed("call", s);
+  if (auto s = c.call(ep.value, request, sizeof greeting, response, 7); s != ferry::Status::Ok)
+    return failed("call", s);
 
   // One process plays both sides: answer the request, then see the call finish.
   std::array<ferry::Completion, 16> done;
