@@ -79,6 +79,7 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
   auto transport = make_transport(worker_spec(o, addresses, id), &error);
   if (!transport) return fail(error);
   PsWorker worker(*transport, o.workload, id);
+  if (id == 0) worker.skip_push_at(o.fault_skip_push);
   for (std::uint32_t it = 0; it < o.warmup; ++it)
     if (!worker.iterate(it, nullptr, nullptr, &error)) return fail("warm-up: " + error);
   bench::LatencyRecorder pulls(o.iters), pushes(o.iters);

@@ -41,7 +41,7 @@ of the shards' daemon (workers open HOST:PORT/ps-shard-<i>); for tcp, the host t
 shards listen on (default 127.0.0.1, ports chosen by the OS).
 --json: last stdout line is one JSON object (pull/push mean/p50/p99/p999 us, ops_per_s,
 cpu_us_per_op over workers + shards + daemons, rss_kb). --latency-dump FILE writes
-"pull|push <microseconds>" lines.
+"pull|push <microseconds>" lines. --fault-skip-push IT (tests): worker 0 drops that push.
 )";
 
 bool parse_u64(const char* s, std::uint64_t* out) {
@@ -120,6 +120,7 @@ int parse_options(int argc, char** argv, PsOptions* o) {
     else if (a == "--latency-dump") o->latency_dump = v;
     else if (a == "--worker-netns") o->worker_netns = v;
     else if (a == "--shard-netns") o->shard_netns = v;
+    else if (a == "--fault-skip-push") ok = parse_u32(v, &o->fault_skip_push, 0, UINT32_MAX - 1);
     else if (a == "--worker-id") ok = parse_u32(v, &o->worker_id, 0, 1u << 20);
     else if (a == "--shard") {
       const char* slash = std::strchr(v, '/');

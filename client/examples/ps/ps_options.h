@@ -33,6 +33,8 @@ struct PsOptions {
   std::string latency_dump;
   std::string worker_netns;  // bench/check: run workers / shards inside these network namespaces
   std::string shard_netns;
+  // Test-only fault: worker 0 skips its push at this iteration, so check must fail.
+  std::uint32_t fault_skip_push = UINT32_MAX;
 };
 
 // Parses argv; returns -1 to go on, or the exit code (usage printed).

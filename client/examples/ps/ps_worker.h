@@ -41,6 +41,9 @@ class PsWorker {
   // pull and push latencies when recorders are given. False on any failure.
   bool iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes, std::string* error);
 
+  // Test-only fault injection: skip the push of iteration `it`.
+  void skip_push_at(std::uint32_t it) { skip_push_ = it; }
+
   double checksum() const { return checksum_; }
   std::uint64_t keys_pulled() const { return keys_pulled_; }
 
@@ -59,6 +62,7 @@ class PsWorker {
   std::vector<std::uint64_t> ids_;
   double checksum_ = 0;
   std::uint64_t keys_pulled_ = 0;
+  std::uint32_t skip_push_ = UINT32_MAX;
 };
 
 }  // namespace ferry::ps

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Integration tests of ferry-ps (client/examples/ps), one case per meson test.
+
+  check-tcp / check-ferry   deterministic mode: every parameter equals the
+                            sequential reference (exit 0), over kernel TCP on
+                            loopback / through a real ferryd started here
+  check-fails               the same check with an injected fault (a dropped
+                            push) must exit non-zero: the check can fail
+  check-remote              two ferryds (--listen on loopback), workers on A,
+                            shards on B, --target B; skipped (77) while the
+                            daemon answers remote opens with NotSupported
+  bench-json-ferry / -tcp   `ferry-ps bench --json` prints the contract fields
+                            with coherent values and writes the latency dump
+Every subprocess runs with a timeout; daemons are stopped on exit.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+SMALL = ["--workers", "2", "--shards", "2", "--keys", "10000", "--dim", "16", "--iters", "50", "--dense", "32"]
+CONTRACT = ["pull_mean_us", "pull_p50_us", "pull_p99_us", "push_mean_us", "push_p50_us", "push_p99_us",
+            "ops_per_s", "cpu_us_per_op", "pull_p999_us", "push_p999_us", "rss_kb"]
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd, timeout=90):
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(p.stdout.rstrip())
+    if p.stderr:
+        print(p.stderr.rstrip())
+    return p
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """ferryd in a temporary runtime dir; waits (deadline) for both sockets."""
+
+    def __init__(self, ferryd, listen=None):
+        self.dir = tempfile.mkdtemp(prefix="ferry-ps-test-")
+        self.socket = os.path.join(self.dir, "ferryd.sock")
+        self.log = open(os.path.join(self.dir, "ferryd.log"), "w+")
+        cmd = [ferryd, "--runtime-dir", self.dir, "--transport", "tcp"]
+        if listen:
+            cmd += ["--listen", listen]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        control = os.path.join(self.dir, "control.sock")
+        deadline = time.monotonic() + 20
+        while not (os.path.exists(self.socket) and os.path.exists(control)):
+            if self.proc.poll() is not None:
+                self.dump()
+                fail("ferryd exited with %d before its sockets appeared" % self.proc.returncode)
+            if time.monotonic() > deadline:
+                self.dump()
+                fail("ferryd sockets did not appear in time")
+            time.sleep(0.02)
+
+    def dump(self):
+        self.log.seek(0)
+        print("--- ferryd log ---\n" + self.log.read()[-4000:])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def need_ferryd(path):
+    if not path or not os.path.exists(path):
+        print("SKIP: ferryd not built at %s" % path)
+        sys.exit(SKIP)
+
+
+def check_ok(p, what):
+    if p.returncode != 0:
+        fail("%s exited %d" % (what, p.returncode))
+    if "equal the sequential reference exactly" not in p.stdout:
+        fail("%s: no success line" % what)
+
+
+def check_bench_json(p, transport, dump):
+    if p.returncode != 0:
+        fail("bench exited %d" % p.returncode)
+    last = p.stdout.strip().splitlines()[-1]
+    try:
+        obj = json.loads(last)
+    except json.JSONDecodeError as e:
+        fail("last line is not JSON: %r (%s)" % (last, e))
+    missing = [k for k in CONTRACT if k not in obj]
+    if missing:
+        fail("missing fields %s" % missing)
+    for op in ("pull", "push"):
+        if not (0 < obj[op + "_p50_us"] <= obj[op + "_p99_us"] <= obj[op + "_p999_us"]):
+            fail("%s percentiles out of order: %s" % (op, last))
+        if obj[op + "_mean_us"] <= 0:
+            fail("%s mean not positive" % op)
+    if obj["pulls"] != 2 * 40 or obj["pushes"] != 2 * 40:
+        fail("expected 80 pulls and 80 pushes (2 workers x 40 iters): %s" % last)
+    if not (obj["ops_per_s"] > 0 and obj["cpu_us_per_op"] > 0 and obj["rss_kb"] > 0):
+        fail("non-positive ops_per_s/cpu/rss: %s" % last)
+    if transport == "ferry" and (obj["daemon_cpu_included"] is not True or obj["cpu_daemons_us"] <= 0):
+        fail("daemon CPU not charged: %s" % last)
+    with open(dump) as f:
+        lines = [l.split() for l in f if not l.startswith("#")]
+    if sum(1 for l in lines if l[0] == "pull") != 80 or sum(1 for l in lines if l[0] == "push") != 80:
+        fail("latency dump does not hold 80 pull and 80 push samples")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ps", required=True)
+    ap.add_argument("--ferryd", default=os.environ.get("FERRYD", ""))
+    ap.add_argument("--case", required=True)
+    a = ap.parse_args()
+    case = a.case
+    daemons = []
+    try:
+        if case == "check-tcp":
+            check_ok(run([a.ps, "check", "--transport", "tcp"] + SMALL), "check tcp")
+        elif case == "check-fails":
+            p = run([a.ps, "check", "--transport", "tcp", "--fault-skip-push", "7"] + SMALL)
+            if p.returncode == 0 or "differ from the reference" not in p.stderr:
+                fail("check passed although worker 0 dropped a push")
+        elif case == "check-ferry":
+            need_ferryd(a.ferryd)
+            d = Daemon(a.ferryd)
+            daemons.append(d)
+            p = run([a.ps, "check", "--transport", "ferry", "--socket", d.socket] + SMALL)
+            if p.returncode != 0:
+                d.dump()
+            check_ok(p, "check ferry")
+        elif case == "check-remote":
+            need_ferryd(a.ferryd)
+            pa, pb = free_port(), free_port()
+            da = Daemon(a.ferryd, "127.0.0.1:%d" % pa)
+            daemons.append(da)
+            db = Daemon(a.ferryd, "127.0.0.1:%d" % pb)
+            daemons.append(db)
+            p = run([a.ps, "check", "--transport", "ferry", "--socket", da.socket, "--server-socket", db.socket,
+                     "--target", "127.0.0.1:%d" % pb] + SMALL)
+            if p.returncode != 0 and "NotSupported" in p.stderr:
+                print("SKIP: ferryd answers remote opens with NotSupported (daemon-to-daemon channels not in yet)")
+                sys.exit(SKIP)
+            check_ok(p, "check remote")
+        elif case.startswith("bench-json-"):
+            transport = case[len("bench-json-"):]
+            tmp = tempfile.mkdtemp(prefix="ferry-ps-bench-")
+            dump = os.path.join(tmp, "lat.txt")
+            cmd = [a.ps, "bench", "--transport", transport, "--workers", "2", "--shards", "2", "--keys", "20000",
+                   "--dim", "32", "--iters", "40", "--warmup", "5", "--json", "--latency-dump", dump]
+            if transport == "ferry":
+                need_ferryd(a.ferryd)
+                d = Daemon(a.ferryd)
+                daemons.append(d)
+                cmd += ["--socket", d.socket]
+            check_bench_json(run(cmd), transport, dump)
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            fail("unknown case " + case)
+    except subprocess.TimeoutExpired as e:
+        fail("timed out: %s" % e)
+    finally:
+        for d in daemons:
+            d.stop()
+    print("PASS " + case)
+
+
+if __name__ == "__main__":
+    main()
