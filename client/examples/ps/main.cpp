@@ -77,8 +77,8 @@ int run_worker(const PsOptions& o) {
   }
   const auto pull = bench::summarize(pulls.samples());
   const auto push = bench::summarize(pushes.samples());
-  std::printf("worker %u: pull mean %.1f us p99 %.1f us; push mean %.1f us p99 %.1f us; checksum %.3f\n",
-              o.worker_id, pull.mean_us, pull.p99_us, push.mean_us, push.p99_us, worker.checksum());
+  std::printf("worker %u: pull mean %.1f us p99 %.1f us; push mean %.1f us p99 %.1f us; checksum %.3f\n", o.worker_id,
+              pull.mean_us, pull.p99_us, push.mean_us, push.p99_us, worker.checksum());
   return 0;
 }
 

@@ -102,10 +102,11 @@ int run_bench(const PsOptions& o) {
               static_cast<unsigned long long>(o.workload.keys), o.workload.dim, o.workload.batch, o.iters);
   print_summary("pull", pull);
   print_summary("push", push);
-  std::printf("ops/s %.0f  keys/s %.0f  cpu %.1f us/op (workers %llu, shards %llu, daemons %llu, self %llu us)  rss %llu kB\n",
-              ops_per_s, static_cast<double>(keys) / wall_s, cpu_per_op, static_cast<unsigned long long>(worker_cpu),
-              static_cast<unsigned long long>(cpu.servers_us), static_cast<unsigned long long>(cpu.daemon_us),
-              static_cast<unsigned long long>(cpu.self_us), static_cast<unsigned long long>(rss_kb));
+  std::printf(
+      "ops/s %.0f  keys/s %.0f  cpu %.1f us/op (workers %llu, shards %llu, daemons %llu, self %llu us)  rss %llu kB\n",
+      ops_per_s, static_cast<double>(keys) / wall_s, cpu_per_op, static_cast<unsigned long long>(worker_cpu),
+      static_cast<unsigned long long>(cpu.servers_us), static_cast<unsigned long long>(cpu.daemon_us),
+      static_cast<unsigned long long>(cpu.self_us), static_cast<unsigned long long>(rss_kb));
   if (o.json) {
     std::printf(
         "{\"transport\":\"%s\",\"workers\":%u,\"shards\":%u,\"keys\":%llu,\"dim\":%u,\"batch\":%u,\"iters\":%u,"

@@ -41,8 +41,7 @@ Reference compute_reference(const PsOptions& o) {
   return ref;
 }
 
-bool exchange_one(PsTransport& t, std::uint32_t shard, std::uint32_t len, std::uint32_t* resp_len,
-                  std::string* error) {
+bool exchange_one(PsTransport& t, std::uint32_t shard, std::uint32_t len, std::uint32_t* resp_len, std::string* error) {
   std::vector<std::uint32_t> req(t.shards(), 0), resp(t.shards(), 0);
   req[shard] = len;
   if (!t.exchange(req, resp, error)) return false;
@@ -58,10 +57,14 @@ bool probe_bad_requests(PsTransport& t, const PsOptions& o, std::string* error) 
     PsStatus want;
   };
   const Probe probes[] = {
-      {"bad magic", PsStatus::BadMagic},  {"bad version", PsStatus::BadVersion},
-      {"bad op", PsStatus::BadOp},        {"bad dim", PsStatus::BadDim},
-      {"short keys", PsStatus::BadLength}, {"truncated header", PsStatus::BadLength},
-      {"foreign key push", PsStatus::BadKey}, {"dense out of range", PsStatus::BadDense},
+      {"bad magic", PsStatus::BadMagic},
+      {"bad version", PsStatus::BadVersion},
+      {"bad op", PsStatus::BadOp},
+      {"bad dim", PsStatus::BadDim},
+      {"short keys", PsStatus::BadLength},
+      {"truncated header", PsStatus::BadLength},
+      {"foreign key push", PsStatus::BadKey},
+      {"dense out of range", PsStatus::BadDense},
       {"status set", PsStatus::BadField},
   };
   std::byte* msg = t.request(0).data();
@@ -88,7 +91,10 @@ bool probe_bad_requests(PsTransport& t, const PsOptions& o, std::string* error) 
         keys[1] = w.shards > 1 ? 1 : w.keys;
         len = static_cast<std::uint32_t>(push_request_bytes(2, w.dim, 0));
         break;
-      case 7: h.dense_offset = w.dense; h.dense_count = 1; break;
+      case 7:
+        h.dense_offset = w.dense;
+        h.dense_count = 1;
+        break;
       case 8: h.status = 1; break;
     }
     std::memcpy(msg, &h, sizeof(h));
@@ -115,8 +121,7 @@ bool probe_bad_requests(PsTransport& t, const PsOptions& o, std::string* error) 
 }
 
 // Pulls every key and dense element and compares with the reference.
-bool compare_all(PsTransport& t, const PsOptions& o, const Reference& ref, std::uint64_t* checked,
-                 std::string* error) {
+bool compare_all(PsTransport& t, const PsOptions& o, const Reference& ref, std::uint64_t* checked, std::string* error) {
   const Workload& w = o.workload;
   std::uint64_t mismatches = 0;
   std::uint64_t id = 1u << 30;
@@ -142,8 +147,8 @@ bool compare_all(PsTransport& t, const PsOptions& o, const Reference& ref, std::
           const float got = rows[std::size_t{i} * w.dim + j];
           ++*checked;
           if (static_cast<double>(got) != want && ++mismatches <= 5)
-            std::fprintf(stderr, "  key %llu col %u: got %.9g want %.9g\n", static_cast<unsigned long long>(keys[i]),
-                         j, got, want);
+            std::fprintf(stderr, "  key %llu col %u: got %.9g want %.9g\n", static_cast<unsigned long long>(keys[i]), j,
+                         got, want);
         }
       }
       for (std::uint32_t d = 0; d < dense; ++d) {

@@ -38,7 +38,8 @@ struct ReportHead {
 // Reads one byte at a time until '\n' with a deadline (the ready line).
 bool read_line(int fd, std::chrono::steady_clock::time_point deadline, std::string* line) {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;

@@ -19,7 +19,7 @@ namespace ferry::ps {
 struct WorkerReport {
   bool ok = false;
   std::string error;
-  std::uint64_t cpu_us = 0;      // measured phase only
+  std::uint64_t cpu_us = 0;  // measured phase only
   std::uint64_t maxrss_kb = 0;
   std::uint64_t keys_pulled = 0;
   std::vector<std::uint64_t> pull_ns;

@@ -32,7 +32,9 @@ inline float gradient(std::uint32_t w, std::uint32_t it, std::uint64_t key, std:
 }
 
 // Dense blob: index i of a shard's slice is global element shard*dense + i.
-inline float initial_dense(std::uint64_t element) { return static_cast<float>(static_cast<int>(element % 9) - 4) * 0.25f; }
+inline float initial_dense(std::uint64_t element) {
+  return static_cast<float>(static_cast<int>(element % 9) - 4) * 0.25f;
+}
 inline float dense_gradient(std::uint32_t w, std::uint32_t it, std::uint64_t element) {
   return static_cast<float>(static_cast<int>((w * 17u + it * 5u + element) % 5) - 2);
 }

@@ -80,11 +80,16 @@ int parse_options(int argc, char** argv, PsOptions* o) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (cmd == "server") o->command = Command::Server;
-  else if (cmd == "worker") o->command = Command::Worker;
-  else if (cmd == "bench") o->command = Command::Bench;
-  else if (cmd == "check") o->command = Command::Check;
-  else return usage_error("unknown command '" + cmd + "'");
+  if (cmd == "server")
+    o->command = Command::Server;
+  else if (cmd == "worker")
+    o->command = Command::Worker;
+  else if (cmd == "bench")
+    o->command = Command::Bench;
+  else if (cmd == "check")
+    o->command = Command::Check;
+  else
+    return usage_error("unknown command '" + cmd + "'");
   Workload& w = o->workload;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -92,41 +97,70 @@ int parse_options(int argc, char** argv, PsOptions* o) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (a == "--json") { o->json = true; continue; }
-    if (a == "--busy-poll") { o->busy_poll = true; continue; }
+    if (a == "--json") {
+      o->json = true;
+      continue;
+    }
+    if (a == "--busy-poll") {
+      o->busy_poll = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage_error("missing value for " + a);
     const char* v = argv[++i];
     bool ok = true;
     std::uint64_t u64 = 0;
     if (a == "--transport") {
-      if (std::strcmp(v, "ferry") == 0) o->transport = TransportKind::Ferry;
-      else if (std::strcmp(v, "tcp") == 0) o->transport = TransportKind::Tcp;
-      else ok = false;
-    } else if (a == "--workers") ok = parse_u32(v, &o->workers, 1, 256);
-    else if (a == "--shards") ok = parse_u32(v, &w.shards, 1, 256);
-    else if (a == "--keys") ok = parse_u64(v, &w.keys) && w.keys >= 1 && w.keys <= (1ull << 32);
-    else if (a == "--dim") ok = parse_u32(v, &w.dim, 1, kMaxDim);
-    else if (a == "--iters") ok = parse_u32(v, &o->iters, 1, 1u << 30);
-    else if (a == "--warmup") ok = parse_u32(v, &o->warmup, 0, 1u << 20);
-    else if (a == "--batch") ok = parse_u32(v, &w.batch, 1, kMaxKeysPerMessage);
-    else if (a == "--dense") ok = parse_u32(v, &w.dense, 0, kMaxDense);
-    else if (a == "--skew") ok = parse_double(v, &w.skew) && w.skew >= 0 && w.skew <= 10;
-    else if (a == "--lr") ok = parse_double(v, &o->lr) && o->lr > 0;
-    else if (a == "--seed") ok = parse_u64(v, &w.seed);
-    else if (a == "--socket") o->socket = v;
-    else if (a == "--server-socket") o->server_socket = v;
-    else if (a == "--target") o->target = v;
-    else if (a == "--listen") o->listen = v;
-    else if (a == "--latency-dump") o->latency_dump = v;
-    else if (a == "--worker-netns") o->worker_netns = v;
-    else if (a == "--shard-netns") o->shard_netns = v;
-    else if (a == "--fault-skip-push") ok = parse_u32(v, &o->fault_skip_push, 0, UINT32_MAX - 1);
-    else if (a == "--worker-id") ok = parse_u32(v, &o->worker_id, 0, 1u << 20);
+      if (std::strcmp(v, "ferry") == 0)
+        o->transport = TransportKind::Ferry;
+      else if (std::strcmp(v, "tcp") == 0)
+        o->transport = TransportKind::Tcp;
+      else
+        ok = false;
+    } else if (a == "--workers")
+      ok = parse_u32(v, &o->workers, 1, 256);
+    else if (a == "--shards")
+      ok = parse_u32(v, &w.shards, 1, 256);
+    else if (a == "--keys")
+      ok = parse_u64(v, &w.keys) && w.keys >= 1 && w.keys <= (1ull << 32);
+    else if (a == "--dim")
+      ok = parse_u32(v, &w.dim, 1, kMaxDim);
+    else if (a == "--iters")
+      ok = parse_u32(v, &o->iters, 1, 1u << 30);
+    else if (a == "--warmup")
+      ok = parse_u32(v, &o->warmup, 0, 1u << 20);
+    else if (a == "--batch")
+      ok = parse_u32(v, &w.batch, 1, kMaxKeysPerMessage);
+    else if (a == "--dense")
+      ok = parse_u32(v, &w.dense, 0, kMaxDense);
+    else if (a == "--skew")
+      ok = parse_double(v, &w.skew) && w.skew >= 0 && w.skew <= 10;
+    else if (a == "--lr")
+      ok = parse_double(v, &o->lr) && o->lr > 0;
+    else if (a == "--seed")
+      ok = parse_u64(v, &w.seed);
+    else if (a == "--socket")
+      o->socket = v;
+    else if (a == "--server-socket")
+      o->server_socket = v;
+    else if (a == "--target")
+      o->target = v;
+    else if (a == "--listen")
+      o->listen = v;
+    else if (a == "--latency-dump")
+      o->latency_dump = v;
+    else if (a == "--worker-netns")
+      o->worker_netns = v;
+    else if (a == "--shard-netns")
+      o->shard_netns = v;
+    else if (a == "--fault-skip-push")
+      ok = parse_u32(v, &o->fault_skip_push, 0, UINT32_MAX - 1);
+    else if (a == "--worker-id")
+      ok = parse_u32(v, &o->worker_id, 0, 1u << 20);
     else if (a == "--shard") {
       const char* slash = std::strchr(v, '/');
       std::uint64_t n = 0;
-      ok = slash && parse_u64(std::string(v, slash).c_str(), &u64) && parse_u64(slash + 1, &n) && n >= 1 &&
-           n <= 256 && u64 < n;
+      ok = slash && parse_u64(std::string(v, slash).c_str(), &u64) && parse_u64(slash + 1, &n) && n >= 1 && n <= 256 &&
+           u64 < n;
       if (ok) {
         o->shard_index = static_cast<std::uint32_t>(u64);
         w.shards = static_cast<std::uint32_t>(n);

@@ -33,15 +33,15 @@ std::string_view to_string(PsOp op) noexcept;
 
 enum class PsStatus : std::uint8_t {
   Ok = 0,
-  BadLength = 1,   // shorter than a header, or length does not match the counts
+  BadLength = 1,  // shorter than a header, or length does not match the counts
   BadMagic = 2,
   BadVersion = 3,
   BadOp = 4,
-  BadField = 5,    // a reserved/status field is not 0 in a request
-  BadDim = 6,      // dim differs from the shard's
-  BadKey = 7,      // key out of range or owned by another shard
-  BadDense = 8,    // dense range outside the shard's slice
-  TooLarge = 9,    // the response would not fit the response buffer
+  BadField = 5,  // a reserved/status field is not 0 in a request
+  BadDim = 6,    // dim differs from the shard's
+  BadKey = 7,    // key out of range or owned by another shard
+  BadDense = 8,  // dense range outside the shard's slice
+  TooLarge = 9,  // the response would not fit the response buffer
 };
 std::string_view to_string(PsStatus s) noexcept;
 

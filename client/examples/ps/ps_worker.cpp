@@ -86,8 +86,7 @@ bool PsWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::L
     float* g = grads_of(msg, count_[s]);
     for (std::uint32_t i = 0; i < count_[s]; ++i)
       for (std::uint32_t j = 0; j < w_.dim; ++j) *g++ = gradient(id_, it, keys[i], j);
-    for (std::uint32_t d = 0; d < w_.dense; ++d)
-      *g++ = dense_gradient(id_, it, std::uint64_t{s} * w_.dense + d);
+    for (std::uint32_t d = 0; d < w_.dense; ++d) *g++ = dense_gradient(id_, it, std::uint64_t{s} * w_.dense + d);
     request_len_[s] = static_cast<std::uint32_t>(push_request_bytes(count_[s], w_.dim, w_.dense));
     response_len_[s] = 0;
   }

@@ -57,7 +57,8 @@ class FerryShard {
     const std::uint64_t rx_need = 2 * spec_.pool * max_request_bytes(c, spec_.max_batch) + 4 * kMiB;
     a.rx_bytes = rx_need > 32 * kMiB ? (rx_need & ~(kMiB - 1)) : 0;
     auto attached = Client::attach(a);
-    if (!attached) return fail("cannot attach to ferryd at '" + spec_.socket + "': " + std::string(to_string(attached.status)));
+    if (!attached)
+      return fail("cannot attach to ferryd at '" + spec_.socket + "': " + std::string(to_string(attached.status)));
     client_ = std::move(attached.value);
     if (response_bytes_ > client_->max_message_bytes())
       return fail("responses of " + std::to_string(response_bytes_) + " bytes exceed the daemon's max message size");
