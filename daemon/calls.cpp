@@ -16,6 +16,10 @@ void Engine::op_reply(ClientSession& c, const shm::SqEntry& e) {
   }
   const PendingCall call = *found;
   calls_.erase(e.token);  // a token is good for one reply
+  if (call.remote_channel != 0) {
+    reply_remote(c, e, call);
+    return;
+  }
   ClientSession* caller = call.caller_gone ? nullptr : client(call.caller);
   if (caller == nullptr) {
     complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
@@ -36,6 +40,35 @@ void Engine::op_reply(ClientSession& c, const shm::SqEntry& e) {
   complete(c, shm::Op::Reply, e.user_data, Status::Ok);
 }
 
+void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call) {
+  peer::Channel* ch = call.caller_gone ? nullptr : peers_->find(call.remote_channel);
+  if (ch == nullptr || !ch->usable()) {
+    complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
+    return;
+  }
+  // The response leaves from the server's tx arena without a copy, so the
+  // Reply completes on the transport's SendDone (on_send_done), when that
+  // buffer is free again. The caller's daemon checks its buffer size.
+  peer::RemoteOp op;
+  op.kind = peer::RemoteOpKind::Reply;
+  op.client = c.id();
+  op.channel = ch->id;
+  op.lane = call.lane;
+  op.user_data = e.user_data;
+  const std::uint64_t token = remote_ops_.insert(std::move(op));
+  wire::Header h;
+  h.type = wire::MsgType::Response;
+  h.dst_ep = call.remote_ep;
+  h.token = call.remote_token;
+  const auto r = peers_->send(*ch, call.lane, h, c.at(e.offset), e.length, token, true);
+  if (r.accepted != 1) {
+    remote_ops_.erase(token);
+    complete(c, shm::Op::Reply, e.user_data, r.status == Status::Busy ? Status::Busy : Status::CallerGone);
+    return;
+  }
+  bump(counters_.replies);
+}
+
 void Engine::op_release(ClientSession& c, const shm::SqEntry& e) {
   const Status s = c.rx.free(e.offset);
   if (s != Status::Ok) bump(counters_.bad_requests);
@@ -50,6 +83,15 @@ void Engine::op_release(ClientSession& c, const shm::SqEntry& e) {
 void Engine::fail_calls_of(ClientSession& gone) {
   const std::uint32_t id = gone.id();
   calls_.sweep([&](PendingCall& call) {
+    if (call.server == id && call.remote_channel != 0) {
+      if (!call.caller_gone) {
+        wire::Header to;
+        to.src_ep = call.remote_ep;
+        to.token = call.remote_token;
+        answer(call.remote_channel, call.lane, to, Status::ServiceGone);
+      }
+      return true;
+    }
     if (call.server == id) {
       // The server died before replying: the caller hears ServiceGone.
       ClientSession* caller = call.caller_gone ? nullptr : client(call.caller);

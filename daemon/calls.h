@@ -19,6 +19,12 @@ struct PendingCall {
   std::uint64_t resp_offset = 0;
   std::uint32_t resp_length = 0;
   bool caller_gone = false;  // caller closed the endpoint or died: reply gets CallerGone
+  // A call from a peer daemon (remote_channel != 0): the reply goes back as a
+  // wire Response with remote_token to remote_ep; `endpoint` is the proxy id.
+  std::uint32_t remote_channel = 0;
+  std::uint32_t remote_ep = 0;
+  std::uint32_t lane = 0;
+  std::uint64_t remote_token = 0;
 };
 
 class CallTable {

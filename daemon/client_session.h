@@ -46,6 +46,11 @@ struct Parked {
 struct Endpoint {
   std::uint32_t id = 0;
   std::uint32_t service_id = 0;  // target; may have gone away since Open
+  // Remote endpoints (channel != 0): the peer's proxy endpoint id, and
+  // whether the channel died (later Send/Call -> PeerReset, Close -> Ok).
+  std::uint32_t channel = 0;
+  std::uint32_t remote_ep = 0;
+  bool peer_dead = false;
   std::deque<Parked> parked;
   bool in_retry_list = false;
 };

@@ -92,7 +92,9 @@ void ControlServer::answer(const std::shared_ptr<Conn>& conn) {
 std::string handle_control_line(std::string_view line, const std::function<json::Value()>& status,
                                 const std::function<json::Value()>& clients,
                                 const std::function<json::Value()>& counters,
-                                const std::function<json::Value()>& drain) {
+                                const std::function<json::Value()>& drain,
+                                const std::function<json::Value()>& peers,
+                                const std::function<json::Value()>& channels) {
   std::string error;
   auto req = control::decode_request(line, &error);
   if (!req) return control::encode_error("bad request: " + error);
@@ -102,8 +104,8 @@ std::string handle_control_line(std::string_view line, const std::function<json:
     case control::Command::Status: return control::encode_ok(status());
     case control::Command::Clients: return control::encode_ok(clients());
     case control::Command::Counters: return control::encode_ok(counters());
-    case control::Command::Peers:
-    case control::Command::Channels: return control::encode_ok(json::Array{});  // no remote peers yet
+    case control::Command::Peers: return control::encode_ok(peers ? peers() : json::Value(json::Array{}));
+    case control::Command::Channels: return control::encode_ok(channels ? channels() : json::Value(json::Array{}));
     case control::Command::Drain: return control::encode_ok(drain());
   }
   return control::encode_error("unknown command: " + req->cmd);

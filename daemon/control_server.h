@@ -43,6 +43,8 @@ class ControlServer {
 std::string handle_control_line(std::string_view line, const std::function<json::Value()>& status,
                                 const std::function<json::Value()>& clients,
                                 const std::function<json::Value()>& counters,
-                                const std::function<json::Value()>& drain);
+                                const std::function<json::Value()>& drain,
+                                const std::function<json::Value()>& peers = {},
+                                const std::function<json::Value()>& channels = {});
 
 }  // namespace ferry::daemon

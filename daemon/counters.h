@@ -25,7 +25,16 @@ struct Counters {
   Counter cq_overflows{0};  // completions that went to a private overflow queue
   Counter engine_sleeps{0};
   Counter corrupt_rings{0};
-  // Remote datapath (DESIGN.md contract); stay 0 until remote peers exist.
+  // Channels between daemons.
+  Counter peer_connects{0};      // channels that came Up
+  Counter peer_failures{0};      // channels that failed (reset, timeout, refused, unreachable)
+  Counter remote_sends{0};       // Sends posted to a peer
+  Counter remote_calls{0};       // Calls posted to a peer
+  Counter remote_delivered{0};   // Message/Request deliveries that came from a peer
+  Counter heartbeats_missed{0};  // heartbeat intervals a peer stayed silent
+  Counter staged{0};             // remote deliveries staged for a full receiver
+  Counter busy_rejects{0};       // remote deliveries refused with Busy (staging full)
+  // Remote datapath (DESIGN.md contract); flow control and recovery come later.
   Counter rnr_naks{0};
   Counter retransmits{0};
   Counter recoveries{0};
@@ -53,6 +62,14 @@ void for_each_counter(const Counters& c, F&& f) {
   f("cq_overflows", c.cq_overflows);
   f("engine_sleeps", c.engine_sleeps);
   f("corrupt_rings", c.corrupt_rings);
+  f("peer_connects", c.peer_connects);
+  f("peer_failures", c.peer_failures);
+  f("remote_sends", c.remote_sends);
+  f("remote_calls", c.remote_calls);
+  f("remote_delivered", c.remote_delivered);
+  f("heartbeats_missed", c.heartbeats_missed);
+  f("staged", c.staged);
+  f("busy_rejects", c.busy_rejects);
   f("rnr_naks", c.rnr_naks);
   f("retransmits", c.retransmits);
   f("recoveries", c.recoveries);

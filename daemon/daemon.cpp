@@ -16,6 +16,7 @@
 #include "daemon/config_reload.h"
 #include "daemon/control_server.h"
 #include "daemon/engine.h"
+#include "daemon/peer/peer_status_json.h"
 #include "daemon/runtime_dir.h"
 #include "daemon/socket_group.h"
 #include "daemon/status_json.h"
@@ -46,9 +47,6 @@ int run_daemon(const Config& config) {
   spdlog::info("ferryd {} starting: pid {} epoch {:#018x} runtime dir {}", FERRY_VERSION, ::getpid(), epoch,
                config.runtime_dir);
   spdlog::info("{}", transport.reason);
-  if (!config.listen.empty()) {
-    spdlog::info("listen address {} recorded; remote peers are not served yet (local clients only)", config.listen);
-  }
 
   std::string error;
   if (!ensure_runtime_dir(config.runtime_dir, &error)) {
@@ -87,12 +85,13 @@ int run_daemon(const Config& config) {
   // never races with the engine thread.
   Config live = config;
   Counters counters;
-  Engine engine(config, counters, random_u64());
+  Engine engine(config, counters, random_u64(), epoch);
   std::thread engine_thread([&engine] { engine.run(); });
 
   asio::io_context io;
   AttachServer attach(io, live, engine, epoch);
-  DaemonFacts facts{&live, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false};
+  DaemonFacts facts{&live, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false, {}};
+  facts.peers = [&engine] { return peer::peers_json(engine.peers_snapshot()); };
   ControlServer control(io, [&](std::string_view line) {
     return handle_control_line(
         line,
@@ -107,7 +106,9 @@ int run_daemon(const Config& config) {
           json::Object o;
           o["draining"] = true;
           return json::Value(std::move(o));
-        });
+        },
+        [&] { return peer::peers_json(engine.peers_snapshot()); },
+        [&] { return peer::channels_json(engine.peers_snapshot()); });
   });
   attach.start(client_fd);
   control.start(control_fd);

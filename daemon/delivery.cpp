@@ -30,6 +30,10 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
     return;
   }
   Endpoint& ep = it->second;
+  if (ep.channel != 0) {
+    op_send_or_call_remote(c, ep, e);
+    return;
+  }
   if (!ep.parked.empty()) {  // keep order behind what is already waiting
     park(c, ep, e);
     return;
@@ -44,37 +48,54 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
 
 Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure) {
   const Service* s = services_.find(ep.service_id);
-  ClientSession* server = s == nullptr ? nullptr : client(s->owner);
+  if (s == nullptr) {
+    *failure = Status::ServiceGone;
+    return Delivery::Failed;
+  }
+  const bool is_call = static_cast<shm::Op>(e.op) == shm::Op::Call;
+  PendingCall call;
+  call.caller = c.id();
+  call.endpoint = ep.id;
+  call.user_data = e.user_data;
+  call.resp_offset = e.resp_offset;
+  call.resp_length = e.resp_length;
+  const Delivery d = deliver(*s, is_call, c.at(e.offset), e.length, c.id(), call, failure);
+  // A Send is done once copied (the sender's buffer is free again); a Call
+  // completes when its reply arrives.
+  if (d == Delivery::Done && !is_call) complete(c, shm::Op::Send, e.user_data, Status::Ok);
+  return d;
+}
+
+Engine::Delivery Engine::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
+                                 std::uint32_t source, PendingCall call, Status* failure) {
+  ClientSession* server = client(s.owner);
   if (server == nullptr || server->doomed) {
     *failure = Status::ServiceGone;
     return Delivery::Failed;
   }
   if (!can_deliver(*server)) return Delivery::Blocked;
-  auto block = server->rx.alloc(e.length);
+  auto block = server->rx.alloc(length);
   if (!block) return Delivery::Blocked;
 
-  std::memcpy(server->at(block->offset), c.at(e.offset), e.length);
-  bump(counters_.bytes_copied, e.length);
+  std::memcpy(server->at(block->offset), payload, length);
+  bump(counters_.bytes_copied, length);
 
-  const bool is_call = static_cast<shm::Op>(e.op) == shm::Op::Call;
   shm::CqEntry d{};
   d.kind = static_cast<std::uint8_t>(is_call ? shm::CqKind::Request : shm::CqKind::Message);
-  d.handle = s->id;
+  d.handle = s.id;
   d.offset = block->offset;
-  d.length = e.length;
+  d.length = length;
   d.capacity = block->capacity;
-  d.source = c.id();
+  d.source = source;
   if (is_call) {
-    d.token = calls_.insert(
-        PendingCall{c.id(), ep.id, server->id(), s->id, e.user_data, e.resp_offset, e.resp_length, false});
+    call.server = server->id();
+    call.service = s.id;
+    d.token = calls_.insert(call);
     bump(counters_.calls);
   } else {
     bump(counters_.messages);
   }
   post(*server, d);
-  // A Send is done once copied (the sender's buffer is free again); a Call
-  // completes when its reply arrives.
-  if (!is_call) complete(c, shm::Op::Send, e.user_data, Status::Ok);
   return Delivery::Done;
 }
 

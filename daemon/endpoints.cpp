@@ -17,10 +17,7 @@ void Engine::op_open(ClientSession& c, const shm::SqEntry& e) {
       bump(counters_.bad_requests);
       complete(c, shm::Op::Open, e.user_data, Status::BadRequest);
       return;
-    case TargetKind::Remote:
-      // Remote peers arrive with the transport; until then say so plainly.
-      complete(c, shm::Op::Open, e.user_data, Status::NotSupported);
-      return;
+    case TargetKind::Remote: op_open_remote(c, e, t); return;
     case TargetKind::Local: break;
   }
   const Service* s = services_.find(t.service);
@@ -48,6 +45,7 @@ void Engine::op_close(ClientSession& c, const shm::SqEntry& e) {
     return;
   }
   Endpoint& ep = it->second;
+  if (ep.channel != 0) close_remote(c, ep);
   // Everything in flight on it completes first, with Cancelled.
   for (const Parked& p : ep.parked) {
     complete(c, static_cast<shm::Op>(p.entry.op), p.entry.user_data, Status::Cancelled);

@@ -23,7 +23,7 @@ void ring_eventfd(int fd) noexcept {
 
 }  // namespace
 
-Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key)
+Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch)
     : config_(config),
       counters_(counters),
       delivery_timeout_ns_(std::uint64_t{config.delivery_timeout_ms} * 1'000'000),
@@ -42,6 +42,7 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
   clients_.reserve(config.max_clients * 2);
   order_.reserve(config.max_clients);
   parked_endpoints_.reserve(1024);
+  setup_peers(epoch);
 }
 
 Engine::~Engine() {
@@ -103,6 +104,7 @@ void Engine::detach(std::uint32_t id) {
   ClientSession* c = client(id);
   if (c == nullptr) return;  // already gone (engine kicked it, then the hang-up arrived)
   fail_calls_of(*c);
+  forget_remote_of(*c);
   for (std::uint32_t sid : c->services) services_.remove(sid);
   // Its parked sends/calls have nobody to complete to; deliveries parked for
   // it fail with ServiceGone when retry_parked finds the service missing.

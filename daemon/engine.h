@@ -8,12 +8,17 @@
 // Files by concern: engine.cpp (setup, attach/detach), engine_loop.cpp (the
 // loop and sleeping), completions.cpp, services_ops.cpp (Serve/Unserve),
 // endpoints.cpp (Open/Close), delivery.cpp (Send/Call and parking),
-// calls.cpp (Reply and call bookkeeping).
+// calls.cpp (Reply and call bookkeeping); channels to peer daemons:
+// peer/ (channel state, handshake, heartbeats), remote_endpoints.cpp (our
+// clients' remote Open/Send/Call/Close), remote_serving.cpp (peers' traffic
+// to our services, staging), remote_events.cpp (channel up/down, SendDone).
 #pragma once
 
 #include <boost/lockfree/spsc_queue.hpp>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -23,6 +28,8 @@
 #include "daemon/client_session.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "daemon/peer/channel_manager.h"
+#include "daemon/peer/remote_ops.h"
 #include "daemon/services.h"
 #include "daemon/target.h"
 #include "ferry_config.h"
@@ -42,14 +49,37 @@ inline constexpr std::size_t kEventQueueDepth = 4096;
 inline constexpr std::uint32_t kSqBatch = 32;
 static_assert(kSqBatch <= shm::kMinRingEntries, "a batch never exceeds the smallest ring");
 inline constexpr int kBusyPollMs = 1;
+inline constexpr int kPeerTickMs = 10;  // sleep bound while channels exist (heartbeats, deadlines)
 // Per-client caps so a client cannot grow daemon memory without bound.
 inline constexpr std::size_t kMaxEndpointsPerClient = 65536;
 inline constexpr std::size_t kMaxServicesPerClient =
     1024;  // sleep granularity while deliveries are parked or CQs overflow
 
-class Engine {
+// A peer's endpoint on one of our services (the far end of its Open).
+struct ProxyEndpoint {
+  std::uint32_t channel = 0;
+  std::uint32_t service_id = 0;
+  std::uint32_t lane = 0;
+  std::uint32_t staged = 0;  // deliveries waiting in staged_ (keeps their order)
+};
+
+// A remote Send/Call whose receiver was full: copied out of the transport's
+// receive buffer (the one place the datapath allocates: back-pressure).
+struct StagedDelivery {
+  std::uint32_t channel = 0;
+  std::uint32_t lane = 0;
+  wire::Header header{};
+  std::vector<std::byte> payload;
+  std::uint64_t deadline_ns = 0;
+};
+
+// `source` of a delivery that came from a peer: this bit | the proxy id.
+inline constexpr std::uint32_t kRemoteSourceBit = 1u << 31;
+
+class Engine final : private peer::ChannelEvents {
  public:
-  Engine(const Config& config, Counters& counters, std::uint64_t token_key);
+  // `epoch` identifies this daemon instance to peers (nonzero).
+  Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch = 1);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -60,6 +90,11 @@ class Engine {
   // ring); readable event_fd() means some may be waiting.
   std::optional<std::uint32_t> pop_event() noexcept;
   int event_fd() const noexcept { return event_fd_; }
+  // Control thread: the latest copy of the channel table (refreshed by the
+  // engine a few times a second and on every state change).
+  std::vector<peer::PeerInfo> peers_snapshot() const;
+  // Bootstrap port actually bound (0: not listening).
+  std::uint16_t listen_port() const noexcept { return listen_port_; }
 
   // Engine thread body; returns after a Stop command, all clients detached.
   void run();
@@ -96,6 +131,10 @@ class Engine {
   enum class Delivery : std::uint8_t { Done, Blocked, Failed };
   void op_send_or_call(ClientSession& c, const shm::SqEntry& e);
   Delivery try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure);
+  // The delivery itself, shared by local senders and peers: rx block, copy,
+  // Message/Request. `call` is the call record for a Request.
+  Delivery deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
+                   std::uint32_t source, PendingCall call, Status* failure);
   void park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
   std::size_t retry_parked();
 
@@ -103,6 +142,38 @@ class Engine {
   void op_reply(ClientSession& c, const shm::SqEntry& e);
   void op_release(ClientSession& c, const shm::SqEntry& e);
   void fail_calls_of(ClientSession& gone);
+  void reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call);
+
+  // remote_endpoints.cpp
+  static constexpr std::uint64_t kTransportTag = ~0ull;  // epoll tag of the transport's fd
+  void setup_peers(std::uint64_t epoch);
+  void listen_peers();
+  std::size_t poll_peers();
+  void publish_peers(std::uint64_t now_ns, bool force);
+  void op_open_remote(ClientSession& c, const shm::SqEntry& e, const Target& t);
+  void send_open(std::uint64_t token, peer::RemoteOp& op, peer::Channel& ch);
+  void op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
+  void close_remote(ClientSession& c, Endpoint& ep);
+  void forget_remote_of(ClientSession& gone);
+  void on_open_ack(peer::Channel& ch, const wire::Header& h);
+  void on_response(peer::Channel& ch, const wire::Header& h, const std::byte* payload);
+
+  // remote_serving.cpp
+  void on_remote_open(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
+  void on_remote_close(const wire::Header& h);
+  void on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
+  Delivery deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h,
+                          const std::byte* payload, Status* failure);
+  void stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
+  std::size_t retry_staged();
+  void answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status);
+  void answer(std::uint32_t channel, std::uint32_t lane, const wire::Header& to, Status status);
+
+  // remote_events.cpp (peer::ChannelEvents)
+  void on_channel_up(peer::Channel& ch) override;
+  void on_channel_down(peer::Channel& ch, Status why) override;
+  void on_message(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) override;
+  void on_send_done(std::uint64_t user_data, Status status) override;
 
   const Config& config_;
   Counters& counters_;
@@ -127,6 +198,21 @@ class Engine {
   std::vector<EndpointRef> parked_endpoints_;
   std::thread::id owner_;
   bool stop_ = false;
+
+  // Channels to peer daemons (transport first: the manager refers to it).
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<peer::ChannelManager> peers_;
+  peer::RemoteOpTable remote_ops_{1024};
+  std::unordered_map<std::uint32_t, ProxyEndpoint> proxies_;
+  std::uint32_t next_proxy_id_ = 1;
+  std::deque<StagedDelivery> staged_;
+  std::uint64_t staged_bytes_ = 0;
+  std::vector<std::uint32_t> blocked_proxies_;  // scratch for retry_staged
+  std::uint16_t listen_port_ = 0;
+  std::uint64_t next_tick_ns_ = 0;
+  std::uint64_t next_publish_ns_ = 0;
+  mutable std::mutex snapshot_mu_;  // control-rate only: engine publishes, control thread copies
+  std::vector<peer::PeerInfo> snapshot_;
 };
 
 }  // namespace ferry::daemon

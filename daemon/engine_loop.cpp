@@ -38,8 +38,10 @@ void Engine::run() {
   std::uint64_t idle_since = now_ns();
   while (!stop_) {
     std::size_t work = drain_commands();
+    work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
     for (ClientSession* c : order_) work += poll_submissions(*c);
     work += retry_parked();
+    work += retry_staged();
     flush_completions();
     reap_doomed();
     flush_events();
@@ -50,8 +52,11 @@ void Engine::run() {
       idle_since = now_ns();
     }
   }
-  // Stop: detach everyone so sessions unmap in an orderly way.
+  // Stop: detach everyone so sessions unmap in an orderly way, then say
+  // Goodbye to every peer.
   while (!order_.empty()) detach(order_.back()->id());
+  peers_->close_all();
+  for (int i = 0; i < 8; ++i) peers_->poll(now_ns());  // lets the Goodbyes and closes go out
 }
 
 std::size_t Engine::drain_commands() {
@@ -133,13 +138,17 @@ void Engine::sleep_until_work() {
   if (all_idle && commands_.read_available() == 0) {
     // Parked deliveries and CQ overflows wait for room that frees without a
     // doorbell (the client reading its CQ), so they need a periodic look.
-    bool pending = !parked_endpoints_.empty() || !unsent_events_.empty();
+    bool pending = !parked_endpoints_.empty() || !unsent_events_.empty() || !staged_.empty();
     for (ClientSession* c : order_) pending = pending || !c->overflow.empty();
+    // Channels need their heartbeats and deadlines looked at even when quiet.
+    const int timeout = pending ? kBusyPollMs : peers_->channel_count() != 0 ? kPeerTickMs : -1;
     bump(counters_.engine_sleeps);
     epoll_event evs[64];
-    int n = ::epoll_wait(epoll_fd_, evs, 64, pending ? kBusyPollMs : -1);
+    int n = ::epoll_wait(epoll_fd_, evs, 64, timeout);
     for (int i = 0; i < n; ++i) {
-      if (evs[i].data.u64 == 0) {
+      if (evs[i].data.u64 == kTransportTag) {
+        // Level-triggered: poll_peers() on the next turn consumes it.
+      } else if (evs[i].data.u64 == 0) {
         std::uint64_t v;
         [[maybe_unused]] auto r = ::read(wake_fd_, &v, sizeof(v));
       } else if (ClientSession* c = client(static_cast<std::uint32_t>(evs[i].data.u64))) {

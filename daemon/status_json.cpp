@@ -34,7 +34,7 @@ json::Value status_json(const DaemonFacts& f, std::size_t client_count) {
   o["uptime_s"] = json::Value(seconds_since(f.started));
   o["transport"] = f.transport;
   o["clients"] = json::Value(static_cast<std::uint64_t>(client_count));
-  o["peers"] = json::Array{};
+  o["peers"] = f.peers ? f.peers() : json::Value(json::Array{});
   o["counters"] = counters_json(*f.counters);
   o["pid"] = json::Value(static_cast<std::int64_t>(::getpid()));
   o["epoch"] = json::Value(f.epoch);

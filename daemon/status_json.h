@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct DaemonFacts {
   std::uint64_t epoch = 0;
   std::chrono::steady_clock::time_point started;
   bool draining = false;
+  std::function<json::Value()> peers;  // the channel table (engine snapshot); empty array when unset
 };
 
 json::Value counters_json(const Counters& c);

@@ -1,0 +1,105 @@
+// A channel joins this daemon to one peer daemon: one bootstrap connection
+// (Hello/HelloAck handshake, heartbeats, Goodbye; later recovery RPCs) plus
+// k data connections ("lanes") that carry Open/Send/Call/Response. Every
+// endpoint between any processes of the two hosts is multiplexed over it.
+// Engine thread only (the ChannelManager that owns it runs there).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "transport/transport.h"
+#include "transport/wire/handshake.h"
+
+namespace ferry::daemon::peer {
+
+// Connecting: TCP connect of the bootstrap connection in progress.
+// Handshaking: Hello sent (initiator) or received (acceptor); data lanes joining.
+// Up: handshake done, every lane joined; carries traffic.
+// Draining: lost a duplicate-channel race (or Goodbye sent); serves the
+//   endpoints already on it, gets no new ones, closed when they are gone.
+// Down: closed in an orderly way. Failed: reset, timed out or refused.
+enum class ChannelState : std::uint8_t { Connecting, Handshaking, Up, Draining, Down, Failed };
+
+constexpr std::string_view to_string(ChannelState s) noexcept {
+  switch (s) {
+    case ChannelState::Connecting: return "Connecting";
+    case ChannelState::Handshaking: return "Handshaking";
+    case ChannelState::Up: return "Up";
+    case ChannelState::Draining: return "Draining";
+    case ChannelState::Down: return "Down";
+    case ChannelState::Failed: return "Failed";
+  }
+  return "Unknown";
+}
+
+// Whether a transition is legal; everything else is a bug (logged, refused).
+constexpr bool can_transition(ChannelState from, ChannelState to) noexcept {
+  using S = ChannelState;
+  if (from == to) return false;
+  switch (from) {
+    case S::Connecting: return to == S::Handshaking || to == S::Failed || to == S::Down;
+    case S::Handshaking: return to == S::Up || to == S::Failed || to == S::Down;
+    case S::Up: return to == S::Draining || to == S::Failed || to == S::Down;
+    case S::Draining: return to == S::Down || to == S::Failed;
+    case S::Down:
+    case S::Failed: return false;  // terminal: a new channel is a new object
+  }
+  return false;
+}
+
+inline constexpr std::uint32_t kMaxLanes = 8;
+static_assert(kMaxLanes <= wire::kMaxQpsPerChannel);
+
+struct LaneStats {
+  std::uint64_t tx_msgs = 0;
+  std::uint64_t rx_msgs = 0;
+  std::uint64_t tx_bytes = 0;
+  std::uint64_t rx_bytes = 0;
+  std::uint64_t inflight = 0;  // remote ops waiting for an answer on this lane
+};
+
+struct Lane {
+  transport::ConnId conn = transport::kInvalidConn;
+  bool joined = false;  // handshake on this connection done
+  LaneStats stats;
+};
+
+struct Channel {
+  std::uint32_t id = 0;  // nonzero, never reused: a restarted peer gets a new channel
+  ChannelState state = ChannelState::Connecting;
+  bool initiated = false;  // we connected (false: we accepted)
+  std::string address;     // HOST:PORT we connected to; empty for accepted channels
+  std::string host;        // numeric host of `address` (lanes connect there too)
+  std::uint16_t port = 0;
+  std::uint64_t peer_epoch = 0;  // 0 until the handshake tells
+  wire::Negotiated negotiated{};
+  std::uint32_t superseded_by = 0;  // Draining duplicate: the channel that won
+
+  transport::ConnId bootstrap = transport::kInvalidConn;
+  LaneStats bootstrap_stats;
+  std::array<Lane, kMaxLanes> lanes{};
+  std::uint32_t lane_count = 0;  // negotiated k
+
+  std::uint64_t created_ns = 0;
+  std::uint64_t state_since_ns = 0;
+  std::uint64_t deadline_ns = 0;  // handshake must finish by then
+  std::uint64_t last_heard_ns = 0;
+  std::uint64_t next_ping_ns = 0;
+  std::uint64_t rtt_us = 0;
+  std::uint32_t missed = 0;     // heartbeat intervals without hearing from the peer
+  std::uint32_t endpoints = 0;  // local endpoints + proxies bound to it
+
+  bool usable() const noexcept { return state == ChannelState::Up || state == ChannelState::Draining; }
+  bool finished() const noexcept { return state == ChannelState::Down || state == ChannelState::Failed; }
+  bool all_lanes_joined() const noexcept {
+    for (std::uint32_t i = 0; i < lane_count; ++i) {
+      if (!lanes[i].joined) return false;
+    }
+    return lane_count != 0;
+  }
+};
+
+}  // namespace ferry::daemon::peer

@@ -1,0 +1,198 @@
+// The channel handshake. Initiator: bootstrap Hello(token 0) -> HelloAck,
+// then one connection per data lane, each Hello(token lane+1) -> HelloAck;
+// Up when every lane has joined. Acceptor: a Hello with token 0 starts a
+// channel, a Hello with token N joins lane N-1 of the accepted channel with
+// the same peer epoch. Version, epoch and lane checks refuse with a status
+// in HelloAck, then close.
+//
+// Duplicates: when both daemons connect to each other at once, two channels
+// to the same peer epoch come Up. Both sides keep the one initiated by the
+// daemon with the lower epoch (ties: the older channel), so they agree
+// without another message. The loser goes Draining: it serves endpoints
+// already on it, new work routes to the winner, and its initiator closes it
+// once it has no endpoints.
+#include <spdlog/spdlog.h>
+
+#include "daemon/peer/channel_manager.h"
+
+namespace ferry::daemon::peer {
+
+wire::Handshake ChannelManager::local_handshake() const noexcept {
+  wire::Handshake hs;
+  hs.protocol_version = wire::kProtocolVersion;
+  hs.qp_count = static_cast<std::uint16_t>(cfg_.lanes);
+  hs.daemon_epoch = cfg_.epoch;
+  hs.capabilities = wire::kCapTcp;
+  hs.initial_credits = 1024;  // no credit flow control yet: informational
+  hs.max_message_bytes = cfg_.max_message_bytes;
+  return hs;
+}
+
+void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack,
+                                Status status) {
+  wire::Header h;
+  h.type = ack ? wire::MsgType::HelloAck : wire::MsgType::Hello;
+  h.status = status;
+  h.token = token;
+  transport::SendWr wr;
+  wr.conn = conn;
+  wr.header = h;
+  wr.payload = hello_.data();
+  wr.payload_len = hello_len_;
+  wr.signaled = false;
+  const auto r = transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
+  if (r.accepted == 1) {
+    ++ch.bootstrap_stats.tx_msgs;
+    ch.bootstrap_stats.tx_bytes += wire::kHeaderBytes + hello_len_;
+  }
+}
+
+void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status status) {
+  Channel scratch;  // stats of a refused connection are not kept
+  send_hello(scratch, conn, token, true, status);
+  conns_.erase(conn);
+  transport_.close(conn);
+}
+
+void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload,
+                              std::uint64_t now_ns) {
+  wire::Handshake remote;
+  const wire::WireError e = wire::decode_handshake({payload, h.payload_len}, remote);
+  if (e != wire::WireError::None) {
+    spdlog::warn("peer Hello rejected: {}", to_string(e));
+    refuse(conn, h.token, wire::to_status(e));
+    return;
+  }
+  wire::Negotiated n;
+  if (wire::negotiate(local_handshake(), remote, n) != wire::WireError::None) {
+    spdlog::warn("peer Hello rejected: protocol version {} (we speak {})", remote.protocol_version,
+                 wire::kProtocolVersion);
+    refuse(conn, h.token, Status::VersionMismatch);
+    return;
+  }
+  if (remote.daemon_epoch == cfg_.epoch) {
+    spdlog::warn("peer Hello rejected: it carries our own epoch (connected to ourselves)");
+    refuse(conn, h.token, Status::BadRequest);
+    return;
+  }
+  if (h.token == 0) {
+    Channel& ch = create(false, now_ns);
+    ch.bootstrap = conn;
+    ch.peer_epoch = remote.daemon_epoch;
+    ch.negotiated = n;
+    ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
+    conns_[conn] = ConnRef{ch.id, -1};
+    spdlog::info("channel {} from peer epoch {:#018x}: {}", ch.id, ch.peer_epoch, to_string(ch.state));
+    set_state(ch, ChannelState::Handshaking, now_ns);
+    send_hello(ch, conn, 0, true, Status::Ok);
+    return;
+  }
+  const std::uint64_t lane = h.token - 1;
+  for (auto& [id, ch] : channels_) {
+    if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || ch->state != ChannelState::Handshaking) continue;
+    if (lane >= ch->lane_count || ch->lanes[lane].joined) continue;
+    Lane& l = ch->lanes[lane];
+    l.conn = conn;
+    l.joined = true;
+    conns_[conn] = ConnRef{ch->id, static_cast<std::int32_t>(lane)};
+    send_hello(*ch, conn, h.token, true, Status::Ok);
+    if (ch->all_lanes_joined()) become_up(*ch, now_ns);
+    return;
+  }
+  spdlog::warn("peer Hello for lane {} matches no channel being set up; refused", lane);
+  refuse(conn, h.token, Status::ProtocolError);
+}
+
+void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
+                                  std::uint64_t now_ns) {
+  if (!ch.initiated || ch.state != ChannelState::Handshaking) {
+    fail(ch, Status::ProtocolError, now_ns);
+    return;
+  }
+  if (h.status != Status::Ok) {
+    spdlog::warn("channel {} ({}): peer refused the handshake ({})", ch.id, ch.address, to_string(h.status));
+    fail(ch, h.status, now_ns);
+    return;
+  }
+  wire::Handshake remote;
+  const wire::WireError e = wire::decode_handshake({payload, h.payload_len}, remote);
+  wire::Negotiated n;
+  if (e != wire::WireError::None || wire::negotiate(local_handshake(), remote, n) != wire::WireError::None) {
+    fail(ch, e == wire::WireError::None ? Status::VersionMismatch : wire::to_status(e), now_ns);
+    return;
+  }
+  if (lane < 0) {
+    if (remote.daemon_epoch == cfg_.epoch) {
+      fail(ch, Status::BadRequest, now_ns);
+      return;
+    }
+    ch.peer_epoch = remote.daemon_epoch;
+    ch.negotiated = n;
+    ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
+    open_lanes(ch, now_ns);
+    return;
+  }
+  // A lane's answer must come from the same daemon instance.
+  if (remote.daemon_epoch != ch.peer_epoch) {
+    fail(ch, Status::PeerReset, now_ns);
+    return;
+  }
+  ch.lanes[static_cast<std::uint32_t>(lane)].joined = true;
+  if (ch.all_lanes_joined()) become_up(ch, now_ns);
+}
+
+void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
+  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
+    auto conn = transport_.connect(ch.host, ch.port);
+    if (!conn) {
+      fail(ch, Status::PeerUnreachable, now_ns);
+      return;
+    }
+    ch.lanes[i].conn = conn.value;
+    conns_[conn.value] = ConnRef{ch.id, static_cast<std::int32_t>(i)};
+    send_hello(ch, conn.value, i + 1, false, Status::Ok);
+  }
+}
+
+void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
+  set_state(ch, ChannelState::Up, now_ns);
+  bump(counters_.peer_connects);
+  ch.last_heard_ns = now_ns;
+  ch.next_ping_ns = now_ns;  // first heartbeat right away gives an RTT early
+  resolve_duplicate(ch);
+  events_.on_channel_up(ch);
+  // A losing duplicate nobody uses closes now (its initiator decides).
+  for (auto& [id, other] : channels_) {
+    if (other->state == ChannelState::Draining && other->initiated && other->endpoints == 0 &&
+        other->peer_epoch == ch.peer_epoch) {
+      finish(*other, Status::Ok, true, now_ns);
+    }
+  }
+}
+
+void ChannelManager::resolve_duplicate(Channel& ch) {
+  auto initiator_epoch = [this](const Channel& c) { return c.initiated ? cfg_.epoch : c.peer_epoch; };
+  for (auto& [id, other] : channels_) {
+    Channel& o = *other;
+    if (o.id == ch.id || o.peer_epoch != ch.peer_epoch || o.state != ChannelState::Up) continue;
+    const std::uint64_t a = initiator_epoch(ch), b = initiator_epoch(o);
+    const bool ch_wins = a != b ? a < b : ch.id < o.id;
+    Channel& winner = ch_wins ? ch : o;
+    Channel& loser = ch_wins ? o : ch;
+    spdlog::info("channels {} and {} join the same peer (epoch {:#018x}): keeping {} (initiated by epoch {:#018x})",
+                 ch.id, o.id, ch.peer_epoch, winner.id, initiator_epoch(winner));
+    loser.superseded_by = winner.id;
+    if (!loser.address.empty()) {
+      by_address_[loser.address] = winner.id;
+      if (winner.address.empty()) {
+        winner.address = loser.address;
+        winner.host = loser.host;
+        winner.port = loser.port;
+      }
+    }
+    set_state(loser, ChannelState::Draining, last_now_ns_);
+    if (&loser == &ch) return;
+  }
+}
+
+}  // namespace ferry::daemon::peer

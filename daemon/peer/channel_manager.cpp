@@ -1,0 +1,219 @@
+// ChannelManager: connect (get-or-create), accept, the completion pump,
+// posting on lanes, and the status snapshot.
+#include "daemon/peer/channel_manager.h"
+
+#include <spdlog/spdlog.h>
+
+namespace ferry::daemon::peer {
+
+ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg,
+                               Counters& counters)
+    : transport_(t), events_(events), cfg_(cfg), counters_(counters) {
+  if (cfg_.lanes == 0) cfg_.lanes = 1;
+  if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
+  channels_.reserve(64);
+  hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
+  conns_.reserve(256);
+}
+
+Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
+  return transport_.listen(host, port);
+}
+
+Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
+  auto ch = std::make_unique<Channel>();
+  ch->id = next_id_++;
+  ch->initiated = initiated;
+  ch->created_ns = ch->state_since_ns = ch->last_heard_ns = now_ns;
+  ch->deadline_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
+  ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
+  Channel& ref = *ch;
+  channels_.emplace(ref.id, std::move(ch));
+  return ref;
+}
+
+Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::string_view host,
+                                              std::uint16_t port, std::uint64_t now_ns) {
+  if (auto it = by_address_.find(address); it != by_address_.end()) {
+    if (Channel* ch = route(it->second)) return Result<std::uint32_t>::ok(ch->id);
+    Channel* ch = find(it->second);
+    if (ch != nullptr && !ch->finished()) return Result<std::uint32_t>::ok(ch->id);  // still handshaking
+    by_address_.erase(it);
+  }
+  Channel& ch = create(true, now_ns);
+  ch.address = address;
+  ch.host = std::string(host);
+  ch.port = port;
+  spdlog::info("channel {} to {}: {}", ch.id, address, to_string(ch.state));
+  // Blocking for at most connect_timeout_ms (see the header comment).
+  auto conn = transport_.connect(host, port);
+  if (!conn) {
+    spdlog::warn("channel {} to {}: connect failed ({})", ch.id, address, to_string(conn.status));
+    bump(counters_.peer_failures);
+    ch.state = ChannelState::Failed;
+    finished_.push_back(ch.id);
+    return Result<std::uint32_t>::fail(Status::PeerUnreachable);
+  }
+  ch.bootstrap = conn.value;
+  conns_[ch.bootstrap] = ConnRef{ch.id, -1};
+  by_address_[address] = ch.id;
+  set_state(ch, ChannelState::Handshaking, now_ns);
+  send_hello(ch, ch.bootstrap, 0, false, Status::Ok);
+  return Result<std::uint32_t>::ok(ch.id);
+}
+
+Channel* ChannelManager::find(std::uint32_t id) noexcept {
+  auto it = channels_.find(id);
+  return it == channels_.end() ? nullptr : it->second.get();
+}
+
+Channel* ChannelManager::route(std::uint32_t id) noexcept {
+  Channel* ch = find(id);
+  for (int hops = 0; ch != nullptr && ch->superseded_by != 0 && hops < 4; ++hops) ch = find(ch->superseded_by);
+  if (ch == nullptr || ch->state != ChannelState::Up) return nullptr;
+  return ch;
+}
+
+LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
+  if (lane < 0) return &ch.bootstrap_stats;
+  return &ch.lanes[static_cast<std::uint32_t>(lane)].stats;
+}
+
+std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
+  last_now_ns_ = now_ns;
+  const std::size_t n = transport_.poll(batch_);
+  for (std::size_t i = 0; i < n; ++i) {
+    const transport::Completion& c = batch_[i];
+    switch (c.kind) {
+      case transport::CompletionKind::Accepted: conns_[c.conn] = ConnRef{0, -1}; break;
+      case transport::CompletionKind::Recv: on_recv(c, now_ns); break;
+      case transport::CompletionKind::SendDone: events_.on_send_done(c.user_data, c.status); break;
+      case transport::CompletionKind::Closed: on_closed(c); break;
+    }
+  }
+  reap();
+  return n;
+}
+
+void ChannelManager::on_recv(const transport::Completion& c, std::uint64_t now_ns) {
+  auto it = conns_.find(c.conn);
+  if (it == conns_.end()) return;  // a connection we already let go of
+  const ConnRef ref = it->second;
+  if (ref.channel == 0) {
+    // First message on an accepted connection: must be Hello.
+    if (c.header.type == wire::MsgType::Hello) {
+      on_hello(c.conn, c.header, c.payload, now_ns);
+    } else {
+      spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
+      conns_.erase(c.conn);
+      transport_.close(c.conn);
+    }
+    return;
+  }
+  Channel* ch = find(ref.channel);
+  if (ch == nullptr || ch->finished()) return;
+  ch->last_heard_ns = now_ns;
+  ch->missed = 0;
+  LaneStats* st = stats_of(*ch, ref.lane);
+  ++st->rx_msgs;
+  st->rx_bytes += wire::kHeaderBytes + c.header.payload_len;
+  switch (c.header.type) {
+    case wire::MsgType::HelloAck: on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
+    case wire::MsgType::Heartbeat: on_heartbeat(*ch, c.header, now_ns); return;
+    case wire::MsgType::Goodbye:
+      spdlog::info("channel {} ({}): peer said Goodbye ({})", ch->id, ch->address, to_string(c.header.status));
+      finish(*ch, Status::PeerReset, true, now_ns);
+      return;
+    case wire::MsgType::Hello:
+      fail(*ch, Status::ProtocolError, now_ns);
+      return;
+    default: break;
+  }
+  if (!ch->usable() || ref.lane < 0) {
+    // Traffic before the handshake finished, or data on the bootstrap
+    // connection: the peer does not follow the protocol.
+    spdlog::warn("channel {}: {} on the {} in state {}", ch->id, to_string(c.header.type),
+                 ref.lane < 0 ? "bootstrap connection" : "data lane", to_string(ch->state));
+    fail(*ch, Status::ProtocolError, now_ns);
+    return;
+  }
+  events_.on_message(*ch, static_cast<std::uint32_t>(ref.lane), c.header, c.payload);
+}
+
+void ChannelManager::on_closed(const transport::Completion& c) {
+  auto it = conns_.find(c.conn);
+  if (it == conns_.end()) return;
+  const ConnRef ref = it->second;
+  conns_.erase(it);
+  if (ref.channel == 0) return;
+  Channel* ch = find(ref.channel);
+  if (ch == nullptr || ch->finished()) return;
+  // Any connection of a channel going away takes the channel with it: the
+  // lanes carry per-endpoint order, the bootstrap carries liveness.
+  const Status why = ch->state == ChannelState::Handshaking ? Status::PeerUnreachable : Status::PeerReset;
+  spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address,
+               ref.lane < 0 ? "bootstrap" : "data", to_string(c.status));
+  fail(*ch, why, last_now_ns_);
+}
+
+transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                           const std::byte* payload, std::uint32_t len, std::uint64_t user_data,
+                                           bool signaled) noexcept {
+  transport::PostResult r;
+  if (!ch.usable() || ch.lane_count == 0) {
+    r.status = Status::PeerReset;
+    return r;
+  }
+  Lane& l = ch.lanes[lane % ch.lane_count];
+  transport::SendWr wr;
+  wr.conn = l.conn;
+  wr.header = h;
+  wr.payload = payload;
+  wr.payload_len = len;
+  wr.user_data = user_data;
+  wr.signaled = signaled;
+  r = transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
+  if (r.accepted == 1) {
+    ++l.stats.tx_msgs;
+    l.stats.tx_bytes += wire::kHeaderBytes + len;
+  }
+  return r;
+}
+
+void ChannelManager::unbind_endpoint(Channel& ch) {
+  if (ch.endpoints != 0) --ch.endpoints;
+  // The initiator of a losing duplicate closes it once nothing uses it.
+  if (ch.state == ChannelState::Draining && ch.initiated && ch.endpoints == 0) {
+    finish(ch, Status::Ok, true, last_now_ns_);  // erased at the end of the next poll/tick
+  }
+}
+
+void ChannelManager::close_all() {
+  for (auto& [id, ch] : channels_) {
+    if (!ch->finished()) finish(*ch, Status::Ok, true, last_now_ns_);
+  }
+  reap();
+}
+
+void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const {
+  out.clear();
+  for (const auto& [id, ch] : channels_) {
+    PeerInfo p;
+    p.channel = ch->id;
+    p.address = ch->address;
+    p.epoch = ch->peer_epoch;
+    p.state = ch->state;
+    p.lane_count = ch->lane_count;
+    for (std::uint32_t i = 0; i < ch->lane_count; ++i) {
+      p.lanes[i] = ch->lanes[i].stats;
+      p.lane_ids[i] = ch->lanes[i].conn;
+    }
+    p.endpoints = ch->endpoints;
+    p.rtt_us = ch->rtt_us;
+    p.since_s = (now_ns - ch->state_since_ns) / 1'000'000'000;
+    p.initiated = ch->initiated;
+    out.push_back(std::move(p));
+  }
+}
+
+}  // namespace ferry::daemon::peer

@@ -1,0 +1,158 @@
+// Owns every channel to peer daemons and the transport they run on.
+//
+// Where the bootstrap runs: on the engine thread, through the Transport
+// itself. The bootstrap connection is just another TcpTransport connection
+// whose first message is Hello (token 0); data lanes are connections whose
+// Hello carries token = lane + 1. That keeps one owner for every connection
+// (no SPSC hand-over between an asio thread and the engine, no second
+// socket layer), lets a peer death seen on either kind of connection fail
+// the channel in the same turn, and gives the RDMA backend the same shape
+// (its bootstrap can be one more RC connection or stay TCP beside it).
+// The cost: connect() blocks the engine for at most connect_timeout_ms.
+//
+// Files: channel_manager.cpp (connect/accept/poll/send/snapshot),
+// channel_handshake.cpp (Hello/HelloAck, duplicate resolution),
+// channel_heartbeat.cpp (heartbeats, deadlines, failing a channel).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/counters.h"
+#include "daemon/peer/channel.h"
+#include "ferry/result.h"
+#include "transport/transport.h"
+
+namespace ferry::daemon::peer {
+
+struct ChannelConfig {
+  std::uint64_t epoch = 1;  // this daemon's
+  std::uint32_t heartbeat_ms = 500;
+  std::uint32_t peer_timeout_ms = 3000;
+  std::uint32_t connect_timeout_ms = 2000;
+  std::uint32_t lanes = 1;
+  std::uint32_t max_message_bytes = 1u << 20;
+};
+
+// What the engine hears from the channel layer. A virtual interface rather
+// than std::function: one indirect call per event, no allocation.
+class ChannelEvents {
+ public:
+  virtual ~ChannelEvents() = default;
+  // Handshake done, every lane joined (and duplicates resolved: `ch` may
+  // already be Draining in favour of ch.superseded_by).
+  virtual void on_channel_up(Channel& ch) = 0;
+  // Down or Failed; `why` is PeerReset (died), PeerUnreachable (never came
+  // up), VersionMismatch/ProtocolError (refused), Ok (orderly). Called once.
+  virtual void on_channel_down(Channel& ch, Status why) = 0;
+  // A message on a lane of an Up/Draining channel. `payload` is valid until
+  // the next ChannelManager::poll().
+  virtual void on_message(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) = 0;
+  // A signaled WR finished, or any WR failed.
+  virtual void on_send_done(std::uint64_t user_data, Status status) = 0;
+};
+
+// One row of `ferryctl peers`, copied out for the control thread.
+struct PeerInfo {
+  std::uint32_t channel = 0;
+  std::string address;
+  std::uint64_t epoch = 0;
+  ChannelState state = ChannelState::Connecting;
+  std::uint32_t lane_count = 0;
+  std::array<LaneStats, kMaxLanes> lanes{};
+  std::array<transport::ConnId, kMaxLanes> lane_ids{};
+  std::uint32_t endpoints = 0;
+  std::uint64_t rtt_us = 0;
+  std::uint64_t since_s = 0;
+  bool initiated = false;
+};
+
+class ChannelManager {
+ public:
+  ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters);
+
+  // Bootstrap listener (numeric host). Returns the bound port.
+  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
+
+  // Get-or-create the channel to HOST:PORT (`address` is the key). A new one
+  // starts its handshake; PeerUnreachable when the TCP connect fails within
+  // connect_timeout_ms. The channel may still be Handshaking on return.
+  Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
+                                std::uint64_t now_ns);
+
+  Channel* find(std::uint32_t id) noexcept;
+  // The channel new work for `id` should use (a superseded duplicate forwards
+  // to its winner); nullptr when none is usable.
+  Channel* route(std::uint32_t id) noexcept;
+
+  // Drains transport completions into events. Returns the work done.
+  std::size_t poll(std::uint64_t now_ns) noexcept;
+  // Heartbeats, handshake deadlines, dead-peer timeouts. Cheap when idle.
+  std::size_t tick(std::uint64_t now_ns);
+
+  // Posts one message on a lane (lane % lane_count) of a usable channel.
+  transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+                             std::uint32_t len, std::uint64_t user_data, bool signaled) noexcept;
+
+  // Endpoint/proxy bookkeeping: a Draining duplicate closes when it has none.
+  void bind_endpoint(Channel& ch) noexcept { ++ch.endpoints; }
+  void unbind_endpoint(Channel& ch);
+
+  // Orderly shutdown of every channel (Goodbye, close).
+  void close_all();
+
+  std::size_t channel_count() const noexcept { return channels_.size(); }
+  void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
+  int event_fd() const noexcept { return transport_.event_fd(); }
+  const ChannelConfig& config() const noexcept { return cfg_; }
+
+ private:
+  // channel_manager.cpp
+  struct ConnRef {
+    std::uint32_t channel = 0;  // 0: accepted, no Hello yet
+    std::int32_t lane = -1;     // -1: the bootstrap connection
+  };
+  Channel& create(bool initiated, std::uint64_t now_ns);
+  void on_recv(const transport::Completion& c, std::uint64_t now_ns);
+  void on_closed(const transport::Completion& c);
+  LaneStats* stats_of(Channel& ch, std::int32_t lane) noexcept;
+
+  // channel_handshake.cpp
+  wire::Handshake local_handshake() const noexcept;
+  void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status);
+  void refuse(transport::ConnId conn, std::uint64_t token, Status status);
+  void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, std::uint64_t now_ns);
+  void on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
+                    std::uint64_t now_ns);
+  void open_lanes(Channel& ch, std::uint64_t now_ns);
+  void become_up(Channel& ch, std::uint64_t now_ns);
+  void resolve_duplicate(Channel& ch);
+
+  // channel_heartbeat.cpp
+  void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns);
+  void heartbeat(Channel& ch, std::uint64_t now_ns);
+  void on_heartbeat(Channel& ch, const wire::Header& h, std::uint64_t now_ns);
+  void fail(Channel& ch, Status why, std::uint64_t now_ns);
+  void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
+  void reap();
+
+  transport::Transport& transport_;
+  ChannelEvents& events_;
+  ChannelConfig cfg_;
+  Counters& counters_;
+  std::uint32_t next_id_ = 1;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
+  std::unordered_map<std::string, std::uint32_t> by_address_;
+  std::unordered_map<transport::ConnId, ConnRef> conns_;
+  std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
+  std::array<transport::Completion, transport::kPollBatch> batch_{};
+  // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
+  std::array<std::byte, wire::kHandshakeMaxBytes> hello_{};
+  std::uint32_t hello_len_ = 0;
+  std::uint64_t last_now_ns_ = 0;
+};
+
+}  // namespace ferry::daemon::peer

@@ -1,0 +1,21 @@
+// JSON shapes of the channel table for `status` (peers), `peers` and
+// `channels` (control/control_protocol.h; ferryctl's columns in
+// control/ferryctl_tables.h). Control thread only, on a PeerInfo copy.
+#pragma once
+
+#include <vector>
+
+#include "control/json.h"
+#include "daemon/peer/channel_manager.h"
+
+namespace ferry::daemon::peer {
+
+// [{address, addr, epoch, state, transport, qps, channels:[{id, state,
+//   transport, tx_msgs, rx_msgs, tx_bytes, rx_bytes, inflight}], endpoints,
+//   heartbeat_rtt_us, rtt_us, since_s, initiated}]
+json::Value peers_json(const std::vector<PeerInfo>& peers);
+// One row per data connection: [{peer, addr, id, state, transport, qps,
+//   epoch, tx_msgs, rx_msgs, tx_bytes, rx_bytes, inflight}]
+json::Value channels_json(const std::vector<PeerInfo>& peers);
+
+}  // namespace ferry::daemon::peer

@@ -1,0 +1,69 @@
+// Operations this daemon sent to a peer and has not yet completed: Opens
+// (waiting for the channel, then for OpenAck), Sends and Calls (waiting for
+// the peer's Response) and Replies to remote callers (waiting for the
+// transport's SendDone, since the payload is sent from the server's tx arena).
+// A slot pool like CallTable: the token sent on the wire packs slot and
+// generation, so a late or forged answer finds nothing. Every entry is
+// completed exactly once: whoever erases it (answer, SendDone failure,
+// channel down, endpoint close, client gone) completes it.
+// Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "shm/ring_entries.h"
+
+namespace ferry::daemon::peer {
+
+enum class RemoteOpKind : std::uint8_t { Open, Send, Call, Reply };
+
+struct RemoteOp {
+  RemoteOpKind kind = RemoteOpKind::Send;
+  std::uint32_t client = 0;
+  std::uint32_t endpoint = 0;  // Send/Call: caller's endpoint
+  std::uint32_t channel = 0;
+  std::uint32_t lane = 0;
+  std::uint64_t user_data = 0;
+  std::uint64_t resp_offset = 0;  // Call
+  std::uint32_t resp_length = 0;  // Call
+  bool sent = false;              // Open: false while the channel is still coming up
+  std::string service;            // Open only (control path: may allocate)
+};
+
+class RemoteOpTable {
+ public:
+  explicit RemoteOpTable(std::size_t reserve);
+
+  std::uint64_t insert(RemoteOp op);  // token, never 0
+  RemoteOp* find(std::uint64_t token) noexcept;
+  void erase(std::uint64_t token) noexcept;
+  std::size_t size() const noexcept { return live_; }
+
+  // f(token, RemoteOp&) -> true to erase. Control-rate only (walks every slot).
+  template <typename F>
+  void sweep(F&& f) {
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].live && f(token_of(i), slots_[i].op)) release(i);
+    }
+  }
+
+ private:
+  struct Slot {
+    RemoteOp op;
+    std::uint32_t generation = 0;
+    bool live = false;
+  };
+  std::uint64_t token_of(std::uint32_t index) const noexcept {
+    return (std::uint64_t{slots_[index].generation} << 32) | (std::uint64_t{index} + 1);
+  }
+  void release(std::uint32_t index) noexcept;
+
+  std::deque<Slot> slots_;  // deque: an Open's name stays put while the transport sends it
+  std::vector<std::uint32_t> free_;
+  std::size_t live_ = 0;
+};
+
+}  // namespace ferry::daemon::peer

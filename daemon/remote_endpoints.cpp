@@ -1,0 +1,273 @@
+// Our clients' side of remote endpoints: bringing up the transport and the
+// channel manager, Open("HOST:PORT/SERVICE") over a channel, Send/Call on a
+// remote endpoint, Close, and the peer's OpenAck/Response.
+//
+// A remote Send completes when the peer answers with a zero-length Response
+// carrying the delivery outcome (Ok, Busy, ServiceGone, EndpointClosed...),
+// so back-pressure at the receiver reaches the sender's op. A remote Call
+// completes with the peer's Response, whose payload is copied straight from
+// the transport's receive buffer into the caller's response buffer.
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <chrono>
+#include <cstring>
+
+#include "daemon/engine.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::uint64_t mono_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+constexpr std::uint64_t kTickNs = 10'000'000;      // heartbeat/deadline checks at most every 10 ms
+constexpr std::uint64_t kPublishNs = 200'000'000;  // status snapshot refresh
+
+}  // namespace
+
+void Engine::setup_peers(std::uint64_t epoch) {
+  transport::tcp::TcpConfig tc;
+  tc.connect_timeout_ms = config_.connect_timeout_ms;
+  tc.max_message_bytes = std::max<std::uint32_t>(config_.max_message_bytes, wire::kMinMessageBytes);
+  auto t = transport::tcp::TcpTransport::create(tc);
+  if (!t) throw std::runtime_error("tcp transport: cannot create (" + std::string(to_string(t.status)) + ")");
+  transport::tcp::TcpTransport* tcp = t.value.get();
+  transport_ = std::move(t.value);
+  peer::ChannelConfig cc;
+  cc.epoch = epoch;
+  cc.heartbeat_ms = config_.heartbeat_ms;
+  cc.peer_timeout_ms = config_.peer_timeout_ms;
+  cc.connect_timeout_ms = config_.connect_timeout_ms;
+  cc.lanes = config_.channel_conns;
+  cc.max_message_bytes = tc.max_message_bytes;
+  peers_ = std::make_unique<peer::ChannelManager>(*transport_, static_cast<peer::ChannelEvents&>(*this), cc, counters_);
+  blocked_proxies_.reserve(256);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTransportTag;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, transport_->event_fd(), &ev);
+  listen_peers();
+  tcp->release_owner();  // set up on this thread, owned by the engine thread from run() on
+}
+
+void Engine::listen_peers() {
+  if (!own_listen_) return;
+  auto r = peers_->listen(own_listen_->host, own_listen_->port);
+  if (!r) {
+    throw std::runtime_error("cannot listen for peers on " + config_.listen + " (" +
+                             std::string(to_string(r.status)) + "; numeric host, free port)");  // start-up only
+  }
+  listen_port_ = r.value;
+  spdlog::info("listening for peer daemons on {}", config_.listen);
+}
+
+std::size_t Engine::poll_peers() {
+  const std::uint64_t now = mono_ns();
+  std::size_t work = peers_->poll(now);
+  if (now >= next_tick_ns_) {
+    next_tick_ns_ = now + kTickNs;
+    work += peers_->tick(now);
+    publish_peers(now, false);
+  }
+  return work;
+}
+
+void Engine::publish_peers(std::uint64_t now_ns, bool force) {
+  if (!force && now_ns < next_publish_ns_) return;
+  next_publish_ns_ = now_ns + kPublishNs;
+  std::vector<peer::PeerInfo> fresh;
+  peers_->snapshot(fresh, now_ns);
+  std::lock_guard lock(snapshot_mu_);
+  snapshot_.swap(fresh);
+}
+
+std::vector<peer::PeerInfo> Engine::peers_snapshot() const {
+  std::lock_guard lock(snapshot_mu_);
+  return snapshot_;
+}
+
+void Engine::op_open_remote(ClientSession& c, const shm::SqEntry& e, const Target& t) {
+  std::string host = t.remote.host == "localhost" ? std::string("127.0.0.1") : t.remote.host;
+  if (t.remote.port == 0 || t.service.empty() || t.service.size() > wire::kMaxServiceNameBytes) {
+    bump(counters_.bad_requests);
+    complete(c, shm::Op::Open, e.user_data, Status::BadRequest);
+    return;
+  }
+  if (c.endpoints.size() >= kMaxEndpointsPerClient) {
+    complete(c, shm::Op::Open, e.user_data, Status::NoMemory);
+    return;
+  }
+  const std::string address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                              std::to_string(t.remote.port);
+  auto ch = peers_->connect(address, host, t.remote.port, mono_ns());
+  if (!ch) {
+    complete(c, shm::Op::Open, e.user_data, ch.status);
+    return;
+  }
+  peer::RemoteOp op;
+  op.kind = peer::RemoteOpKind::Open;
+  op.client = c.id();
+  op.channel = ch.value;
+  op.user_data = e.user_data;
+  op.service = std::string(t.service);
+  const std::uint64_t token = remote_ops_.insert(std::move(op));
+  // Up already: ask now. Otherwise on_channel_up sends it.
+  if (peer::Channel* up = peers_->route(ch.value)) send_open(token, *remote_ops_.find(token), *up);
+  publish_peers(mono_ns(), true);
+}
+
+void Engine::send_open(std::uint64_t token, peer::RemoteOp& op, peer::Channel& ch) {
+  wire::Header h;
+  h.type = wire::MsgType::Open;
+  h.token = token;
+  h.src_ep = static_cast<std::uint32_t>(token);  // provisional id until OpenAck; answers match by token
+  op.channel = ch.id;
+  op.sent = true;
+  const auto* name = reinterpret_cast<const std::byte*>(op.service.data());
+  const auto r = peers_->send(ch, 0, h, name, static_cast<std::uint32_t>(op.service.size()), token, false);
+  if (r.accepted != 1) {
+    ClientSession* c = client(op.client);
+    const std::uint64_t user_data = op.user_data;
+    remote_ops_.erase(token);
+    if (c != nullptr) complete(*c, shm::Op::Open, user_data, r.status == Status::Busy ? Status::Busy : Status::PeerReset);
+  }
+}
+
+void Engine::on_open_ack(peer::Channel& ch, const wire::Header& h) {
+  peer::RemoteOp* found = remote_ops_.find(h.token);
+  if (found == nullptr || found->kind != peer::RemoteOpKind::Open || found->channel != ch.id) return;
+  const peer::RemoteOp op = *found;
+  remote_ops_.erase(h.token);
+  ClientSession* c = client(op.client);
+  if (c == nullptr || c->doomed) {
+    if (h.status == Status::Ok) {  // nobody wants it any more: let the peer drop its proxy
+      wire::Header bye;
+      bye.type = wire::MsgType::Close;
+      bye.dst_ep = h.src_ep;
+      peers_->send(ch, 0, bye, nullptr, 0, 0, false);
+    }
+    return;
+  }
+  if (h.status != Status::Ok) {
+    complete(*c, shm::Op::Open, op.user_data, h.status);
+    return;
+  }
+  std::uint32_t id = c->next_endpoint_id++;
+  while (id == 0 || c->endpoints.count(id) != 0) id = c->next_endpoint_id++;
+  Endpoint& ep = c->endpoints[id];
+  ep.id = id;
+  ep.channel = ch.id;
+  ep.remote_ep = h.src_ep;
+  peers_->bind_endpoint(ch);
+  c->info().endpoints.store(static_cast<std::uint32_t>(c->endpoints.size()), std::memory_order_relaxed);
+  complete(*c, shm::Op::Open, op.user_data, Status::Ok, id);
+}
+
+void Engine::op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
+  const auto op = static_cast<shm::Op>(e.op);
+  peer::Channel* ch = ep.peer_dead ? nullptr : peers_->find(ep.channel);
+  if (ch == nullptr || !ch->usable()) {
+    complete(c, op, e.user_data, Status::PeerReset);
+    return;
+  }
+  const bool is_call = op == shm::Op::Call;
+  peer::RemoteOp rop;
+  rop.kind = is_call ? peer::RemoteOpKind::Call : peer::RemoteOpKind::Send;
+  rop.client = c.id();
+  rop.endpoint = ep.id;
+  rop.channel = ch->id;
+  rop.lane = ep.id;
+  rop.user_data = e.user_data;
+  rop.resp_offset = e.resp_offset;
+  rop.resp_length = e.resp_length;
+  const std::uint64_t token = remote_ops_.insert(std::move(rop));
+  wire::Header h;
+  h.type = is_call ? wire::MsgType::Call : wire::MsgType::Send;
+  h.src_ep = ep.id;
+  h.dst_ep = ep.remote_ep;
+  h.token = token;
+  // Unsignaled: the peer's Response completes the op; a failed WR still
+  // reports (on_send_done) and fails it.
+  const auto r = peers_->send(*ch, ep.id, h, c.at(e.offset), e.length, token, false);
+  if (r.accepted != 1) {
+    remote_ops_.erase(token);
+    // Transport send queue full: Busy is the flow-control seam (a later
+    // issue adds credits and a send window instead of refusing).
+    if (r.status == Status::Busy) bump(counters_.window_stalls);
+    complete(c, op, e.user_data, r.status == Status::Busy ? Status::Busy : Status::PeerReset);
+    return;
+  }
+  ++ch->lanes[ep.id % ch->lane_count].stats.inflight;
+  bump(is_call ? counters_.remote_calls : counters_.remote_sends);
+}
+
+void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::byte* payload) {
+  peer::RemoteOp* found = remote_ops_.find(h.token);
+  if (found == nullptr || found->channel != ch.id ||
+      (found->kind != peer::RemoteOpKind::Send && found->kind != peer::RemoteOpKind::Call)) {
+    return;  // late (op already failed or cancelled) or forged
+  }
+  const peer::RemoteOp op = *found;
+  remote_ops_.erase(h.token);
+  peer::LaneStats& st = ch.lanes[op.lane % ch.lane_count].stats;
+  if (st.inflight != 0) --st.inflight;
+  ClientSession* c = client(op.client);
+  if (c == nullptr) return;
+  if (op.kind == peer::RemoteOpKind::Send) {
+    complete(*c, shm::Op::Send, op.user_data, h.status);
+    return;
+  }
+  if (h.status != Status::Ok) {
+    complete(*c, shm::Op::Call, op.user_data, h.status);
+    return;
+  }
+  if (h.payload_len > op.resp_length) {
+    complete(*c, shm::Op::Call, op.user_data, Status::ResponseTooLarge, 0, h.payload_len);
+    return;
+  }
+  if (h.payload_len != 0) {
+    std::memcpy(c->at(op.resp_offset), payload, h.payload_len);
+    bump(counters_.bytes_copied, h.payload_len);
+  }
+  bump(counters_.replies);
+  complete(*c, shm::Op::Call, op.user_data, Status::Ok, 0, h.payload_len);
+}
+
+void Engine::close_remote(ClientSession& c, Endpoint& ep) {
+  // Its Sends/Calls still waiting for the peer complete first, Cancelled;
+  // their late Responses then find nothing.
+  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) {
+    if (op.client != c.id() || op.endpoint != ep.id) return false;
+    if (op.kind != peer::RemoteOpKind::Send && op.kind != peer::RemoteOpKind::Call) return false;
+    complete(c, op.kind == peer::RemoteOpKind::Call ? shm::Op::Call : shm::Op::Send, op.user_data, Status::Cancelled);
+    return true;
+  });
+  peer::Channel* ch = peers_->find(ep.channel);
+  if (ep.peer_dead || ch == nullptr || !ch->usable()) return;
+  wire::Header bye;
+  bye.type = wire::MsgType::Close;
+  bye.src_ep = ep.id;
+  bye.dst_ep = ep.remote_ep;
+  peers_->send(*ch, ep.id, bye, nullptr, 0, 0, false);
+  peers_->unbind_endpoint(*ch);
+}
+
+void Engine::forget_remote_of(ClientSession& gone) {
+  // Nobody to complete to: drop its remote ops (answers then find nothing),
+  // and close its remote endpoints so peers drop their proxies.
+  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) { return op.client == gone.id(); });
+  for (auto& [id, ep] : gone.endpoints) {
+    if (ep.channel != 0) close_remote(gone, ep);
+  }
+}
+
+}  // namespace ferry::daemon

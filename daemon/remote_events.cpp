@@ -1,0 +1,124 @@
+// What the channel layer reports to the engine: a channel came up (send the
+// Opens that waited for it), went down (fail everything that depended on
+// it, exactly once), a message arrived, a WR finished.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "daemon/engine.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::uint64_t mono_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+shm::Op op_of(peer::RemoteOpKind k) noexcept {
+  switch (k) {
+    case peer::RemoteOpKind::Open: return shm::Op::Open;
+    case peer::RemoteOpKind::Send: return shm::Op::Send;
+    case peer::RemoteOpKind::Call: return shm::Op::Call;
+    case peer::RemoteOpKind::Reply: return shm::Op::Reply;
+  }
+  return shm::Op::Nop;
+}
+
+}  // namespace
+
+void Engine::on_channel_up(peer::Channel& ch) {
+  // A losing duplicate forwards its waiting Opens to the winner.
+  peer::Channel* target = peers_->route(ch.id);
+  remote_ops_.sweep([&](std::uint64_t token, peer::RemoteOp& op) {
+    if (op.kind != peer::RemoteOpKind::Open || op.sent || op.channel != ch.id) return false;
+    if (target == nullptr) {
+      if (ClientSession* c = client(op.client)) complete(*c, shm::Op::Open, op.user_data, Status::PeerUnreachable);
+      return true;
+    }
+    send_open(token, op, *target);  // erases the op itself if the post fails
+    return false;
+  });
+  publish_peers(mono_ns(), true);
+}
+
+void Engine::on_channel_down(peer::Channel& ch, Status why) {
+  const std::uint32_t id = ch.id;
+  // 1. Our operations that went to it.
+  const Status open_status = why == Status::Ok ? Status::PeerReset : why;
+  std::size_t failed = 0;
+  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) {
+    if (op.channel != id) return false;
+    if (ClientSession* c = client(op.client)) {
+      complete(*c, op_of(op.kind), op.user_data, op.kind == peer::RemoteOpKind::Open ? open_status : Status::PeerReset);
+    }
+    ++failed;
+    return true;
+  });
+  // 2. Our clients' endpoints over it: closed; later ops get PeerReset.
+  std::size_t endpoints = 0;
+  for (ClientSession* c : order_) {
+    for (auto& [eid, ep] : c->endpoints) {
+      if (ep.channel == id && !ep.peer_dead) {
+        ep.peer_dead = true;
+        ++endpoints;
+      }
+    }
+  }
+  // 3. The peer's proxies here, its calls being served (late replies get
+  //    CallerGone) and its staged deliveries.
+  std::erase_if(proxies_, [id](const auto& kv) { return kv.second.channel == id; });
+  calls_.sweep([id](PendingCall& call) {
+    if (call.remote_channel == id) call.caller_gone = true;
+    return false;
+  });
+  for (auto it = staged_.begin(); it != staged_.end();) {
+    if (it->channel == id) {
+      staged_bytes_ -= it->header.payload_len;
+      it = staged_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  spdlog::info("channel {} down ({}): {} operations failed, {} endpoints closed", id, to_string(why), failed,
+               endpoints);
+  publish_peers(mono_ns(), true);
+}
+
+void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
+  switch (h.type) {
+    case wire::MsgType::Open: on_remote_open(ch, lane, h, payload); break;
+    case wire::MsgType::OpenAck: on_open_ack(ch, h); break;
+    case wire::MsgType::Close: on_remote_close(h); break;
+    case wire::MsgType::Send:
+    case wire::MsgType::Call: on_remote_delivery(ch, lane, h, payload); break;
+    case wire::MsgType::Response: on_response(ch, h, payload); break;
+    default:
+      // Credit, rendezvous, recovery: not spoken yet by this daemon; a peer
+      // that sends them anyway is ignored rather than trusted.
+      spdlog::debug("channel {}: ignoring {}", ch.id, to_string(h.type));
+      break;
+  }
+}
+
+void Engine::on_send_done(std::uint64_t user_data, Status status) {
+  if (user_data == 0) return;
+  peer::RemoteOp* found = remote_ops_.find(user_data);
+  if (found == nullptr) return;
+  if (found->kind == peer::RemoteOpKind::Reply) {
+    const peer::RemoteOp op = *found;
+    remote_ops_.erase(user_data);
+    if (ClientSession* c = client(op.client)) {
+      complete(*c, shm::Op::Reply, op.user_data, status == Status::Ok ? Status::Ok : Status::PeerReset);
+    }
+    return;
+  }
+  if (status == Status::Ok) return;  // Send/Call/Open wait for the peer's answer
+  const peer::RemoteOp op = *found;
+  remote_ops_.erase(user_data);
+  if (ClientSession* c = client(op.client)) complete(*c, op_of(op.kind), op.user_data, Status::PeerReset);
+}
+
+}  // namespace ferry::daemon

@@ -1,0 +1,173 @@
+// Peers' traffic to our services. Open creates a proxy endpoint (the peer's
+// endpoint as seen here); Send/Call on it are delivered with the same code
+// as local traffic (Engine::deliver), the payload copied once from the
+// transport's receive buffer into the server's rx arena. Sends are answered
+// at once with a zero-length Response carrying the outcome; Calls are
+// answered by the server's Reply (calls.cpp, reply_remote).
+//
+// Back-pressure: when the server's rx arena or CQ is full the delivery is
+// staged (copied to the daemon heap: the only datapath allocation, and only
+// under back-pressure) up to staging_bytes, behind which the sender gets
+// Busy. Staged deliveries keep their per-proxy order and time out after
+// delivery_timeout_ms. Flow control proper (credits, per-endpoint receive
+// capacity) replaces the Busy answer later: stage() is the seam.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "daemon/engine.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::uint64_t mono_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace
+
+void Engine::answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status) {
+  wire::Header h;
+  h.type = wire::MsgType::Response;
+  h.status = status;
+  h.dst_ep = to.src_ep;
+  h.token = to.token;
+  peers_->send(ch, lane, h, nullptr, 0, 0, false);
+}
+
+void Engine::answer(std::uint32_t channel, std::uint32_t lane, const wire::Header& to, Status status) {
+  peer::Channel* ch = peers_->find(channel);
+  if (ch != nullptr && ch->usable()) answer(*ch, lane, to, status);
+}
+
+void Engine::on_remote_open(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
+  const std::string_view name(reinterpret_cast<const char*>(payload), h.payload_len);
+  wire::Header ack;
+  ack.type = wire::MsgType::OpenAck;
+  ack.token = h.token;
+  ack.dst_ep = h.src_ep;
+  const Service* s = services_.find(name);
+  if (s == nullptr) {
+    ack.status = Status::ServiceNotFound;
+  } else {
+    std::uint32_t id = next_proxy_id_++;
+    while (id == 0 || proxies_.count(id) != 0) id = next_proxy_id_++;
+    proxies_[id] = ProxyEndpoint{ch.id, s->id, lane, 0};
+    peers_->bind_endpoint(ch);
+    ack.src_ep = id;
+  }
+  peers_->send(ch, lane, ack, nullptr, 0, 0, false);
+}
+
+void Engine::on_remote_close(const wire::Header& h) {
+  auto it = proxies_.find(h.dst_ep);
+  if (it == proxies_.end()) return;
+  const std::uint32_t proxy = it->first;
+  const std::uint32_t channel = it->second.channel;
+  proxies_.erase(it);
+  // Calls from it still being served: their replies get CallerGone.
+  calls_.sweep([&](PendingCall& call) {
+    if (call.remote_channel == channel && call.endpoint == proxy) call.caller_gone = true;
+    return false;
+  });
+  if (peer::Channel* ch = peers_->find(channel)) peers_->unbind_endpoint(*ch);
+}
+
+Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h,
+                                        const std::byte* payload, Status* failure) {
+  auto it = proxies_.find(h.dst_ep);
+  if (it == proxies_.end() || it->second.channel != channel) {
+    *failure = Status::EndpointClosed;
+    return Delivery::Failed;
+  }
+  const Service* s = services_.find(it->second.service_id);
+  if (s == nullptr) {
+    *failure = Status::ServiceGone;
+    return Delivery::Failed;
+  }
+  const bool is_call = h.type == wire::MsgType::Call;
+  PendingCall call;
+  call.endpoint = h.dst_ep;
+  call.remote_channel = channel;
+  call.remote_ep = h.src_ep;
+  call.lane = lane;
+  call.remote_token = h.token;
+  const Delivery d = deliver(*s, is_call, payload, h.payload_len, kRemoteSourceBit | h.dst_ep, call, failure);
+  if (d == Delivery::Done) bump(counters_.remote_delivered);
+  return d;
+}
+
+void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                const std::byte* payload) {
+  auto it = proxies_.find(h.dst_ep);
+  if (it != proxies_.end() && it->second.staged != 0) {  // keep order behind what waits
+    stage(ch.id, lane, h, payload);
+    return;
+  }
+  Status failure = Status::Ok;
+  switch (deliver_remote(ch.id, lane, h, payload, &failure)) {
+    case Delivery::Done:
+      if (h.type == wire::MsgType::Send) answer(ch, lane, h, Status::Ok);
+      break;
+    case Delivery::Blocked: stage(ch.id, lane, h, payload); break;
+    case Delivery::Failed: answer(ch, lane, h, failure); break;
+  }
+}
+
+void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
+  if (staged_bytes_ + h.payload_len > config_.staging_bytes) {
+    bump(counters_.busy_rejects);
+    answer(channel, lane, h, Status::Busy);
+    return;
+  }
+  StagedDelivery sd;
+  sd.channel = channel;
+  sd.lane = lane;
+  sd.header = h;
+  sd.payload.assign(payload, payload + h.payload_len);
+  sd.deadline_ns = mono_ns() + delivery_timeout_ns_;
+  staged_bytes_ += h.payload_len;
+  staged_.push_back(std::move(sd));
+  if (auto it = proxies_.find(h.dst_ep); it != proxies_.end()) ++it->second.staged;
+  bump(counters_.staged);
+}
+
+std::size_t Engine::retry_staged() {
+  if (staged_.empty()) return 0;
+  std::size_t progress = 0;
+  const std::uint64_t now = mono_ns();
+  blocked_proxies_.clear();
+  for (auto it = staged_.begin(); it != staged_.end();) {
+    const StagedDelivery& sd = *it;
+    const std::uint32_t proxy = sd.header.dst_ep;
+    if (std::find(blocked_proxies_.begin(), blocked_proxies_.end(), proxy) != blocked_proxies_.end()) {
+      ++it;
+      continue;
+    }
+    Status failure = Status::Ok;
+    Delivery d = deliver_remote(sd.channel, sd.lane, sd.header, sd.payload.data(), &failure);
+    if (d == Delivery::Blocked && now >= sd.deadline_ns) {
+      bump(counters_.timeouts);
+      failure = Status::Timeout;
+      d = Delivery::Failed;
+    }
+    if (d == Delivery::Blocked) {
+      blocked_proxies_.push_back(proxy);
+      ++it;
+      continue;
+    }
+    if (d == Delivery::Done && sd.header.type == wire::MsgType::Send) answer(sd.channel, sd.lane, sd.header, Status::Ok);
+    if (d == Delivery::Failed) answer(sd.channel, sd.lane, sd.header, failure);
+    if (auto p = proxies_.find(proxy); p != proxies_.end() && p->second.staged != 0) --p->second.staged;
+    staged_bytes_ -= sd.header.payload_len;
+    it = staged_.erase(it);
+    ++progress;
+  }
+  return progress;
+}
+
+}  // namespace ferry::daemon
