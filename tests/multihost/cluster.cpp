@@ -104,6 +104,10 @@ Cluster::Cluster(std::size_t count, NetMode mode, DaemonFlags flags) : mode_(mod
 }
 
 Cluster::~Cluster() {
+  // FERRY_MH_LOGS=1: print every daemon's log tail (debugging a failure).
+  if (const char* v = std::getenv("FERRY_MH_LOGS"); v && *v == '1')
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      std::fprintf(stderr, "--- ferryd %zu (%s) log ---\n%s\n", i, nodes_[i].listen().c_str(), log_tail(i, 6000).c_str());
   for (auto& n : nodes_) {
     if (n.pid > 0) {
       ::kill(n.pid, SIGTERM);

@@ -3,6 +3,7 @@
 // byte (checksummed headers, mixed sizes 1 B .. 1 MiB), and the peer
 // counters on both sides show the traffic went over their channel.
 // FERRY_MH_NET=loopback|netns picks the network (see cluster.h).
+#include <array>
 #include <catch2/catch.hpp>
 
 #include "tests/integration/traffic.h"
@@ -13,6 +14,11 @@ using namespace ferry;
 using namespace ferry::itest;
 using namespace ferry::mhtest;
 
+namespace {
+constexpr std::uint32_t kSenders = 2, kCallers = 3, kMax = 1u << 20;
+constexpr std::uint64_t kMessages = 50, kCalls = 60;
+}  // namespace
+
 TEST_CASE("messages and calls cross two daemons with every byte checked") {
   Cluster cl(2, net_mode_from_env());
   const Node& a = cl.node(0);
@@ -20,46 +26,80 @@ TEST_CASE("messages and calls cross two daemons with every byte checked") {
   INFO("mode " << to_string(cl.mode()) << ", A " << a.listen() << ", B " << b.listen());
 
   Gate sink_ready, rpc_ready, rpc_stop;
-  SinkSpec sink{b.socket(), "sink", 2, 50};
+  SinkSpec sink{b.socket(), "sink", kSenders, kMessages};
   const pid_t sinker = cl.spawn_on(1, [&] { return run_sink(sink, sink_ready); });
   const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, rpc_ready, rpc_stop); });
   REQUIRE(sink_ready.wait(10s));
   REQUIRE(rpc_ready.wait(10s));
 
   std::vector<pid_t> clients;
-  for (std::uint32_t i = 0; i < 2; ++i) {
-    SenderSpec s{a.socket(), b.target("sink"), i, 50, 8};
+  for (std::uint32_t i = 0; i < kSenders; ++i) {
+    SenderSpec s{a.socket(), b.target("sink"), i, kMessages, 8};
     clients.push_back(cl.spawn_on(0, [s] { return run_sender(s); }));
   }
-  for (std::uint32_t i = 0; i < 3; ++i) {
+  for (std::uint32_t i = 0; i < kCallers; ++i) {
     CallerSpec s;
     s.socket = a.socket();
     s.target = b.target(i % 2 ? "echo" : "xform");
     s.caller = 10 + i;
-    s.count = 60;
+    s.count = kCalls;
     s.concurrency = 4;
-    s.max_size = 1u << 20;
+    s.max_size = kMax;
     clients.push_back(cl.spawn_on(0, [s] { return run_caller(s); }));
   }
   for (pid_t p : clients) CHECK(reap(p, 45s) == 0);
   CHECK(reap(sinker, 30s) == 0);
 
-  // Both daemons count the traffic on their one peer entry.
+  // Both daemons count the traffic on their one peer entry: at least the
+  // payload bytes that crossed (headers come on top), and nothing left in
+  // flight once every operation has completed.
+  std::uint64_t sent = 0, called = 0;
+  for (std::uint64_t seq = 0; seq < kMessages; ++seq) sent += size_for(seq, kMax);
+  for (std::uint64_t seq = 0; seq < kCalls; ++seq) called += size_for(seq, kMax);
+  const std::uint64_t a_to_b = kSenders * sent + kCallers * called, b_to_a = kCallers * called;
+  // Status is a snapshot that may trail the datapath a little: poll until
+  // it holds, with a deadline.
+  auto sums = [](const PeerView& p) {
+    std::uint64_t tx = 0, rx = 0, inflight = 0;
+    for (const auto& c : p.channels) {
+      tx += c.tx_bytes;
+      rx += c.rx_bytes;
+      inflight += c.inflight;
+    }
+    return std::array<std::uint64_t, 3>{tx, rx, inflight};
+  };
   std::string err;
-  const auto sa = read_status(a.control(), &err);
+  bool held = false;
+  const auto sa = poll_status(
+      a.control(), 3s,
+      [&](const StatusView& v) {
+        const PeerView* p = find_peer(v, b.listen());
+        if (!p || v.peers.size() != 1) return false;
+        const auto [tx, rx, inflight] = sums(*p);
+        return tx >= a_to_b && rx >= b_to_a && inflight == 0;
+      },
+      &held, &err);
   INFO(err);
   REQUIRE(sa);
   INFO("A: " << describe(*sa));
+  INFO("payload A->B " << a_to_b << " B->A " << b_to_a);
+  REQUIRE(sa->peers.size() == 1);
   const PeerView* pb = find_peer(*sa, b.listen());
   REQUIRE(pb != nullptr);
-  CHECK(pb->tx_msgs() >= 100 + 180);  // every send and call left A on this peer's channel
-  CHECK(pb->rx_msgs() >= 180);        // and every response came back on it
-  const auto sb = read_status(b.control(), &err);
+  const auto [tx, rx, inflight] = sums(*pb);
+  INFO("A counted tx_bytes " << tx << " rx_bytes " << rx << " inflight " << inflight);
+  CHECK(tx >= a_to_b);
+  CHECK(rx >= b_to_a);
+  CHECK(inflight == 0);  // every operation completed
+  CHECK(pb->tx_msgs() > 0);
+  const auto sb = poll_status(
+      b.control(), 3s,
+      [&](const StatusView& v) { return v.peers.size() == 1 && sums(v.peers[0])[1] >= a_to_b; }, &held, &err);
   INFO(err);
   REQUIRE(sb);
   INFO("B: " << describe(*sb));
   REQUIRE(sb->peers.size() == 1);
-  CHECK(sb->peers[0].rx_msgs() >= 100 + 180);
+  CHECK(sums(sb->peers[0])[1] >= a_to_b);
 
   rpc_stop.signal();
   CHECK(reap(server, 10s) == 0);
