@@ -68,7 +68,8 @@ NetMode net_mode_from_env() {
 }
 
 std::uint16_t pick_free_port() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(Clock::now().time_since_epoch().count()));
+  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
+                          static_cast<unsigned>(Clock::now().time_since_epoch().count()));
   static std::set<std::uint16_t> handed_out;  // never the same port twice in one process
   std::uniform_int_distribution<int> dist(20000, 32000);
   for (int tries = 0; tries < 200; ++tries) {
@@ -107,7 +108,8 @@ Cluster::~Cluster() {
   // FERRY_MH_LOGS=1: print every daemon's log tail (debugging a failure).
   if (const char* v = std::getenv("FERRY_MH_LOGS"); v && *v == '1')
     for (std::size_t i = 0; i < nodes_.size(); ++i)
-      std::fprintf(stderr, "--- ferryd %zu (%s) log ---\n%s\n", i, nodes_[i].listen().c_str(), log_tail(i, 6000).c_str());
+      std::fprintf(stderr, "--- ferryd %zu (%s) log ---\n%s\n", i, nodes_[i].listen().c_str(),
+                   log_tail(i, 6000).c_str());
   for (auto& n : nodes_) {
     if (n.pid > 0) {
       ::kill(n.pid, SIGTERM);
@@ -148,11 +150,11 @@ bool Cluster::try_start(std::size_t i, std::string* why) {
   const std::string ferryd = env_or_throw("FERRYD");
   std::vector<std::string> args;
   if (mode_ == NetMode::Netns) args = {"ip", "netns", "exec", n.ns};
-  args.insert(args.end(), {ferryd, "--runtime-dir", n.dir, "--listen", n.listen(), "--transport", flags_.transport,
-                           "--log-level", "info", "--heartbeat-ms", std::to_string(flags_.heartbeat_ms),
-                           "--peer-timeout-ms", std::to_string(flags_.peer_timeout_ms), "--connect-timeout-ms",
-                           std::to_string(flags_.connect_timeout_ms), "--channel-conns",
-                           std::to_string(flags_.channel_conns)});
+  args.insert(args.end(),
+              {ferryd, "--runtime-dir", n.dir, "--listen", n.listen(), "--transport", flags_.transport, "--log-level",
+               "info", "--heartbeat-ms", std::to_string(flags_.heartbeat_ms), "--peer-timeout-ms",
+               std::to_string(flags_.peer_timeout_ms), "--connect-timeout-ms",
+               std::to_string(flags_.connect_timeout_ms), "--channel-conns", std::to_string(flags_.channel_conns)});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

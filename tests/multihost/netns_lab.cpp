@@ -250,8 +250,7 @@ void NetnsLab::check_routes() const {
   for (std::size_t i = 0; i < names_.size(); ++i) {
     for (std::size_t j = 0; j < peers.size(); ++j) {
       if (j == i) continue;
-      if (run_ip({"-n", names_[i], "route", "get", peers[j]}, &out) != 0 ||
-          out.find(" dev fv0 ") == std::string::npos)
+      if (run_ip({"-n", names_[i], "route", "get", peers[j]}, &out) != 0 || out.find(" dev fv0 ") == std::string::npos)
         throw std::runtime_error("netns lab: in " + names_[i] + " `ip route get " + peers[j] +
                                  "` does not name the namespace's veth fv0: " + out);
     }

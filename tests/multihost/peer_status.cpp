@@ -32,8 +32,7 @@ bool get_number(const json::Value& o, const char* key, double* out, const std::s
   return true;
 }
 
-bool get_string(const json::Value& o, const char* key, std::string* out, const std::string& where,
-                std::string* error) {
+bool get_string(const json::Value& o, const char* key, std::string* out, const std::string& where, std::string* error) {
   const json::Value* v = o.find(key);
   const std::string* s = v ? v->as_string() : nullptr;
   if (!s) {
@@ -49,14 +48,12 @@ bool parse_channel(const json::Value& c, ChannelView* out, const std::string& wh
          get_string(c, "transport", &out->transport, where, error) &&
          get_uint(c, "tx_msgs", &out->tx_msgs, where, error) && get_uint(c, "rx_msgs", &out->rx_msgs, where, error) &&
          get_uint(c, "tx_bytes", &out->tx_bytes, where, error) &&
-         get_uint(c, "rx_bytes", &out->rx_bytes, where, error) &&
-         get_uint(c, "inflight", &out->inflight, where, error);
+         get_uint(c, "rx_bytes", &out->rx_bytes, where, error) && get_uint(c, "inflight", &out->inflight, where, error);
 }
 
 bool parse_peer(const json::Value& p, PeerView* out, const std::string& where, std::string* error) {
   if (!(get_string(p, "address", &out->address, where, error) && get_uint(p, "epoch", &out->epoch, where, error) &&
-        get_string(p, "state", &out->state, where, error) &&
-        get_uint(p, "endpoints", &out->endpoints, where, error) &&
+        get_string(p, "state", &out->state, where, error) && get_uint(p, "endpoints", &out->endpoints, where, error) &&
         get_number(p, "heartbeat_rtt_us", &out->heartbeat_rtt_us, where, error) &&
         get_number(p, "since_s", &out->since_s, where, error)))
     return false;

@@ -48,8 +48,8 @@ std::vector<TcpSocket> tcp_sockets_of(pid_t pid) {
     unsigned lport = 0, rport = 0, state = 0, uid = 0;
     unsigned long timeout = 0;
     // "  0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0 0 12345 ..."
-    if (std::sscanf(line, " %*d: %8X:%4X %8X:%4X %2X %*X:%*X %*X:%*X %*X %u %lu %lu", &s.local_ip, &lport,
-                    &s.remote_ip, &rport, &state, &uid, &timeout, &s.inode) != 8)
+    if (std::sscanf(line, " %*d: %8X:%4X %8X:%4X %2X %*X:%*X %*X:%*X %*X %u %lu %lu", &s.local_ip, &lport, &s.remote_ip,
+                    &rport, &state, &uid, &timeout, &s.inode) != 8)
       continue;
     if (inodes.count(s.inode) == 0) continue;
     s.local_port = static_cast<std::uint16_t>(lport);

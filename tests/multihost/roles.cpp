@@ -125,7 +125,8 @@ int run_until_reset(const UntilResetSpec& spec) {
     const std::size_t n = c->wait(out, 20ms);
     for (std::size_t k = 0; k < n; ++k) {
       const Completion& e = out[k];
-      if (e.kind != Completion::Kind::OpDone || e.op != OpKind::Call) return fail(76, "until-reset: unexpected completion");
+      if (e.kind != Completion::Kind::OpDone || e.op != OpKind::Call)
+        return fail(76, "until-reset: unexpected completion");
       if (e.user_data >= slots.size() || !slots[e.user_data].busy)
         return fail(77, "until-reset: completion for call slot %llu that is not in flight (duplicate?)",
                     (unsigned long long)e.user_data);

@@ -68,7 +68,8 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
     if (!c) return fail(1, "attach");
     // A service B does not have; B itself is reachable.
     auto missing = c->open(b.target("no-such-service"));
-    if (missing.status != Status::ServiceNotFound) return fail(2, "open unknown remote service: %s", st(missing.status).c_str());
+    if (missing.status != Status::ServiceNotFound)
+      return fail(2, "open unknown remote service: %s", st(missing.status).c_str());
 
     // Nobody listens there: PeerUnreachable, within the configured bound.
     const auto t0 = Clock::now();
@@ -77,7 +78,8 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
     std::fprintf(stderr, "open %s: %s after %lld ms\n", unreachable.c_str(), st(gone.status).c_str(),
                  (long long)took.count());
     if (gone.status != Status::PeerUnreachable) return fail(3, "open unreachable: %s", st(gone.status).c_str());
-    if (took > bound) return fail(4, "PeerUnreachable after %lld ms, bound %lld ms", (long long)took.count(), (long long)bound.count());
+    if (took > bound)
+      return fail(4, "PeerUnreachable after %lld ms, bound %lld ms", (long long)took.count(), (long long)bound.count());
 
     // The good peer still works, with verified bytes.
     auto ep = c->open(b.target("echo"));
@@ -98,7 +100,8 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
       std::size_t n = 0;
       const auto deadline = Clock::now() + 5s;
       while (n == 0 && Clock::now() < deadline) n = c->wait(got, 100ms);
-      if (n == 0 || got[0].status != Status::EndpointClosed) return fail(9, "send after close: %s", n ? st(got[0].status).c_str() : "no completion");
+      if (n == 0 || got[0].status != Status::EndpointClosed)
+        return fail(9, "send after close: %s", n ? st(got[0].status).c_str() : "no completion");
     } else if (s2 != Status::EndpointClosed) {
       return fail(9, "send after close refused with %s", st(s2).c_str());
     }
@@ -122,7 +125,8 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
       const std::size_t n = c->wait(got, 100ms);
       for (std::size_t i = 0; i < n; ++i) {
         if (got[i].op != OpKind::Call) continue;
-        if (got[i].status != Status::Cancelled) return fail(15, "held call completed %s, expected Cancelled", st(got[i].status).c_str());
+        if (got[i].status != Status::Cancelled)
+          return fail(15, "held call completed %s, expected Cancelled", st(got[i].status).c_str());
         if (!seen.insert(got[i].user_data).second) return fail(16, "held call completed twice");
       }
     }

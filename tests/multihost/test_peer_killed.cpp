@@ -86,8 +86,10 @@ TEST_CASE("a peer daemon killed mid-traffic fails exactly its in-flight calls wi
                     (unsigned long long)kHeld, (long long)bound.count());
       const std::size_t n = cli->wait(out, 20ms);
       for (std::size_t i = 0; i < n; ++i) {
-        if (killed_at == Clock::time_point{} && !killed.ready()) return fail(6, "a held call completed before the kill");
-        if (out[i].kind != Completion::Kind::OpDone || out[i].op != OpKind::Call) return fail(7, "unexpected completion");
+        if (killed_at == Clock::time_point{} && !killed.ready())
+          return fail(6, "a held call completed before the kill");
+        if (out[i].kind != Completion::Kind::OpDone || out[i].op != OpKind::Call)
+          return fail(7, "unexpected completion");
         if (out[i].status != Status::PeerReset)
           return fail(8, "held call completed %s, expected PeerReset", std::string(to_string(out[i].status)).c_str());
         if (!seen.insert(out[i].user_data).second)
@@ -102,7 +104,8 @@ TEST_CASE("a peer daemon killed mid-traffic fails exactly its in-flight calls wi
     const auto took = Clock::now() - t0;
     if (again.status != Status::PeerUnreachable)
       return fail(12, "open of the dead peer: %s", std::string(to_string(again.status)).c_str());
-    if (took > std::chrono::milliseconds(flags.connect_timeout_ms) + 2000ms) return fail(13, "open of the dead peer took too long");
+    if (took > std::chrono::milliseconds(flags.connect_timeout_ms) + 2000ms)
+      return fail(13, "open of the dead peer took too long");
     return 0;
   });
 
@@ -110,8 +113,10 @@ TEST_CASE("a peer daemon killed mid-traffic fails exactly its in-flight calls wi
   REQUIRE(stream_progress.wait(20s));
   REQUIRE(survivor_progress.wait(20s));
 
-  cl.kill_hard(1);  // SIGKILL + reap: B's calls are in flight right now
+  // The gate opens just before the SIGKILL: a completion the clients see
+  // after it may be the kill's doing; one before it may not.
   killed.signal();
+  cl.kill_hard(1);  // SIGKILL + reap: B's calls are in flight right now
   CHECK(reap(streamer, 30s) == 0);
   CHECK(reap(holder_caller, 30s) == 0);
 

@@ -93,8 +93,8 @@ TEST_CASE("messages and calls cross two daemons with every byte checked") {
   CHECK(inflight == 0);  // every operation completed
   CHECK(pb->tx_msgs() > 0);
   const auto sb = poll_status(
-      b.control(), 3s,
-      [&](const StatusView& v) { return v.peers.size() == 1 && sums(v.peers[0])[1] >= a_to_b; }, &held, &err);
+      b.control(), 3s, [&](const StatusView& v) { return v.peers.size() == 1 && sums(v.peers[0])[1] >= a_to_b; }, &held,
+      &err);
   INFO(err);
   REQUIRE(sb);
   INFO("B: " << describe(*sb));
