@@ -91,8 +91,7 @@ void ControlServer::answer(const std::shared_ptr<Conn>& conn) {
 
 std::string handle_control_line(std::string_view line, const std::function<json::Value()>& status,
                                 const std::function<json::Value()>& clients,
-                                const std::function<json::Value()>& counters,
-                                const std::function<json::Value()>& drain,
+                                const std::function<json::Value()>& counters, const std::function<json::Value()>& drain,
                                 const std::function<json::Value()>& peers,
                                 const std::function<json::Value()>& channels) {
   std::string error;

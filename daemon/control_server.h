@@ -42,8 +42,7 @@ class ControlServer {
 // The request dispatcher, separate from the socket code so it can be tested.
 std::string handle_control_line(std::string_view line, const std::function<json::Value()>& status,
                                 const std::function<json::Value()>& clients,
-                                const std::function<json::Value()>& counters,
-                                const std::function<json::Value()>& drain,
+                                const std::function<json::Value()>& counters, const std::function<json::Value()>& drain,
                                 const std::function<json::Value()>& peers = {},
                                 const std::function<json::Value()>& channels = {});
 

@@ -133,8 +133,8 @@ class Engine final : private peer::ChannelEvents {
   Delivery try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure);
   // The delivery itself, shared by local senders and peers: rx block, copy,
   // Message/Request. `call` is the call record for a Request.
-  Delivery deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
-                   std::uint32_t source, PendingCall call, Status* failure);
+  Delivery deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
+                   PendingCall call, Status* failure);
   void park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
   std::size_t retry_parked();
 
@@ -162,8 +162,8 @@ class Engine final : private peer::ChannelEvents {
   void on_remote_open(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
   void on_remote_close(const wire::Header& h);
   void on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
-  Delivery deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h,
-                          const std::byte* payload, Status* failure);
+  Delivery deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+                          Status* failure);
   void stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
   std::size_t retry_staged();
   void answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status);

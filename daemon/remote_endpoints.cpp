@@ -63,8 +63,8 @@ void Engine::listen_peers() {
   if (!own_listen_) return;
   auto r = peers_->listen(own_listen_->host, own_listen_->port);
   if (!r) {
-    throw std::runtime_error("cannot listen for peers on " + config_.listen + " (" +
-                             std::string(to_string(r.status)) + "; numeric host, free port)");  // start-up only
+    throw std::runtime_error("cannot listen for peers on " + config_.listen + " (" + std::string(to_string(r.status)) +
+                             "; numeric host, free port)");  // start-up only
   }
   listen_port_ = r.value;
   spdlog::info("listening for peer daemons on {}", config_.listen);
@@ -106,8 +106,8 @@ void Engine::op_open_remote(ClientSession& c, const shm::SqEntry& e, const Targe
     complete(c, shm::Op::Open, e.user_data, Status::NoMemory);
     return;
   }
-  const std::string address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                              std::to_string(t.remote.port);
+  const std::string address =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(t.remote.port);
   auto ch = peers_->connect(address, host, t.remote.port, mono_ns());
   if (!ch) {
     complete(c, shm::Op::Open, e.user_data, ch.status);
@@ -138,7 +138,8 @@ void Engine::send_open(std::uint64_t token, peer::RemoteOp& op, peer::Channel& c
     ClientSession* c = client(op.client);
     const std::uint64_t user_data = op.user_data;
     remote_ops_.erase(token);
-    if (c != nullptr) complete(*c, shm::Op::Open, user_data, r.status == Status::Busy ? Status::Busy : Status::PeerReset);
+    if (c != nullptr)
+      complete(*c, shm::Op::Open, user_data, r.status == Status::Busy ? Status::Busy : Status::PeerReset);
   }
 }
 

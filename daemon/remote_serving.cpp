@@ -160,7 +160,8 @@ std::size_t Engine::retry_staged() {
       ++it;
       continue;
     }
-    if (d == Delivery::Done && sd.header.type == wire::MsgType::Send) answer(sd.channel, sd.lane, sd.header, Status::Ok);
+    if (d == Delivery::Done && sd.header.type == wire::MsgType::Send)
+      answer(sd.channel, sd.lane, sd.header, Status::Ok);
     if (d == Delivery::Failed) answer(sd.channel, sd.lane, sd.header, failure);
     if (auto p = proxies_.find(proxy); p != proxies_.end() && p->second.staged != 0) --p->second.staged;
     staged_bytes_ -= sd.header.payload_len;

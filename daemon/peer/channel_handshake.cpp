@@ -28,8 +28,7 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   return hs;
 }
 
-void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack,
-                                Status status) {
+void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status) {
   wire::Header h;
   h.type = ack ? wire::MsgType::HelloAck : wire::MsgType::Hello;
   h.status = status;

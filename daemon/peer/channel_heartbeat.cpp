@@ -47,8 +47,7 @@ void ChannelManager::heartbeat(Channel& ch, std::uint64_t now_ns) {
   const std::uint64_t interval = std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
   const std::uint64_t silent = now_ns > ch.last_heard_ns ? now_ns - ch.last_heard_ns : 0;
   if (silent >= std::uint64_t{cfg_.peer_timeout_ms} * 1'000'000) {
-    spdlog::warn("channel {} ({}): peer silent for {} ms; declaring it dead", ch.id, ch.address,
-                 silent / 1'000'000);
+    spdlog::warn("channel {} ({}): peer silent for {} ms; declaring it dead", ch.id, ch.address, silent / 1'000'000);
     fail(ch, Status::PeerReset, now_ns);
     return;
   }

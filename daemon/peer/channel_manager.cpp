@@ -32,8 +32,8 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
   return ref;
 }
 
-Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::string_view host,
-                                              std::uint16_t port, std::uint64_t now_ns) {
+Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::string_view host, std::uint16_t port,
+                                              std::uint64_t now_ns) {
   if (auto it = by_address_.find(address); it != by_address_.end()) {
     if (Channel* ch = route(it->second)) return Result<std::uint32_t>::ok(ch->id);
     Channel* ch = find(it->second);
@@ -124,9 +124,7 @@ void ChannelManager::on_recv(const transport::Completion& c, std::uint64_t now_n
       spdlog::info("channel {} ({}): peer said Goodbye ({})", ch->id, ch->address, to_string(c.header.status));
       finish(*ch, Status::PeerReset, true, now_ns);
       return;
-    case wire::MsgType::Hello:
-      fail(*ch, Status::ProtocolError, now_ns);
-      return;
+    case wire::MsgType::Hello: fail(*ch, Status::ProtocolError, now_ns); return;
     default: break;
   }
   if (!ch->usable() || ref.lane < 0) {
@@ -151,8 +149,8 @@ void ChannelManager::on_closed(const transport::Completion& c) {
   // Any connection of a channel going away takes the channel with it: the
   // lanes carry per-endpoint order, the bootstrap carries liveness.
   const Status why = ch->state == ChannelState::Handshaking ? Status::PeerUnreachable : Status::PeerReset;
-  spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address,
-               ref.lane < 0 ? "bootstrap" : "data", to_string(c.status));
+  spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address, ref.lane < 0 ? "bootstrap" : "data",
+               to_string(c.status));
   fail(*ch, why, last_now_ns_);
 }
 

@@ -2,9 +2,7 @@
 
 namespace ferry::daemon::peer {
 
-RemoteOpTable::RemoteOpTable(std::size_t reserve) {
-  free_.reserve(reserve);
-}
+RemoteOpTable::RemoteOpTable(std::size_t reserve) { free_.reserve(reserve); }
 
 std::uint64_t RemoteOpTable::insert(RemoteOp op) {
   std::uint32_t index;
