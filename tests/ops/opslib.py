@@ -60,7 +60,10 @@ class Daemon:
             stdout=self.log, stderr=subprocess.STDOUT, env=e)
 
     def wait_ready(self, timeout=10.0):
-        wait_until(lambda: self.proc.poll() is not None or can_connect(self.control), timeout, "ferryd control socket")
+        # "ready:" is logged after the signal handlers exist: a SIGTERM sent
+        # before that would take the default action (the sockets listen earlier).
+        wait_until(lambda: self.proc.poll() is not None or ("] ready: " in self.log_text() and can_connect(self.control)),
+                   timeout, "ferryd ready")
         check(self.proc.poll() is None, "ferryd exited early:\n" + self.log_text())
 
     def log_text(self):

@@ -13,7 +13,7 @@ import tempfile
 
 from opslib import Daemon, Skip, check, main, run
 
-FERRYD, EXAMPLE = sys.argv[1], sys.argv[2]
+FERRYD, EXAMPLE = [os.path.abspath(a) for a in sys.argv[1:3]]
 TMP = tempfile.mkdtemp(prefix="ferry-ops-config-")
 
 

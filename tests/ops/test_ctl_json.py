@@ -11,7 +11,7 @@ import sys
 
 from opslib import Daemon, check, main, run, wait_until
 
-FERRYD, FERRYCTL, HELLO = sys.argv[1], sys.argv[2], sys.argv[3]
+FERRYD, FERRYCTL, HELLO = [os.path.abspath(a) for a in sys.argv[1:4]]
 
 
 def ctl(d, *args, ok=True):

@@ -10,7 +10,7 @@ import tempfile
 
 from opslib import Daemon, NotifySocket, can_connect, check, main, run, wait_until
 
-FERRYD, HELLO = sys.argv[1], sys.argv[2]
+FERRYD, HELLO = [os.path.abspath(a) for a in sys.argv[1:3]]
 
 
 def start(abstract, config_text=None, extra=()):

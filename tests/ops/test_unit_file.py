@@ -10,7 +10,7 @@ import tempfile
 
 from opslib import Skip, check, main, run
 
-UNIT, FERRYD = sys.argv[1], sys.argv[2]
+UNIT, FERRYD = [os.path.abspath(a) for a in sys.argv[1:3]]
 TEXT = open(UNIT).read()
 
 
