@@ -43,7 +43,9 @@ def with_client(d, fn):
     p = subprocess.Popen([HELLO, "--socket", d.socket, "--go-file", go], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     try:
-        wait_until(lambda: p.poll() is not None or ctl_json(d, "status")[0]["clients"] == 1, 10, "client attached")
+        # Attached *and* done with serve + open (hello does both before waiting).
+        ready = lambda: [c.get("endpoints") for c in ctl_json(d, "clients")[0]] == [1]
+        wait_until(lambda: p.poll() is not None or ready(), 10, "client attached, serving, endpoint open")
         if p.poll() is not None:  # (reading p.stdout while it runs would block)
             raise AssertionError("hello exited early: %s" % p.stdout.read())
         fn()
