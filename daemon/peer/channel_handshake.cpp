@@ -11,9 +11,12 @@
 // without another message. The loser goes Draining: it serves endpoints
 // already on it, new work routes to the winner, and its initiator closes it
 // once it has no endpoints.
+#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include "daemon/peer/channel_manager.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace ferry::daemon::peer {
 
@@ -33,6 +36,11 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   h.type = ack ? wire::MsgType::HelloAck : wire::MsgType::Hello;
   h.status = status;
   h.token = token;
+  // The bootstrap Hello carries our --listen port in `ack` (unused before
+  // any data flows): with the connection's source address it names us the
+  // way the peer's clients do ("HOST:PORT/SERVICE"), so the peer reuses this
+  // channel for its own Opens to us instead of building a duplicate.
+  if (!ack && token == 0) h.ack = cfg_.listen_port;
   transport::SendWr wr;
   wr.conn = conn;
   wr.header = h;
@@ -51,6 +59,22 @@ void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status 
   send_hello(scratch, conn, token, true, status);
   conns_.erase(conn);
   transport_.close(conn);
+}
+
+std::string ChannelManager::peer_host(transport::ConnId conn) const {
+  // Only the tcp backend has a socket to ask; others leave the address empty.
+  const auto* tcp = dynamic_cast<const transport::tcp::TcpTransport*>(&transport_);
+  const int fd = tcp == nullptr ? -1 : tcp->conn_fd(conn);
+  if (fd < 0) return {};
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr = ss.ss_family == AF_INET
+                         ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                         : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+  if (::inet_ntop(ss.ss_family, addr, text, sizeof text) == nullptr) return {};
+  return text;
 }
 
 void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload,
@@ -81,6 +105,15 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
     conns_[conn] = ConnRef{ch.id, -1};
+    if (h.ack != 0 && h.ack <= 0xFFFF) {
+      const std::string host = peer_host(conn);
+      if (!host.empty()) {
+        ch.host = host;
+        ch.port = static_cast<std::uint16_t>(h.ack);
+        ch.address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(ch.port);
+        by_address_.try_emplace(ch.address, ch.id);  // an Open of ours already under way keeps its channel
+      }
+    }
     spdlog::info("channel {} from peer epoch {:#018x}: {}", ch.id, ch.peer_epoch, to_string(ch.state));
     set_state(ch, ChannelState::Handshaking, now_ns);
     send_hello(ch, conn, 0, true, Status::Ok);

@@ -17,7 +17,9 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
 }
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
-  return transport_.listen(host, port);
+  auto r = transport_.listen(host, port);
+  if (r) cfg_.listen_port = r.value;
+  return r;
 }
 
 Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {

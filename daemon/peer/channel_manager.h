@@ -35,6 +35,7 @@ struct ChannelConfig {
   std::uint32_t connect_timeout_ms = 2000;
   std::uint32_t lanes = 1;
   std::uint32_t max_message_bytes = 1u << 20;
+  std::uint16_t listen_port = 0;  // set by listen(); sent in the bootstrap Hello
 };
 
 // What the engine hears from the channel layer. A virtual interface rather
@@ -124,6 +125,7 @@ class ChannelManager {
   wire::Handshake local_handshake() const noexcept;
   void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status);
   void refuse(transport::ConnId conn, std::uint64_t token, Status status);
+  std::string peer_host(transport::ConnId conn) const;
   void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, std::uint64_t now_ns);
   void on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                     std::uint64_t now_ns);
