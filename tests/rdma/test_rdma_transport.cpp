@@ -138,11 +138,22 @@ TEST_CASE("rdma: QPs carry ferry's transport attributes", "[rdma]") {
     REQUIRE(qp != nullptr);
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
-    REQUIRE(ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &init) == 0);
+    REQUIRE(ibv_query_qp(qp, &attr,
+                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_ACCESS_FLAGS |
+                             IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC,
+                         &init) == 0);
+    INFO((t == p.a.get() ? "passive" : "active") << " side, QP " << qp->qp_num);
     CHECK(attr.qp_state == IBV_QPS_RTS);
     CHECK(attr.rnr_retry == 0);
     CHECK(attr.retry_cnt == 7);
     CHECK(attr.timeout == 18);
+    // Both sides answer the peer's READs and WRITEs. rdma_cm alone leaves
+    // REMOTE_READ off the active side's QP (ferry's READs from the passive
+    // side then fail with "remote invalid request"), so this is set by ferry.
+    CHECK((attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) != 0);
+    CHECK((attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) != 0);
+    CHECK(attr.max_dest_rd_atomic == vm_config("", "").rd_atomic);
+    CHECK(attr.max_rd_atomic == vm_config("", "").rd_atomic);
   }
   // The GID table scan agrees with the environment (index 1 in the VM).
   CHECK(p.a->gid().index == std::atoi(env_or("GID_INDEX", "1").c_str()));
@@ -227,19 +238,24 @@ TEST_CASE("rdma: RdmaWriteImm lands in the peer's buffer and notifies it", "[rdm
     REQUIRE(p.b->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
     Completion note{};
     bool sent = false;
+    Status sent_status = Status::Ok;
     REQUIRE(pump_until(
         {{p.a.get(), &got_a}, {p.b.get(), &got_b}},
         [&] {
           for (auto& c : got_a) {
             if (c.kind == CompletionKind::Recv) note = c;
           }
-          for (auto& c : got_b)
-            sent |= c.kind == CompletionKind::SendDone && c.user_data == 100 + k && c.status == Status::Ok;
+          for (auto& c : got_b) {
+            if (c.kind == CompletionKind::SendDone && c.user_data == 100 + k) sent = true, sent_status = c.status;
+          }
           got_a.clear();
           got_b.clear();
-          return sent && note.kind == CompletionKind::Recv;
+          // A failed write never notifies the peer: stop at its SendDone.
+          return (sent && note.kind == CompletionKind::Recv) || (sent && sent_status != Status::Ok);
         },
         std::chrono::seconds(20)));
+    INFO("write " << k << " (" << sizes[k] << " B) completed with " << to_string(sent_status));
+    REQUIRE(sent_status == Status::Ok);
     CHECK(note.conn == p.a_conn);
     CHECK(note.header.type == wire::MsgType::WriteDone);
     CHECK(note.header.token == 0xABC0 + k);
@@ -268,15 +284,26 @@ TEST_CASE("rdma: RdmaRead fetches a registered remote buffer", "[rdma]") {
   REQUIRE(p.a->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
   std::vector<Completion> got_a, got_b;
   bool done = false;
+  Status read_status = Status::Ok;
   REQUIRE(pump_until(
       {{p.a.get(), &got_a}, {p.b.get(), &got_b}},
       [&] {
-        for (auto& c : got_a) done |= c.kind == CompletionKind::SendDone && c.user_data == 7;
+        for (auto& c : got_a) {
+          if (c.kind == CompletionKind::SendDone && c.user_data == 7) done = true, read_status = c.status;
+        }
+        got_a.clear();
         return done;
       },
       std::chrono::seconds(20)));
+  // A failed READ also ends in a SendDone (and drains the connection): the
+  // bytes are only worth comparing after a successful one.
+  INFO("READ completed with " << to_string(read_status) << "; wc errors " << p.a->stats().wc_errors);
+  REQUIRE(read_status == Status::Ok);
+  CHECK(p.a->stats().wc_errors == 0);
   CHECK(fnv(local.data, kLen) == fnv(remote.data, kLen));
-  // A read without a local key is refused, not posted.
+  // A read without a local key is refused, not posted (the connection is
+  // still open, so the refusal is about the WR, not EndpointClosed).
+  REQUIRE(p.a->conn_qp(p.a_conn) != nullptr);
   w.local = MemoryHandle{};
   const PostResult r = p.a->post_send(std::span<const SendWr>(&w, 1));
   CHECK(r.accepted == 0);
