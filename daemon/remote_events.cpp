@@ -48,9 +48,23 @@ void Engine::on_channel_down(peer::Channel& ch, Status why) {
   const std::uint32_t id = ch.id;
   // 1. Our operations that went to it.
   const Status open_status = why == Status::Ok ? Status::PeerReset : why;
-  std::size_t failed = 0;
-  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) {
+  std::size_t failed = 0, moved = 0;
+  // Opens not answered yet move to the peer's other channel (the winner of a
+  // duplicate race, or one still handshaking): an Open creates nothing until
+  // its OpenAck, and a proxy the peer made for the first try dies with this
+  // channel there, so asking again is safe. Its late OpenAck on this channel
+  // is ignored (on_open_ack matches the channel).
+  peer::Channel* next = peers_->successor(ch);
+  const bool next_up = next != nullptr && peers_->route(next->id) == next;
+  remote_ops_.sweep([&](std::uint64_t token, peer::RemoteOp& op) {
     if (op.channel != id) return false;
+    if (op.kind == peer::RemoteOpKind::Open && next != nullptr) {
+      op.channel = next->id;
+      op.sent = false;
+      ++moved;
+      if (next_up) send_open(token, op, *next);  // erases the op itself if the post fails
+      return false;  // otherwise on_channel_up(next) sends it
+    }
     if (ClientSession* c = client(op.client)) {
       complete(*c, op_of(op.kind), op.user_data, op.kind == peer::RemoteOpKind::Open ? open_status : Status::PeerReset);
     }
@@ -82,8 +96,8 @@ void Engine::on_channel_down(peer::Channel& ch, Status why) {
       ++it;
     }
   }
-  spdlog::info("channel {} down ({}): {} operations failed, {} endpoints closed", id, to_string(why), failed,
-               endpoints);
+  spdlog::info("channel {} down ({}): {} operations failed, {} opens moved to channel {}, {} endpoints closed", id,
+               to_string(why), failed, moved, next != nullptr ? next->id : 0, endpoints);
   publish_peers(mono_ns(), true);
 }
 

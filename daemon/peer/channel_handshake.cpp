@@ -137,6 +137,12 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
 
 void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                                   std::uint64_t now_ns) {
+  if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined) {
+    // A lane's ack overtaken by data on another lane (see on_recv): the
+    // channel already went Up on the strength of that data.
+    if (h.status != Status::Ok) fail(ch, h.status, now_ns);
+    return;
+  }
   if (!ch.initiated || ch.state != ChannelState::Handshaking) {
     fail(ch, Status::ProtocolError, now_ns);
     return;

@@ -115,7 +115,15 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
   };
   drop(ch.bootstrap);
   for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn);
-  if (auto it = by_address_.find(ch.address); it != by_address_.end() && it->second == ch.id) by_address_.erase(it);
+  if (auto it = by_address_.find(ch.address); it != by_address_.end() && it->second == ch.id) {
+    // Later Opens to this address use the peer's other channel if it has one
+    // (else they would dial a fresh duplicate).
+    if (Channel* next = successor(ch)) {
+      it->second = next->id;
+    } else {
+      by_address_.erase(it);
+    }
+  }
   set_state(ch, orderly ? ChannelState::Down : ChannelState::Failed, now_ns);
   events_.on_channel_down(ch, why);
   finished_.push_back(ch.id);

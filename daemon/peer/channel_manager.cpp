@@ -76,6 +76,20 @@ Channel* ChannelManager::route(std::uint32_t id) noexcept {
   return ch;
 }
 
+Channel* ChannelManager::successor(const Channel& ch) noexcept {
+  if (Channel* w = route(ch.id); w != nullptr && w != &ch) return w;
+  Channel* best = nullptr;
+  for (auto& [id, o] : channels_) {
+    if (o.get() == &ch || o->finished() || o->state == ChannelState::Draining) continue;
+    const bool same_peer = (ch.peer_epoch != 0 && o->peer_epoch == ch.peer_epoch) ||
+                           (!ch.address.empty() && o->address == ch.address);
+    if (!same_peer) continue;
+    if (o->state == ChannelState::Up) return o.get();
+    best = o.get();
+  }
+  return best;
+}
+
 LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
   if (lane < 0) return &ch.bootstrap_stats;
   return &ch.lanes[static_cast<std::uint32_t>(lane)].stats;
@@ -128,6 +142,16 @@ void ChannelManager::on_recv(const transport::Completion& c, std::uint64_t now_n
       return;
     case wire::MsgType::Hello: fail(*ch, Status::ProtocolError, now_ns); return;
     default: break;
+  }
+  if (ch->state == ChannelState::Handshaking && ch->initiated && ref.lane >= 0 &&
+      ch->lanes[static_cast<std::uint32_t>(ref.lane)].joined) {
+    // Data on a joined lane of ours while others still wait for their
+    // HelloAck: the acceptor sends data only once every lane joined on its
+    // side, so those acks are already on their way (TCP orders each
+    // connection, not across connections). The channel is Up; the late acks
+    // are accepted by on_hello_ack.
+    for (std::uint32_t i = 0; i < ch->lane_count; ++i) ch->lanes[i].joined = true;
+    become_up(*ch, now_ns);
   }
   if (!ch->usable() || ref.lane < 0) {
     // Traffic before the handshake finished, or data on the bootstrap

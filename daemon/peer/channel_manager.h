@@ -88,6 +88,11 @@ class ChannelManager {
   // The channel new work for `id` should use (a superseded duplicate forwards
   // to its winner); nullptr when none is usable.
   Channel* route(std::uint32_t id) noexcept;
+  // Where the Opens of a channel going down should go instead: its winner if
+  // it lost a duplicate race, else another live channel to the same peer
+  // (same epoch or address; Up preferred, Handshaking accepted). nullptr
+  // when the peer has no other channel.
+  Channel* successor(const Channel& ch) noexcept;
 
   // Drains transport completions into events. Returns the work done.
   std::size_t poll(std::uint64_t now_ns) noexcept;
