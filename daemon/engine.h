@@ -14,7 +14,9 @@
 // to our services, staging), remote_events.cpp (channel up/down, SendDone).
 #pragma once
 
+#include <atomic>
 #include <boost/lockfree/spsc_queue.hpp>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -90,8 +92,10 @@ class Engine final : private peer::ChannelEvents {
   // ring); readable event_fd() means some may be waiting.
   std::optional<std::uint32_t> pop_event() noexcept;
   int event_fd() const noexcept { return event_fd_; }
-  // Control thread: the latest copy of the channel table (refreshed by the
-  // engine a few times a second and on every state change).
+  // Control thread: a copy of the channel table taken by the engine on its
+  // next turn after this call (asked through the wake fd; waits at most
+  // kSnapshotWaitMs, then returns the last one published: the engine also
+  // refreshes it a few times a second and on every state change).
   std::vector<peer::PeerInfo> peers_snapshot() const;
   // Bootstrap port actually bound (0: not listening).
   std::uint16_t listen_port() const noexcept { return listen_port_; }
@@ -213,6 +217,14 @@ class Engine final : private peer::ChannelEvents {
   std::uint64_t next_publish_ns_ = 0;
   mutable std::mutex snapshot_mu_;  // control-rate only: engine publishes, control thread copies
   std::vector<peer::PeerInfo> snapshot_;
+  // Fresh snapshots on demand: the control thread bumps `asked`, the engine
+  // publishes on its next turn and sets `done` (under snapshot_mu_).
+  static constexpr int kSnapshotWaitMs = 100;
+  mutable std::atomic<std::uint64_t> snapshot_asked_{0};
+  std::uint64_t snapshot_seen_ = 0;  // engine thread: last `asked` value answered
+  std::uint64_t snapshot_done_ = 0;  // guarded by snapshot_mu_
+  mutable std::condition_variable snapshot_cv_;
+  void answer_snapshot_request();
 };
 
 }  // namespace ferry::daemon

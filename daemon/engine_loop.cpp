@@ -40,6 +40,7 @@ void Engine::run() {
   while (!stop_) {
     std::size_t work = drain_commands();
     work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
+    answer_snapshot_request();
     for (ClientSession* c : order_) work += poll_submissions(*c);
     work += retry_parked();
     work += retry_staged();

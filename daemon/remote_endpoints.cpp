@@ -9,6 +9,7 @@
 // the transport's receive buffer into the caller's response buffer.
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -91,8 +92,27 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
 }
 
 std::vector<peer::PeerInfo> Engine::peers_snapshot() const {
-  std::lock_guard lock(snapshot_mu_);
+  // Ask the engine for a fresh copy and wait for its next turn, so counters
+  // shown right after traffic include it. A stalled engine costs the caller
+  // kSnapshotWaitMs and yields the last published copy.
+  const std::uint64_t want = snapshot_asked_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  std::unique_lock lock(snapshot_mu_);
+  snapshot_cv_.wait_for(lock, std::chrono::milliseconds(kSnapshotWaitMs), [&] { return snapshot_done_ >= want; });
   return snapshot_;
+}
+
+void Engine::answer_snapshot_request() {
+  const std::uint64_t asked = snapshot_asked_.load(std::memory_order_acquire);
+  if (asked == snapshot_seen_) return;  // the common case: one relaxed-cost load per turn
+  snapshot_seen_ = asked;
+  publish_peers(mono_ns(), true);
+  {
+    std::lock_guard lock(snapshot_mu_);
+    snapshot_done_ = asked;
+  }
+  snapshot_cv_.notify_all();
 }
 
 void Engine::op_open_remote(ClientSession& c, const shm::SqEntry& e, const Target& t) {
