@@ -1,7 +1,8 @@
 #!/bin/sh
 # /init of the Soft-RoCE test VM (busybox sh, packed by build-vm.sh).
-# Loads the modules, mounts the host root read-only (9p "hostroot") and the
-# writable results share (9p "results") at the host's own path of that folder,
+# Loads the modules, mounts the host root read-only (9p "hostroot"), the
+# repository read-only (9p "repo") and the writable results share (9p
+# "results"), each at the host's own path of that folder,
 # runs RESULTS/cmd.sh chrooted into the host root, writes its exit status to
 # RESULTS/exit-status and powers off. Any failure before the command runs
 # writes a status of 125 ("the VM, not the test, failed").
@@ -12,9 +13,12 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 
-results=
+results= repo=
 for arg in $(cat /proc/cmdline); do
-  case "$arg" in ferry.results=*) results=${arg#ferry.results=} ;; esac
+  case "$arg" in
+    ferry.results=*) results=${arg#ferry.results=} ;;
+    ferry.repo=*) repo=${arg#ferry.repo=} ;;
+  esac
 done
 
 halt_now() {
@@ -67,6 +71,16 @@ if ! mount --bind /results "$h$results"; then
   echo "ferry-vm: cannot mount the results share at $results" >&2
   echo 125 >/results/exit-status
   halt_now
+fi
+# The repository the command runs from, at its host path: under /tmp or /run
+# the host root's copy is hidden by the tmpfs mounts above.
+if [ -n "$repo" ]; then
+  mkdir -p "$h$repo" 2>/dev/null
+  if ! mount -t 9p -o "$opts,ro,cache=loose" repo "$h$repo"; then
+    echo "ferry-vm: cannot mount the repository share at $repo" >&2
+    echo 125 >/results/exit-status
+    halt_now
+  fi
 fi
 mount -t configfs configfs $h/sys/kernel/config 2>/dev/null
 ip link set lo up

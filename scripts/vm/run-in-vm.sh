@@ -42,6 +42,12 @@ results=$(cd "$results" && pwd)
 [[ "$results" =~ ^[A-Za-z0-9/._+-]+$ ]] || { echo "run-in-vm: results path must be plain: $results" >&2; exit 2; }
 rm -f "$results/exit-status"
 
+# The current folder (the repository) gets a share of its own, mounted at
+# the same path in the guest: the guest mounts tmpfs over /tmp and /run, which
+# would hide a checkout that lives there (CI clones wherever it likes).
+repo=$PWD
+[[ "$repo" =~ ^[A-Za-z0-9/._+-]+$ ]] || { echo "run-in-vm: current folder path must be plain: $repo" >&2; exit 2; }
+
 # The command travels as a script in the results share: no quoting through
 # the kernel command line.
 {
@@ -57,8 +63,9 @@ set +e
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" \
   -m "$mem" -smp 2 -nographic -no-reboot -nic none \
   -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.gz" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1 ferry.results=$results" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 ferry.results=$results ferry.repo=$repo" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
   -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap" \
   </dev/null | sed -u -e 's/\x1bc//g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g'
 # The firmware and the console send terminal resets; sed drops them so logs stay plain text.
