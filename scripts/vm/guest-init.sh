@@ -64,16 +64,9 @@ ln -sf /proc/self/fd/1 $h/dev/stdout
 ln -sf /proc/self/fd/2 $h/dev/stderr
 mount -t tmpfs -o mode=1777 tmpfs $h/tmp
 mount -t tmpfs -o mode=0755 tmpfs $h/run
-# The results folder appears at its host path; under /tmp or /run (now tmpfs)
-# its mount point has to be made first.
-mkdir -p "$h$results" 2>/dev/null
-if ! mount --bind /results "$h$results"; then
-  echo "ferry-vm: cannot mount the results share at $results" >&2
-  echo 125 >/results/exit-status
-  halt_now
-fi
 # The repository the command runs from, at its host path: under /tmp or /run
-# the host root's copy is hidden by the tmpfs mounts above.
+# the host root's copy is hidden by the tmpfs mounts above. Before
+# the results share, which may live inside the repository (build/...).
 if [ -n "$repo" ]; then
   mkdir -p "$h$repo" 2>/dev/null
   if ! mount -t 9p -o "$opts,ro,cache=loose" repo "$h$repo"; then
@@ -81,6 +74,14 @@ if [ -n "$repo" ]; then
     echo 125 >/results/exit-status
     halt_now
   fi
+fi
+# The results folder appears at its host path; under /tmp or /run (now tmpfs)
+# its mount point has to be made first.
+mkdir -p "$h$results" 2>/dev/null
+if ! mount --bind /results "$h$results"; then
+  echo "ferry-vm: cannot mount the results share at $results" >&2
+  echo 125 >/results/exit-status
+  halt_now
 fi
 mount -t configfs configfs $h/sys/kernel/config 2>/dev/null
 ip link set lo up
