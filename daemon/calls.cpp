@@ -46,6 +46,18 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
     complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
     return;
   }
+  if (e.length > lane_max_message_) {
+    // Over the rdma eager threshold (no zero-copy response path yet): both
+    // sides learn NotSupported, the caller through an empty Response.
+    wire::Header no;
+    no.type = wire::MsgType::Response;
+    no.status = Status::NotSupported;
+    no.dst_ep = call.remote_ep;
+    no.token = call.remote_token;
+    peers_->send(*ch, call.lane, no, nullptr, 0, 0, false);
+    complete(c, shm::Op::Reply, e.user_data, Status::NotSupported);
+    return;
+  }
   // The response leaves from the server's tx arena without a copy, so the
   // Reply completes on the transport's SendDone (on_send_done), when that
   // buffer is free again. The caller's daemon checks its buffer size.

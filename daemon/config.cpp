@@ -4,6 +4,7 @@
 #include "daemon/config.h"
 
 #include "daemon/target.h"
+#include "transport/wire/handshake.h"
 
 #include <grp.h>
 #include <sys/stat.h>
@@ -95,6 +96,8 @@ constexpr NumericKey kNumericKeys[] = {
     {"connect-timeout-ms", "bound on connecting + handshaking with a peer [2000; 1..60000]"},
     {"channel-conns", "data connections per channel [1; 1..8]"},
     {"staging-bytes", "daemon buffer for remote deliveries to a full receiver; past it Busy [8m; 0..1g]"},
+    {"eager-threshold", "rdma: largest message sent eagerly (SEND into a posted receive) [8192; 4096..1m]"},
+    {"rdma-ack-timeout", "rdma: QP local ACK timeout exponent, 4.096us*2^n [14; 1..31]"},
 };
 
 std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
@@ -114,6 +117,8 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
   if (key == "connect-timeout-ms") *narrow = &c.connect_timeout_ms;
   if (key == "channel-conns") *narrow = &c.channel_conns;
   if (key == "staging-bytes") return &c.staging_bytes;
+  if (key == "eager-threshold") *narrow = &c.eager_threshold;
+  if (key == "rdma-ack-timeout") *narrow = &c.rdma_ack_timeout;
   return nullptr;
 }
 
@@ -121,6 +126,7 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
 
 std::optional<std::string> check_ranges(const Config& c) {
   const std::uint64_t kSlab = shm::kSlabBytes;
+  const std::uint64_t wire_min_message = wire::kMinMessageBytes;  // the handshake floor
   const std::pair<Range, std::uint64_t> checks[] = {
       {{"max-tx-arena-bytes", shm::kMinArenaBytes, kGiB}, c.max_tx_arena_bytes},
       {{"max-rx-arena-bytes", shm::kMinArenaBytes, kGiB}, c.max_rx_arena_bytes},
@@ -137,6 +143,8 @@ std::optional<std::string> check_ranges(const Config& c) {
       {{"connect-timeout-ms", 1, 60000}, c.connect_timeout_ms},
       {{"channel-conns", 1, 8}, c.channel_conns},
       {{"staging-bytes", 0, kGiB}, c.staging_bytes},
+      {{"eager-threshold", wire_min_message, kSlab}, c.eager_threshold},
+      {{"rdma-ack-timeout", 1, 31}, c.rdma_ack_timeout},
   };
   for (const auto& [range, value] : checks) {
     if (auto err = check(range, value)) return err;

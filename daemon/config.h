@@ -60,6 +60,17 @@ struct Config {
   std::uint32_t connect_timeout_ms = 2000;  // [1, 60000] connect + handshake bound (PeerUnreachable)
   std::uint32_t channel_conns = 1;          // [1, 8] data connections per channel (tcp)
   std::uint64_t staging_bytes = 8 * kMiB;   // [0, 1 GiB] back-pressure staging per daemon; past it: Busy
+
+  // rdma data lanes (daemon/transport_choice.h).
+  // Largest message sent eagerly (one SEND into a receive slot the peer
+  // daemon posted); each receive/send slot is this + the 48-byte header, 128
+  // slots per QP each way. 8 KiB keeps a QP's slabs at ~2 MiB while covering
+  // parameter-server keys and small tensors. Larger messages over rdma are
+  // NotSupported until rendezvous (RDMA READ) lands.
+  std::uint32_t eager_threshold = 8192;  // [4096, 1 MiB]
+  // IB local ACK timeout exponent (4.096 us * 2^n): 14 for real NICs,
+  // 18..20 under the Soft-RoCE VM, which drops and delays.
+  std::uint32_t rdma_ack_timeout = 14;  // [1, 31]
 };
 
 // One tunable's allowed range, for checks and error messages.

@@ -46,7 +46,7 @@ int run_daemon(const Config& config) {
   const std::uint64_t epoch = random_u64();
   spdlog::info("ferryd {} starting: pid {} epoch {:#018x} runtime dir {}", FERRY_VERSION, ::getpid(), epoch,
                config.runtime_dir);
-  spdlog::info("{}", transport.reason);
+  spdlog::info("{} (checked against the device at engine start)", transport.reason);
 
   std::string error;
   if (!ensure_runtime_dir(config.runtime_dir, &error)) {
@@ -90,7 +90,7 @@ int run_daemon(const Config& config) {
 
   asio::io_context io;
   AttachServer attach(io, live, engine, epoch);
-  DaemonFacts facts{&live, &counters, transport.name, epoch, std::chrono::steady_clock::now(), false, {}};
+  DaemonFacts facts{&live, &counters, engine.transport_name(), epoch, std::chrono::steady_clock::now(), false, {}};
   facts.peers = [&engine] { return peer::peers_json(engine.peers_snapshot()); };
   ControlServer control(io, [&](std::string_view line) {
     return handle_control_line(

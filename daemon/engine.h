@@ -97,6 +97,8 @@ class Engine final : private peer::ChannelEvents {
   // kSnapshotWaitMs, then returns the last one published: the engine also
   // refreshes it a few times a second and on every state change).
   std::vector<peer::PeerInfo> peers_snapshot() const;
+  // What carries the data lanes of channels: "rdma" or "tcp" (status JSON).
+  const std::string& transport_name() const noexcept { return transport_name_; }
   // Bootstrap port actually bound (0: not listening).
   std::uint16_t listen_port() const noexcept { return listen_port_; }
 
@@ -152,6 +154,7 @@ class Engine final : private peer::ChannelEvents {
   static constexpr std::uint64_t kTransportTag = ~0ull;  // epoll tag of the transport's fd
   void setup_peers(std::uint64_t epoch);
   void listen_peers();
+  void release_lanes_owner() noexcept;
   std::size_t poll_peers();
   void publish_peers(std::uint64_t now_ns, bool force);
   void op_open_remote(ClientSession& c, const shm::SqEntry& e, const Target& t);
@@ -204,7 +207,10 @@ class Engine final : private peer::ChannelEvents {
   bool stop_ = false;
 
   // Channels to peer daemons (transport first: the manager refers to it).
-  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Transport> transport_;        // bootstrap connections (tcp)
+  std::unique_ptr<transport::Transport> lanes_transport_;  // rdma data lanes; null: lanes on transport_
+  std::string transport_name_ = "tcp";                     // what carries the lanes: "rdma" or "tcp"
+  std::uint32_t lane_max_message_ = 0;                     // largest Send/Call/Response payload over a lane
   std::unique_ptr<peer::ChannelManager> peers_;
   peer::RemoteOpTable remote_ops_{1024};
   std::unordered_map<std::uint32_t, ProxyEndpoint> proxies_;

@@ -18,7 +18,12 @@
 #include <cstring>
 
 #include "daemon/engine.h"
+#include "daemon/transport_choice.h"
+#include "ferry_config.h"
 #include "transport/tcp/tcp_transport.h"
+#if FERRY_HAVE_RDMA
+#include "transport/rdma/rdma_transport.h"
+#endif
 
 namespace ferry::daemon {
 
@@ -43,21 +48,36 @@ void Engine::setup_peers(std::uint64_t epoch) {
   if (!t) throw std::runtime_error("tcp transport: cannot create (" + std::string(to_string(t.status)) + ")");
   transport::tcp::TcpTransport* tcp = t.value.get();
   transport_ = std::move(t.value);
+  DataTransport data = make_data_transport(config_);
+  if (!data.error.empty()) throw std::runtime_error(data.error);  // start-up only: --transport rdma cannot be had
+  spdlog::info("{}", data.choice.reason);
+  transport_name_ = data.choice.name;
+  lanes_transport_ = std::move(data.transport);
+  lane_max_message_ = lane_max_message(config_, lanes_transport_.get());
   peer::ChannelConfig cc;
   cc.epoch = epoch;
   cc.heartbeat_ms = config_.heartbeat_ms;
   cc.peer_timeout_ms = config_.peer_timeout_ms;
   cc.connect_timeout_ms = config_.connect_timeout_ms;
   cc.lanes = config_.channel_conns;
-  cc.max_message_bytes = tc.max_message_bytes;
-  peers_ = std::make_unique<peer::ChannelManager>(*transport_, static_cast<peer::ChannelEvents&>(*this), cc, counters_);
+  cc.max_message_bytes = std::max<std::uint32_t>(lane_max_message_, wire::kMinMessageBytes);
+  peers_ = std::make_unique<peer::ChannelManager>(*transport_, static_cast<peer::ChannelEvents&>(*this), cc, counters_,
+                                                  lanes_transport_.get());
   blocked_proxies_.reserve(256);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kTransportTag;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, transport_->event_fd(), &ev);
+  if (peers_->lanes_event_fd() >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_->lanes_event_fd(), &ev);
   listen_peers();
   tcp->release_owner();  // set up on this thread, owned by the engine thread from run() on
+  if (lanes_transport_) release_lanes_owner();
+}
+
+void Engine::release_lanes_owner() noexcept {
+#if FERRY_HAVE_RDMA
+  if (auto* r = dynamic_cast<transport::rdma::RdmaTransport*>(lanes_transport_.get())) r->release_owner();
+#endif
 }
 
 void Engine::listen_peers() {
@@ -85,6 +105,13 @@ std::size_t Engine::poll_peers() {
 void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   if (!force && now_ns < next_publish_ns_) return;
   next_publish_ns_ = now_ns + kPublishNs;
+#if FERRY_HAVE_RDMA
+  // Sends that failed with RNR retries exceeded: rnr_retry is 0, so each is
+  // one RNR NAK, i.e. ferry posted beyond the peer's receives (a credit bug).
+  if (auto* r = dynamic_cast<transport::rdma::RdmaTransport*>(lanes_transport_.get())) {
+    counters_.rnr_naks.store(r->stats().rnr_retry_exceeded, std::memory_order_relaxed);
+  }
+#endif
   std::vector<peer::PeerInfo> fresh;
   peers_->snapshot(fresh, now_ns);
   std::lock_guard lock(snapshot_mu_);
@@ -198,6 +225,11 @@ void Engine::op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::S
   peer::Channel* ch = ep.peer_dead ? nullptr : peers_->find(ep.channel);
   if (ch == nullptr || !ch->usable()) {
     complete(c, op, e.user_data, Status::PeerReset);
+    return;
+  }
+  if (e.length > lane_max_message_) {
+    // Over the rdma eager threshold: rendezvous/zero-copy is not there yet.
+    complete(c, op, e.user_data, Status::NotSupported);
     return;
   }
   const bool is_call = op == shm::Op::Call;

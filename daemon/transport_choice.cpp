@@ -1,9 +1,16 @@
 #include "daemon/transport_choice.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
+#include "daemon/target.h"
 #include "ferry_config.h"
+#if FERRY_HAVE_RDMA
+#include "transport/rdma/rdma_transport.h"
+#endif
 
 namespace ferry::daemon {
 
@@ -18,6 +25,21 @@ std::string first_rdma_device(const std::string& wanted) {
   }
   return {};
 }
+
+#if FERRY_HAVE_RDMA
+transport::rdma::RdmaConfig rdma_config(const Config& config) {
+  transport::rdma::RdmaConfig rc;
+  rc.device = config.device;
+  if (!config.listen.empty()) {
+    if (auto hp = parse_host_port(config.listen)) rc.address = hp->host;
+  }
+  rc.gid_index = config.gid_index;
+  rc.max_eager_bytes = std::max<std::uint32_t>(config.eager_threshold, wire::kMinMessageBytes);
+  rc.connect_timeout_ms = config.connect_timeout_ms;
+  rc.ack_timeout = static_cast<std::uint8_t>(config.rdma_ack_timeout);
+  return rc;
+}
+#endif
 
 }  // namespace
 
@@ -34,6 +56,40 @@ TransportChoice choose_transport(const Config& config) {
                                          : "transport auto -> tcp: RDMA device " + config.device + " not found"};
   }
   return {"rdma", "transport auto -> rdma: RDMA device " + dev + " found"};
+}
+
+DataTransport make_data_transport(const Config& config) {
+  DataTransport out;
+  out.choice = choose_transport(config);
+  if (out.choice.name == "tcp") return out;
+#if FERRY_HAVE_RDMA
+  auto t = transport::rdma::RdmaTransport::create(rdma_config(config));
+  if (t) {
+    const std::string dev = t.value->device_name();
+    out.choice.reason += "; data lanes on " + dev + " (gid index " + std::to_string(t.value->gid().index) +
+                         ", eager threshold " + std::to_string(config.eager_threshold) + " B)";
+    t.value->release_owner();  // created here, owned by the engine thread from run() on
+    out.transport = std::move(t.value);
+    return out;
+  }
+  const std::string why = "RdmaTransport for device '" + (config.device.empty() ? "any" : config.device) +
+                          "' address '" + config.listen + "' failed (" + std::string(to_string(t.status)) + ")";
+#else
+  const std::string why = "built without rdma support";
+#endif
+  if (config.transport == Transport::Rdma) {
+    out.error = "transport rdma requested but " + why;
+    return out;
+  }
+  out.choice = {"tcp", "transport auto -> tcp: " + why};
+  return out;
+}
+
+std::uint32_t lane_max_message(const Config& config, const transport::Transport* data) noexcept {
+  if (data != nullptr && data->kind() == transport::TransportKind::Rdma) {
+    return std::min(config.eager_threshold, config.max_message_bytes);
+  }
+  return config.max_message_bytes;
 }
 
 }  // namespace ferry::daemon

@@ -25,13 +25,19 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.protocol_version = wire::kProtocolVersion;
   hs.qp_count = static_cast<std::uint16_t>(cfg_.lanes);
   hs.daemon_epoch = cfg_.epoch;
-  hs.capabilities = wire::kCapTcp;
+  hs.capabilities = lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma : wire::kCapTcp;
   hs.initial_credits = 1024;  // no credit flow control yet: informational
   hs.max_message_bytes = cfg_.max_message_bytes;
   return hs;
 }
 
-void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status) {
+bool ChannelManager::same_data_path(const wire::Handshake& remote) const noexcept {
+  const std::uint64_t ours = local_handshake().capabilities & (wire::kCapTcp | wire::kCapRdma);
+  return (remote.capabilities & ours) != 0;
+}
+
+void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status,
+                                bool on_lanes) {
   wire::Header h;
   h.type = ack ? wire::MsgType::HelloAck : wire::MsgType::Hello;
   h.status = status;
@@ -47,18 +53,18 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   wr.payload = hello_.data();
   wr.payload_len = hello_len_;
   wr.signaled = false;
-  const auto r = transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
+  const auto r = via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));
   if (r.accepted == 1) {
     ++ch.bootstrap_stats.tx_msgs;
     ch.bootstrap_stats.tx_bytes += wire::kHeaderBytes + hello_len_;
   }
 }
 
-void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status status) {
+void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes) {
   Channel scratch;  // stats of a refused connection are not kept
-  send_hello(scratch, conn, token, true, status);
-  conns_.erase(conn);
-  transport_.close(conn);
+  send_hello(scratch, conn, token, true, status, on_lanes);
+  conns_.erase(key(conn, on_lanes));
+  via(on_lanes).close(conn);
 }
 
 std::string ChannelManager::peer_host(transport::ConnId conn) const {
@@ -78,24 +84,37 @@ std::string ChannelManager::peer_host(transport::ConnId conn) const {
 }
 
 void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload,
-                              std::uint64_t now_ns) {
+                              bool on_lanes, std::uint64_t now_ns) {
   wire::Handshake remote;
   const wire::WireError e = wire::decode_handshake({payload, h.payload_len}, remote);
   if (e != wire::WireError::None) {
     spdlog::warn("peer Hello rejected: {}", to_string(e));
-    refuse(conn, h.token, wire::to_status(e));
+    refuse(conn, h.token, wire::to_status(e), on_lanes);
     return;
   }
   wire::Negotiated n;
   if (wire::negotiate(local_handshake(), remote, n) != wire::WireError::None) {
     spdlog::warn("peer Hello rejected: protocol version {} (we speak {})", remote.protocol_version,
                  wire::kProtocolVersion);
-    refuse(conn, h.token, Status::VersionMismatch);
+    refuse(conn, h.token, Status::VersionMismatch, on_lanes);
     return;
   }
   if (remote.daemon_epoch == cfg_.epoch) {
     spdlog::warn("peer Hello rejected: it carries our own epoch (connected to ourselves)");
-    refuse(conn, h.token, Status::BadRequest);
+    refuse(conn, h.token, Status::BadRequest, on_lanes);
+    return;
+  }
+  if (split_ && (h.token == 0) == on_lanes) {
+    // A bootstrap Hello must come on the bootstrap transport, a lane's on the lanes'.
+    spdlog::warn("peer Hello for {} arrived on the {} transport; refused", h.token == 0 ? "a bootstrap" : "a lane",
+                 on_lanes ? "lane" : "bootstrap");
+    refuse(conn, h.token, Status::ProtocolError, on_lanes);
+    return;
+  }
+  if (h.token == 0 && !same_data_path(remote)) {
+    spdlog::warn("peer Hello rejected: its data lanes run on {}, ours on {} (start both with the same --transport)",
+                 (remote.capabilities & wire::kCapRdma) != 0 ? "rdma" : "tcp", to_string(lanes_.kind()));
+    refuse(conn, h.token, Status::NotSupported, on_lanes);
     return;
   }
   if (h.token == 0) {
@@ -104,7 +123,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
-    conns_[conn] = ConnRef{ch.id, -1};
+    conns_[key(conn, false)] = ConnRef{ch.id, -1};
     if (h.ack != 0 && h.ack <= 0xFFFF) {
       const std::string host = peer_host(conn);
       if (!host.empty()) {
@@ -116,7 +135,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     }
     spdlog::info("channel {} from peer epoch {:#018x}: {}", ch.id, ch.peer_epoch, to_string(ch.state));
     set_state(ch, ChannelState::Handshaking, now_ns);
-    send_hello(ch, conn, 0, true, Status::Ok);
+    send_hello(ch, conn, 0, true, Status::Ok, false);
     return;
   }
   const std::uint64_t lane = h.token - 1;
@@ -126,13 +145,13 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     Lane& l = ch->lanes[lane];
     l.conn = conn;
     l.joined = true;
-    conns_[conn] = ConnRef{ch->id, static_cast<std::int32_t>(lane)};
-    send_hello(*ch, conn, h.token, true, Status::Ok);
+    conns_[key(conn, on_lanes)] = ConnRef{ch->id, static_cast<std::int32_t>(lane)};
+    send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
     if (ch->all_lanes_joined()) become_up(*ch, now_ns);
     return;
   }
   spdlog::warn("peer Hello for lane {} matches no channel being set up; refused", lane);
-  refuse(conn, h.token, Status::ProtocolError);
+  refuse(conn, h.token, Status::ProtocolError, on_lanes);
 }
 
 void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
@@ -164,6 +183,13 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
       fail(ch, Status::BadRequest, now_ns);
       return;
     }
+    if (!same_data_path(remote)) {
+      spdlog::warn("channel {} ({}): peer's data lanes run on {}, ours on {} (start both with the same --transport)",
+                   ch.id, ch.address, (remote.capabilities & wire::kCapRdma) != 0 ? "rdma" : "tcp",
+                   to_string(lanes_.kind()));
+      fail(ch, Status::NotSupported, now_ns);
+      return;
+    }
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
@@ -181,14 +207,14 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
 
 void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
   for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
-    auto conn = transport_.connect(ch.host, ch.port);
+    auto conn = lanes_.connect(ch.host, ch.port);
     if (!conn) {
       fail(ch, Status::PeerUnreachable, now_ns);
       return;
     }
     ch.lanes[i].conn = conn.value;
-    conns_[conn.value] = ConnRef{ch.id, static_cast<std::int32_t>(i)};
-    send_hello(ch, conn.value, i + 1, false, Status::Ok);
+    conns_[key(conn.value, true)] = ConnRef{ch.id, static_cast<std::int32_t>(i)};
+    send_hello(ch, conn.value, i + 1, false, Status::Ok, true);
   }
 }
 

@@ -108,13 +108,13 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
   }
   // Forget the connections first: their Closed completions then find no
   // channel, and the channel is reported down exactly once, here.
-  auto drop = [this](transport::ConnId c) {
+  auto drop = [this](transport::ConnId c, bool on_lanes) {
     if (c == transport::kInvalidConn) return;
-    conns_.erase(c);
-    transport_.close(c);
+    conns_.erase(key(c, on_lanes));
+    via(on_lanes).close(c);
   };
-  drop(ch.bootstrap);
-  for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn);
+  drop(ch.bootstrap, false);
+  for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn, true);
   if (auto it = by_address_.find(ch.address); it != by_address_.end() && it->second == ch.id) {
     // Later Opens to this address use the peer's other channel if it has one
     // (else they would dial a fresh duplicate).

@@ -7,8 +7,13 @@
 namespace ferry::daemon::peer {
 
 ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg,
-                               Counters& counters)
-    : transport_(t), events_(events), cfg_(cfg), counters_(counters) {
+                               Counters& counters, transport::Transport* lanes)
+    : transport_(t),
+      lanes_(lanes != nullptr ? *lanes : t),
+      split_(lanes != nullptr && lanes != &t),
+      events_(events),
+      cfg_(cfg),
+      counters_(counters) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
@@ -18,7 +23,14 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
   auto r = transport_.listen(host, port);
-  if (r) cfg_.listen_port = r.value;
+  if (!r) return r;
+  cfg_.listen_port = r.value;
+  if (split_) {
+    // Peers reach our lanes at the bootstrap port, in the lane transport's
+    // own port space (rdma_cm), so the Hello needs no second port.
+    auto l = lanes_.listen(host, r.value);
+    if (!l) return l;
+  }
   return r;
 }
 
@@ -57,10 +69,10 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
     return Result<std::uint32_t>::fail(Status::PeerUnreachable);
   }
   ch.bootstrap = conn.value;
-  conns_[ch.bootstrap] = ConnRef{ch.id, -1};
+  conns_[key(ch.bootstrap, false)] = ConnRef{ch.id, -1};
   by_address_[address] = ch.id;
   set_state(ch, ChannelState::Handshaking, now_ns);
-  send_hello(ch, ch.bootstrap, 0, false, Status::Ok);
+  send_hello(ch, ch.bootstrap, 0, false, Status::Ok, false);
   return Result<std::uint32_t>::ok(ch.id);
 }
 
@@ -97,32 +109,38 @@ LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
 
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   last_now_ns_ = now_ns;
-  const std::size_t n = transport_.poll(batch_);
-  for (std::size_t i = 0; i < n; ++i) {
-    const transport::Completion& c = batch_[i];
-    switch (c.kind) {
-      case transport::CompletionKind::Accepted: conns_[c.conn] = ConnRef{0, -1}; break;
-      case transport::CompletionKind::Recv: on_recv(c, now_ns); break;
-      case transport::CompletionKind::SendDone: events_.on_send_done(c.user_data, c.status); break;
-      case transport::CompletionKind::Closed: on_closed(c); break;
-    }
-  }
+  std::size_t n = drain(false, now_ns);
+  if (split_) n += drain(true, now_ns);
   reap();
   return n;
 }
 
-void ChannelManager::on_recv(const transport::Completion& c, std::uint64_t now_ns) {
-  auto it = conns_.find(c.conn);
+std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept {
+  const std::size_t n = via(on_lanes).poll(batch_);
+  for (std::size_t i = 0; i < n; ++i) {
+    const transport::Completion& c = batch_[i];
+    switch (c.kind) {
+      case transport::CompletionKind::Accepted: conns_[key(c.conn, on_lanes)] = ConnRef{0, -1}; break;
+      case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
+      case transport::CompletionKind::SendDone: events_.on_send_done(c.user_data, c.status); break;
+      case transport::CompletionKind::Closed: on_closed(c, on_lanes); break;
+    }
+  }
+  return n;
+}
+
+void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
+  auto it = conns_.find(key(c.conn, on_lanes));
   if (it == conns_.end()) return;  // a connection we already let go of
   const ConnRef ref = it->second;
   if (ref.channel == 0) {
     // First message on an accepted connection: must be Hello.
     if (c.header.type == wire::MsgType::Hello) {
-      on_hello(c.conn, c.header, c.payload, now_ns);
+      on_hello(c.conn, c.header, c.payload, on_lanes, now_ns);
     } else {
       spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
-      conns_.erase(c.conn);
-      transport_.close(c.conn);
+      conns_.erase(it);
+      via(on_lanes).close(c.conn);
     }
     return;
   }
@@ -164,8 +182,8 @@ void ChannelManager::on_recv(const transport::Completion& c, std::uint64_t now_n
   events_.on_message(*ch, static_cast<std::uint32_t>(ref.lane), c.header, c.payload);
 }
 
-void ChannelManager::on_closed(const transport::Completion& c) {
-  auto it = conns_.find(c.conn);
+void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
+  auto it = conns_.find(key(c.conn, on_lanes));
   if (it == conns_.end()) return;
   const ConnRef ref = it->second;
   conns_.erase(it);
@@ -196,7 +214,7 @@ transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, cons
   wr.payload_len = len;
   wr.user_data = user_data;
   wr.signaled = signaled;
-  r = transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
+  r = lanes_.post_send(std::span<const transport::SendWr>(&wr, 1));
   if (r.accepted == 1) {
     ++l.stats.tx_msgs;
     l.stats.tx_bytes += wire::kHeaderBytes + len;
@@ -236,6 +254,7 @@ void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) 
     p.rtt_us = ch->rtt_us;
     p.since_s = (now_ns - ch->state_since_ns) / 1'000'000'000;
     p.initiated = ch->initiated;
+    p.transport = lanes_.kind();
     out.push_back(std::move(p));
   }
 }

@@ -10,6 +10,13 @@
 // (its bootstrap can be one more RC connection or stay TCP beside it).
 // The cost: connect() blocks the engine for at most connect_timeout_ms.
 //
+// Two transports: the bootstrap connection always runs on `t` (tcp); the
+// data lanes run on `lanes` when given (rdma: RC QPs reached at the same
+// HOST:PORT in the rdma_cm port space), else on `t` too. Connection ids of
+// the two transports are told apart by ConnKey. Both sides must run their
+// lanes on the same kind: the handshake carries kCapTcp or kCapRdma and a
+// mismatch is refused with NotSupported (logged on both sides).
+//
 // Files: channel_manager.cpp (connect/accept/poll/send/snapshot),
 // channel_handshake.cpp (Hello/HelloAck, duplicate resolution),
 // channel_heartbeat.cpp (heartbeats, deadlines, failing a channel).
@@ -69,13 +76,16 @@ struct PeerInfo {
   std::uint64_t rtt_us = 0;
   std::uint64_t since_s = 0;
   bool initiated = false;
+  transport::TransportKind transport = transport::TransportKind::Tcp;  // what carries the data lanes
 };
 
 class ChannelManager {
  public:
-  ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters);
+  ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
+                 transport::Transport* lanes = nullptr);
 
   // Bootstrap listener (numeric host). Returns the bound port.
+  // With separate lane transport, it listens on the same host and port.
   Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
 
   // Get-or-create the channel to HOST:PORT (`address` is the key). A new one
@@ -113,6 +123,9 @@ class ChannelManager {
   std::size_t channel_count() const noexcept { return channels_.size(); }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
   int event_fd() const noexcept { return transport_.event_fd(); }
+  // -1 when the lanes share the bootstrap transport.
+  int lanes_event_fd() const noexcept { return split_ ? lanes_.event_fd() : -1; }
+  transport::TransportKind lanes_kind() const noexcept { return lanes_.kind(); }
   const ChannelConfig& config() const noexcept { return cfg_; }
 
  private:
@@ -121,17 +134,27 @@ class ChannelManager {
     std::uint32_t channel = 0;  // 0: accepted, no Hello yet
     std::int32_t lane = -1;     // -1: the bootstrap connection
   };
+  // A connection of the bootstrap transport (on_lanes false) or of the lane
+  // transport; one key space even when the two transports are separate.
+  using ConnKey = std::uint64_t;
+  ConnKey key(transport::ConnId c, bool on_lanes) const noexcept {
+    return (split_ && on_lanes ? ConnKey{1} << 32 : 0) | c;
+  }
+  transport::Transport& via(bool on_lanes) noexcept { return on_lanes ? lanes_ : transport_; }
+  std::size_t drain(bool on_lanes, std::uint64_t now_ns) noexcept;
   Channel& create(bool initiated, std::uint64_t now_ns);
-  void on_recv(const transport::Completion& c, std::uint64_t now_ns);
-  void on_closed(const transport::Completion& c);
+  void on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
+  void on_closed(const transport::Completion& c, bool on_lanes);
   LaneStats* stats_of(Channel& ch, std::int32_t lane) noexcept;
 
   // channel_handshake.cpp
   wire::Handshake local_handshake() const noexcept;
-  void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status);
-  void refuse(transport::ConnId conn, std::uint64_t token, Status status);
+  void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status, bool on_lanes);
+  void refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes);
   std::string peer_host(transport::ConnId conn) const;
-  void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, std::uint64_t now_ns);
+  bool same_data_path(const wire::Handshake& remote) const noexcept;
+  void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
+                std::uint64_t now_ns);
   void on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                     std::uint64_t now_ns);
   void open_lanes(Channel& ch, std::uint64_t now_ns);
@@ -146,14 +169,16 @@ class ChannelManager {
   void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
   void reap();
 
-  transport::Transport& transport_;
+  transport::Transport& transport_;  // bootstrap connections
+  transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
+  bool split_ = false;
   ChannelEvents& events_;
   ChannelConfig cfg_;
   Counters& counters_;
   std::uint32_t next_id_ = 1;
   std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
   std::unordered_map<std::string, std::uint32_t> by_address_;
-  std::unordered_map<transport::ConnId, ConnRef> conns_;
+  std::unordered_map<ConnKey, ConnRef> conns_;
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.

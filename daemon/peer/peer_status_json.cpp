@@ -15,7 +15,7 @@ json::Value lane_json(const PeerInfo& p, std::uint32_t i) {
   o["id"] = json::Value(static_cast<std::uint64_t>(p.lane_ids[i]));
   o["lane"] = json::Value(static_cast<std::uint64_t>(i));
   o["state"] = std::string(to_string(p.state));
-  o["transport"] = "tcp";
+  o["transport"] = std::string(transport::to_string(p.transport));
   o["tx_msgs"] = json::Value(p.lanes[i].tx_msgs);
   o["rx_msgs"] = json::Value(p.lanes[i].rx_msgs);
   o["tx_bytes"] = json::Value(p.lanes[i].tx_bytes);
@@ -36,7 +36,7 @@ json::Value peers_json(const std::vector<PeerInfo>& peers) {
     o["channel"] = json::Value(static_cast<std::uint64_t>(p.channel));
     o["epoch"] = json::Value(p.epoch);
     o["state"] = std::string(to_string(p.state));
-    o["transport"] = "tcp";
+    o["transport"] = std::string(transport::to_string(p.transport));
     o["qps"] = json::Value(static_cast<std::uint64_t>(p.lane_count));
     json::Array lanes;
     for (std::uint32_t i = 0; i < p.lane_count; ++i) lanes.push_back(lane_json(p, i));

@@ -133,7 +133,7 @@ void Cluster::start(std::size_t i) {
     n.host = lab_->address(i);
     n.port = kNetnsPort;
   } else {
-    n.host = "127.0.0.1";
+    n.host = i < flags_.hosts.size() ? flags_.hosts[i] : "127.0.0.1";
   }
   std::string why;
   const int attempts = mode_ == NetMode::Loopback ? kLoopbackAttempts : 1;
@@ -155,6 +155,7 @@ bool Cluster::try_start(std::size_t i, std::string* why) {
                "info", "--heartbeat-ms", std::to_string(flags_.heartbeat_ms), "--peer-timeout-ms",
                std::to_string(flags_.peer_timeout_ms), "--connect-timeout-ms",
                std::to_string(flags_.connect_timeout_ms), "--channel-conns", std::to_string(flags_.channel_conns)});
+  args.insert(args.end(), flags_.extra_args.begin(), flags_.extra_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

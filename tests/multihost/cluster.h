@@ -35,6 +35,11 @@ struct DaemonFlags {
   std::uint32_t connect_timeout_ms = 1000;
   std::uint32_t channel_conns = 2;
   std::string transport = "tcp";
+  // Non-empty: daemon i listens on hosts[i] (addresses the caller set up,
+  // e.g. the rxe devices' veths in the Soft-RoCE VM) with a free port,
+  // whatever the NetMode says; Loopback mode otherwise.
+  std::vector<std::string> hosts;
+  std::vector<std::string> extra_args;  // appended to every ferryd command line
 };
 
 struct Node {

@@ -1,0 +1,136 @@
+// Two ferryd "hosts" in the Soft-RoCE VM with their channel's data lanes on
+// rdma: daemon A on ADDR0 (rxe0), daemon B on ADDR1 (rxe1). 8 caller
+// processes on A call 4 echo services served by one process on B; every
+// response is checked byte for byte (checksummed payloads, sizes up to the
+// eager threshold). Then `ferryctl status --json` must say transport rdma on
+// both daemons, one peer with k RDMA lanes, rnr_naks 0; and the devices'
+// own counters (`rdma statistic`) must show no RNR error either.
+// Exits 77 (skip) outside the VM (rdma_test_main.cpp).
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "control/json.h"
+#include "tests/integration/traffic.h"
+#include "tests/multihost/cluster.h"
+#include "tests/multihost/peer_status.h"
+#include "tests/multihost/roles.h"
+
+using namespace ferry;
+using namespace ferry::itest;
+using namespace ferry::mhtest;
+
+namespace {
+
+constexpr std::uint32_t kLanes = 2, kCallers = 8, kServices = 4, kEager = 8192;
+constexpr std::uint64_t kCalls = 40;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+std::optional<json::Value> status_json(const Node& n) {
+  return json::parse(run(env("FERRYCTL") + " --control " + n.control() + " status --json"));
+}
+
+// rcvd_rnr_err + send_rnr_err of `dev` port 1; -1 when unreadable.
+long long rnr_errors(const std::string& dev) {
+  const std::string line = run("rdma statistic show link " + dev + "/1 2>&1");
+  long long total = 0;
+  int found = 0;
+  for (const char* key : {"rcvd_rnr_err ", "send_rnr_err "}) {
+    const auto at = line.find(key);
+    if (at == std::string::npos) continue;
+    total += std::atoll(line.c_str() + at + std::string(key).size());
+    ++found;
+  }
+  INFO(dev << ": " << line);
+  return found == 0 ? -1 : total;
+}
+
+}  // namespace
+
+TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byte checked, no RNR") {
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.channel_conns = kLanes;
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 10000;    // TCG emulation is ~10x slower than a host
+  f.connect_timeout_ms = 20000;
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  f.extra_args = {"--rdma-ack-timeout", "18", "--eager-threshold", std::to_string(kEager)};
+  Cluster cl(2, NetMode::Loopback, f);
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  INFO("A " << a.listen() << ", B " << b.listen());
+
+  Gate ready, stop;
+  std::vector<std::string> services;
+  for (std::uint32_t i = 0; i < kServices; ++i) services.push_back("svc" + std::to_string(i) + "-echo");
+  const pid_t server = cl.spawn_on(1, [&] { return run_echo_services(b.socket(), services, ready, stop); });
+  REQUIRE(ready.wait(20s));
+
+  std::vector<pid_t> callers;
+  for (std::uint32_t i = 0; i < kCallers; ++i) {
+    CallerSpec s;
+    s.socket = a.socket();
+    s.target = b.target(services[i % kServices]);
+    s.caller = 100 + i;
+    s.count = kCalls;
+    s.concurrency = 4;
+    s.max_size = kEager;  // eager path only (rendezvous/zero-copy not there yet)
+    callers.push_back(cl.spawn_on(0, [s] { return run_caller(s); }));
+  }
+  int failed = 0;
+  for (pid_t p : callers) failed += reap(p, 40s) != 0;
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
+  CHECK(failed == 0);
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+
+  // Both daemons: transport rdma, one peer with k lanes (QPs) all on rdma.
+  for (const Node* n : {&a, &b}) {
+    std::string err;
+    bool held = false;
+    const auto v = poll_status(
+        n->control(), 5s, [&](const StatusView& s) { return s.peers.size() == 1 && s.peers[0].state == "Up"; },
+        &held, &err);
+    INFO(n->listen() << ": " << err << (v ? "\n" + describe(*v) : ""));
+    REQUIRE(held);
+    CHECK(v->peers[0].channels.size() == kLanes);
+    for (const auto& ch : v->peers[0].channels) CHECK(ch.transport == "rdma");
+    const auto s = status_json(*n);
+    REQUIRE(s);
+    const json::Value* t = s->find("transport");
+    REQUIRE(t != nullptr);
+    REQUIRE(t->as_string() != nullptr);
+    CHECK(*t->as_string() == "rdma");
+    const json::Value* counters = s->find("counters");
+    REQUIRE(counters != nullptr);
+    const json::Value* rnr = counters->find("rnr_naks");
+    REQUIRE(rnr != nullptr);
+    CHECK(rnr->as_uint() == std::optional<std::uint64_t>(0));
+    // Every call reached B over the channel.
+    const json::Value* remote = counters->find(n == &a ? "remote_calls" : "remote_delivered");
+    REQUIRE(remote != nullptr);
+    CHECK(remote->as_uint().value_or(0) >= kCallers * kCalls);
+  }
+  CHECK(rnr_errors(env("RXE0")) == 0);
+  CHECK(rnr_errors(env("RXE1")) == 0);
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+}
