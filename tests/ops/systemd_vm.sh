@@ -25,6 +25,16 @@ if [[ "${1:-}" != --check && "${FERRY_OPS_CHECK:-}" != 1 ]]; then
   # In the VM, chrooted into the host root; /run and /tmp are tmpfs.
   mkdir -p /run/systemd/system
   sed "s#^ExecStart=[^ ]*#ExecStart=$ferryd#" "$unit" >/run/systemd/system/ferryd.service
+  case "$ferryd" in
+    /tmp/* | /var/tmp/*)
+      # A checkout under /tmp (CI clones where it likes): the unit's
+      # PrivateTmp= would hide the binary from the service. An installed
+      # ferryd lives in /usr/sbin, so only this test run relaxes it.
+      echo "note: $ferryd is under a tmp folder; PrivateTmp=no for this run"
+      mkdir -p /run/systemd/system/ferryd.service.d
+      printf '[Service]\nPrivateTmp=no\n' >/run/systemd/system/ferryd.service.d/build-tree-in-tmp.conf
+      ;;
+  esac
   out=$FERRY_VM_RESULTS
   cat >/run/systemd/system/ferry-ops.target <<T
 [Unit]
