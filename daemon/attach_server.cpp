@@ -179,6 +179,19 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   auto sq_bell = shm::Doorbell::create();
   auto cq_bell = shm::Doorbell::create();
   if (!sq_bell || !cq_bell) return Status::NoMemory;
+  // rdma lanes: the whole segment is registered once, here, so remote
+  // traffic leaves from and lands in it without per-message registration.
+  SegmentMr mr;
+  if (ibv_pd* pd = engine_.rdma_pd()) {
+    std::string why;
+    const Status s = SegmentMr::make(pd, seg.value.view.base, seg.value.view.layout.segment_bytes, &mr, &why);
+    if (s != Status::Ok) {
+      spdlog::warn("attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
+                   "with {}",
+                   info->name, info->pid, seg.value.view.layout.segment_bytes, why, to_string(s));
+      return s;
+    }
+  }
   info->id = id;
   info->tx_bytes = seg.value.view.layout.tx_bytes;
   info->rx_bytes = seg.value.view.layout.rx_bytes;
@@ -186,6 +199,7 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   conn->id = id;
   *out = new ClientSession(info, std::move(seg.value), std::move(sq_bell.value), std::move(cq_bell.value),
                            config_.max_message_bytes);
+  (*out)->mr = std::move(mr);
   return Status::Ok;
 }
 

@@ -72,8 +72,11 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
   h.type = wire::MsgType::Response;
   h.dst_ep = call.remote_ep;
   h.token = call.remote_token;
-  const auto r = peers_->send(*ch, call.lane, h, c.at(e.offset), e.length, token, true);
+  const std::uint64_t zc = zc_track(c, token);  // rdma: SGE from the server's tx arena
+  const auto r = peers_->send(*ch, call.lane, h, c.at(e.offset), e.length, zc != 0 ? zc : token, true,
+                              zc != 0 ? c.mr.handle() : transport::MemoryHandle{});
   if (r.accepted != 1) {
+    if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
     complete(c, shm::Op::Reply, e.user_data, r.status == Status::Busy ? Status::Busy : Status::CallerGone);
     return;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/segment_mr.h"
 #include "daemon/validate.h"
 #include "shm/doorbell.h"
 #include "shm/ring.h"
@@ -82,6 +83,11 @@ class ClientSession {
   std::uint32_t outstanding = 0;
   bool cq_dirty = false;  // posted since the last doorbell check
   bool doomed = false;    // detach at the end of this engine turn
+
+  // rdma: the segment's registration (attach), and how many posted WRs name
+  // its lkey; a detached session with some stays retired until they complete.
+  SegmentMr mr;
+  std::uint32_t zc_inflight = 0;
 
   std::uint32_t next_endpoint_id = 1;
   std::unordered_map<std::uint32_t, Endpoint> endpoints;

@@ -114,7 +114,10 @@ void Engine::detach(std::uint32_t id) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->sq_bell.fd(), nullptr);
   order_.erase(std::find(order_.begin(), order_.end(), c));
   spdlog::info("client {} ({}, pid {}) detached", id, c->info().name, c->info().pid);
-  clients_.erase(id);  // unmaps the segment
+  auto node = clients_.extract(id);
+  // Unmaps the segment (and deregisters its MR) now, or once the rdma WRs
+  // that name its memory have completed (zero_copy.cpp).
+  if (node.mapped()->zc_inflight != 0) retire(std::move(node.mapped()));
   bump(counters_.detaches);
 }
 

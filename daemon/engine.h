@@ -14,6 +14,8 @@
 // to our services, staging), remote_events.cpp (channel up/down, SendDone).
 #pragma once
 
+struct ibv_pd;
+
 #include <atomic>
 #include <boost/lockfree/spsc_queue.hpp>
 #include <condition_variable>
@@ -99,6 +101,10 @@ class Engine final : private peer::ChannelEvents {
   std::vector<peer::PeerInfo> peers_snapshot() const;
   // What carries the data lanes of channels: "rdma" or "tcp" (status JSON).
   const std::string& transport_name() const noexcept { return transport_name_; }
+  // Any thread: the rdma data transport's PD (client segments are
+  // registered on it at attach), nullptr when the lanes are not rdma. Set
+  // before the engine thread starts, never changed.
+  ibv_pd* rdma_pd() const noexcept { return rdma_pd_; }
   // Bootstrap port actually bound (0: not listening).
   std::uint16_t listen_port() const noexcept { return listen_port_; }
 
@@ -211,6 +217,22 @@ class Engine final : private peer::ChannelEvents {
   std::unique_ptr<transport::Transport> lanes_transport_;  // rdma data lanes; null: lanes on transport_
   std::string transport_name_ = "tcp";                     // what carries the lanes: "rdma" or "tcp"
   std::uint32_t lane_max_message_ = 0;                     // largest Send/Call/Response payload over a lane
+  ibv_pd* rdma_pd_ = nullptr;
+  // WRs posted with a client's lkey (zero-copy eager sends), so a detached
+  // client's segment and MR outlive them: user_data kZcTag | slot names a
+  // slot holding the client and the op's own user_data (zc.cpp).
+  static constexpr std::uint64_t kZcTag = 1ull << 63;
+  struct ZcWr {
+    std::uint32_t client = 0;
+    std::uint64_t user_data = 0;
+  };
+  std::vector<ZcWr> zc_slots_;
+  std::vector<std::uint32_t> zc_free_;
+  std::vector<std::unique_ptr<ClientSession>> retired_;  // detached, WRs still naming their lkey
+  std::uint64_t zc_track(ClientSession& c, std::uint64_t user_data) noexcept;
+  std::uint64_t zc_done(std::uint64_t user_data) noexcept;  // returns the op's own user_data
+  void retire(std::unique_ptr<ClientSession> s);
+  void setup_zero_copy();
   std::unique_ptr<peer::ChannelManager> peers_;
   peer::RemoteOpTable remote_ops_{1024};
   std::unordered_map<std::uint32_t, ProxyEndpoint> proxies_;

@@ -54,6 +54,7 @@ void Engine::setup_peers(std::uint64_t epoch) {
   transport_name_ = data.choice.name;
   lanes_transport_ = std::move(data.transport);
   lane_max_message_ = lane_max_message(config_, lanes_transport_.get());
+  setup_zero_copy();
   peer::ChannelConfig cc;
   cc.epoch = epoch;
   cc.heartbeat_ms = config_.heartbeat_ms;
@@ -250,8 +251,13 @@ void Engine::op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::S
   h.token = token;
   // Unsignaled: the peer's Response completes the op; a failed WR still
   // reports (on_send_done) and fails it.
-  const auto r = peers_->send(*ch, ep.id, h, c.at(e.offset), e.length, token, false);
+  // rdma: the payload leaves from the client's registered tx arena (signaled
+  // and tracked, zero_copy.cpp); otherwise unsignaled, the transport copies.
+  const std::uint64_t zc = zc_track(c, token);
+  const auto r = peers_->send(*ch, ep.id, h, c.at(e.offset), e.length, zc != 0 ? zc : token, zc != 0,
+                              zc != 0 ? c.mr.handle() : transport::MemoryHandle{});
   if (r.accepted != 1) {
+    if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
     // Transport send queue full: Busy is the flow-control seam (a later
     // issue adds credits and a send window instead of refusing).

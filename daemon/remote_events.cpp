@@ -118,6 +118,7 @@ void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Heade
 }
 
 void Engine::on_send_done(std::uint64_t user_data, Status status) {
+  if ((user_data & kZcTag) != 0) user_data = zc_done(user_data);  // releases the client's hold first
   if (user_data == 0) return;
   peer::RemoteOp* found = remote_ops_.find(user_data);
   if (found == nullptr) return;

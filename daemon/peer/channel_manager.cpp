@@ -200,7 +200,7 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
 
 transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, const wire::Header& h,
                                            const std::byte* payload, std::uint32_t len, std::uint64_t user_data,
-                                           bool signaled) noexcept {
+                                           bool signaled, transport::MemoryHandle local) noexcept {
   transport::PostResult r;
   if (!ch.usable() || ch.lane_count == 0) {
     r.status = Status::PeerReset;
@@ -214,6 +214,7 @@ transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, cons
   wr.payload_len = len;
   wr.user_data = user_data;
   wr.signaled = signaled;
+  wr.local = local;
   r = lanes_.post_send(std::span<const transport::SendWr>(&wr, 1));
   if (r.accepted == 1) {
     ++l.stats.tx_msgs;

@@ -110,8 +110,11 @@ class ChannelManager {
   std::size_t tick(std::uint64_t now_ns);
 
   // Posts one message on a lane (lane % lane_count) of a usable channel.
+  // `local`: the registration holding `payload` (rdma: the payload SGE is
+  // then the caller's memory, no bounce copy); empty: the transport copies.
   transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                             std::uint32_t len, std::uint64_t user_data, bool signaled) noexcept;
+                             std::uint32_t len, std::uint64_t user_data, bool signaled,
+                             transport::MemoryHandle local = {}) noexcept;
 
   // Endpoint/proxy bookkeeping: a Draining duplicate closes when it has none.
   void bind_endpoint(Channel& ch) noexcept { ++ch.endpoints; }

@@ -80,6 +80,10 @@ class RdmaTransport final : public Transport {
   const GidChoice& gid() const noexcept { return gid_; }
   const char* device_name() const noexcept;
   std::uint32_t max_inline() const noexcept { return max_inline_; }
+  // The protection domain, for memory registered by objects the owner
+  // thread does not own (ibv_reg_mr is thread-safe): the daemon registers
+  // each client segment at attach on its control thread.
+  ibv_pd* pd() const noexcept { return pd_; }
   // The QP of an open connection (nullptr otherwise), for tests/diagnostics.
   ibv_qp* conn_qp(ConnId conn) noexcept;
   void release_owner() noexcept { owner_.release(); }
