@@ -84,6 +84,21 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
   const pid_t server = cl.spawn_on(1, [&] { return run_echo_services(b.socket(), services, ready, stop); });
   REQUIRE(ready.wait(20s));
 
+  // Bring the channel up first, with a deadline that covers rdma_cm under
+  // emulation (a lost CM MAD costs seconds); an open's own wait is shorter.
+  const std::string first = b.target(services[0]);
+  const pid_t warm = cl.spawn_on(0, [first, sock = a.socket()] {
+    auto c = attach_retry(sock, "warm-up");
+    if (!c) return fail(70, "warm-up: attach");
+    const auto deadline = Clock::now() + 45s;
+    for (;;) {
+      auto r = c->open(first);
+      if (r) return 0;
+      if (Clock::now() > deadline) return fail(71, "warm-up: open %s: %s", first.c_str(), to_string(r.status).data());
+    }
+  });
+  REQUIRE(reap(warm, 50s) == 0);
+
   std::vector<pid_t> callers;
   for (std::uint32_t i = 0; i < kCallers; ++i) {
     CallerSpec s;
