@@ -186,9 +186,10 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
     std::string why;
     const Status s = SegmentMr::make(pd, seg.value.view.base, seg.value.view.layout.segment_bytes, &mr, &why);
     if (s != Status::Ok) {
-      spdlog::warn("attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
-                   "with {}",
-                   info->name, info->pid, seg.value.view.layout.segment_bytes, why, to_string(s));
+      spdlog::warn(
+          "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
+          "with {}",
+          info->name, info->pid, seg.value.view.layout.segment_bytes, why, to_string(s));
       return s;
     }
   }

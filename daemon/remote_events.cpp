@@ -63,7 +63,7 @@ void Engine::on_channel_down(peer::Channel& ch, Status why) {
       op.sent = false;
       ++moved;
       if (next_up) send_open(token, op, *next);  // erases the op itself if the post fails
-      return false;  // otherwise on_channel_up(next) sends it
+      return false;                              // otherwise on_channel_up(next) sends it
     }
     if (ClientSession* c = client(op.client)) {
       complete(*c, op_of(op.kind), op.user_data, op.kind == peer::RemoteOpKind::Open ? open_status : Status::PeerReset);

@@ -83,8 +83,8 @@ std::string ChannelManager::peer_host(transport::ConnId conn) const {
   return text;
 }
 
-void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload,
-                              bool on_lanes, std::uint64_t now_ns) {
+void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
+                              std::uint64_t now_ns) {
   wire::Handshake remote;
   const wire::WireError e = wire::decode_handshake({payload, h.payload_len}, remote);
   if (e != wire::WireError::None) {

@@ -93,8 +93,8 @@ Channel* ChannelManager::successor(const Channel& ch) noexcept {
   Channel* best = nullptr;
   for (auto& [id, o] : channels_) {
     if (o.get() == &ch || o->finished() || o->state == ChannelState::Draining) continue;
-    const bool same_peer = (ch.peer_epoch != 0 && o->peer_epoch == ch.peer_epoch) ||
-                           (!ch.address.empty() && o->address == ch.address);
+    const bool same_peer =
+        (ch.peer_epoch != 0 && o->peer_epoch == ch.peer_epoch) || (!ch.address.empty() && o->address == ch.address);
     if (!same_peer) continue;
     if (o->state == ChannelState::Up) return o.get();
     best = o.get();

@@ -69,7 +69,7 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
   f.transport = "rdma";
   f.channel_conns = kLanes;
   f.heartbeat_ms = 200;
-  f.peer_timeout_ms = 10000;    // TCG emulation is ~10x slower than a host
+  f.peer_timeout_ms = 10000;  // TCG emulation is ~10x slower than a host
   f.connect_timeout_ms = 20000;
   f.hosts = {env("ADDR0"), env("ADDR1")};
   f.extra_args = {"--rdma-ack-timeout", "18", "--eager-threshold", std::to_string(kEager)};
@@ -122,8 +122,8 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
     std::string err;
     bool held = false;
     const auto v = poll_status(
-        n->control(), 5s, [&](const StatusView& s) { return s.peers.size() == 1 && s.peers[0].state == "Up"; },
-        &held, &err);
+        n->control(), 5s, [&](const StatusView& s) { return s.peers.size() == 1 && s.peers[0].state == "Up"; }, &held,
+        &err);
     INFO(n->listen() << ": " << err << (v ? "\n" + describe(*v) : ""));
     REQUIRE(held);
     CHECK(v->peers[0].channels.size() == kLanes);
