@@ -41,12 +41,13 @@ struct Listener final : ChannelEvents {
   void on_send_done(std::uint64_t, Status) override {}
 };
 
-std::vector<std::byte> handshake(std::uint64_t epoch, std::uint16_t lanes = 1, std::uint16_t version = 1) {
+std::vector<std::byte> handshake(std::uint64_t epoch, std::uint16_t lanes = 1, std::uint16_t version = 1,
+                                 std::uint64_t caps = wire::kCapTcp) {
   wire::Handshake hs;
   hs.protocol_version = version;
   hs.qp_count = lanes;
   hs.daemon_epoch = epoch;
-  hs.capabilities = wire::kCapTcp;
+  hs.capabilities = caps;
   hs.initial_credits = 16;
   hs.max_message_bytes = 1u << 20;
   std::vector<std::byte> out(wire::handshake_bytes(hs));
@@ -183,6 +184,32 @@ TEST_CASE("handshake: a Hello carrying our own epoch is refused", "[channel]") {
   CHECK(rig.t.sent().back().header.status == Status::BadRequest);
   CHECK(std::find(rig.t.closed().begin(), rig.t.closed().end(), 9u) != rig.t.closed().end());
   CHECK(rig.mgr->channel_count() == 0);
+}
+
+TEST_CASE("handshake: a peer whose data lanes run on another transport is refused or failed", "[channel]") {
+  SECTION("acceptor: an rdma-only Hello to our tcp lanes gets NotSupported") {
+    Rig rig(100);
+    transport::Completion a;
+    a.kind = transport::CompletionKind::Accepted;
+    a.conn = 9;
+    rig.t.inject(a);
+    rig.t.inject_recv(9, hello_header(wire::MsgType::Hello, 0), handshake(50, 1, 1, wire::kCapRdma));
+    rig.pump();
+    REQUIRE(rig.count_sent(wire::MsgType::HelloAck, 9) == 1);
+    CHECK(rig.t.sent().back().header.status == Status::NotSupported);
+    CHECK(rig.mgr->channel_count() == 0);
+  }
+  SECTION("initiator: an rdma-only HelloAck fails the channel with NotSupported, no lane opened") {
+    Rig rig(100);
+    auto r = rig.mgr->connect("198.18.0.2:7000", "198.18.0.2", 7000, rig.now);
+    REQUIRE(r);
+    rig.t.inject_recv(1, hello_header(wire::MsgType::HelloAck, 0), handshake(50, 1, 1, wire::kCapRdma));
+    rig.pump();
+    REQUIRE(rig.ev.down.size() == 1);
+    CHECK(rig.ev.down[0].second == Status::NotSupported);
+    CHECK(rig.ev.up.empty());
+    CHECK(rig.count_sent(wire::MsgType::Hello, 2) == 0);
+  }
 }
 
 TEST_CASE("handshake: a lane Hello for no channel is refused; data before Hello closes", "[channel]") {
