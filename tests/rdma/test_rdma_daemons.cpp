@@ -91,11 +91,27 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
     auto c = attach_retry(sock, "warm-up");
     if (!c) return fail(70, "warm-up: attach");
     const auto deadline = Clock::now() + 45s;
-    for (;;) {
-      auto r = c->open(first);
-      if (r) return 0;
-      if (Clock::now() > deadline) return fail(71, "warm-up: open %s: %s", first.c_str(), to_string(r.status).data());
+    Result<EndpointId> ep = c->open(first);
+    while (!ep) {
+      if (Clock::now() > deadline) return fail(71, "warm-up: open %s: %s", first.c_str(), to_string(ep.status).data());
+      ep = c->open(first);
     }
+    // Over the eager threshold there is no rdma path yet (rendezvous /
+    // zero-copy responses): the call must fail cleanly with NotSupported.
+    const Buffer req = c->alloc(2 * kEager), resp = c->alloc(2 * kEager);
+    if (!req || !resp) return fail(72, "warm-up: alloc");
+    if (c->call(ep.value, req, 2 * kEager, resp, 7) != Status::Ok) return fail(73, "warm-up: submit the large call");
+    Completion done[4];
+    const auto until = Clock::now() + 20s;
+    while (Clock::now() < until) {
+      const std::size_t n = c->wait(done, 1000ms);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (done[i].kind != Completion::Kind::OpDone || done[i].user_data != 7) continue;
+        if (done[i].status == Status::NotSupported) return 0;
+        return fail(74, "warm-up: large call: %s, want NotSupported", to_string(done[i].status).data());
+      }
+    }
+    return fail(75, "warm-up: large call never completed");
   });
   REQUIRE(reap(warm, 50s) == 0);
 
