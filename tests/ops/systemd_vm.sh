@@ -83,9 +83,12 @@ echo "attached: $(prop StatusText)"
 touch /tmp/go
 wait $hp || fail "hello: $(cat /tmp/hello.log)"
 
+# The client's detach changes STATUS within a second; let that land first so
+# it cannot overwrite the reload's STATUS line under the check below.
+wait_prop StatusText "serving 0 clients, 0 peers" 5 || fail "StatusText after detach: '$(prop StatusText)'"
 systemctl reload ferryd || fail "systemctl reload"
 [[ $(prop ActiveState) == active ]] || fail "not active after reload"
-[[ $(prop StatusText) == *reloaded* ]] || fail "StatusText after reload '$(prop StatusText)'"
+wait_prop StatusText "*reloaded*" 5 || fail "StatusText after reload '$(prop StatusText)'"
 echo "reloaded: $(prop StatusText)"
 
 pid=$(prop MainPID)
