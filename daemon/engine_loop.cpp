@@ -1,8 +1,8 @@
 // The engine loop. One turn: take control commands, pull a bounded batch from
 // every client's SQ, retry parked deliveries, flush completions; when a turn
 // finds nothing to do for engine_spin_us, go to sleep on the doorbells.
-#include <spdlog/spdlog.h>
 #include <sched.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
