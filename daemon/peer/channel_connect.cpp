@@ -5,7 +5,10 @@
 // Instead the socket connects in the background; poll() asks each pending
 // socket for its outcome without waiting (pending connects are few: one per
 // channel being set up), and the channel's deadline bounds the wait.
+#include <sys/epoll.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -32,6 +35,15 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
     return true;
   }
   auto fd = tcp->connect_start(ch.host, ch.port);
+  if (fd && connect_epoll_ >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLOUT;  // also reports EPOLLERR/EPOLLHUP: refused, unreachable
+    ev.data.fd = fd.value;
+    if (epoll_ctl(connect_epoll_, EPOLL_CTL_ADD, fd.value, &ev) != 0) {  // out of epoll watches
+      ::close(fd.value);
+      fd = Result<int>::fail(Status::NoMemory);
+    }
+  }
   if (!fd) {
     spdlog::warn("channel {} to {}: connect failed ({})", ch.id, ch.address, to_string(fd.status));
     if (on_lanes) {
@@ -50,11 +62,22 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
   p.channel = ch.id;
   p.lane = lane;
   p.deadline_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
+  if (pending_.empty() || p.deadline_ns < next_connect_deadline_ns_) next_connect_deadline_ns_ = p.deadline_ns;
   pending_.push_back(p);
   return true;
 }
 
+void ChannelManager::unwatch(int fd) noexcept {
+  if (connect_epoll_ >= 0) epoll_ctl(connect_epoll_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
 std::size_t ChannelManager::poll_connects(std::uint64_t now_ns) {
+  // One epoll_wait per turn says whether any pending socket finished; the
+  // per-socket scan runs only then or when a deadline passed.
+  if (connect_epoll_ >= 0 && now_ns < next_connect_deadline_ns_) {
+    epoll_event evs[8];
+    if (epoll_wait(connect_epoll_, evs, 8, 0) <= 0) return 0;
+  }
   std::size_t work = 0;
   // Index loop: connected()/fail() may start more connects (lanes) or drop
   // this channel's others, both of which change pending_.
@@ -65,6 +88,7 @@ std::size_t ChannelManager::poll_connects(std::uint64_t now_ns) {
       ++i;
       continue;
     }
+    unwatch(p.fd);
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     ++work;
     Channel* ch = find(p.channel);
@@ -88,6 +112,8 @@ std::size_t ChannelManager::poll_connects(std::uint64_t now_ns) {
     }
     connected(*ch, p.lane, conn.value, now_ns);
   }
+  next_connect_deadline_ns_ = ~std::uint64_t{0};
+  for (const PendingConnect& p : pending_) next_connect_deadline_ns_ = std::min(next_connect_deadline_ns_, p.deadline_ns);
   return work;
 }
 
@@ -108,6 +134,7 @@ void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId
 void ChannelManager::drop_connects(std::uint32_t channel) noexcept {
   for (std::size_t i = 0; i < pending_.size();) {
     if (pending_[i].channel == channel) {
+      unwatch(pending_[i].fd);
       ::close(pending_[i].fd);
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {

@@ -2,6 +2,9 @@
 // posting on lanes, and the status snapshot.
 #include "daemon/peer/channel_manager.h"
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 namespace ferry::daemon::peer {
@@ -13,12 +16,18 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       split_(lanes != nullptr && lanes != &t),
       events_(events),
       cfg_(cfg),
-      counters_(counters) {
+      counters_(counters),
+      connect_epoll_(epoll_create1(EPOLL_CLOEXEC)) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
   conns_.reserve(256);
+}
+
+ChannelManager::~ChannelManager() {
+  for (const PendingConnect& p : pending_) ::close(p.fd);
+  if (connect_epoll_ >= 0) ::close(connect_epoll_);
 }
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {

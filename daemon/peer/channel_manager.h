@@ -14,7 +14,8 @@
 // transport connection with TcpTransport::adopt. A connect that fails or is
 // still pending at the channel's deadline fails the channel with
 // PeerUnreachable. The engine sleeps at most kPeerTickMs while any channel
-// exists, so a pending connect is looked at within that. Lanes on another
+// exists, and connects_event_fd() (pending sockets, EPOLLOUT) wakes it as
+// soon as one connects or fails. Lanes on another
 // transport (rdma_cm) still connect blocking, bounded by connect_timeout_ms.
 //
 // Two transports: the bootstrap connection always runs on `t` (tcp); the
@@ -90,6 +91,9 @@ class ChannelManager {
  public:
   ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
                  transport::Transport* lanes = nullptr);
+  ~ChannelManager();
+  ChannelManager(const ChannelManager&) = delete;
+  ChannelManager& operator=(const ChannelManager&) = delete;
 
   // Bootstrap listener (numeric host). Returns the bound port.
   // With separate lane transport, it listens on the same host and port.
@@ -135,6 +139,9 @@ class ChannelManager {
   std::size_t channel_count() const noexcept { return channels_.size(); }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
   int event_fd() const noexcept { return transport_.event_fd(); }
+  // Readable while a pending connect has finished (either way): for the
+  // engine's epoll set, so it does not sleep through a connect.
+  int connects_event_fd() const noexcept { return connect_epoll_; }
   // -1 when the lanes share the bootstrap transport.
   int lanes_event_fd() const noexcept { return split_ ? lanes_.event_fd() : -1; }
   transport::TransportKind lanes_kind() const noexcept { return lanes_.kind(); }
@@ -186,6 +193,7 @@ class ChannelManager {
   std::size_t poll_connects(std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
   void drop_connects(std::uint32_t channel) noexcept;
+  void unwatch(int fd) noexcept;
 
   // channel_heartbeat.cpp
   void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns);
@@ -206,6 +214,8 @@ class ChannelManager {
   std::unordered_map<std::string, std::uint32_t> by_address_;
   std::unordered_map<ConnKey, ConnRef> conns_;
   std::vector<PendingConnect> pending_;  // connects in progress, any channel
+  int connect_epoll_ = -1;               // the pending sockets, EPOLLOUT
+  std::uint64_t next_connect_deadline_ns_ = 0;
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
