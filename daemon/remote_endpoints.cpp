@@ -70,6 +70,8 @@ void Engine::setup_peers(std::uint64_t epoch) {
   ev.data.u64 = kTransportTag;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, transport_->event_fd(), &ev);
   if (peers_->lanes_event_fd() >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_->lanes_event_fd(), &ev);
+  // Pending peer connects: wakes the engine when one finishes (poll_peers).
+  if (peers_->connects_event_fd() >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_->connects_event_fd(), &ev);
   listen_peers();
   tcp->release_owner();  // set up on this thread, owned by the engine thread from run() on
   if (lanes_transport_) release_lanes_owner();

@@ -207,14 +207,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
 
 void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
   for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
-    auto conn = lanes_.connect(ch.host, ch.port);
-    if (!conn) {
-      fail(ch, Status::PeerUnreachable, now_ns);
-      return;
-    }
-    ch.lanes[i].conn = conn.value;
-    conns_[key(conn.value, true)] = ConnRef{ch.id, static_cast<std::int32_t>(i)};
-    send_hello(ch, conn.value, i + 1, false, Status::Ok, true);
+    if (!start_connect(ch, static_cast<std::int32_t>(i), now_ns)) return;
   }
 }
 

@@ -2,6 +2,9 @@
 // posting on lanes, and the status snapshot.
 #include "daemon/peer/channel_manager.h"
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 namespace ferry::daemon::peer {
@@ -13,12 +16,18 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       split_(lanes != nullptr && lanes != &t),
       events_(events),
       cfg_(cfg),
-      counters_(counters) {
+      counters_(counters),
+      connect_epoll_(epoll_create1(EPOLL_CLOEXEC)) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
   conns_.reserve(256);
+}
+
+ChannelManager::~ChannelManager() {
+  for (const PendingConnect& p : pending_) ::close(p.fd);
+  if (connect_epoll_ >= 0) ::close(connect_epoll_);
 }
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
@@ -59,20 +68,8 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
   ch.host = std::string(host);
   ch.port = port;
   spdlog::info("channel {} to {}: {}", ch.id, address, to_string(ch.state));
-  // Blocking for at most connect_timeout_ms (see the header comment).
-  auto conn = transport_.connect(host, port);
-  if (!conn) {
-    spdlog::warn("channel {} to {}: connect failed ({})", ch.id, address, to_string(conn.status));
-    bump(counters_.peer_failures);
-    ch.state = ChannelState::Failed;
-    finished_.push_back(ch.id);
-    return Result<std::uint32_t>::fail(Status::PeerUnreachable);
-  }
-  ch.bootstrap = conn.value;
-  conns_[key(ch.bootstrap, false)] = ConnRef{ch.id, -1};
-  by_address_[address] = ch.id;
-  set_state(ch, ChannelState::Handshaking, now_ns);
-  send_hello(ch, ch.bootstrap, 0, false, Status::Ok, false);
+  by_address_[address] = ch.id;  // later Opens to it join this channel while it connects
+  if (!start_connect(ch, -1, now_ns)) return Result<std::uint32_t>::fail(Status::PeerUnreachable);
   return Result<std::uint32_t>::ok(ch.id);
 }
 
@@ -109,7 +106,8 @@ LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
 
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   last_now_ns_ = now_ns;
-  std::size_t n = drain(false, now_ns);
+  std::size_t n = pending_.empty() ? 0 : poll_connects(now_ns);
+  n += drain(false, now_ns);
   if (split_) n += drain(true, now_ns);
   reap();
   return n;

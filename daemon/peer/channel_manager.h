@@ -8,7 +8,15 @@
 // socket layer), lets a peer death seen on either kind of connection fail
 // the channel in the same turn, and gives the RDMA backend the same shape
 // (its bootstrap can be one more RC connection or stay TCP beside it).
-// The cost: connect() blocks the engine for at most connect_timeout_ms.
+// TCP connects (bootstrap, and tcp data lanes) do not block the engine: the
+// socket connects in the background (TcpTransport::connect_start), poll()
+// looks at every pending connect each turn, and a connected socket becomes a
+// transport connection with TcpTransport::adopt. A connect that fails or is
+// still pending at the channel's deadline fails the channel with
+// PeerUnreachable. The engine sleeps at most kPeerTickMs while any channel
+// exists, and connects_event_fd() (pending sockets, EPOLLOUT) wakes it as
+// soon as one connects or fails. Lanes on another
+// transport (rdma_cm) still connect blocking, bounded by connect_timeout_ms.
 //
 // Two transports: the bootstrap connection always runs on `t` (tcp); the
 // data lanes run on `lanes` when given (rdma: RC QPs reached at the same
@@ -83,14 +91,19 @@ class ChannelManager {
  public:
   ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
                  transport::Transport* lanes = nullptr);
+  ~ChannelManager();
+  ChannelManager(const ChannelManager&) = delete;
+  ChannelManager& operator=(const ChannelManager&) = delete;
 
   // Bootstrap listener (numeric host). Returns the bound port.
   // With separate lane transport, it listens on the same host and port.
   Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
 
   // Get-or-create the channel to HOST:PORT (`address` is the key). A new one
-  // starts its handshake; PeerUnreachable when the TCP connect fails within
-  // connect_timeout_ms. The channel may still be Handshaking on return.
+  // starts its TCP connect without waiting for it: PeerUnreachable here only
+  // when the connect fails at once (refused locally); a later failure or
+  // connect_timeout_ms without an answer reports on_channel_down(channel,
+  // PeerUnreachable). The channel may be Connecting or Handshaking on return.
   Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
                                 std::uint64_t now_ns);
 
@@ -126,6 +139,9 @@ class ChannelManager {
   std::size_t channel_count() const noexcept { return channels_.size(); }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
   int event_fd() const noexcept { return transport_.event_fd(); }
+  // Readable while a pending connect has finished (either way): for the
+  // engine's epoll set, so it does not sleep through a connect.
+  int connects_event_fd() const noexcept { return connect_epoll_; }
   // -1 when the lanes share the bootstrap transport.
   int lanes_event_fd() const noexcept { return split_ ? lanes_.event_fd() : -1; }
   transport::TransportKind lanes_kind() const noexcept { return lanes_.kind(); }
@@ -164,6 +180,21 @@ class ChannelManager {
   void become_up(Channel& ch, std::uint64_t now_ns);
   void resolve_duplicate(Channel& ch);
 
+  // channel_connect.cpp
+  struct PendingConnect {
+    int fd = -1;
+    std::uint32_t channel = 0;
+    std::int32_t lane = -1;  // -1: the bootstrap connection
+    std::uint64_t deadline_ns = 0;
+  };
+  // Starts the bootstrap (lane -1) or a lane connect; false when the channel
+  // failed (then already reported down).
+  bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
+  std::size_t poll_connects(std::uint64_t now_ns);
+  void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
+  void drop_connects(std::uint32_t channel) noexcept;
+  void unwatch(int fd) noexcept;
+
   // channel_heartbeat.cpp
   void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns);
   void heartbeat(Channel& ch, std::uint64_t now_ns);
@@ -182,6 +213,9 @@ class ChannelManager {
   std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
   std::unordered_map<std::string, std::uint32_t> by_address_;
   std::unordered_map<ConnKey, ConnRef> conns_;
+  std::vector<PendingConnect> pending_;  // connects in progress, any channel
+  int connect_epoll_ = -1;               // the pending sockets, EPOLLOUT
+  std::uint64_t next_connect_deadline_ns_ = 0;
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.

@@ -1,6 +1,7 @@
-// TcpTransport setup: construction, listen, connect with a deadline, accept,
-// close and the connection slot table. Not on the datapath: may allocate,
-// may block for at most the configured connect timeout.
+// TcpTransport setup: construction, listen, connect (blocking with a deadline,
+// or non-blocking: connect_start/connect_result/adopt), accept, close and the
+// connection slot table. Not on the datapath: may allocate; only connect()
+// blocks, for at most the configured connect timeout.
 #include "transport/tcp/tcp_transport.h"
 
 #include <arpa/inet.h>
@@ -203,44 +204,74 @@ Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t 
   return Result<std::uint16_t>::ok(bound_port);
 }
 
-Result<ConnId> TcpTransport::connect(std::string_view host, std::uint16_t port) {
+Result<int> TcpTransport::connect_start(std::string_view host, std::uint16_t port) {
   owner_.check();
   sockaddr_storage ss;
   socklen_t len = 0;
-  if (!parse_address(host, port, ss, len)) return Result<ConnId>::fail(Status::BadRequest);
-  const int slot = alloc_slot();
-  if (slot < 0) return Result<ConnId>::fail(Status::Busy);
+  if (!parse_address(host, port, ss, len)) return Result<int>::fail(Status::BadRequest);
   const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Result<ConnId>::fail(Status::NoMemory);
+  if (fd < 0) return Result<int>::fail(Status::NoMemory);
+  // Buffer sizes before connect: the SYN fixes the window scale.
   configure_socket(fd);
+  const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
+  // EINTR: an interrupted connect goes on in the background, like EINPROGRESS.
+  if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
+    const int err = errno;
+    ::close(fd);
+    spdlog::debug("tcp transport: connect {}:{} failed: {}", host, port, std::strerror(err));
+    return Result<int>::fail(Status::PeerUnreachable);
+  }
+  return Result<int>::ok(fd);
+}
 
+int TcpTransport::connect_result(int fd) noexcept {
+  pollfd pfd{fd, POLLOUT, 0};
+  const int rc = ::poll(&pfd, 1, 0);
+  if (rc < 0) return errno == EINTR ? EINPROGRESS : errno;
+  if (rc == 0) return EINPROGRESS;
+  int err = 0;
+  socklen_t elen = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
+  return err;
+}
+
+Result<ConnId> TcpTransport::adopt(int fd) {
+  owner_.check();
+  const int slot = alloc_slot();
+  if (slot < 0) {
+    ::close(fd);
+    return Result<ConnId>::fail(Status::Busy);
+  }
+  return Result<ConnId>::ok(install(slot, fd));
+}
+
+Result<ConnId> TcpTransport::connect(std::string_view host, std::uint16_t port) {
+  owner_.check();
+  if (alloc_slot() < 0) return Result<ConnId>::fail(Status::Busy);
+  auto started = connect_start(host, port);
+  if (!started) return Result<ConnId>::fail(started.status);
+  const int fd = started.value;
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(config_.connect_timeout_ms);
-  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
-  int err = rc == 0 ? 0 : errno;
-  while (err == EINPROGRESS || err == EINTR) {
+  int err = EINPROGRESS;
+  for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       err = ETIMEDOUT;
       break;
     }
     pollfd pfd{fd, POLLOUT, 0};
-    rc = ::poll(&pfd, 1, static_cast<int>(left));
-    if (rc < 0) {
-      err = errno;  // EINTR loops with the remaining time
-      continue;
-    }
-    if (rc == 0) continue;  // the deadline check above ends the loop
-    socklen_t elen = sizeof err;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
-    break;
+    const int rc = ::poll(&pfd, 1, static_cast<int>(left));
+    if (rc <= 0) continue;  // EINTR or timeout: the deadline check above decides
+    err = connect_result(fd);
+    if (err != EINPROGRESS) break;
   }
   if (err != 0) {
     ::close(fd);
     spdlog::debug("tcp transport: connect {}:{} failed: {}", host, port, std::strerror(err));
     return Result<ConnId>::fail(Status::PeerUnreachable);
   }
-  return Result<ConnId>::ok(install(slot, fd));
+  return adopt(fd);
 }
 
 std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
