@@ -113,7 +113,8 @@ std::size_t ChannelManager::poll_connects(std::uint64_t now_ns) {
     connected(*ch, p.lane, conn.value, now_ns);
   }
   next_connect_deadline_ns_ = ~std::uint64_t{0};
-  for (const PendingConnect& p : pending_) next_connect_deadline_ns_ = std::min(next_connect_deadline_ns_, p.deadline_ns);
+  for (const PendingConnect& p : pending_)
+    next_connect_deadline_ns_ = std::min(next_connect_deadline_ns_, p.deadline_ns);
   return work;
 }
 

@@ -14,8 +14,8 @@
 // the kernel completes the handshake for it. Loopback mode has no such
 // address (a free port refuses at once), so this test runs in netns mode
 // only (and exits 77 where namespaces cannot be made).
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <vector>
 
 #include "tests/integration/traffic.h"
@@ -68,7 +68,8 @@ TEST_CASE("a pending connect to a blackholed address does not stall traffic to a
       ++tag;
       fill_payload(req.data, 256, 5, tag);
       const auto t0 = Clock::now();
-      if (c->call(ep.value, req, 256, resp, tag) != Status::Ok) return fail(4, "call %llu refused", (unsigned long long)tag);
+      if (c->call(ep.value, req, 256, resp, tag) != Status::Ok)
+        return fail(4, "call %llu refused", (unsigned long long)tag);
       Completion got[4];
       bool done = false;
       while (!done && Clock::now() - t0 < 10s) {
@@ -92,8 +93,8 @@ TEST_CASE("a pending connect to a blackholed address does not stall traffic to a
     std::sort(during.begin(), during.end());
     const std::int64_t p99 = during[during.size() * 99 / 100];
     const std::int64_t worst = during.back();
-    std::fprintf(stderr, "%zu calls while the Open was pending: p50 %lld us, p99 %lld us, max %lld us\n",
-                 during.size(), (long long)during[during.size() / 2], (long long)p99, (long long)worst);
+    std::fprintf(stderr, "%zu calls while the Open was pending: p50 %lld us, p99 %lld us, max %lld us\n", during.size(),
+                 (long long)during[during.size() / 2], (long long)p99, (long long)worst);
     const std::int64_t timeout_us = std::chrono::duration_cast<std::chrono::microseconds>(connect_timeout).count();
     if (p99 > timeout_us / 10) return fail(8, "p99 %lld us, over a tenth of the connect timeout", (long long)p99);
     if (worst > timeout_us / 2) return fail(9, "a call took %lld us, over half the connect timeout", (long long)worst);
