@@ -102,8 +102,8 @@ if [ $netns = 1 ]; then
   show ip -n "$ns_a" link set fv0 up
   show ip -n "$ns_b" link set fv0 up
   # Before any traffic: each side's route to the other names its own veth.
-  ip -n "$ns_a" route get $host_b | grep -q " dev fv0 " || { echo "route to $host_b does not use fv0" >&2; exit 1; }
-  ip -n "$ns_b" route get $host_a | grep -q " dev fv0 " || { echo "route to $host_a does not use fv0" >&2; exit 1; }
+  ip -n "$ns_a" route get $host_b | grep " dev fv0 " >/dev/null || { echo "route to $host_b does not use fv0" >&2; exit 1; }
+  ip -n "$ns_b" route get $host_a | grep " dev fv0 " >/dev/null || { echo "route to $host_a does not use fv0" >&2; exit 1; }
 else
   host_a=127.0.0.1 host_b=127.0.0.1 port_a=$(free_port) port_b=$(free_port)
 fi

@@ -73,7 +73,7 @@ systemctl start ferryd || fail "systemctl start ferryd"
 echo "started: $(prop StatusText)"
 [[ $(prop StatusText) == "serving 0 clients, 0 peers" ]] || fail "StatusText '$(prop StatusText)'"
 [[ -S /run/ferry/ferryd.sock && -S /run/ferry/control.sock ]] || fail "sockets not in RuntimeDirectory"
-"$ferryctl" --control /run/ferry/control.sock status --json | grep -q '"draining":false' || fail "ferryctl status"
+"$ferryctl" --control /run/ferry/control.sock status --json | grep '"draining":false' >/dev/null || fail "ferryctl status"
 [[ $(prop LimitMEMLOCK) == infinity ]] || fail "LimitMEMLOCK $(prop LimitMEMLOCK)"
 
 "$hello" --socket /run/ferry/ferryd.sock --go-file /tmp/go >/tmp/hello.log 2>&1 &

@@ -38,7 +38,7 @@ unit=$(find "$dest" -path '*systemd/system/ferryd.service' | head -1)
 grep -q "^ExecStart=$prefix/sbin/ferryd" "$unit" || fail "unit ExecStart does not name the installed ferryd"
 [[ -f $root/share/man/man8/ferryd.8 ]] || fail "man8/ferryd.8"
 [[ -f $root/share/man/man1/ferryctl.1 ]] || fail "man1/ferryctl.1"
-find "$dest" -path '*/ferry/ferryd.conf.example' | grep -q . || fail "sysconfdir/ferry/ferryd.conf.example"
+find "$dest" -path '*/ferry/ferryd.conf.example' | grep . >/dev/null || fail "sysconfdir/ferry/ferryd.conf.example"
 [[ -f $root/share/doc/ferry/examples/ferryd.conf ]] || fail "share/doc/ferry/examples/ferryd.conf"
 echo "layout ok: $(cd "$dest" && find . -type f | wc -l) files"
 
@@ -57,11 +57,11 @@ rt=$tmp/rt
 ferryd_pid=$!
 for _ in $(seq 500); do [[ -S $rt/control.sock ]] && break; sleep 0.02; done # poll, 10 s bound
 [[ -S $rt/control.sock ]] || { cat "$tmp/ferryd.log" >&2; fail "installed ferryd did not start"; }
-LD_LIBRARY_PATH=$libdir ldd "$tmp/hello" | grep -q "$libdir/libferry.so.0" || fail "hello does not load the installed libferry"
+LD_LIBRARY_PATH=$libdir ldd "$tmp/hello" | grep "$libdir/libferry.so.0" >/dev/null || fail "hello does not load the installed libferry"
 out=$(LD_LIBRARY_PATH=$libdir timeout 20 "$tmp/hello" --socket "$rt/ferryd.sock") || fail "hello: $out"
 echo "$out"
 [[ "$out" == *"reply to 'hello, ferry'"* ]] || fail "unexpected hello output"
-LD_LIBRARY_PATH=$libdir "$root/bin/ferryctl" --control "$rt/control.sock" status --json | grep -q '"transport":"tcp"' ||
+LD_LIBRARY_PATH=$libdir "$root/bin/ferryctl" --control "$rt/control.sock" status --json | grep '"transport":"tcp"' >/dev/null ||
   fail "installed ferryctl status"
 kill "$ferryd_pid"
 wait "$ferryd_pid" || fail "installed ferryd exit status $?"
