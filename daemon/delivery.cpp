@@ -9,18 +9,9 @@
 #include <cstring>
 
 #include "daemon/engine.h"
+#include "daemon/mono_clock.h"
 
 namespace ferry::daemon {
-
-namespace {
-
-std::uint64_t steady_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-}  // namespace
 
 void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
   const auto op = static_cast<shm::Op>(e.op);
@@ -100,7 +91,7 @@ Engine::Delivery Engine::deliver(const Service& s, bool is_call, const std::byte
 }
 
 void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
-  ep.parked.push_back(Parked{e, steady_ns() + delivery_timeout_ns_});
+  ep.parked.push_back(Parked{e, mono_ns() + delivery_timeout_ns_});
   bump(counters_.parked);
   if (!ep.in_retry_list) {
     ep.in_retry_list = true;
@@ -112,7 +103,7 @@ std::size_t Engine::retry_parked() {
   assert_owner();
   if (parked_endpoints_.empty()) return 0;
   std::size_t progress = 0;
-  const std::uint64_t now = steady_ns();
+  const std::uint64_t now = mono_ns();
   for (std::size_t i = 0; i < parked_endpoints_.size();) {
     const EndpointRef ref = parked_endpoints_[i];
     ClientSession* c = client(ref.client);

@@ -11,18 +11,9 @@
 #include <cstdlib>
 
 #include "daemon/engine.h"
+#include "daemon/mono_clock.h"
 
 namespace ferry::daemon {
-
-namespace {
-
-std::uint64_t now_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-}  // namespace
 
 void Engine::assert_owner() const noexcept {
   if constexpr (FERRY_DEBUG_CHECKS) {
@@ -36,7 +27,7 @@ void Engine::assert_owner() const noexcept {
 void Engine::run() {
   owner_ = std::this_thread::get_id();
   const std::uint64_t spin_ns = std::uint64_t{config_.engine_spin_us} * 1000;
-  std::uint64_t idle_since = now_ns();
+  std::uint64_t idle_since = mono_ns();
   while (!stop_) {
     std::size_t work = drain_commands();
     work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
@@ -48,10 +39,10 @@ void Engine::run() {
     reap_doomed();
     flush_events();
     if (work != 0) {
-      idle_since = now_ns();
-    } else if (now_ns() - idle_since >= spin_ns) {
+      idle_since = mono_ns();
+    } else if (mono_ns() - idle_since >= spin_ns) {
       sleep_until_work();
-      idle_since = now_ns();
+      idle_since = mono_ns();
     } else {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes
@@ -65,7 +56,7 @@ void Engine::run() {
   // Goodbye to every peer.
   while (!order_.empty()) detach(order_.back()->id());
   peers_->close_all();
-  for (int i = 0; i < 8; ++i) peers_->poll(now_ns());  // lets the Goodbyes and closes go out
+  for (int i = 0; i < 8; ++i) peers_->poll(mono_ns());  // lets the Goodbyes and closes go out
 }
 
 std::size_t Engine::drain_commands() {

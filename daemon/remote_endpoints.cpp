@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "daemon/engine.h"
+#include "daemon/mono_clock.h"
 #include "daemon/transport_choice.h"
 #include "ferry_config.h"
 #include "transport/tcp/tcp_transport.h"
@@ -28,12 +29,6 @@
 namespace ferry::daemon {
 
 namespace {
-
-std::uint64_t mono_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
 
 constexpr std::uint64_t kTickNs = 10'000'000;      // heartbeat/deadline checks at most every 10 ms
 constexpr std::uint64_t kPublishNs = 200'000'000;  // status snapshot refresh

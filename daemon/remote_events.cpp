@@ -6,16 +6,11 @@
 #include <chrono>
 
 #include "daemon/engine.h"
+#include "daemon/mono_clock.h"
 
 namespace ferry::daemon {
 
 namespace {
-
-std::uint64_t mono_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
 
 shm::Op op_of(peer::RemoteOpKind k) noexcept {
   switch (k) {

@@ -17,18 +17,9 @@
 #include <chrono>
 
 #include "daemon/engine.h"
+#include "daemon/mono_clock.h"
 
 namespace ferry::daemon {
-
-namespace {
-
-std::uint64_t mono_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-}  // namespace
 
 void Engine::answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status) {
   wire::Header h;
