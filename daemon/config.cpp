@@ -98,6 +98,11 @@ constexpr NumericKey kNumericKeys[] = {
     {"staging-bytes", "daemon buffer for remote deliveries to a full receiver; past it Busy [8m; 0..1g]"},
     {"eager-threshold", "rdma: largest message sent eagerly (SEND into a posted receive) [8192; 4096..1m]"},
     {"rdma-ack-timeout", "rdma: QP local ACK timeout exponent, 4.096us*2^n [14; 1..31]"},
+    {"endpoint-window-ops", "remote ops in flight per endpoint; 0 = no limit [32; 0..65536]"},
+    {"channel-window-ops", "remote ops in flight per peer channel; 0 = no limit [512; 0..65536]"},
+    {"channel-window-bytes", "request bytes in flight per peer channel; 0 = no limit [32m; 0..4g]"},
+    {"nic-window-bytes", "request bytes in flight over all channels; 0 = no limit [128m; 0..4g]"},
+    {"max-reads-inflight", "rdma: rendezvous READs in flight per channel (receiver) [8; 1..256]"},
 };
 
 std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
@@ -119,6 +124,11 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
   if (key == "staging-bytes") return &c.staging_bytes;
   if (key == "eager-threshold") *narrow = &c.eager_threshold;
   if (key == "rdma-ack-timeout") *narrow = &c.rdma_ack_timeout;
+  if (key == "endpoint-window-ops") *narrow = &c.endpoint_window_ops;
+  if (key == "channel-window-ops") *narrow = &c.channel_window_ops;
+  if (key == "channel-window-bytes") return &c.channel_window_bytes;
+  if (key == "nic-window-bytes") return &c.nic_window_bytes;
+  if (key == "max-reads-inflight") *narrow = &c.max_reads_inflight;
   return nullptr;
 }
 
@@ -145,6 +155,11 @@ std::optional<std::string> check_ranges(const Config& c) {
       {{"staging-bytes", 0, kGiB}, c.staging_bytes},
       {{"eager-threshold", wire_min_message, kSlab}, c.eager_threshold},
       {{"rdma-ack-timeout", 1, 31}, c.rdma_ack_timeout},
+      {{"endpoint-window-ops", 0, 65536}, c.endpoint_window_ops},
+      {{"channel-window-ops", 0, 65536}, c.channel_window_ops},
+      {{"channel-window-bytes", 0, 4 * kGiB}, c.channel_window_bytes},
+      {{"nic-window-bytes", 0, 4 * kGiB}, c.nic_window_bytes},
+      {{"max-reads-inflight", 1, 256}, c.max_reads_inflight},
   };
   for (const auto& [range, value] : checks) {
     if (auto err = check(range, value)) return err;

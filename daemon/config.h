@@ -71,6 +71,18 @@ struct Config {
   // IB local ACK timeout exponent (4.096 us * 2^n): 14 for real NICs,
   // 18..20 under the Soft-RoCE VM, which drops and delays.
   std::uint32_t rdma_ack_timeout = 14;  // [1, 31]
+
+  // Flow control (README "Flow control"). A remote Send/Call is in flight
+  // from the moment this daemon posts it until the peer's answer; past any
+  // window it waits here, in order, until room frees or delivery-timeout-ms
+  // passes (then Timeout). 0 turns a window off.
+  std::uint32_t endpoint_window_ops = 32;          // [0, 65536] per endpoint: one slow service stalls only its senders
+  std::uint32_t channel_window_ops = 512;          // [0, 65536] per channel (peer)
+  std::uint64_t channel_window_bytes = 32 * kMiB;  // [0, 4 GiB] request bytes per channel
+  std::uint64_t nic_window_bytes = 128 * kMiB;     // [0, 4 GiB] request bytes over every channel of the data transport
+  // Receiver side: rendezvous RDMA READs this daemon has in flight per
+  // channel; more wait in arrival order.
+  std::uint32_t max_reads_inflight = 8;  // [1, 256]
 };
 
 // One tunable's allowed range, for checks and error messages.

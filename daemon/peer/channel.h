@@ -59,6 +59,12 @@ struct LaneStats {
   std::uint64_t tx_bytes = 0;
   std::uint64_t rx_bytes = 0;
   std::uint64_t inflight = 0;  // remote ops waiting for an answer on this lane
+  // Receive credits (channel_credits.cpp): a message that consumes a receive
+  // at the peer (SEND, WRITE with immediate) is posted only with a credit.
+  std::uint32_t credits = 0;        // receives the peer has posted for us that we may still use
+  std::uint32_t credits_owed = 0;   // receives we consumed and reposted, not yet granted back
+  std::uint32_t backlog = 0;        // messages waiting here for a credit
+  std::uint64_t credit_stalls = 0;  // messages that had to wait for a credit
 };
 
 struct Lane {
@@ -91,6 +97,13 @@ struct Channel {
   std::uint64_t rtt_us = 0;
   std::uint32_t missed = 0;     // heartbeat intervals without hearing from the peer
   std::uint32_t endpoints = 0;  // local endpoints + proxies bound to it
+
+  // Software send window (engine, daemon/flow_window.cpp): our remote
+  // Sends/Calls posted on this channel and not yet answered.
+  std::uint32_t window_ops = 0;
+  std::uint64_t window_bytes = 0;
+  std::uint64_t window_stalls = 0;  // ops that waited for room in a window
+  std::uint32_t reads_inflight = 0;  // rendezvous READs we issued on it (receiver side)
 
   bool usable() const noexcept { return state == ChannelState::Up || state == ChannelState::Draining; }
   bool finished() const noexcept { return state == ChannelState::Down || state == ChannelState::Failed; }

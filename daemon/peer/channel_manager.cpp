@@ -199,24 +199,28 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
 transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, const wire::Header& h,
                                            const std::byte* payload, std::uint32_t len, std::uint64_t user_data,
                                            bool signaled, transport::MemoryHandle local) noexcept {
-  transport::PostResult r;
-  if (!ch.usable() || ch.lane_count == 0) {
-    r.status = Status::PeerReset;
-    return r;
-  }
-  Lane& l = ch.lanes[lane % ch.lane_count];
   transport::SendWr wr;
-  wr.conn = l.conn;
   wr.header = h;
   wr.payload = payload;
   wr.payload_len = len;
   wr.user_data = user_data;
   wr.signaled = signaled;
   wr.local = local;
+  return post(ch, lane, wr);
+}
+
+transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept {
+  transport::PostResult r;
+  if (!ch.usable() || ch.lane_count == 0) {
+    r.status = Status::PeerReset;
+    return r;
+  }
+  Lane& l = ch.lanes[lane % ch.lane_count];
+  wr.conn = l.conn;
   r = lanes_.post_send(std::span<const transport::SendWr>(&wr, 1));
   if (r.accepted == 1) {
     ++l.stats.tx_msgs;
-    l.stats.tx_bytes += wire::kHeaderBytes + len;
+    l.stats.tx_bytes += wire::kHeaderBytes + wr.payload_len;
   }
   return r;
 }

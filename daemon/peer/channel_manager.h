@@ -128,6 +128,9 @@ class ChannelManager {
   transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
                              std::uint32_t len, std::uint64_t user_data, bool signaled,
                              transport::MemoryHandle local = {}) noexcept;
+  // Posts one WR of any op (rdma: RdmaWriteImm, RdmaRead) on a lane of a
+  // usable channel; wr.conn is filled in here. send() is post() of a Send.
+  transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
 
   // Endpoint/proxy bookkeeping: a Draining duplicate closes when it has none.
   void bind_endpoint(Channel& ch) noexcept { ++ch.endpoints; }
