@@ -8,6 +8,7 @@
 // assert this.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -78,7 +79,15 @@ struct SendWr {
   std::uint64_t user_data = 0;  // echoed in the completion
   wire::RemoteBuffer remote{};  // RDMA ops only
   MemoryHandle local{};         // RDMA ops only: region holding `payload`
+  // Send only: up to kMaxPrefixBytes copied at post time in front of the
+  // payload (one message: header, prefix, payload; header.payload_len covers
+  // both). Carries the RemoteBuffer descriptors of zero-copy Calls and
+  // rendezvous requests without a third SGE or a daemon-side buffer that
+  // would have to outlive the WR. Backends without it return NotSupported.
+  std::array<std::byte, 32> prefix{};
+  std::uint8_t prefix_len = 0;
 };
+inline constexpr std::size_t kMaxPrefixBytes = sizeof(SendWr::prefix);
 
 enum class CompletionKind : std::uint8_t {
   SendDone = 0,  // a posted WR finished (status Ok) or failed (status says why)

@@ -34,13 +34,17 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
   const auto addr = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
   switch (in.op) {
     case WrOp::Send: {
-      if (len > config_.max_eager_bytes) return false;
+      const std::uint32_t pre = in.prefix_len;
+      if (pre > kMaxPrefixBytes || std::size_t{pre} + len > config_.max_eager_bytes) return false;
       wire::Header h = in.header;
-      h.payload_len = len;
+      h.payload_len = pre + len;
       wire::encode_header(h, std::span<std::byte, wire::kHeaderBytes>(s, wire::kHeaderBytes));
-      const std::size_t total = wire::kHeaderBytes + len;
+      // The prefix joins the header in the send slot: the first SGE covers both.
+      if (pre != 0) std::memcpy(s + wire::kHeaderBytes, in.prefix.data(), pre);
+      const std::size_t head = wire::kHeaderBytes + pre;
+      const std::size_t total = head + len;
       wr.opcode = IBV_WR_SEND;
-      sge[0] = ibv_sge{addr(s), static_cast<std::uint32_t>(wire::kHeaderBytes), send_slab_.lkey()};
+      sge[0] = ibv_sge{addr(s), static_cast<std::uint32_t>(head), send_slab_.lkey()};
       wr.num_sge = 1;
       if (total <= max_inline_) {
         // The NIC copies at post time: no key needed, slot free at once.
@@ -50,7 +54,7 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
       } else if (in.local.lkey != 0) {
         sge[wr.num_sge++] = ibv_sge{addr(in.payload), len, in.local.lkey};
       } else {
-        std::memcpy(s + wire::kHeaderBytes, in.payload, len);
+        std::memcpy(s + head, in.payload, len);
         sge[0].length = static_cast<std::uint32_t>(total);
         if constexpr (FERRY_DATAPATH_STATS) ++stats_.bounce_copies;
       }

@@ -21,7 +21,7 @@ PostResult TcpTransport::post_send(std::span<const SendWr> wrs) noexcept {
       result.status = Status::EndpointClosed;
       break;
     }
-    if (wr.op != WrOp::Send) {
+    if (wr.op != WrOp::Send || wr.prefix_len != 0) {  // prefixes only carry rdma descriptors
       result.status = Status::NotSupported;
       break;
     }
