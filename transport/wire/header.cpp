@@ -41,9 +41,9 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   at(MsgType::Close) =         {0,                   0,                  kFlagRetransmit,                   true,  false, false, true,  false, false};
   at(MsgType::Send) =          {0,                   kAny,               kFlagRetransmit,                   false, false, true,  true,  false, false};
   at(MsgType::Call) =          {0,                   kAny,               kFlagRetransmit | kFlagRespBuffer, false, true,  true,  true,  false, false};
-  at(MsgType::Response) =      {0,                   kAny,               kFlagRetransmit,                   true,  true,  false, true,  false, false};
+  at(MsgType::Response) =      {0,                   kAny,               kFlagRetransmit,                   true,  true,  false, true,  false, true};
   at(MsgType::Error) =         {0,                   kMaxErrorTextBytes, 0,                                 true,  false, false, false, false, false};
-  at(MsgType::RendezvousReq) = {kRemoteBufferBytes,  kRemoteBufferBytes, kFlagRetransmit,                   false, true,  true,  true,  false, false};
+  at(MsgType::RendezvousReq) = {kRemoteBufferBytes,  2 * kRemoteBufferBytes, kFlagRetransmit | kFlagRespBuffer, false, true, true, true, false, true};
   at(MsgType::ReadDone) =      {0,                   0,                  kFlagRetransmit,                   true,  true,  false, false, false, true};
   at(MsgType::WriteDone) =     {0,                   0,                  kFlagRetransmit,                   true,  true,  false, true,  false, true};
   at(MsgType::Resync) =        {0,                   0,                  0,                                 false, false, false, false, true,  false};
@@ -95,6 +95,18 @@ WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept {
   // A successful OpenAck must name the endpoint the opener talks to from now on.
   if (h.type == MsgType::OpenAck && h.status == Status::Ok && h.src_ep == 0) return WireError::MissingEndpoint;
   if (rule.needs_token && h.token == 0) return WireError::MissingToken;
+  if (h.type == MsgType::RendezvousReq) {
+    // aux: the message it stands for. A Send has only its source buffer; a
+    // Call may add its response buffer (kFlagRespBuffer), nothing else.
+    const bool call = h.aux == static_cast<std::uint8_t>(MsgType::Call);
+    if (!call && h.aux != static_cast<std::uint8_t>(MsgType::Send)) return WireError::BadField;
+    const bool resp = (h.flags & kFlagRespBuffer) != 0;
+    if (resp && !call) return WireError::BadFlags;
+    if (h.payload_len != kRemoteBufferBytes * (resp ? 2u : 1u)) return WireError::BadLength;
+  }
+  // Response: aux is the length the caller would have needed, only with ResponseTooLarge.
+  if (h.type == MsgType::Response && h.aux != 0 && h.status != Status::ResponseTooLarge)
+    return WireError::ReservedNonZero;
   return WireError::None;
 }
 

@@ -18,9 +18,10 @@ enum class MsgType : std::uint8_t {
   Close = 7,           // endpoint closed; dst_ep = the peer's endpoint id
   Send = 8,            // one-way message, eager (payload inline)
   Call = 9,            // request; token = call id; kFlagRespBuffer: payload starts with a RemoteBuffer
-  Response = 10,       // response to a Call (by token), payload inline
+  Response = 10,       // response to a Call (by token), payload inline; ResponseTooLarge: aux = length needed
   Error = 11,          // a failure not tied to a Response (status != Ok); payload = short reason text
-  RendezvousReq = 12,  // large one-way message: payload = RemoteBuffer of the source; receiver RDMA-READs
+  RendezvousReq = 12,  // large Send/Call (aux = Send|Call): payload = source RemoteBuffer [+ response RemoteBuffer
+                       // with kFlagRespBuffer]; the receiver RDMA-READs the source, then answers like the eager type
   ReadDone = 13,       // receiver finished the rendezvous READ (token); sender may free; aux = bytes read
   WriteDone = 14,      // response body was RDMA-WRITTEN into the caller's buffer; aux = bytes written
   Resync = 15,         // after a data-path rebuild: seq = next seq to send, ack = last seq received

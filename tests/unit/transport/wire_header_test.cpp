@@ -181,7 +181,7 @@ TEST_CASE("payload length limits per type and per channel", "[wire]") {
     h.payload_len = kMaxErrorTextBytes + 1;
     CHECK(decode_of(h) == WireError::BadLength);
   }
-  SECTION("rendezvous carries exactly one descriptor") {
+  SECTION("rendezvous of a Send carries exactly one descriptor") {
     Header h = valid_header(MsgType::RendezvousReq);
     h.payload_len = kRemoteBufferBytes + 1;
     CHECK(decode_of(h) == WireError::BadLength);
@@ -212,12 +212,43 @@ TEST_CASE("payload length limits per type and per channel", "[wire]") {
 TEST_CASE("aux is reserved except where the type uses it", "[wire]") {
   for (std::uint8_t t = 1; t <= kMaxMsgType; ++t) {
     const auto type = static_cast<MsgType>(t);
+    if (type == MsgType::RendezvousReq || type == MsgType::Response) continue;  // aux has rules: below
     Header h = valid_header(type);
     h.aux = 1;
     INFO(to_string(type));
     const bool uses_aux = type == MsgType::ReadDone || type == MsgType::WriteDone;
     CHECK(decode_of(h) == (uses_aux ? WireError::None : WireError::ReservedNonZero));
   }
+}
+
+TEST_CASE("rendezvous: aux names Send or Call; only a Call adds a response buffer", "[wire]") {
+  Header h = valid_header(MsgType::RendezvousReq);
+  CHECK(decode_of(h) == WireError::None);
+  h.aux = 0;
+  CHECK(decode_of(h) == WireError::BadField);
+  h.aux = static_cast<std::uint8_t>(MsgType::Response);
+  CHECK(decode_of(h) == WireError::BadField);
+  h.aux = static_cast<std::uint8_t>(MsgType::Send);
+  h.flags = kFlagRespBuffer;
+  h.payload_len = 2 * kRemoteBufferBytes;
+  CHECK(decode_of(h) == WireError::BadFlags);
+  h.aux = static_cast<std::uint8_t>(MsgType::Call);
+  CHECK(decode_of(h) == WireError::None);
+  h.payload_len = kRemoteBufferBytes;  // flag says two descriptors
+  CHECK(decode_of(h) == WireError::BadLength);
+  h.flags = 0;
+  CHECK(decode_of(h) == WireError::None);
+  h.payload_len = 2 * kRemoteBufferBytes;  // two without the flag
+  CHECK(decode_of(h) == WireError::BadLength);
+}
+
+TEST_CASE("response: aux only with ResponseTooLarge (the length needed)", "[wire]") {
+  Header h = valid_header(MsgType::Response);
+  h.aux = 70000;
+  CHECK(decode_of(h) == WireError::ReservedNonZero);
+  h.status = Status::ResponseTooLarge;
+  h.payload_len = 0;
+  CHECK(decode_of(h) == WireError::None);
 }
 
 TEST_CASE("endpoint ids and tokens required by each type", "[wire]") {

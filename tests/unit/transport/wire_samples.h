@@ -55,6 +55,7 @@ inline Header valid_header(MsgType t) {
       h.src_ep = 3;
       h.dst_ep = 9;
       h.token = 13;
+      h.aux = static_cast<std::uint8_t>(MsgType::Send);
       break;
     case MsgType::ReadDone:
       h.token = 13;
