@@ -145,6 +145,20 @@ void Cluster::start(std::size_t i) {
                            "\n--- log ---\n" + log_tail(i));
 }
 
+void Cluster::restart(std::size_t i) {
+  kill_hard(i);
+  Node& n = nodes_.at(i);
+  std::error_code ec;
+  if (!n.dir.empty()) std::filesystem::remove_all(n.dir, ec);
+  char tmpl[] = "/tmp/ferry-mh-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  n.dir = tmpl;
+  std::string why;
+  if (!try_start(i, &why))
+    throw std::runtime_error("ferryd " + std::to_string(i) + " (" + n.listen() + ") did not restart: " + why +
+                             "\n--- log ---\n" + log_tail(i));
+}
+
 bool Cluster::try_start(std::size_t i, std::string* why) {
   Node& n = nodes_[i];
   const std::string ferryd = env_or_throw("FERRYD");
@@ -165,6 +179,11 @@ bool Cluster::try_start(std::size_t i, std::string* why) {
   if (n.pid < 0) throw std::runtime_error("fork failed");
   if (n.pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test (meson may SIGKILL it)
+    if (i < flags_.node_env.size()) {
+      const std::string& kv = flags_.node_env[i];
+      if (const auto eq = kv.find('='); eq != std::string::npos && eq > 0)
+        ::setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
+    }
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);

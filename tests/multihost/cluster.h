@@ -40,6 +40,9 @@ struct DaemonFlags {
   // whatever the NetMode says; Loopback mode otherwise.
   std::vector<std::string> hosts;
   std::vector<std::string> extra_args;  // appended to every ferryd command line
+  // Node i's ferryd also gets node_env[i] ("NAME=VALUE"; empty: nothing) in
+  // its environment, e.g. a test-only fault switch (tests/fault).
+  std::vector<std::string> node_env;
 };
 
 struct Node {
@@ -72,6 +75,9 @@ class Cluster {
 
   bool alive(std::size_t i);
   void kill_hard(std::size_t i);  // SIGKILL + reap
+  // Starts node i again (after kill_hard) on the same HOST:PORT, so a new
+  // epoch answers there; fresh runtime dir. Throws like the constructor.
+  void restart(std::size_t i);
   // Forks a client process in node i's network namespace (its daemon's);
   // the body's return value is the exit code. It dies with this process.
   pid_t spawn_on(std::size_t i, const std::function<int()>& body) const;

@@ -32,7 +32,10 @@ bool set_nonblocking(int fd) {
 Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const RdmaConfig& config) {
   using R = Result<std::unique_ptr<RdmaTransport>>;
   if (config.validate() != Status::Ok) return R::fail(Status::BadRequest);
+  auto fault = rdma_fault_from_env();  // test-only switch; logs when set
+  if (!fault) return R::fail(fault.status);
   std::unique_ptr<RdmaTransport> t(new RdmaTransport(config));
+  t->fault_ = fault.value;
   const Status s = t->init();
   if (s != Status::Ok) return R::fail(s);
   return R::ok(std::move(t));

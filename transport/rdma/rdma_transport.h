@@ -36,6 +36,7 @@
 #include "transport/rdma/memory.h"
 #include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_connection.h"
+#include "transport/rdma/rdma_fault.h"
 #include "transport/transport.h"
 
 namespace ferry::transport::rdma {
@@ -105,6 +106,10 @@ class RdmaTransport final : public Transport {
   void begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept;
   void free_slot(std::uint32_t slot) noexcept;
 
+  // test-only fault injection (rdma_fault.cpp): counts the data WRs of a
+  // post_send while FERRY_FAULT_RDMA is armed; moves a QP to error.
+  void inject_fault(std::span<const SendWr> posted) noexcept;
+
   // datapath (rdma_transport_datapath.cpp)
   void repost_consumed() noexcept;
   bool rearm_cq() noexcept;
@@ -154,6 +159,7 @@ class RdmaTransport final : public Transport {
   std::vector<std::pair<std::uint64_t, ibv_mr*>> mrs_;  // control path only
   std::uint64_t next_mr_id_ = 1;
   RdmaStats stats_;
+  RdmaFault fault_;  // off unless FERRY_FAULT_RDMA is set (tests only)
   OwnerThread owner_;
 };
 

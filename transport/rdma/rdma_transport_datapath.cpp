@@ -157,6 +157,9 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
     ++r.accepted;
   }
   if (!flush()) r.status = Status::Busy;
+  // One predictable branch when no test armed a fault (rdma_fault.h).
+  if (fault_.armed()) [[unlikely]]
+    inject_fault(wrs.first(r.accepted));
   return r;
 }
 

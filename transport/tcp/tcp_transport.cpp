@@ -48,8 +48,11 @@ bool parse_address(std::string_view host, std::uint16_t port, sockaddr_storage& 
 
 Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const TcpConfig& config) {
   if (config.validate() != Status::Ok) return Result<std::unique_ptr<TcpTransport>>::fail(Status::BadRequest);
+  auto fault = tcp_fault_from_env();  // test-only switch; logs when set
+  if (!fault) return Result<std::unique_ptr<TcpTransport>>::fail(fault.status);
   std::unique_ptr<TcpTransport> t(new TcpTransport(config));
   if (t->epoll_fd_ < 0) return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  t->fault_ = fault.value;
   return Result<std::unique_ptr<TcpTransport>>::ok(std::move(t));
 }
 

@@ -18,6 +18,7 @@
 #include "transport/owner_thread.h"
 #include "transport/tcp/tcp_config.h"
 #include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/tcp_fault.h"
 #include "transport/transport.h"
 
 namespace ferry::transport::tcp {
@@ -87,6 +88,11 @@ class TcpTransport final : public Transport {
   void set_want_write(std::uint32_t slot, bool on) noexcept;
   ConnId id_of(std::uint32_t slot) const noexcept;
 
+  // test-only fault injection (tcp_fault.cpp): called for each queued frame
+  // while FERRY_FAULT_TCP is armed; may mark `p` as already written (drop)
+  // or spoil its header (corrupt).
+  void inject_fault(TcpConnection& c, PendingWr& p, std::uint32_t slot, wire::MsgType type) noexcept;
+
   // datapath (tcp_transport_datapath.cpp)
   void flush(std::uint32_t slot) noexcept;
   std::size_t service(std::uint32_t slot, std::span<Completion> out) noexcept;
@@ -104,6 +110,7 @@ class TcpTransport final : public Transport {
   std::array<epoll_event, kEpollBatch> events_{};
   std::array<iovec, kMaxIov> iov_{};
   TcpStats stats_;
+  TcpFault fault_;  // kind None unless FERRY_FAULT_TCP is set (tests only)
   OwnerThread owner_;
 };
 

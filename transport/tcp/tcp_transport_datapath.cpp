@@ -48,6 +48,9 @@ PostResult TcpTransport::post_send(std::span<const SendWr> wrs) noexcept {
     p.signaled = wr.signaled;
     p.user_data = wr.user_data;
     ++c->sq_tail;
+    // One predictable branch when no test armed a fault (tcp_fault.h).
+    if (fault_.armed()) [[unlikely]]
+      inject_fault(*c, p, (wr.conn & 0xFFFFu) - 1, h.type);
     touched |= 1ull << ((wr.conn & 0xFFFFu) - 1);
     ++result.accepted;
   }

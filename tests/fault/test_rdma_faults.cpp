@@ -1,0 +1,130 @@
+// Faults over rdma lanes, in the Soft-RoCE VM (tests/rdma/checks/fault-*.sh;
+// exits 77 elsewhere): daemon A on ADDR0 (rxe0/veth0), B on ADDR1 (rxe1).
+//  - "qp error": A's 200th data WR moves its QP to IBV_QPS_ERR
+//    (FERRY_FAULT_RDMA=qp-error-after=200): the flushed completions fail
+//    the lane, the channel fails, every call in flight completes once with
+//    PeerReset, a re-open builds new QPs and carries verified calls.
+//  - "link down": veth0 (under rxe0) down for 8 s, longer than the peer
+//    timeout (5 s): the channel fails (heartbeats or RC retries), calls
+//    complete once with PeerReset; after `ip link set veth0 up` (and the
+//    policy route rxe-net.sh made, which the kernel dropped with the link)
+//    a re-open works again.
+// Both print recovery_ms (fault_caller.h); times are emulated (TCG).
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "tests/fault/fault_caller.h"
+#include "tests/multihost/cluster.h"
+
+using namespace ferry;
+using namespace ferry::itest;
+using namespace ferry::mhtest;
+
+namespace {
+
+constexpr std::uint32_t kEager = 8192;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+int sh(const std::string& cmd) {
+  std::printf("+ %s\n", cmd.c_str());
+  std::fflush(stdout);
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+DaemonFlags rdma_flags() {
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.channel_conns = 2;
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 5000;  // TCG: slow, but the link-down test must outlast it
+  f.connect_timeout_ms = 20000;
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  f.extra_args = {"--rdma-ack-timeout", "18", "--eager-threshold", std::to_string(kEager)};
+  return f;
+}
+
+fault::FaultCallerSpec rdma_spec(const Node& a, const Node& b) {
+  fault::FaultCallerSpec s;
+  s.socket = a.socket();
+  s.target = b.target("echo");
+  s.caller = 1;
+  s.concurrency = 8;
+  s.max_size = kEager;  // eager path only over rdma lanes
+  s.failures = {Status::PeerReset};
+  s.after_recovery = 100;
+  s.open_within = 60s;  // a lost CM MAD under TCG costs seconds
+  s.reopen_within = 60s;
+  s.run_within = 150s;
+  return s;
+}
+
+// veth0 back up and rxe-net.sh's route for ADDR1 through it (the kernel
+// deletes routes of a device that goes down). Idempotent.
+void link_up() {
+  sh("ip link set veth0 up");
+  sh("ip route replace " + env("ADDR1") + "/32 dev veth0 table 101");
+}
+
+struct LinkGuard {
+  ~LinkGuard() { link_up(); }  // never leave the VM's network broken for later checks
+};
+
+}  // namespace
+
+TEST_CASE("qp error") {
+  DaemonFlags f = rdma_flags();
+  f.node_env = {"FERRY_FAULT_RDMA=qp-error-after=200", ""};
+  Cluster cl(2, NetMode::Loopback, f);
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  Gate ready, stop;
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  REQUIRE(ready.wait(20s));
+  const fault::FaultCallerSpec spec = rdma_spec(a, b);
+  const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
+  const int rc = reap(caller, 160s);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
+  CHECK(rc == 0);
+  CHECK(cl.log_tail(0, 1 << 20).find("FAULT INJECTED: QP") != std::string::npos);
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+}
+
+TEST_CASE("link down") {
+  LinkGuard guard;
+  Cluster cl(2, NetMode::Loopback, rdma_flags());
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  Gate ready, stop, progress, fault;
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  REQUIRE(ready.wait(20s));
+  fault::FaultCallerSpec spec = rdma_spec(a, b);
+  spec.fault = &fault;
+  spec.progress = &progress;
+  spec.progress_after = 100;
+  const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
+  REQUIRE(progress.wait(90s));
+  fault.signal();
+  REQUIRE(sh("ip link set veth0 down") == 0);
+  std::this_thread::sleep_for(8s);  // the fault itself: a link that stays down this long
+  link_up();
+  const int rc = reap(caller, 160s);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
+  CHECK(rc == 0);
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+}

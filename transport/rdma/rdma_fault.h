@@ -1,0 +1,48 @@
+// Test-only fault injection for the rdma backend, off unless ferryd's
+// environment sets FERRY_FAULT_RDMA (the VM fault checks do):
+//
+//   FERRY_FAULT_RDMA=qp-error-after=N
+//
+// After the Nth data WR this transport posts (counted from 1 over all its
+// connections: a SEND whose header type is Send, Call or Response, or an
+// RDMA WRITE / WRITE with immediate; lane handshakes and other control
+// messages are not counted), the QP that carried it is moved to
+// IBV_QPS_ERR with ibv_modify_qp, right after the post. The NIC then
+// flushes every WR and receive on it (IBV_WC_WR_FLUSH_ERR), which the
+// datapath handles like any failed completion: the connection drains with
+// PeerReset. Fires once. N: 1..10^12; anything else makes
+// RdmaTransport::create() fail with BadRequest and an error log. When set,
+// create() logs a warning that the switch is armed.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "ferry/result.h"
+#include "transport/transport.h"
+
+namespace ferry::transport::rdma {
+
+inline constexpr const char* kRdmaFaultEnv = "FERRY_FAULT_RDMA";
+
+struct RdmaFault {
+  std::uint64_t after = 0;  // 0: off
+  std::uint64_t seen = 0;
+  bool fired = false;
+
+  bool armed() const noexcept { return after != 0 && !fired; }
+};
+
+// Whether the fault counts this WR (see above).
+constexpr bool is_data_wr(const SendWr& wr) noexcept {
+  if (wr.op == WrOp::RdmaWrite || wr.op == WrOp::RdmaWriteImm) return true;
+  if (wr.op != WrOp::Send) return false;
+  const wire::MsgType t = wr.header.type;
+  return t == wire::MsgType::Send || t == wire::MsgType::Call || t == wire::MsgType::Response;
+}
+
+Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept;
+// after == 0 when FERRY_FAULT_RDMA is unset or empty.
+Result<RdmaFault> rdma_fault_from_env();
+
+}  // namespace ferry::transport::rdma
