@@ -68,11 +68,14 @@ int main(int argc, char** argv) {
     r.servers_charged = ctx.servers_charged();
     r.verified_ops = ctx.verified();
     if (o.json) {
-      std::printf("%s\n", json_line(r).c_str());
+      std::string line = json_line(r);
+      line.insert(line.size() - 1, ctx.extra_json());  // before the closing brace
+      std::printf("%s\n", line.c_str());
     } else {
       if (!header_printed) print_table_header();
       header_printed = true;
       print_table_row(r);
+      if (!ctx.extra_json().empty()) std::printf("  %s\n", ctx.extra_json().c_str() + 1);
     }
     std::fflush(stdout);
   }

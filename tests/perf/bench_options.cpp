@@ -16,6 +16,7 @@ constexpr const char* kUsage =
     "usage: ferry-bench SCENARIO [--size BYTES | --sizes B1,B2,...] [--iters N | --duration SECONDS]\n"
     "                   [--warmup N] [--concurrency N] [--socket PATH] [--server-socket PATH]\n"
     "                   [--target HOST:PORT] [--listen HOST:PORT] [--busy-poll] [--json]\n"
+    "                   [--senders N] [--stall-senders N]   (incast)\n"
     "\n"
     "  --size BYTES        message size (K/M/G suffixes: binary), default 64\n"
     "  --sizes LIST        a sweep: one table row (or one JSON line) per size, in order\n"
@@ -28,6 +29,8 @@ constexpr const char* kUsage =
     "  --target HOST:PORT  tcp-rpc: an existing `ferry-bench tcp-server`; remote-rpc: the server daemon\n"
     "  --listen HOST:PORT  tcp-server / forked tcp-rpc server address (default 127.0.0.1:0)\n"
     "  --busy-poll         ferry scenarios: client and server spin on completions (default: sleep)\n"
+    "  --senders N         incast: sender processes (default 16), round-robin over the --socket list\n"
+    "  --stall-senders N   incast: N more senders to a second service whose process stops reading\n"
     "  --json              the last stdout line is one JSON object (a sweep: one line per size)\n"
     "\nbytes_per_s counts payload bytes carried: request + response for the RPC scenarios,\n"
     "the one message for ipc-echo. cpu_us_per_op = CPU of ferry-bench + its forked server +\n"
@@ -169,6 +172,11 @@ std::optional<BenchOptions> parse_options(int argc, char** argv, int* exit_code)
       const auto n = take(&v) ? parse_uint(v) : std::nullopt;
       if (!n || *n == 0 || *n > 4096) return usage_error("--concurrency needs 1..4096", exit_code), std::nullopt;
       o.concurrency = static_cast<std::uint32_t>(*n);
+    } else if (arg == "--senders" || arg == "--stall-senders") {
+      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
+      if (!n || *n > 256 || (arg == "--senders" && *n == 0))
+        return usage_error(arg + " needs " + (arg == "--senders" ? "1" : "0") + "..256", exit_code), std::nullopt;
+      (arg == "--senders" ? o.senders : o.stall_senders) = static_cast<std::uint32_t>(*n);
     } else if (arg == "--socket") {
       if (!take(&o.socket)) return usage_error("--socket needs a path", exit_code), std::nullopt;
     } else if (arg == "--server-socket") {

@@ -18,8 +18,10 @@ struct BenchOptions {
   double duration_s = 0;               // > 0: run for this long instead of iters
   std::uint64_t warmup = 0;            // unmeasured operations first (default: iters/10, max 1000)
   bool warmup_set = false;
-  std::uint32_t concurrency = 1;       // calls kept outstanding (local-rpc)
-  std::string socket;                  // daemon the measuring client attaches to
+  std::uint32_t concurrency = 1;       // calls kept outstanding (local-rpc); Sends per sender (incast)
+  std::uint32_t senders = 16;          // incast: sender processes
+  std::uint32_t stall_senders = 0;     // incast: senders to a second service whose process stops reading
+  std::string socket;                  // daemon the measuring client attaches to (incast: a comma-separated list)
   std::string server_socket;           // daemon the forked server attaches to
   std::string target;                  // HOST:PORT (tcp-rpc, remote-rpc)
   std::string listen = "127.0.0.1:0";  // tcp-server

@@ -44,6 +44,9 @@ class ScenarioContext {
   }
   void record(SteadyClock::duration d) noexcept { recorder_.record(d); }
   void count_verified() noexcept { ++verified_; }
+  // Scenario-specific fields appended to the --json line (",\"key\":v"...).
+  void add_json(const std::string& fields) { extra_json_ += fields; }
+  const std::string& extra_json() const { return extra_json_; }
   // A server this run talks to but did not fork (tcp-rpc --target): its
   // CPU cannot be charged, and the report says so.
   void server_not_charged() noexcept { servers_charged_ = false; }
@@ -74,6 +77,7 @@ class ScenarioContext {
   std::uint64_t verified_ = 0;
   bool servers_charged_ = true;
   std::string error_;
+  std::string extra_json_;
 };
 
 using ScenarioFn = Outcome (*)(ScenarioContext& ctx);

@@ -17,6 +17,8 @@ constexpr std::array kScenarios = {
     ScenarioSpec{"local-rpc", "calls to a forked server process through the daemon (bench-echo)", run_local_rpc, 2},
     ScenarioSpec{"remote-rpc", "calls to a forked server on another daemon (--server-socket, --target = its --listen)",
                  run_remote_rpc, 2},
+    ScenarioSpec{"incast", "--senders processes over the --socket daemons send to one service at --server-socket",
+                 run_incast, 1},
 };
 
 }  // namespace

@@ -11,6 +11,7 @@ Outcome run_tcp_rpc(ScenarioContext& ctx);
 Outcome run_ipc_echo(ScenarioContext& ctx);
 Outcome run_local_rpc(ScenarioContext& ctx);
 Outcome run_remote_rpc(ScenarioContext& ctx);
+Outcome run_incast(ScenarioContext& ctx);
 
 // `ferry-bench tcp-server --listen HOST:PORT`: the tcp-rpc server as a
 // standalone process (for --target runs). Serves until killed.
