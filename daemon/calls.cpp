@@ -46,16 +46,18 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
     complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
     return;
   }
-  if (e.length > lane_max_message_) {
-    // Over the rdma eager threshold (no zero-copy response path yet): both
-    // sides learn NotSupported, the caller through an empty Response.
+  const bool write = call.resp_remote.rkey != 0;
+  if ((write && e.length > call.resp_remote.length) || (!write && e.length > lane_max_message_)) {
+    // Too large for the caller's buffer (or, without one, for a message):
+    // both sides learn it, the caller with the length it would have needed.
     wire::Header no;
     no.type = wire::MsgType::Response;
-    no.status = Status::NotSupported;
+    no.status = write ? Status::ResponseTooLarge : Status::NotSupported;
+    no.aux = write ? e.length : 0;
     no.dst_ep = call.remote_ep;
     no.token = call.remote_token;
     peers_->send(*ch, call.lane, no, nullptr, 0, 0, false);
-    complete(c, shm::Op::Reply, e.user_data, Status::NotSupported);
+    complete(c, shm::Op::Reply, e.user_data, no.status);
     return;
   }
   // The response leaves from the server's tx arena without a copy, so the
@@ -68,13 +70,27 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
   op.lane = call.lane;
   op.user_data = e.user_data;
   const std::uint64_t token = remote_ops_.insert(std::move(op));
-  wire::Header h;
-  h.type = wire::MsgType::Response;
-  h.dst_ep = call.remote_ep;
-  h.token = call.remote_token;
-  const std::uint64_t zc = zc_track(c, token);  // rdma: SGE from the server's tx arena
-  const auto r = peers_->send(*ch, call.lane, h, c.at(e.offset), e.length, zc != 0 ? zc : token, true,
-                              zc != 0 ? c.mr.handle() : transport::MemoryHandle{});
+  // rdma with the caller's response buffer: RDMA WRITE with immediate
+  // straight from the server's tx arena into it (the immediate carries the
+  // low 32 bits of the caller's token); otherwise a Response message.
+  transport::SendWr wr;
+  wr.op = write ? transport::WrOp::RdmaWriteImm : transport::WrOp::Send;
+  wr.header.type = wire::MsgType::Response;
+  wr.header.dst_ep = call.remote_ep;
+  wr.header.token = call.remote_token;
+  wr.payload = c.at(e.offset);
+  wr.payload_len = e.length;
+  wr.remote = call.resp_remote;
+  wr.signaled = true;
+  const std::uint64_t zc = e.length != 0 ? zc_track(c, token) : 0;  // rdma: SGE from the server's tx arena
+  if (write && e.length != 0 && zc == 0) {  // every tracking slot busy: a WRITE cannot go without the lkey
+    remote_ops_.erase(token);
+    complete(c, shm::Op::Reply, e.user_data, Status::Busy);
+    return;
+  }
+  wr.user_data = zc != 0 ? zc : token;
+  if (zc != 0) wr.local = c.mr.handle();
+  const auto r = peers_->post(*ch, call.lane, wr);
   if (r.accepted != 1) {
     if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
@@ -82,6 +98,7 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
     return;
   }
   bump(counters_.replies);
+  if (write) bump(counters_.zero_copy_writes);
 }
 
 void Engine::op_release(ClientSession& c, const shm::SqEntry& e) {

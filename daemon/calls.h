@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "transport/wire/remote_buffer.h"
+
 namespace ferry::daemon {
 
 struct PendingCall {
@@ -25,6 +27,9 @@ struct PendingCall {
   std::uint32_t remote_ep = 0;
   std::uint32_t lane = 0;
   std::uint64_t remote_token = 0;
+  // rdma: the caller's response buffer; the reply is RDMA-WRITTEN into it
+  // (with immediate) instead of sent as a Response. rkey 0: none.
+  wire::RemoteBuffer resp_remote{};
 };
 
 class CallTable {

@@ -54,6 +54,7 @@ struct Endpoint {
   bool peer_dead = false;
   std::deque<Parked> parked;
   bool in_retry_list = false;
+  std::uint32_t inflight = 0;  // remote: Sends/Calls posted, not answered (endpoint window)
 };
 
 class ClientSession {
@@ -88,6 +89,9 @@ class ClientSession {
   // its lkey; a detached session with some stays retired until they complete.
   SegmentMr mr;
   std::uint32_t zc_inflight = 0;
+  // Remote ops that let a peer READ or WRITE this segment until answered
+  // (RemoteOp::exposed); a detached session also stays retired until 0.
+  std::uint32_t remote_holds = 0;
 
   std::uint32_t next_endpoint_id = 1;
   std::unordered_map<std::uint32_t, Endpoint> endpoints;

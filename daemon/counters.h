@@ -40,6 +40,11 @@ struct Counters {
   Counter recoveries{0};
   Counter credit_stalls{0};
   Counter window_stalls{0};
+  // rdma large-message paths (README "Copies per path").
+  Counter rendezvous_sends{0};   // our RendezvousReqs (the peer READs the payload)
+  Counter rendezvous_reads{0};   // READs we issued and delivered
+  Counter zero_copy_writes{0};   // replies we RDMA-WROTE into a caller's buffer
+  Counter zero_copy_replies{0};  // replies that arrived in our caller's buffer by WRITE
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -75,6 +80,10 @@ void for_each_counter(const Counters& c, F&& f) {
   f("recoveries", c.recoveries);
   f("credit_stalls", c.credit_stalls);
   f("window_stalls", c.window_stalls);
+  f("rendezvous_sends", c.rendezvous_sends);
+  f("rendezvous_reads", c.rendezvous_reads);
+  f("zero_copy_writes", c.zero_copy_writes);
+  f("zero_copy_replies", c.zero_copy_replies);
 }
 
 }  // namespace ferry::daemon

@@ -21,10 +21,6 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
     return;
   }
   Endpoint& ep = it->second;
-  if (ep.channel != 0) {
-    op_send_or_call_remote(c, ep, e);
-    return;
-  }
   if (!ep.parked.empty()) {  // keep order behind what is already waiting
     park(c, ep, e);
     return;
@@ -38,6 +34,8 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
 }
 
 Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure) {
+  // A remote endpoint is Blocked by a full send window (remote_send.cpp).
+  if (ep.channel != 0) return try_send_remote(c, ep, e, failure);
   const Service* s = services_.find(ep.service_id);
   if (s == nullptr) {
     *failure = Status::ServiceGone;
@@ -59,35 +57,49 @@ Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::
 
 Engine::Delivery Engine::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
                                  std::uint32_t source, PendingCall call, Status* failure) {
-  ClientSession* server = client(s.owner);
-  if (server == nullptr || server->doomed) {
+  ClientSession* server = nullptr;
+  shm::Block block{};
+  const Delivery d = reserve_rx(s, length, &server, &block, failure);
+  if (d != Delivery::Done) return d;
+  std::memcpy(server->at(block.offset), payload, length);
+  bump(counters_.bytes_copied, length);
+  publish(*server, s, is_call, block, length, source, call);
+  return Delivery::Done;
+}
+
+Engine::Delivery Engine::reserve_rx(const Service& s, std::uint32_t length, ClientSession** server, shm::Block* block,
+                                    Status* failure) {
+  ClientSession* owner = client(s.owner);
+  if (owner == nullptr || owner->doomed) {
     *failure = Status::ServiceGone;
     return Delivery::Failed;
   }
-  if (!can_deliver(*server)) return Delivery::Blocked;
-  auto block = server->rx.alloc(length);
-  if (!block) return Delivery::Blocked;
+  if (!can_deliver(*owner)) return Delivery::Blocked;
+  auto b = owner->rx.alloc(length);
+  if (!b) return Delivery::Blocked;
+  *server = owner;
+  *block = *b;
+  return Delivery::Done;
+}
 
-  std::memcpy(server->at(block->offset), payload, length);
-  bump(counters_.bytes_copied, length);
-
+void Engine::publish(ClientSession& server, const Service& s, bool is_call, shm::Block block, std::uint32_t length,
+                     std::uint32_t source, PendingCall call) {
   shm::CqEntry d{};
   d.kind = static_cast<std::uint8_t>(is_call ? shm::CqKind::Request : shm::CqKind::Message);
   d.handle = s.id;
-  d.offset = block->offset;
+  d.offset = block.offset;
   d.length = length;
-  d.capacity = block->capacity;
+  d.capacity = block.capacity;
   d.source = source;
   if (is_call) {
-    call.server = server->id();
+    call.server = server.id();
     call.service = s.id;
     d.token = calls_.insert(call);
     bump(counters_.calls);
   } else {
     bump(counters_.messages);
   }
-  post(*server, d);
-  return Delivery::Done;
+  post(server, d);
 }
 
 void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {

@@ -117,7 +117,7 @@ void Engine::detach(std::uint32_t id) {
   auto node = clients_.extract(id);
   // Unmaps the segment (and deregisters its MR) now, or once the rdma WRs
   // that name its memory have completed (zero_copy.cpp).
-  if (node.mapped()->zc_inflight != 0) retire(std::move(node.mapped()));
+  if (node.mapped()->zc_inflight != 0 || node.mapped()->remote_holds != 0) retire(std::move(node.mapped()));
   bump(counters_.detaches);
 }
 

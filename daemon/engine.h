@@ -64,7 +64,23 @@ struct ProxyEndpoint {
   std::uint32_t channel = 0;
   std::uint32_t service_id = 0;
   std::uint32_t lane = 0;
-  std::uint32_t staged = 0;  // deliveries waiting in staged_ (keeps their order)
+  std::uint32_t staged = 0;   // deliveries waiting in staged_ (keeps their order)
+  std::uint32_t reading = 0;  // rendezvous READs in flight for it (eager ones wait behind them)
+};
+
+// A rendezvous READ in flight (rendezvous.cpp): the peer's source buffer is
+// being read into a block of the server's rx arena; on completion it is
+// delivered like an eager message.
+struct ReadJob {
+  std::uint32_t channel = 0;
+  std::uint32_t lane = 0;
+  wire::Header header{};      // the RendezvousReq
+  wire::RemoteBuffer resp{};  // a Call's response buffer (rkey 0: none)
+  std::uint32_t server = 0;   // client id
+  std::uint32_t service = 0;  // service id
+  shm::Block block{};
+  std::uint32_t length = 0;
+  bool live = false;
 };
 
 // A remote Send/Call whose receiver was full: copied out of the transport's
@@ -147,6 +163,13 @@ class Engine final : private peer::ChannelEvents {
   // Message/Request. `call` is the call record for a Request.
   Delivery deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
                    PendingCall call, Status* failure);
+  // Its two halves, apart for rendezvous (the block is filled by an RDMA
+  // READ in between): an rx block at the service's owner, then the
+  // Message/Request naming it.
+  Delivery reserve_rx(const Service& s, std::uint32_t length, ClientSession** server, shm::Block* block,
+                      Status* failure);
+  void publish(ClientSession& server, const Service& s, bool is_call, shm::Block block, std::uint32_t length,
+               std::uint32_t source, PendingCall call);
   void park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
   std::size_t retry_parked();
 
@@ -165,11 +188,32 @@ class Engine final : private peer::ChannelEvents {
   void publish_peers(std::uint64_t now_ns, bool force);
   void op_open_remote(ClientSession& c, const shm::SqEntry& e, const Target& t);
   void send_open(std::uint64_t token, peer::RemoteOp& op, peer::Channel& ch);
+  void on_open_ack(peer::Channel& ch, const wire::Header& h);
+
+  // remote_send.cpp: Send/Call to a peer (eager, eager + response buffer,
+  // rendezvous), the send windows, answers, close and detach.
   void op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
+  Delivery try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure);
+  bool window_open(const peer::Channel& ch, const Endpoint& ep, std::uint32_t bytes) const noexcept;
+  // Ends a Send/Call's hold on the windows and on its client's memory; every
+  // path that erases one from remote_ops_ calls it once.
+  void finish_remote_op(const peer::RemoteOp& op) noexcept;
+  void release_hold(std::uint32_t client) noexcept;
   void close_remote(ClientSession& c, Endpoint& ep);
   void forget_remote_of(ClientSession& gone);
-  void on_open_ack(peer::Channel& ch, const wire::Header& h);
   void on_response(peer::Channel& ch, const wire::Header& h, const std::byte* payload);
+  void on_write_done(peer::Channel& ch, const wire::Header& h);
+  std::uint64_t nic_window_bytes_ = 0;  // request bytes in flight over every channel
+  std::uint32_t nic_window_ops_ = 0;
+
+  // rendezvous.cpp: the receiving side of large messages.
+  static constexpr std::uint64_t kReadTag = 1ull << 62;  // user_data of a READ: kReadTag | job slot
+  void setup_rendezvous();
+  Delivery start_read(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+                      Status* failure);
+  void on_read_done(std::uint32_t slot, Status status);
+  std::vector<ReadJob> reads_;
+  std::vector<std::uint32_t> reads_free_;
 
   // remote_serving.cpp
   void on_remote_open(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
@@ -177,6 +221,7 @@ class Engine final : private peer::ChannelEvents {
   void on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
   Delivery deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
                           Status* failure);
+  void answer_calls_of_proxy(std::uint32_t channel, std::uint32_t proxy);
   void stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
   std::size_t retry_staged();
   void answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status);

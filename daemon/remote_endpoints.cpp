@@ -1,12 +1,6 @@
 // Our clients' side of remote endpoints: bringing up the transport and the
-// channel manager, Open("HOST:PORT/SERVICE") over a channel, Send/Call on a
-// remote endpoint, Close, and the peer's OpenAck/Response.
-//
-// A remote Send completes when the peer answers with a zero-length Response
-// carrying the delivery outcome (Ok, Busy, ServiceGone, EndpointClosed...),
-// so back-pressure at the receiver reaches the sender's op. A remote Call
-// completes with the peer's Response, whose payload is copied straight from
-// the transport's receive buffer into the caller's response buffer.
+// channel manager, Open("HOST:PORT/SERVICE") over a channel and the peer's
+// OpenAck. Send/Call/Close on a remote endpoint: remote_send.cpp.
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -50,6 +44,7 @@ void Engine::setup_peers(std::uint64_t epoch) {
   lanes_transport_ = std::move(data.transport);
   lane_max_message_ = lane_max_message(config_, lanes_transport_.get());
   setup_zero_copy();
+  setup_rendezvous();
   peer::ChannelConfig cc;
   cc.epoch = epoch;
   cc.heartbeat_ms = config_.heartbeat_ms;
@@ -216,114 +211,6 @@ void Engine::on_open_ack(peer::Channel& ch, const wire::Header& h) {
   peers_->bind_endpoint(ch);
   c->info().endpoints.store(static_cast<std::uint32_t>(c->endpoints.size()), std::memory_order_relaxed);
   complete(*c, shm::Op::Open, op.user_data, Status::Ok, id);
-}
-
-void Engine::op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
-  const auto op = static_cast<shm::Op>(e.op);
-  peer::Channel* ch = ep.peer_dead ? nullptr : peers_->find(ep.channel);
-  if (ch == nullptr || !ch->usable()) {
-    complete(c, op, e.user_data, Status::PeerReset);
-    return;
-  }
-  if (e.length > lane_max_message_) {
-    // Over the rdma eager threshold: rendezvous/zero-copy is not there yet.
-    complete(c, op, e.user_data, Status::NotSupported);
-    return;
-  }
-  const bool is_call = op == shm::Op::Call;
-  peer::RemoteOp rop;
-  rop.kind = is_call ? peer::RemoteOpKind::Call : peer::RemoteOpKind::Send;
-  rop.client = c.id();
-  rop.endpoint = ep.id;
-  rop.channel = ch->id;
-  rop.lane = ep.id;
-  rop.user_data = e.user_data;
-  rop.resp_offset = e.resp_offset;
-  rop.resp_length = e.resp_length;
-  const std::uint64_t token = remote_ops_.insert(std::move(rop));
-  wire::Header h;
-  h.type = is_call ? wire::MsgType::Call : wire::MsgType::Send;
-  h.src_ep = ep.id;
-  h.dst_ep = ep.remote_ep;
-  h.token = token;
-  // Unsignaled: the peer's Response completes the op; a failed WR still
-  // reports (on_send_done) and fails it.
-  // rdma: the payload leaves from the client's registered tx arena (signaled
-  // and tracked, zero_copy.cpp); otherwise unsignaled, the transport copies.
-  const std::uint64_t zc = zc_track(c, token);
-  const auto r = peers_->send(*ch, ep.id, h, c.at(e.offset), e.length, zc != 0 ? zc : token, zc != 0,
-                              zc != 0 ? c.mr.handle() : transport::MemoryHandle{});
-  if (r.accepted != 1) {
-    if (zc != 0) zc_done(zc);
-    remote_ops_.erase(token);
-    // Transport send queue full: Busy is the flow-control seam (a later
-    // issue adds credits and a send window instead of refusing).
-    if (r.status == Status::Busy) bump(counters_.window_stalls);
-    complete(c, op, e.user_data, r.status == Status::Busy ? Status::Busy : Status::PeerReset);
-    return;
-  }
-  ++ch->lanes[ep.id % ch->lane_count].stats.inflight;
-  bump(is_call ? counters_.remote_calls : counters_.remote_sends);
-}
-
-void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::byte* payload) {
-  peer::RemoteOp* found = remote_ops_.find(h.token);
-  if (found == nullptr || found->channel != ch.id ||
-      (found->kind != peer::RemoteOpKind::Send && found->kind != peer::RemoteOpKind::Call)) {
-    return;  // late (op already failed or cancelled) or forged
-  }
-  const peer::RemoteOp op = *found;
-  remote_ops_.erase(h.token);
-  peer::LaneStats& st = ch.lanes[op.lane % ch.lane_count].stats;
-  if (st.inflight != 0) --st.inflight;
-  ClientSession* c = client(op.client);
-  if (c == nullptr) return;
-  if (op.kind == peer::RemoteOpKind::Send) {
-    complete(*c, shm::Op::Send, op.user_data, h.status);
-    return;
-  }
-  if (h.status != Status::Ok) {
-    complete(*c, shm::Op::Call, op.user_data, h.status);
-    return;
-  }
-  if (h.payload_len > op.resp_length) {
-    complete(*c, shm::Op::Call, op.user_data, Status::ResponseTooLarge, 0, h.payload_len);
-    return;
-  }
-  if (h.payload_len != 0) {
-    std::memcpy(c->at(op.resp_offset), payload, h.payload_len);
-    bump(counters_.bytes_copied, h.payload_len);
-  }
-  bump(counters_.replies);
-  complete(*c, shm::Op::Call, op.user_data, Status::Ok, 0, h.payload_len);
-}
-
-void Engine::close_remote(ClientSession& c, Endpoint& ep) {
-  // Its Sends/Calls still waiting for the peer complete first, Cancelled;
-  // their late Responses then find nothing.
-  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) {
-    if (op.client != c.id() || op.endpoint != ep.id) return false;
-    if (op.kind != peer::RemoteOpKind::Send && op.kind != peer::RemoteOpKind::Call) return false;
-    complete(c, op.kind == peer::RemoteOpKind::Call ? shm::Op::Call : shm::Op::Send, op.user_data, Status::Cancelled);
-    return true;
-  });
-  peer::Channel* ch = peers_->find(ep.channel);
-  if (ep.peer_dead || ch == nullptr || !ch->usable()) return;
-  wire::Header bye;
-  bye.type = wire::MsgType::Close;
-  bye.src_ep = ep.id;
-  bye.dst_ep = ep.remote_ep;
-  peers_->send(*ch, ep.id, bye, nullptr, 0, 0, false);
-  peers_->unbind_endpoint(*ch);
-}
-
-void Engine::forget_remote_of(ClientSession& gone) {
-  // Nobody to complete to: drop its remote ops (answers then find nothing),
-  // and close its remote endpoints so peers drop their proxies.
-  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) { return op.client == gone.id(); });
-  for (auto& [id, ep] : gone.endpoints) {
-    if (ep.channel != 0) close_remote(gone, ep);
-  }
 }
 
 }  // namespace ferry::daemon

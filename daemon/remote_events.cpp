@@ -60,8 +60,12 @@ void Engine::on_channel_down(peer::Channel& ch, Status why) {
       if (next_up) send_open(token, op, *next);  // erases the op itself if the post fails
       return false;                              // otherwise on_channel_up(next) sends it
     }
+    if (op.kind == peer::RemoteOpKind::Send || op.kind == peer::RemoteOpKind::Call) finish_remote_op(op);
     if (ClientSession* c = client(op.client)) {
-      complete(*c, op_of(op.kind), op.user_data, op.kind == peer::RemoteOpKind::Open ? open_status : Status::PeerReset);
+      const Status st = op.kind == peer::RemoteOpKind::Open ? open_status
+                        : op.cancelled                      ? Status::Cancelled
+                                                            : Status::PeerReset;
+      complete(*c, op_of(op.kind), op.user_data, st);
     }
     ++failed;
     return true;
@@ -102,11 +106,13 @@ void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Heade
     case wire::MsgType::OpenAck: on_open_ack(ch, h); break;
     case wire::MsgType::Close: on_remote_close(h); break;
     case wire::MsgType::Send:
-    case wire::MsgType::Call: on_remote_delivery(ch, lane, h, payload); break;
+    case wire::MsgType::Call:
+    case wire::MsgType::RendezvousReq: on_remote_delivery(ch, lane, h, payload); break;
     case wire::MsgType::Response: on_response(ch, h, payload); break;
+    case wire::MsgType::WriteDone: on_write_done(ch, h); break;
     default:
-      // Credit, rendezvous, recovery: not spoken yet by this daemon; a peer
-      // that sends them anyway is ignored rather than trusted.
+      // Recovery types: not spoken yet by this daemon; a peer that sends
+      // them anyway is ignored rather than trusted.
       spdlog::debug("channel {}: ignoring {}", ch.id, to_string(h.type));
       break;
   }
@@ -115,6 +121,10 @@ void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Heade
 void Engine::on_send_done(std::uint64_t user_data, Status status) {
   if ((user_data & kZcTag) != 0) user_data = zc_done(user_data);  // releases the client's hold first
   if (user_data == 0) return;
+  if ((user_data & kReadTag) != 0) {
+    on_read_done(static_cast<std::uint32_t>(user_data & 0xFFFF'FFFFu), status);
+    return;
+  }
   peer::RemoteOp* found = remote_ops_.find(user_data);
   if (found == nullptr) return;
   if (found->kind == peer::RemoteOpKind::Reply) {
@@ -128,6 +138,7 @@ void Engine::on_send_done(std::uint64_t user_data, Status status) {
   if (status == Status::Ok) return;  // Send/Call/Open wait for the peer's answer
   const peer::RemoteOp op = *found;
   remote_ops_.erase(user_data);
+  if (op.kind == peer::RemoteOpKind::Send || op.kind == peer::RemoteOpKind::Call) finish_remote_op(op);
   if (ClientSession* c = client(op.client)) complete(*c, op_of(op.kind), op.user_data, Status::PeerReset);
 }
 

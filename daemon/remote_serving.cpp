@@ -54,22 +54,42 @@ void Engine::on_remote_open(peer::Channel& ch, std::uint32_t lane, const wire::H
   peers_->send(ch, lane, ack, nullptr, 0, 0, false);
 }
 
+void Engine::answer_calls_of_proxy(std::uint32_t channel, std::uint32_t proxy) {
+  // Calls from it still being served: their replies get CallerGone, and the
+  // caller's daemon hears Cancelled now. It waits for this answer before it
+  // hands a response buffer it exposed back to its client, and it comes on
+  // the call's lane after any WRITE already posted into that buffer.
+  calls_.sweep([&](PendingCall& call) {
+    if (call.remote_channel != channel || call.endpoint != proxy || call.caller_gone) return false;
+    call.caller_gone = true;
+    wire::Header to;
+    to.src_ep = call.remote_ep;
+    to.token = call.remote_token;
+    answer(channel, call.lane, to, Status::Cancelled);
+    return false;
+  });
+}
+
 void Engine::on_remote_close(const wire::Header& h) {
   auto it = proxies_.find(h.dst_ep);
   if (it == proxies_.end()) return;
   const std::uint32_t proxy = it->first;
   const std::uint32_t channel = it->second.channel;
   proxies_.erase(it);
-  // Calls from it still being served: their replies get CallerGone.
-  calls_.sweep([&](PendingCall& call) {
-    if (call.remote_channel == channel && call.endpoint == proxy) call.caller_gone = true;
-    return false;
-  });
+  answer_calls_of_proxy(channel, proxy);
   if (peer::Channel* ch = peers_->find(channel)) peers_->unbind_endpoint(*ch);
 }
 
 Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h,
                                         const std::byte* payload, Status* failure) {
+  if (h.type == wire::MsgType::RendezvousReq) {
+    peer::Channel* ch = peers_->find(channel);
+    if (ch == nullptr || !ch->usable()) {
+      *failure = Status::PeerReset;
+      return Delivery::Failed;
+    }
+    return start_read(*ch, lane, h, payload, failure);
+  }
   auto it = proxies_.find(h.dst_ep);
   if (it == proxies_.end() || it->second.channel != channel) {
     *failure = Status::EndpointClosed;
@@ -87,7 +107,18 @@ Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lan
   call.remote_ep = h.src_ep;
   call.lane = lane;
   call.remote_token = h.token;
-  const Delivery d = deliver(*s, is_call, payload, h.payload_len, kRemoteSourceBit | h.dst_ep, call, failure);
+  std::uint32_t length = h.payload_len;
+  if ((h.flags & wire::kFlagRespBuffer) != 0) {
+    // The caller's response buffer rides in front of the request body.
+    if (wire::decode_remote_buffer(std::span<const std::byte>(payload, wire::kRemoteBufferBytes), call.resp_remote) !=
+        wire::WireError::None) {
+      *failure = Status::BadRequest;
+      return Delivery::Failed;
+    }
+    payload += wire::kRemoteBufferBytes;
+    length -= wire::kRemoteBufferBytes;
+  }
+  const Delivery d = deliver(*s, is_call, payload, length, kRemoteSourceBit | h.dst_ep, call, failure);
   if (d == Delivery::Done) bump(counters_.remote_delivered);
   return d;
 }
@@ -95,7 +126,9 @@ Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lan
 void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h,
                                 const std::byte* payload) {
   auto it = proxies_.find(h.dst_ep);
-  if (it != proxies_.end() && it->second.staged != 0) {  // keep order behind what waits
+  // Keep one sender's order: behind what waits, and eager ones behind READs.
+  if (it != proxies_.end() &&
+      (it->second.staged != 0 || (it->second.reading != 0 && h.type != wire::MsgType::RendezvousReq))) {
     stage(ch.id, lane, h, payload);
     return;
   }
@@ -135,7 +168,11 @@ std::size_t Engine::retry_staged() {
   for (auto it = staged_.begin(); it != staged_.end();) {
     const StagedDelivery& sd = *it;
     const std::uint32_t proxy = sd.header.dst_ep;
-    if (std::find(blocked_proxies_.begin(), blocked_proxies_.end(), proxy) != blocked_proxies_.end()) {
+    auto p = proxies_.find(proxy);
+    const bool behind_reads = p != proxies_.end() && p->second.channel == sd.channel && p->second.reading != 0 &&
+                              sd.header.type != wire::MsgType::RendezvousReq;
+    if (behind_reads || std::find(blocked_proxies_.begin(), blocked_proxies_.end(), proxy) != blocked_proxies_.end()) {
+      if (behind_reads) blocked_proxies_.push_back(proxy);
       ++it;
       continue;
     }

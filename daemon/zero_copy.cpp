@@ -47,7 +47,7 @@ std::uint64_t Engine::zc_done(std::uint64_t user_data) noexcept {
   zc_free_.push_back(slot);
   auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == w.client; });
   if (it != retired_.end()) {
-    if ((*it)->zc_inflight != 0 && --(*it)->zc_inflight == 0) {
+    if ((*it)->zc_inflight != 0 && --(*it)->zc_inflight == 0 && (*it)->remote_holds == 0) {
       spdlog::debug("client {}: last zero-copy WR done; segment released", w.client);
       retired_.erase(it);  // unmaps the segment, deregisters its MR
     }
@@ -57,8 +57,22 @@ std::uint64_t Engine::zc_done(std::uint64_t user_data) noexcept {
   return w.user_data;
 }
 
+void Engine::release_hold(std::uint32_t id) noexcept {
+  if (ClientSession* c = client(id)) {
+    if (c->remote_holds != 0) --c->remote_holds;
+    return;
+  }
+  auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == id; });
+  if (it == retired_.end()) return;
+  if ((*it)->remote_holds != 0 && --(*it)->remote_holds == 0 && (*it)->zc_inflight == 0) {
+    spdlog::debug("client {}: last remote access answered; segment released", id);
+    retired_.erase(it);
+  }
+}
+
 void Engine::retire(std::unique_ptr<ClientSession> s) {
-  spdlog::debug("client {}: {} zero-copy WRs in flight; segment kept until they complete", s->id(), s->zc_inflight);
+  spdlog::debug("client {}: {} zero-copy WRs in flight, {} remote accesses pending; segment kept until they end",
+                s->id(), s->zc_inflight, s->remote_holds);
   retired_.push_back(std::move(s));
 }
 

@@ -29,6 +29,12 @@ RemoteOp* RemoteOpTable::find(std::uint64_t token) noexcept {
   return &s.op;
 }
 
+RemoteOp* RemoteOpTable::find_slot(std::uint32_t low, std::uint64_t* token) noexcept {
+  if (low == 0 || low > slots_.size() || !slots_[low - 1].live) return nullptr;
+  *token = token_of(low - 1);
+  return &slots_[low - 1].op;
+}
+
 void RemoteOpTable::erase(std::uint64_t token) noexcept {
   if (find(token) != nullptr) release(static_cast<std::uint32_t>(token) - 1);
 }

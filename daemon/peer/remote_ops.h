@@ -31,6 +31,16 @@ struct RemoteOp {
   std::uint32_t resp_length = 0;  // Call
   bool sent = false;              // Open: false while the channel is still coming up
   std::string service;            // Open only (control path: may allocate)
+  // Send/Call: request bytes, charged to the send windows until answered.
+  std::uint32_t bytes = 0;
+  // rdma: the peer may access the caller's memory until it answers (the
+  // rendezvous source, the response buffer): the op stays until then even
+  // when its endpoint closes (`cancelled`) or its client detaches (the
+  // session stays retired), so a late RDMA READ/WRITE never meets memory
+  // handed back to the client or an MR already gone.
+  bool exposed = false;
+  bool resp_buffer = false;  // Call: the peer writes the response with RDMA WRITE with immediate
+  bool cancelled = false;    // completes Cancelled when the answer comes
 };
 
 class RemoteOpTable {
@@ -39,6 +49,11 @@ class RemoteOpTable {
 
   std::uint64_t insert(RemoteOp op);  // token, never 0
   RemoteOp* find(std::uint64_t token) noexcept;
+  // By the low 32 bits alone (the slot): what an RDMA WRITE with immediate
+  // carries. Without the generation the caller must check kind/channel, and
+  // the protocol must not let a stale immediate arrive (exposed ops stay
+  // until answered, so a slot is reused only after its peer is done).
+  RemoteOp* find_slot(std::uint32_t low, std::uint64_t* token) noexcept;
   void erase(std::uint64_t token) noexcept;
   std::size_t size() const noexcept { return live_; }
 

@@ -1,0 +1,273 @@
+// Our clients' Send/Call on remote endpoints, their answers, Close and
+// detach.
+//
+// Three shapes, chosen per op:
+//   eager        header + payload in one message (tcp always; rdma up to the
+//                eager threshold), the payload SGE straight from the
+//                client's registered tx arena (zero_copy.cpp);
+//   + response   rdma Call: a RemoteBuffer naming the caller's response
+//     buffer     buffer rides in front of the payload (SendWr prefix); the
+//                serving daemon RDMA-WRITEs the reply into it with
+//                immediate, so the reply lands without a copy here;
+//   rendezvous   rdma, over the eager threshold: a RendezvousReq carries the
+//                source RemoteBuffer (and the response buffer) and the
+//                serving daemon RDMA-READs the payload into its server's rx
+//                arena (rendezvous.cpp).
+// A Send completes with the peer's zero-length Response (the delivery
+// outcome), a Call with its Response or WriteDone.
+//
+// Send windows (README "Flow control"): an op counts against its endpoint,
+// its channel and the NIC from post to answer. Past any limit it parks on
+// its endpoint (FIFO with the local parks, delivery-timeout-ms bound), so a
+// slow service back-pressures only its own senders while others sharing the
+// QPs go on.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "daemon/engine.h"
+#include "transport/wire/remote_buffer.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::uint8_t put_buffer(transport::SendWr& wr, const wire::RemoteBuffer& rb) noexcept {
+  encode_remote_buffer(
+      rb, std::span<std::byte, wire::kRemoteBufferBytes>(wr.prefix.data() + wr.prefix_len, wire::kRemoteBufferBytes));
+  wr.prefix_len = static_cast<std::uint8_t>(wr.prefix_len + wire::kRemoteBufferBytes);
+  return wr.prefix_len;
+}
+
+}  // namespace
+
+void Engine::op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
+  Status failure = Status::Ok;
+  switch (try_send_remote(c, ep, e, &failure)) {
+    case Delivery::Done: break;
+    case Delivery::Blocked: park(c, ep, e); break;
+    case Delivery::Failed: complete(c, static_cast<shm::Op>(e.op), e.user_data, failure); break;
+  }
+}
+
+bool Engine::window_open(const peer::Channel& ch, const Endpoint& ep, std::uint32_t bytes) const noexcept {
+  // One op always fits an empty window, however large: a window smaller
+  // than a message must slow it down, not refuse it.
+  if (config_.endpoint_window_ops != 0 && ep.inflight >= config_.endpoint_window_ops) return false;
+  if (config_.channel_window_ops != 0 && ch.window_ops >= config_.channel_window_ops) return false;
+  if (config_.channel_window_bytes != 0 && ch.window_ops != 0 && ch.window_bytes + bytes > config_.channel_window_bytes)
+    return false;
+  if (config_.nic_window_bytes != 0 && nic_window_ops_ != 0 && nic_window_bytes_ + bytes > config_.nic_window_bytes)
+    return false;
+  return true;
+}
+
+Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure) {
+  const auto op = static_cast<shm::Op>(e.op);
+  peer::Channel* ch = ep.peer_dead ? nullptr : peers_->find(ep.channel);
+  if (ch == nullptr || !ch->usable()) {
+    *failure = Status::PeerReset;
+    return Delivery::Failed;
+  }
+  const bool is_call = op == shm::Op::Call;
+  // rdma with a registered segment: response buffer and rendezvous.
+  const bool rdma = c.mr.valid() && rdma_pd_ != nullptr;
+  const bool resp_buffer = rdma && is_call && e.resp_length != 0;
+  const std::uint32_t prefix = resp_buffer ? wire::kRemoteBufferBytes : 0;
+  const bool rendezvous = rdma && e.length + prefix > lane_max_message_;
+  if (e.length + prefix > lane_max_message_ && !rendezvous) {
+    *failure = Status::BadRequest;  // over max-message-bytes on tcp lanes: the client library checks it first
+    return Delivery::Failed;
+  }
+  if (!window_open(*ch, ep, e.length)) {
+    ++ch->window_stalls;
+    bump(counters_.window_stalls);
+    return Delivery::Blocked;
+  }
+
+  peer::RemoteOp rop;
+  rop.kind = is_call ? peer::RemoteOpKind::Call : peer::RemoteOpKind::Send;
+  rop.client = c.id();
+  rop.endpoint = ep.id;
+  rop.channel = ch->id;
+  rop.lane = ep.id;
+  rop.user_data = e.user_data;
+  rop.resp_offset = e.resp_offset;
+  rop.resp_length = e.resp_length;
+  rop.bytes = e.length;
+  rop.exposed = rendezvous || resp_buffer;
+  rop.resp_buffer = resp_buffer;
+  const std::uint64_t token = remote_ops_.insert(std::move(rop));
+
+  transport::SendWr wr;
+  wr.header.src_ep = ep.id;
+  wr.header.dst_ep = ep.remote_ep;
+  wr.header.token = token;
+  const transport::MemoryHandle mr = c.mr.handle();
+  if (rendezvous) {
+    wr.header.type = wire::MsgType::RendezvousReq;
+    wr.header.aux = static_cast<std::uint8_t>(is_call ? wire::MsgType::Call : wire::MsgType::Send);
+    put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.offset)), mr.rkey, e.length});
+  } else {
+    wr.header.type = is_call ? wire::MsgType::Call : wire::MsgType::Send;
+    wr.payload = c.at(e.offset);
+    wr.payload_len = e.length;
+  }
+  if (resp_buffer) {
+    wr.header.flags |= wire::kFlagRespBuffer;
+    put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.resp_offset)), mr.rkey, e.resp_length});
+  }
+  // The peer's answer completes the op; a failed WR still reports
+  // (on_send_done) and fails it. A payload from the client's arena goes
+  // signaled and tracked (zero_copy.cpp); otherwise unsignaled, copied.
+  const std::uint64_t zc = wr.payload_len != 0 ? zc_track(c, token) : 0;
+  wr.user_data = zc != 0 ? zc : token;
+  wr.signaled = zc != 0;
+  if (zc != 0) wr.local = mr;
+  const auto r = peers_->post(*ch, ep.id, wr);
+  if (r.accepted != 1) {
+    if (zc != 0) zc_done(zc);
+    remote_ops_.erase(token);
+    if (r.status == Status::Busy) {  // send queue (or credit backlog) full: wait like a full window
+      ++ch->window_stalls;
+      bump(counters_.window_stalls);
+      return Delivery::Blocked;
+    }
+    *failure = Status::PeerReset;
+    return Delivery::Failed;
+  }
+  ++ch->lanes[ep.id % ch->lane_count].stats.inflight;
+  ++ch->window_ops;
+  ch->window_bytes += e.length;
+  ++nic_window_ops_;
+  nic_window_bytes_ += e.length;
+  ++ep.inflight;
+  if (rendezvous || resp_buffer) ++c.remote_holds;
+  if (rendezvous) bump(counters_.rendezvous_sends);
+  bump(is_call ? counters_.remote_calls : counters_.remote_sends);
+  return Delivery::Done;
+}
+
+void Engine::finish_remote_op(const peer::RemoteOp& op) noexcept {
+  if (peer::Channel* ch = peers_->find(op.channel)) {
+    peer::LaneStats& st = ch->lanes[op.lane % std::max<std::uint32_t>(ch->lane_count, 1)].stats;
+    if (st.inflight != 0) --st.inflight;
+    if (ch->window_ops != 0) --ch->window_ops;
+    ch->window_bytes -= std::min<std::uint64_t>(ch->window_bytes, op.bytes);
+  }
+  if (nic_window_ops_ != 0) --nic_window_ops_;
+  nic_window_bytes_ -= std::min<std::uint64_t>(nic_window_bytes_, op.bytes);
+  if (ClientSession* c = client(op.client)) {
+    if (auto it = c->endpoints.find(op.endpoint); it != c->endpoints.end() && it->second.inflight != 0)
+      --it->second.inflight;
+  }
+  if (op.exposed) release_hold(op.client);
+}
+
+void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::byte* payload) {
+  peer::RemoteOp* found = remote_ops_.find(h.token);
+  if (found == nullptr || found->channel != ch.id ||
+      (found->kind != peer::RemoteOpKind::Send && found->kind != peer::RemoteOpKind::Call)) {
+    return;  // late (op already failed or cancelled) or forged
+  }
+  const peer::RemoteOp op = *found;
+  remote_ops_.erase(h.token);
+  finish_remote_op(op);
+  ClientSession* c = client(op.client);
+  if (c == nullptr) return;
+  const shm::Op kind = op.kind == peer::RemoteOpKind::Send ? shm::Op::Send : shm::Op::Call;
+  if (op.cancelled) {
+    complete(*c, kind, op.user_data, Status::Cancelled);
+    return;
+  }
+  if (kind == shm::Op::Send || h.status != Status::Ok) {
+    complete(*c, kind, op.user_data, h.status, 0, h.status == Status::ResponseTooLarge ? h.aux : 0);
+    return;
+  }
+  if (h.payload_len > op.resp_length) {
+    complete(*c, shm::Op::Call, op.user_data, Status::ResponseTooLarge, 0, h.payload_len);
+    return;
+  }
+  if (h.payload_len != 0) {
+    std::memcpy(c->at(op.resp_offset), payload, h.payload_len);
+    bump(counters_.bytes_copied, h.payload_len);
+  }
+  bump(counters_.replies);
+  complete(*c, shm::Op::Call, op.user_data, Status::Ok, 0, h.payload_len);
+}
+
+void Engine::on_write_done(peer::Channel& ch, const wire::Header& h) {
+  // The reply is already in the caller's response buffer: no copy here.
+  std::uint64_t token = 0;
+  peer::RemoteOp* found = remote_ops_.find_slot(static_cast<std::uint32_t>(h.token), &token);
+  if (found == nullptr || found->channel != ch.id || found->kind != peer::RemoteOpKind::Call || !found->resp_buffer) {
+    spdlog::warn("channel {}: WRITE with immediate {} names no call waiting for one; ignored", ch.id, h.token);
+    return;
+  }
+  const peer::RemoteOp op = *found;
+  remote_ops_.erase(token);
+  finish_remote_op(op);
+  ClientSession* c = client(op.client);
+  if (c == nullptr) return;
+  if (op.cancelled) {
+    complete(*c, shm::Op::Call, op.user_data, Status::Cancelled);
+    return;
+  }
+  // The NIC wrote h.aux bytes; more than the buffer means a peer that
+  // ignored the descriptor's length: report it rather than trust it.
+  if (h.aux > op.resp_length) {
+    spdlog::warn("channel {}: peer wrote {} bytes into a {}-byte response buffer", ch.id, h.aux, op.resp_length);
+    complete(*c, shm::Op::Call, op.user_data, Status::ProtocolError);
+    return;
+  }
+  bump(counters_.replies);
+  bump(counters_.zero_copy_replies);
+  complete(*c, shm::Op::Call, op.user_data, Status::Ok, 0, h.aux);
+}
+
+void Engine::close_remote(ClientSession& c, Endpoint& ep) {
+  // Its Sends/Calls still waiting for the peer complete Cancelled: at once,
+  // or, where the peer may still READ or WRITE the client's memory, when
+  // the peer answers (it answers every call of a closed proxy, on the same
+  // lane, after any WRITE it posted).
+  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) {
+    if (op.client != c.id() || op.endpoint != ep.id) return false;
+    if (op.kind != peer::RemoteOpKind::Send && op.kind != peer::RemoteOpKind::Call) return false;
+    if (op.exposed) {
+      op.cancelled = true;
+      return false;
+    }
+    finish_remote_op(op);
+    complete(c, op.kind == peer::RemoteOpKind::Call ? shm::Op::Call : shm::Op::Send, op.user_data, Status::Cancelled);
+    return true;
+  });
+  peer::Channel* ch = peers_->find(ep.channel);
+  if (ep.peer_dead || ch == nullptr || !ch->usable()) return;
+  wire::Header bye;
+  bye.type = wire::MsgType::Close;
+  bye.src_ep = ep.id;
+  bye.dst_ep = ep.remote_ep;
+  peers_->send(*ch, ep.id, bye, nullptr, 0, 0, false);
+  peers_->unbind_endpoint(*ch);
+}
+
+void Engine::forget_remote_of(ClientSession& gone) {
+  // Nobody to complete to: drop its remote ops (answers then find nothing)
+  // except those exposing its memory, which keep the session retired until
+  // answered; close its remote endpoints so peers drop their proxies.
+  remote_ops_.sweep([&](std::uint64_t, peer::RemoteOp& op) {
+    if (op.client != gone.id()) return false;
+    if (op.exposed) {
+      op.cancelled = true;
+      return false;
+    }
+    if (op.kind == peer::RemoteOpKind::Send || op.kind == peer::RemoteOpKind::Call) finish_remote_op(op);
+    return true;
+  });
+  for (auto& [id, ep] : gone.endpoints) {
+    if (ep.channel != 0) close_remote(gone, ep);
+  }
+}
+
+}  // namespace ferry::daemon
