@@ -31,7 +31,24 @@ std::string render_counters(const json::Value& counters);
 std::string render_object_list(const json::Value& list, const std::vector<std::string>& preferred,
                                std::string_view empty, std::string_view indent = "");
 
-inline const std::vector<std::string> kPeerColumns{"addr", "host", "state", "transport", "epoch", "qps", "rtt_us"};
+// Credit columns hold one number per lane ("127,120"); rnr_naks is the
+// daemon-wide count repeated per peer.
+inline const std::vector<std::string> kPeerColumns{"addr",
+                                                   "host",
+                                                   "state",
+                                                   "transport",
+                                                   "epoch",
+                                                   "qps",
+                                                   "rtt_us",
+                                                   "lane_credits",
+                                                   "lane_credits_owed",
+                                                   "lane_backlog",
+                                                   "lane_credit_stalls",
+                                                   "window_ops",
+                                                   "window_bytes",
+                                                   "window_stalls",
+                                                   "reads_inflight",
+                                                   "rnr_naks"};
 inline const std::vector<std::string> kChannelColumns{"peer", "addr", "state", "transport", "qps", "epoch"};
 
 }  // namespace ferry::ctl

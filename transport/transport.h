@@ -134,6 +134,10 @@ struct TransportCaps {
   bool rdma_read = false;
   std::uint32_t max_message_bytes = 0;  // largest payload per WR
   std::uint32_t send_queue_depth = 0;   // WRs outstanding per connection
+  // Receives posted per connection: the peer may have this many messages
+  // that consume a receive (Send, RdmaWriteImm) in flight to us. Sent as the
+  // handshake's initial_credits (daemon/peer/channel_credits.cpp).
+  std::uint32_t recv_depth = 0;
   std::uint32_t max_connections = 0;
 };
 

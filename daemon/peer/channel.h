@@ -71,6 +71,11 @@ struct Lane {
   transport::ConnId conn = transport::kInvalidConn;
   bool joined = false;  // handshake on this connection done
   LaneStats stats;
+  // Credit bookkeeping beside the stats (channel_credits.cpp).
+  std::uint32_t peer_credits = 0;        // the peer's initial_credits here; 0 until its Hello/HelloAck
+  std::uint32_t recv_unposted = 0;       // receives used since the last lanes poll: not reposted yet
+  std::uint32_t unposted_by_credit = 0;  // ... of them used by pure Credit messages
+  std::uint32_t owed_by_credit = 0;      // part of stats.credits_owed used by pure Credit messages
 };
 
 struct Channel {
@@ -102,7 +107,7 @@ struct Channel {
   // Sends/Calls posted on this channel and not yet answered.
   std::uint32_t window_ops = 0;
   std::uint64_t window_bytes = 0;
-  std::uint64_t window_stalls = 0;  // ops that waited for room in a window
+  std::uint64_t window_stalls = 0;   // ops that waited for room in a window
   std::uint32_t reads_inflight = 0;  // rendezvous READs we issued on it (receiver side)
 
   bool usable() const noexcept { return state == ChannelState::Up || state == ChannelState::Draining; }

@@ -26,7 +26,7 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.qp_count = static_cast<std::uint16_t>(cfg_.lanes);
   hs.daemon_epoch = cfg_.epoch;
   hs.capabilities = lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma : wire::kCapTcp;
-  hs.initial_credits = 1024;  // no credit flow control yet: informational
+  hs.initial_credits = recv_depth_;  // receives each lane posts: the peer's credits (channel_credits.cpp)
   hs.max_message_bytes = cfg_.max_message_bytes;
   return hs;
 }
@@ -146,6 +146,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     l.conn = conn;
     l.joined = true;
     conns_[key(conn, on_lanes)] = ConnRef{ch->id, static_cast<std::int32_t>(lane)};
+    lane_credits_from(*ch, static_cast<std::uint32_t>(lane), remote.initial_credits, true);
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
     if (ch->all_lanes_joined()) become_up(*ch, now_ns);
     return;
@@ -156,6 +157,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
 
 void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                                   std::uint64_t now_ns) {
+  lane_credits_from_ack(ch, lane, h, payload);
   if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined) {
     // A lane's ack overtaken by data on another lane (see on_recv): the
     // channel already went Up on the strength of that data.
@@ -212,6 +214,7 @@ void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
 }
 
 void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
+  start_credits(ch);
   set_state(ch, ChannelState::Up, now_ns);
   bump(counters_.peer_connects);
   ch.last_heard_ns = now_ns;

@@ -38,6 +38,7 @@ std::size_t ChannelManager::tick(std::uint64_t now_ns) {
       continue;
     }
     heartbeat(*ch, now_ns);
+    credit_tick(*ch);
   }
   reap();
   return work;
@@ -126,6 +127,9 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
     }
   }
   set_state(ch, orderly ? ChannelState::Down : ChannelState::Failed, now_ns);
+  // WRs waiting for credits fail before the channel is reported down, so
+  // the engine settles them (zero-copy holds) while the ops still exist.
+  fail_backlog(ch);
   events_.on_channel_down(ch, why);
   finished_.push_back(ch.id);
 }

@@ -1,11 +1,13 @@
 // ChannelManager: connect (get-or-create), accept, the completion pump,
-// posting on lanes, and the status snapshot.
+// and the status snapshot. Posting on lanes: channel_credits.cpp.
 #include "daemon/peer/channel_manager.h"
 
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace ferry::daemon::peer {
 
@@ -21,6 +23,10 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
+  // Our receives per lane are the peer's credits (local_handshake); at
+  // least 2, so one data message fits beside the reserved credit.
+  recv_depth_ = std::clamp<std::uint32_t>(lanes_.caps().recv_depth, 2, wire::kMaxInitialCredits);
+  grant_threshold_ = std::max<std::uint32_t>(1, recv_depth_ / 4);
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
   conns_.reserve(256);
 }
@@ -115,6 +121,9 @@ std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
 
 std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept {
   const std::size_t n = via(on_lanes).poll(batch_);
+  // That poll reposted the receives used before it: grant them now, before
+  // this batch's Recvs use more (granting those waits for the next poll).
+  if (&via(on_lanes) == &lanes_) credits_reposted();
   for (std::size_t i = 0; i < n; ++i) {
     const transport::Completion& c = batch_[i];
     switch (c.kind) {
@@ -149,6 +158,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
   LaneStats* st = stats_of(*ch, ref.lane);
   ++st->rx_msgs;
   st->rx_bytes += wire::kHeaderBytes + c.header.payload_len;
+  if (ref.lane >= 0 && !credits_in(*ch, static_cast<std::uint32_t>(ref.lane), c.header, now_ns)) return;
   switch (c.header.type) {
     case wire::MsgType::HelloAck: on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
     case wire::MsgType::Heartbeat: on_heartbeat(*ch, c.header, now_ns); return;
@@ -177,6 +187,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     fail(*ch, Status::ProtocolError, now_ns);
     return;
   }
+  if (c.header.type == wire::MsgType::Credit) return;  // its grant is taken: nothing for the engine
   events_.on_message(*ch, static_cast<std::uint32_t>(ref.lane), c.header, c.payload);
 }
 
@@ -209,22 +220,6 @@ transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, cons
   return post(ch, lane, wr);
 }
 
-transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept {
-  transport::PostResult r;
-  if (!ch.usable() || ch.lane_count == 0) {
-    r.status = Status::PeerReset;
-    return r;
-  }
-  Lane& l = ch.lanes[lane % ch.lane_count];
-  wr.conn = l.conn;
-  r = lanes_.post_send(std::span<const transport::SendWr>(&wr, 1));
-  if (r.accepted == 1) {
-    ++l.stats.tx_msgs;
-    l.stats.tx_bytes += wire::kHeaderBytes + wr.payload_len;
-  }
-  return r;
-}
-
 void ChannelManager::unbind_endpoint(Channel& ch) {
   if (ch.endpoints != 0) --ch.endpoints;
   // The initiator of a losing duplicate closes it once nothing uses it.
@@ -253,6 +248,11 @@ void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) 
       p.lanes[i] = ch->lanes[i].stats;
       p.lane_ids[i] = ch->lanes[i].conn;
     }
+    p.window_ops = ch->window_ops;
+    p.window_bytes = ch->window_bytes;
+    p.window_stalls = ch->window_stalls;
+    p.reads_inflight = ch->reads_inflight;
+    p.rnr_naks = read(counters_.rnr_naks);
     p.endpoints = ch->endpoints;
     p.rtt_us = ch->rtt_us;
     p.since_s = (now_ns - ch->state_since_ns) / 1'000'000'000;

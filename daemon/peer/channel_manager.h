@@ -27,11 +27,27 @@
 //
 // Files: channel_manager.cpp (connect/accept/poll/send/snapshot),
 // channel_handshake.cpp (Hello/HelloAck, duplicate resolution),
-// channel_heartbeat.cpp (heartbeats, deadlines, failing a channel).
+// channel_heartbeat.cpp (heartbeats, deadlines, failing a channel),
+// channel_credits.cpp (receive credits on the data lanes).
+//
+// Receive credits (DESIGN.md "Flow control", first layer): a WR that uses a
+// receive at the peer (Send, RdmaWriteImm) is posted only with a credit, so
+// an RNR NAK cannot happen. A lane starts with the peer's handshake
+// initial_credits (its transport's recv_depth) less the handshake message we
+// sent on it. Every message we receive on a lane (WriteDone included) is a
+// receive we owe back; it is granted only after the NEXT lanes poll (the
+// transport reposts consumed receives at the start of poll()), piggybacked
+// on the header `credit` of whatever we post on that lane next, or in an
+// explicit Credit message when a quarter of our depth is owed or at tick()
+// when anything a data message used is owed. One credit stays in reserve for
+// Credit messages, so two sides out of credits can always unblock each
+// other. A WR without a credit waits in the lane's FIFO backlog (fixed
+// capacity; full -> Busy); later WRs of the lane queue behind it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -80,6 +96,13 @@ struct PeerInfo {
   std::uint32_t lane_count = 0;
   std::array<LaneStats, kMaxLanes> lanes{};
   std::array<transport::ConnId, kMaxLanes> lane_ids{};
+  // Channel send window (engine) and RNR NAKs. rnr_naks is the daemon-wide
+  // counter repeated per channel: the rdma transport does not count per QP.
+  std::uint32_t window_ops = 0;
+  std::uint64_t window_bytes = 0;
+  std::uint64_t window_stalls = 0;
+  std::uint32_t reads_inflight = 0;
+  std::uint64_t rnr_naks = 0;
   std::uint32_t endpoints = 0;
   std::uint64_t rtt_us = 0;
   std::uint64_t since_s = 0;
@@ -130,7 +153,18 @@ class ChannelManager {
                              transport::MemoryHandle local = {}) noexcept;
   // Posts one WR of any op (rdma: RdmaWriteImm, RdmaRead) on a lane of a
   // usable channel; wr.conn is filled in here. send() is post() of a Send.
+  // Credits: a Send/RdmaWriteImm without one (or any WR behind a non-empty
+  // backlog) is queued and counts as accepted: it is posted when credits
+  // come, or completes through on_send_done(user_data, PeerReset) when the
+  // channel ends. Its payload must stay valid until then (as it must until
+  // a tcp lane has written it). Busy when the lane's backlog is full.
   transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
+
+  // WRs a lane queues at most while waiting for credits.
+  static constexpr std::uint32_t kBacklogCapacity = 1024;
+  // Credits a data WR leaves unused: kept for an explicit Credit message.
+  static constexpr std::uint32_t kCreditReserve = 1;
+  static_assert((kBacklogCapacity & (kBacklogCapacity - 1)) == 0, "backlog index is masked");
 
   // Endpoint/proxy bookkeeping: a Draining duplicate closes when it has none.
   void bind_endpoint(Channel& ch) noexcept { ++ch.endpoints; }
@@ -206,6 +240,33 @@ class ChannelManager {
   void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
   void reap();
 
+  // channel_credits.cpp
+  struct LaneBacklog {
+    std::unique_ptr<transport::SendWr[]> ring;  // kBacklogCapacity, allocated when the channel comes up
+    std::uint32_t head = 0;
+  };
+  using ChannelBacklog = std::array<LaneBacklog, kMaxLanes>;
+  static bool uses_receive(transport::WrOp op) noexcept {
+    return op == transport::WrOp::Send || op == transport::WrOp::RdmaWriteImm;
+  }
+  // Control path: backlog storage for an Up channel; dropped in finish().
+  void start_credits(Channel& ch);
+  // A lane's handshake told the peer's initial credits. Acceptor: from its
+  // Hello (which used one of our receives). Initiator: from its HelloAck.
+  void lane_credits_from(Channel& ch, std::uint32_t lane, std::uint32_t peer_initial, bool hello_received);
+  void lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload);
+  // Every message received on a lane: owes a receive, takes its grant.
+  // false: the grant was too large and the channel failed.
+  bool credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept;
+  // After a lanes poll: receives used before it are reposted, so grantable.
+  void credits_reposted() noexcept;
+  transport::PostResult post_now(Lane& l, std::span<transport::SendWr> wrs) noexcept;
+  void flush_backlog(Channel& ch, std::uint32_t lane) noexcept;
+  bool send_credit(Channel& ch, std::uint32_t lane) noexcept;
+  void credit_tick(Channel& ch) noexcept;
+  // Completes every queued WR with PeerReset, once; frees the storage.
+  void fail_backlog(Channel& ch) noexcept;
+
   transport::Transport& transport_;  // bootstrap connections
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
   bool split_ = false;
@@ -225,6 +286,11 @@ class ChannelManager {
   std::array<std::byte, wire::kHandshakeMaxBytes> hello_{};
   std::uint32_t hello_len_ = 0;
   std::uint64_t last_now_ns_ = 0;
+  // Credits (channel_credits.cpp).
+  std::unordered_map<std::uint32_t, std::unique_ptr<ChannelBacklog>> backlogs_;
+  std::uint32_t recv_depth_ = 2;       // receives our lane transport posts per connection
+  std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
+  bool reposts_due_ = false;           // some lane used receives since the last lanes poll
 };
 
 }  // namespace ferry::daemon::peer

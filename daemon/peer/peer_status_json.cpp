@@ -21,7 +21,20 @@ json::Value lane_json(const PeerInfo& p, std::uint32_t i) {
   o["tx_bytes"] = json::Value(p.lanes[i].tx_bytes);
   o["rx_bytes"] = json::Value(p.lanes[i].rx_bytes);
   o["inflight"] = json::Value(p.lanes[i].inflight);
+  o["credits"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].credits));
+  o["credits_owed"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].credits_owed));
+  o["backlog"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].backlog));
+  o["credit_stalls"] = json::Value(p.lanes[i].credit_stalls);
   return json::Value(std::move(o));
+}
+
+// One value per lane, in lane order: a scalar array, so ferryctl's tables
+// show it as one "a,b,c" cell.
+template <typename Field>
+json::Value per_lane(const PeerInfo& p, Field field) {
+  json::Array a;
+  for (std::uint32_t i = 0; i < p.lane_count; ++i) a.emplace_back(static_cast<std::uint64_t>(field(p.lanes[i])));
+  return json::Value(std::move(a));
 }
 
 }  // namespace
@@ -46,6 +59,15 @@ json::Value peers_json(const std::vector<PeerInfo>& peers) {
     o["rtt_us"] = json::Value(p.rtt_us);
     o["since_s"] = json::Value(p.since_s);
     o["initiated"] = p.initiated;
+    o["window_ops"] = json::Value(static_cast<std::uint64_t>(p.window_ops));
+    o["window_bytes"] = json::Value(p.window_bytes);
+    o["window_stalls"] = json::Value(p.window_stalls);
+    o["reads_inflight"] = json::Value(static_cast<std::uint64_t>(p.reads_inflight));
+    o["rnr_naks"] = json::Value(p.rnr_naks);  // daemon-wide: the transport has no per-QP count
+    o["lane_credits"] = per_lane(p, [](const LaneStats& s) { return s.credits; });
+    o["lane_credits_owed"] = per_lane(p, [](const LaneStats& s) { return s.credits_owed; });
+    o["lane_backlog"] = per_lane(p, [](const LaneStats& s) { return s.backlog; });
+    o["lane_credit_stalls"] = per_lane(p, [](const LaneStats& s) { return s.credit_stalls; });
     a.emplace_back(std::move(o));
   }
   return json::Value(std::move(a));

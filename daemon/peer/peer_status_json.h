@@ -10,12 +10,16 @@
 
 namespace ferry::daemon::peer {
 
-// [{address, addr, epoch, state, transport, qps, channels:[{id, state,
-//   transport, tx_msgs, rx_msgs, tx_bytes, rx_bytes, inflight}], endpoints,
-//   heartbeat_rtt_us, rtt_us, since_s, initiated}]
+// [{address, addr, epoch, state, transport, qps, channels:[{id, lane, state,
+//   transport, tx_msgs, rx_msgs, tx_bytes, rx_bytes, inflight, credits,
+//   credits_owed, backlog, credit_stalls}], endpoints, heartbeat_rtt_us,
+//   rtt_us, since_s, initiated, window_ops, window_bytes, window_stalls,
+//   reads_inflight, rnr_naks (daemon-wide), lane_credits, lane_credits_owed,
+//   lane_backlog, lane_credit_stalls (one number per lane)}]
 json::Value peers_json(const std::vector<PeerInfo>& peers);
 // One row per data connection: [{peer, addr, id, state, transport, qps,
-//   epoch, tx_msgs, rx_msgs, tx_bytes, rx_bytes, inflight}]
+//   epoch, tx_msgs, rx_msgs, tx_bytes, rx_bytes, inflight, credits,
+//   credits_owed, backlog, credit_stalls}]
 json::Value channels_json(const std::vector<PeerInfo>& peers);
 
 }  // namespace ferry::daemon::peer

@@ -120,6 +120,7 @@ TransportCaps RdmaTransport::caps() const noexcept {
   c.rdma_write = c.rdma_write_imm = c.rdma_read = true;
   c.max_message_bytes = config_.max_eager_bytes;
   c.send_queue_depth = kSendQueueDepth;
+  c.recv_depth = kRecvDepth;
   c.max_connections = config_.max_connections;
   return c;
 }

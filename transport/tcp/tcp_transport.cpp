@@ -78,6 +78,11 @@ TransportCaps TcpTransport::caps() const noexcept {
   c.kind = TransportKind::Tcp;
   c.max_message_bytes = config_.max_message_bytes;
   c.send_queue_depth = kSendQueueDepth;
+  // TCP posts no receives (the socket buffer absorbs bursts), but the channel
+  // layer runs one credit protocol on both transports: 128, like rdma's
+  // kRecvDepth, so tcp lanes behave (and are tested) as rdma lanes do, and a
+  // peer has at most this many unprocessed messages queued at us per lane.
+  c.recv_depth = 128;
   c.max_connections = config_.max_connections;
   return c;
 }

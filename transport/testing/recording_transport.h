@@ -35,6 +35,7 @@ class RecordingTransport final : public Transport {
     c.kind = TransportKind::Tcp;
     c.max_message_bytes = 1u << 20;
     c.send_queue_depth = 256;
+    c.recv_depth = 128;
     c.max_connections = 64;
     return c;
   }
