@@ -67,6 +67,8 @@ bool ChannelManager::credits_in(Channel& ch, std::uint32_t lane, const wire::Hea
   }
   l.stats.credits += h.credit;
   if (l.stats.backlog != 0) flush_backlog(ch, lane);
+  // A grant due earlier that found us without any credit goes now.
+  if (l.stats.credits_owed >= grant_threshold_ && ch.usable()) send_credit(ch, lane);
   return true;
 }
 
