@@ -44,9 +44,15 @@ struct FaultCallerSpec {
   const itest::Gate* fault = nullptr;     // opened by the parent right before it injects the fault
   const itest::Gate* progress = nullptr;  // signalled after `progress_after` verified calls
   std::uint64_t progress_after = 50;
-  const itest::Gate* recovered = nullptr;      // signalled at the first verified call after re-open
-  std::uint64_t after_recovery = 100;          // verified calls after re-open (bystander: after `stop`)
-  const itest::Gate* stop = nullptr;           // when set: also run until it is ready
+  const itest::Gate* recovered = nullptr;     // signalled at the first verified call after re-open
+  std::uint64_t after_recovery = 100;         // verified calls after re-open (bystander: after `stop`)
+  const itest::Gate* stop = nullptr;          // when set: also run until it is ready
+  const itest::Gate* reopen_after = nullptr;  // when set: no re-open before it is ready (the fault is over)
+  // With reopen_after: the fault may also pass without failing any call
+  // (e.g. RC retransmissions outlast a short link outage). Then the caller
+  // needs `after_recovery` verified calls after reopen_after opened, and
+  // recovery_ms runs to the first of them.
+  bool fault_optional = false;
   std::chrono::milliseconds open_within{10s};  // the first open (a slow channel set-up retries)
   std::chrono::milliseconds reopen_within{20s};
   std::chrono::milliseconds run_within{45s};

@@ -74,8 +74,10 @@ int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& sto
         }
         pending.push_back(e);
       } else if (e.kind == Completion::Kind::OpDone && e.op == OpKind::Reply) {
-        // A caller that died or gave a small buffer is the caller's problem.
-        if (e.status != Status::Ok && e.status != Status::CallerGone && e.status != Status::ResponseTooLarge) {
+        // A caller that died or gave a small buffer is the caller's problem;
+        // so is a remote caller whose channel failed (PeerReset: fault tests).
+        if (e.status != Status::Ok && e.status != Status::CallerGone && e.status != Status::ResponseTooLarge &&
+            e.status != Status::PeerReset) {
           return fail(36, "server: reply completed %s", std::string(to_string(e.status)).c_str());
         }
         if (e.user_data >= replies.size()) return fail(37, "server: bogus reply user_data");
