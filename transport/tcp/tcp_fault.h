@@ -10,6 +10,7 @@
 // counted nor touched, so the channel always comes up and the fault lands on
 // traffic. Frames are counted from 1 over every connection of the transport
 // (one TcpTransport per ferryd: bootstrap and tcp lanes), in post_send order.
+// With rdma lanes only the bootstrap is tcp: no data frame, so it never fires.
 //
 // drop: the Nth data frame, or the first later one that finds its
 //   connection's send queue fully written (a frame queued behind bytes not
