@@ -187,7 +187,10 @@ std::unique_ptr<Client> attach_retry(const std::string& socket, const std::strin
   for (;;) {
     auto r = Client::attach(o);
     if (r) return std::move(r.value);
-    if (r.status != Status::DaemonGone || Clock::now() > deadline) {
+    // DaemonGone: not listening yet. Timeout: the daemon was slow to answer
+    // (under the Soft-RoCE VM registering a segment takes seconds each, one
+    // attach at a time); it hangs up on the abandoned attach by itself.
+    if ((r.status != Status::DaemonGone && r.status != Status::Timeout) || Clock::now() > deadline) {
       std::fprintf(stderr, "%s: attach failed: %s\n", name.c_str(), std::string(to_string(r.status)).c_str());
       return nullptr;
     }
