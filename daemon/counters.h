@@ -28,6 +28,7 @@ struct Counters {
   // Channels between daemons.
   Counter peer_connects{0};      // channels that came Up
   Counter peer_failures{0};      // channels that failed (reset, timeout, refused, unreachable)
+  Counter peer_auth_failures{0};  // peer handshakes refused by shared-secret authentication (either side)
   Counter remote_sends{0};       // Sends posted to a peer
   Counter remote_calls{0};       // Calls posted to a peer
   Counter remote_delivered{0};   // Message/Request deliveries that came from a peer
@@ -64,6 +65,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("corrupt_rings", c.corrupt_rings);
   f("peer_connects", c.peer_connects);
   f("peer_failures", c.peer_failures);
+  f("peer_auth_failures", c.peer_auth_failures);
   f("remote_sends", c.remote_sends);
   f("remote_calls", c.remote_calls);
   f("remote_delivered", c.remote_delivered);

@@ -77,7 +77,7 @@ bool ChannelManager::auth_check_hello(transport::ConnId conn, const wire::Handsh
   } else {
     return true;
   }
-  bump(counters_.peer_failures);
+  bump(counters_.peer_auth_failures);
   refuse(conn, 0, Status::PermissionDenied, on_lanes);
   return false;
 }
@@ -134,6 +134,7 @@ bool ChannelManager::auth_check_lane(Channel& ch, const wire::Handshake& remote)
 
 void ChannelManager::auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns) {
   spdlog::warn("channel {} ({}): authentication failed: {}; channel refused", ch.id, name_of(ch), why);
+  bump(counters_.peer_auth_failures);
   if (ch.bootstrap != transport::kInvalidConn) {
     // Tell the peer why, so its log says it too (fail() then closes).
     wire::Header bye;

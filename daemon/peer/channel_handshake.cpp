@@ -182,6 +182,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
   if (h.status == Status::PermissionDenied) {
     spdlog::warn("channel {} ({}): authentication failed: the peer refused us (auth-secret-file on one side only?)",
                  ch.id, ch.address);
+    bump(counters_.peer_auth_failures);
     fail(ch, h.status, now_ns);
     return;
   }

@@ -158,6 +158,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
         // The peer checked our proof (or our lack of one) and refused it.
         spdlog::warn("channel {} ({}): authentication failed: the peer refused our proof (the auth secrets differ?)",
                      ch->id, ch->address.empty() ? "accepted" : ch->address);
+        bump(counters_.peer_auth_failures);
         fail(*ch, Status::PermissionDenied, now_ns);
         return;
       }
