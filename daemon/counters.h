@@ -28,13 +28,14 @@ struct Counters {
   // Channels between daemons.
   Counter peer_connects{0};      // channels that came Up
   Counter peer_failures{0};      // channels that failed (reset, timeout, refused, unreachable)
-  Counter peer_auth_failures{0};  // peer handshakes refused by shared-secret authentication (either side)
   Counter remote_sends{0};       // Sends posted to a peer
   Counter remote_calls{0};       // Calls posted to a peer
   Counter remote_delivered{0};   // Message/Request deliveries that came from a peer
   Counter heartbeats_missed{0};  // heartbeat intervals a peer stayed silent
   Counter staged{0};             // remote deliveries staged for a full receiver
   Counter busy_rejects{0};       // remote deliveries refused with Busy (staging full)
+  // Peer handshakes refused by shared-secret authentication (either side).
+  Counter peer_auth_failures{0};
   // Remote datapath (DESIGN.md contract); flow control and recovery come later.
   Counter rnr_naks{0};
   Counter retransmits{0};

@@ -67,13 +67,15 @@ bool ChannelManager::auth_start(Channel& ch, std::uint64_t now_ns) {
 bool ChannelManager::auth_check_hello(transport::ConnId conn, const wire::Handshake& remote, bool on_lanes) {
   const bool peer_auth = (remote.capabilities & wire::kCapAuth) != 0 && remote.has_nonce;
   if (auth_on() && !peer_auth) {
-    spdlog::warn("peer Hello (epoch {:#018x}) refused: authentication failed: the peer does not authenticate "
-                 "(no auth-secret-file there, or a build without authentication)",
-                 remote.daemon_epoch);
+    spdlog::warn(
+        "peer Hello (epoch {:#018x}) refused: authentication failed: the peer does not authenticate "
+        "(no auth-secret-file there, or a build without authentication)",
+        remote.daemon_epoch);
   } else if (!auth_on() && (peer_auth || (remote.capabilities & wire::kCapAuth) != 0)) {
-    spdlog::warn("peer Hello (epoch {:#018x}) refused: authentication failed: the peer requires authentication "
-                 "and this daemon has no auth-secret-file",
-                 remote.daemon_epoch);
+    spdlog::warn(
+        "peer Hello (epoch {:#018x}) refused: authentication failed: the peer requires authentication "
+        "and this daemon has no auth-secret-file",
+        remote.daemon_epoch);
   } else {
     return true;
   }

@@ -119,8 +119,8 @@ void check_refused(const std::string& secret_a, const std::string& secret_b) {
   Cluster a(1, NetMode::Loopback, flags_with(fa));
   Cluster b(1, NetMode::Loopback, flags_with(fb));
   const Node& nb = b.node(0);
-  INFO("A " << a.node(0).listen() << " secret " << (fa.empty() ? "none" : "yes") << ", B " << nb.listen()
-            << " secret " << (fb.empty() ? "none" : "yes"));
+  INFO("A " << a.node(0).listen() << " secret " << (fa.empty() ? "none" : "yes") << ", B " << nb.listen() << " secret "
+            << (fb.empty() ? "none" : "yes"));
 
   Gate ready, stop;
   const pid_t server = b.spawn_on(0, [&] { return run_rpc_server({nb.socket()}, ready, stop); });
@@ -223,8 +223,8 @@ TEST_CASE("auth: a secret shorter than 16 bytes is a start-up error") {
   REQUIRE(ferryd != nullptr);
   SecretDir secrets;
   const std::string f = secrets.write("short.secret", "fifteen-bytes!!\n");  // 15 after the trim
-  const std::string cmd = std::string(ferryd) + " --check-config --runtime-dir '" + secrets.dir + "' --auth-secret-file '" +
-                          f + "' 2>&1";
+  const std::string cmd =
+      std::string(ferryd) + " --check-config --runtime-dir '" + secrets.dir + "' --auth-secret-file '" + f + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;

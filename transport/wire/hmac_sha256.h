@@ -33,7 +33,8 @@ class Sha256 {
 Sha256Digest sha256(std::span<const std::uint8_t> data) noexcept;
 
 // HMAC-SHA256 over the concatenation of `parts` (saves the caller a copy).
-Sha256Digest hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::span<const std::uint8_t>> parts) noexcept;
+Sha256Digest hmac_sha256(std::span<const std::uint8_t> key,
+                         std::span<const std::span<const std::uint8_t>> parts) noexcept;
 Sha256Digest hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> msg) noexcept;
 
 // Equality whose time does not depend on where the inputs differ, so a MAC
