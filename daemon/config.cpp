@@ -3,6 +3,7 @@
 // rather than a silently wrapped unsigned value.
 #include "daemon/config.h"
 
+#include "daemon/peer/auth_secret.h"
 #include "daemon/target.h"
 #include "transport/wire/handshake.h"
 
@@ -184,7 +185,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
       "log-level", po::value<std::string>(), "trace|debug|info|warn|error [info]; SIGHUP applies a change")(
       "socket-group", po::value<std::string>(), "group owning ferryd.sock and control.sock (mode 0660) [ferryd's]")(
       "auth-secret-file", po::value<std::string>(),
-      "peer shared-secret file (reserved: only checked to be readable and not group/world readable)")(
+      "peer shared-secret file: peer daemons must prove they know the same secret (mode 0600/0400, at least "
+      "16 bytes, trailing newline trimmed; read at start-up) [none: no authentication]")(
       "gid-index", po::value<std::string>(), "RDMA source GID index override [auto; auto or 0..255]");
   for (const auto& k : kNumericKeys) {
     general.add_options()(std::string(k.key).c_str(), po::value<std::string>(), k.help);
@@ -324,6 +326,8 @@ std::optional<std::string> check_system(const Config& c) {
     if (::access(f.c_str(), R_OK) != 0) {
       return "invalid value '" + f + "' for auth-secret-file: not readable: " + std::strerror(errno);
     }
+    std::string secret;  // read here too so --check-config reports a short secret
+    if (auto bad = peer::load_auth_secret(f, secret)) return bad;
   }
   return std::nullopt;
 }

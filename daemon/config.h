@@ -38,7 +38,7 @@ struct Config {
   std::string config_file;
   LogLevel log_level = LogLevel::Info;
   std::string socket_group;      // group given the sockets (mode 0660); empty = ferryd's own group
-  std::string auth_secret_file;  // reserved for peer auth: checked (readable, not group/world readable) only
+  std::string auth_secret_file;  // peer shared secret (daemon/peer/channel_auth.cpp); empty = no peer auth
   std::int32_t gid_index = -1;   // RDMA source GID index: -1 = auto (RoCE v2 GID of the address), 0..255
 
   // Per-client segment sizes: the defaults a client gets when it asks for 0,
@@ -111,7 +111,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv);  // errors t
 
 // Checks that need the system: socket-group names an existing group,
 // auth-secret-file is a readable regular file that group and others cannot
-// read. Returns an error naming the key, or nullopt.
+// read and holds a long enough secret (peer/auth_secret.h). Returns an error
+// naming the key, or nullopt.
 std::optional<std::string> check_system(const Config& c);
 
 // The effective settings, one "key = value" line each (INI, so the output

@@ -34,6 +34,8 @@ struct Counters {
   Counter heartbeats_missed{0};  // heartbeat intervals a peer stayed silent
   Counter staged{0};             // remote deliveries staged for a full receiver
   Counter busy_rejects{0};       // remote deliveries refused with Busy (staging full)
+  // Peer handshakes refused by shared-secret authentication (either side).
+  Counter peer_auth_failures{0};
   // Remote datapath (DESIGN.md contract); flow control and recovery come later.
   Counter rnr_naks{0};
   Counter retransmits{0};
@@ -69,6 +71,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("corrupt_rings", c.corrupt_rings);
   f("peer_connects", c.peer_connects);
   f("peer_failures", c.peer_failures);
+  f("peer_auth_failures", c.peer_auth_failures);
   f("remote_sends", c.remote_sends);
   f("remote_calls", c.remote_calls);
   f("remote_delivered", c.remote_delivered);

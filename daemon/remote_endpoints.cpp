@@ -13,6 +13,7 @@
 
 #include "daemon/engine.h"
 #include "daemon/mono_clock.h"
+#include "daemon/peer/auth_secret.h"
 #include "daemon/transport_choice.h"
 #include "ferry_config.h"
 #include "transport/tcp/tcp_transport.h"
@@ -52,6 +53,7 @@ void Engine::setup_peers(std::uint64_t epoch) {
   cc.connect_timeout_ms = config_.connect_timeout_ms;
   cc.lanes = config_.channel_conns;
   cc.max_message_bytes = std::max<std::uint32_t>(lane_max_message_, wire::kMinMessageBytes);
+  if (auto bad = peer::load_auth_secret(config_.auth_secret_file, cc.auth_secret)) throw std::runtime_error(*bad);
   peers_ = std::make_unique<peer::ChannelManager>(*transport_, static_cast<peer::ChannelEvents&>(*this), cc, counters_,
                                                   lanes_transport_.get());
   blocked_proxies_.reserve(256);

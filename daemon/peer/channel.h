@@ -110,6 +110,16 @@ struct Channel {
   std::uint64_t window_stalls = 0;   // ops that waited for room in a window
   std::uint32_t reads_inflight = 0;  // rendezvous READs we issued on it (receiver side)
 
+  // Shared-secret authentication (channel_auth.cpp; unused when it is off).
+  wire::AuthNonce local_nonce{};
+  wire::AuthNonce peer_nonce{};
+  wire::AuthProof local_proof{};
+  // Our Hello/HelloAck payload for this channel (it carries the channel's
+  // nonce and proof); hello_len 0: the manager's shared payload. Here, not on
+  // the stack: a posted WR's payload must stay valid until it is sent.
+  std::array<std::byte, wire::kHandshakeMaxBytes> hello{};
+  std::uint32_t hello_len = 0;
+
   bool usable() const noexcept { return state == ChannelState::Up || state == ChannelState::Draining; }
   bool finished() const noexcept { return state == ChannelState::Down || state == ChannelState::Failed; }
   bool all_lanes_joined() const noexcept {

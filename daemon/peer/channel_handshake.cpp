@@ -28,6 +28,7 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.capabilities = lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma : wire::kCapTcp;
   hs.initial_credits = recv_depth_;  // receives each lane posts: the peer's credits (channel_credits.cpp)
   hs.max_message_bytes = cfg_.max_message_bytes;
+  if (auth_on()) hs.capabilities |= wire::kCapAuth;
   return hs;
 }
 
@@ -50,13 +51,15 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   transport::SendWr wr;
   wr.conn = conn;
   wr.header = h;
-  wr.payload = hello_.data();
-  wr.payload_len = hello_len_;
+  // A channel with its own payload (auth: nonce, proof) sends that one.
+  const bool own = ch.hello_len != 0;
+  wr.payload = own ? ch.hello.data() : hello_.data();
+  wr.payload_len = own ? ch.hello_len : hello_len_;
   wr.signaled = false;
   const auto r = via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));
   if (r.accepted == 1) {
     ++ch.bootstrap_stats.tx_msgs;
-    ch.bootstrap_stats.tx_bytes += wire::kHeaderBytes + hello_len_;
+    ch.bootstrap_stats.tx_bytes += wire::kHeaderBytes + wr.payload_len;
   }
 }
 
@@ -117,6 +120,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     refuse(conn, h.token, Status::NotSupported, on_lanes);
     return;
   }
+  if (h.token == 0 && !auth_check_hello(conn, remote, on_lanes)) return;
   if (h.token == 0) {
     Channel& ch = create(false, now_ns);
     ch.bootstrap = conn;
@@ -135,6 +139,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     }
     spdlog::info("channel {} from peer epoch {:#018x}: {}", ch.id, ch.peer_epoch, to_string(ch.state));
     set_state(ch, ChannelState::Handshaking, now_ns);
+    if (!auth_accept(ch, remote, now_ns)) return;
     send_hello(ch, conn, 0, true, Status::Ok, false);
     return;
   }
@@ -142,6 +147,14 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
   for (auto& [id, ch] : channels_) {
     if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || ch->state != ChannelState::Handshaking) continue;
     if (lane >= ch->lane_count || ch->lanes[lane].joined) continue;
+    // With auth, the lane names its channel by the initiator's nonce and
+    // joins only with the initiator's proof: nothing flows before it.
+    if (auth_on() && (!remote.has_nonce || remote.auth_nonce != ch->peer_nonce)) continue;
+    if (!auth_check_lane(*ch, remote)) {
+      refuse(conn, h.token, Status::PermissionDenied, on_lanes);
+      auth_failed(*ch, "a data lane's proof does not match our secret (the auth secrets differ)", now_ns);
+      return;
+    }
     Lane& l = ch->lanes[lane];
     l.conn = conn;
     l.joined = true;
@@ -168,6 +181,13 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     fail(ch, Status::ProtocolError, now_ns);
     return;
   }
+  if (h.status == Status::PermissionDenied) {
+    spdlog::warn("channel {} ({}): authentication failed: the peer refused us (auth-secret-file on one side only?)",
+                 ch.id, ch.address);
+    bump(counters_.peer_auth_failures);
+    fail(ch, h.status, now_ns);
+    return;
+  }
   if (h.status != Status::Ok) {
     spdlog::warn("channel {} ({}): peer refused the handshake ({})", ch.id, ch.address, to_string(h.status));
     fail(ch, h.status, now_ns);
@@ -192,6 +212,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
       fail(ch, Status::NotSupported, now_ns);
       return;
     }
+    if (!auth_check_ack(ch, remote, now_ns)) return;
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;

@@ -75,6 +75,7 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
   ch.port = port;
   spdlog::info("channel {} to {}: {}", ch.id, address, to_string(ch.state));
   by_address_[address] = ch.id;  // later Opens to it join this channel while it connects
+  if (!auth_start(ch, now_ns)) return Result<std::uint32_t>::fail(Status::PermissionDenied);
   if (!start_connect(ch, -1, now_ns)) return Result<std::uint32_t>::fail(Status::PeerUnreachable);
   return Result<std::uint32_t>::ok(ch.id);
 }
@@ -163,6 +164,14 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     case wire::MsgType::HelloAck: on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
     case wire::MsgType::Heartbeat: on_heartbeat(*ch, c.header, now_ns); return;
     case wire::MsgType::Goodbye:
+      if (c.header.status == Status::PermissionDenied) {
+        // The peer checked our proof (or our lack of one) and refused it.
+        spdlog::warn("channel {} ({}): authentication failed: the peer refused our proof (the auth secrets differ?)",
+                     ch->id, ch->address.empty() ? "accepted" : ch->address);
+        bump(counters_.peer_auth_failures);
+        fail(*ch, Status::PermissionDenied, now_ns);
+        return;
+      }
       spdlog::info("channel {} ({}): peer said Goodbye ({})", ch->id, ch->address, to_string(c.header.status));
       finish(*ch, Status::PeerReset, true, now_ns);
       return;

@@ -28,7 +28,8 @@
 // Files: channel_manager.cpp (connect/accept/poll/send/snapshot),
 // channel_handshake.cpp (Hello/HelloAck, duplicate resolution),
 // channel_heartbeat.cpp (heartbeats, deadlines, failing a channel),
-// channel_credits.cpp (receive credits on the data lanes).
+// channel_credits.cpp (receive credits on the data lanes),
+// channel_auth.cpp (shared-secret challenge-response, wire/auth_proof.h).
 //
 // Receive credits (DESIGN.md "Flow control", first layer): a WR that uses a
 // receive at the peer (Send, RdmaWriteImm) is posted only with a credit, so
@@ -43,12 +44,16 @@
 // Credit messages, so two sides out of credits can always unblock each
 // other. A WR without a credit waits in the lane's FIFO backlog (fixed
 // capacity; full -> Busy); later WRs of the lane queue behind it.
+//
+// Auth: with auth on, the acceptor joins no lane (so no data flows and no Open is
+// served) until a lane Hello carries the initiator's valid proof.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -67,6 +72,11 @@ struct ChannelConfig {
   std::uint32_t lanes = 1;
   std::uint32_t max_message_bytes = 1u << 20;
   std::uint16_t listen_port = 0;  // set by listen(); sent in the bootstrap Hello
+  // Shared secret for peer authentication (channel_auth.cpp); empty: off.
+  // Both daemons must agree: one with a secret refuses a peer without one
+  // and vice versa (PermissionDenied), so a missing file fails loudly
+  // instead of silently running unauthenticated.
+  std::string auth_secret;
 };
 
 // What the engine hears from the channel layer. A virtual interface rather
@@ -216,6 +226,16 @@ class ChannelManager {
   void open_lanes(Channel& ch, std::uint64_t now_ns);
   void become_up(Channel& ch, std::uint64_t now_ns);
   void resolve_duplicate(Channel& ch);
+
+  // channel_auth.cpp. Each returns false after refusing/failing (logged).
+  bool auth_on() const noexcept { return !cfg_.auth_secret.empty(); }
+  bool auth_start(Channel& ch, std::uint64_t now_ns);  // initiator: our nonce into the bootstrap Hello
+  bool auth_check_hello(transport::ConnId conn, const wire::Handshake& remote, bool on_lanes);
+  bool auth_accept(Channel& ch, const wire::Handshake& remote, std::uint64_t now_ns);  // acceptor: nonce + proof
+  bool auth_check_ack(Channel& ch, const wire::Handshake& remote, std::uint64_t now_ns);
+  bool auth_check_lane(Channel& ch, const wire::Handshake& remote) const noexcept;
+  void auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns);
+  void encode_channel_hello(Channel& ch, bool with_proof) noexcept;
 
   // channel_connect.cpp
   struct PendingConnect {

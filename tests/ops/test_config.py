@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """ferryd configuration: --check-config exit codes and messages, file + flag
-precedence, the example file, socket-group and auth-secret-file checks.
+precedence, the example file, socket-group and auth-secret-file checks
+(mode, type, minimum length).
 usage: test_config.py FERRYD EXAMPLE_CONF"""
 import grp
 import os
@@ -107,9 +108,15 @@ def test_auth_secret_file_permissions():
     loose = write("secret-loose", "s3cret\n", 0o644)
     r = check_config("--auth-secret-file", loose)
     check(r.returncode == 2 and "auth-secret-file" in r.stderr and "0644" in r.stderr, "0644 accepted: " + r.stderr)
-    tight = write("secret-tight", "s3cret\n", 0o600)
+    tight = write("secret-tight", "s3cret-s3cret-s3cret-s3cret\n", 0o600)
     r = check_config("--auth-secret-file", tight)
     check(r.returncode == 0, "0600 rejected: " + r.stderr)
+    # Too short to be a secret (6 bytes after the newline is trimmed); the
+    # error names the key and never echoes the contents.
+    short = write("secret-short", "s3cret\n", 0o600)
+    r = check_config("--auth-secret-file", short)
+    check(r.returncode == 2 and "auth-secret-file" in r.stderr and "at least 16" in r.stderr
+          and "s3cret" not in r.stderr.replace(short, ""), "short secret accepted: " + r.stderr)
     r = check_config("--auth-secret-file", TMP)
     check(r.returncode == 2 and "not a regular file" in r.stderr, "directory accepted: " + r.stderr)
 

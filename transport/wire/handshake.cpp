@@ -11,10 +11,11 @@ namespace ferry::wire {
 
 std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept {
   const std::size_t n = handshake_bytes(hs);
-  if (out.size() < n) return 0;
+  if (out.size() < n || (hs.has_proof && !hs.has_nonce)) return 0;
   std::byte* p = out.data();
   store_le16(p + 0, hs.protocol_version);
-  store_le16(p + 2, hs.has_nonce ? kHandshakeHasNonce : 0);
+  store_le16(p + 2, static_cast<std::uint16_t>((hs.has_nonce ? kHandshakeHasNonce : 0) |
+                                               (hs.has_proof ? kHandshakeHasProof : 0)));
   store_le16(p + 4, hs.qp_count);
   store_le16(p + 6, 0);
   store_le64(p + 8, hs.daemon_epoch);
@@ -24,16 +25,24 @@ std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noex
   if (hs.has_nonce) {
     for (std::size_t i = 0; i < kAuthNonceBytes; ++i) p[kHandshakeBaseBytes + i] = std::byte{hs.auth_nonce[i]};
   }
+  if (hs.has_proof) {
+    for (std::size_t i = 0; i < kAuthProofBytes; ++i) p[kHandshakeNonceBytes + i] = std::byte{hs.auth_proof[i]};
+  }
   return n;
 }
 
 WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept {
-  if (in.size() != kHandshakeBaseBytes && in.size() != kHandshakeMaxBytes) return WireError::BadLength;
+  if (in.size() != kHandshakeBaseBytes && in.size() != kHandshakeNonceBytes && in.size() != kHandshakeMaxBytes) {
+    return WireError::BadLength;
+  }
   const std::byte* p = in.data();
   const std::uint16_t flags = load_le16(p + 2);
   if ((flags & ~kHandshakeFlagsKnown) != 0) return WireError::BadFlags;
   const bool has_nonce = (flags & kHandshakeHasNonce) != 0;
-  if (in.size() != (has_nonce ? kHandshakeMaxBytes : kHandshakeBaseBytes)) return WireError::BadLength;
+  const bool has_proof = (flags & kHandshakeHasProof) != 0;
+  if (has_proof && !has_nonce) return WireError::BadFlags;
+  const std::size_t want = has_proof ? kHandshakeMaxBytes : has_nonce ? kHandshakeNonceBytes : kHandshakeBaseBytes;
+  if (in.size() != want) return WireError::BadLength;
   if (load_le16(p + 6) != 0) return WireError::ReservedNonZero;
 
   Handshake hs;
@@ -44,9 +53,15 @@ WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexce
   hs.initial_credits = load_le32(p + 24);
   hs.max_message_bytes = load_le32(p + 28);
   hs.has_nonce = has_nonce;
+  hs.has_proof = has_proof;
   if (has_nonce) {
     for (std::size_t i = 0; i < kAuthNonceBytes; ++i) {
       hs.auth_nonce[i] = std::to_integer<std::uint8_t>(p[kHandshakeBaseBytes + i]);
+    }
+  }
+  if (has_proof) {
+    for (std::size_t i = 0; i < kAuthProofBytes; ++i) {
+      hs.auth_proof[i] = std::to_integer<std::uint8_t>(p[kHandshakeNonceBytes + i]);
     }
   }
   if (hs.protocol_version == 0) return WireError::BadVersion;

@@ -2,7 +2,7 @@
 //
 //   off size field
 //     0    2 protocol_version  highest version the sender speaks (>= 1)
-//     2    2 flags             kHandshakeHasNonce; other bits must be 0
+//     2    2 flags             kHandshakeHasNonce, kHandshakeHasProof; other bits must be 0
 //     4    2 qp_count          k data-path QPs / TCP connections (1..kMaxQpsPerChannel)
 //     6    2 reserved          must be 0
 //     8    8 daemon_epoch      changes at every daemon start; never 0
@@ -10,6 +10,14 @@
 //    24    4 initial_credits   receives the sender has posted for the peer (1..kMaxInitialCredits)
 //    28    4 max_message_bytes largest payload the sender accepts (kMinMessageBytes..kMaxPayloadBytes)
 //    32   16 auth_nonce        only when kHandshakeHasNonce (payload is then 48 bytes)
+//    48   32 auth_proof        only when kHandshakeHasProof, which needs the nonce (80 bytes)
+//
+// The three lengths (32, 48, 80) are the only valid ones and must agree with
+// the flags: a peer that predates a field never sends it, and one that sends
+// it sets the flag, so old and new builds still talk when auth is off.
+// Authentication (auth_proof.h) uses the nonce and proof; a 16-byte random
+// nonce is ample for freshness (a repeat is a 2^-64 birthday event after
+// 2^32 channels).
 #pragma once
 
 #include <array>
@@ -23,10 +31,16 @@ namespace ferry::wire {
 
 inline constexpr std::size_t kHandshakeBaseBytes = 32;
 inline constexpr std::size_t kAuthNonceBytes = 16;
-inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeBaseBytes + kAuthNonceBytes;
+inline constexpr std::size_t kAuthProofBytes = 32;  // HMAC-SHA256
+inline constexpr std::size_t kHandshakeNonceBytes = kHandshakeBaseBytes + kAuthNonceBytes;
+inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeNonceBytes + kAuthProofBytes;
 
 inline constexpr std::uint16_t kHandshakeHasNonce = 1u << 0;
-inline constexpr std::uint16_t kHandshakeFlagsKnown = kHandshakeHasNonce;
+inline constexpr std::uint16_t kHandshakeHasProof = 1u << 1;  // only together with kHandshakeHasNonce
+inline constexpr std::uint16_t kHandshakeFlagsKnown = kHandshakeHasNonce | kHandshakeHasProof;
+
+using AuthNonce = std::array<std::uint8_t, kAuthNonceBytes>;
+using AuthProof = std::array<std::uint8_t, kAuthProofBytes>;
 
 inline constexpr std::uint16_t kMaxQpsPerChannel = 16;
 inline constexpr std::uint32_t kMaxInitialCredits = 64 * 1024;
@@ -50,21 +64,26 @@ struct Handshake {
   std::uint32_t initial_credits = 0;
   std::uint32_t max_message_bytes = 0;
   bool has_nonce = false;
-  std::array<std::uint8_t, kAuthNonceBytes> auth_nonce{};
+  bool has_proof = false;  // implies has_nonce
+  AuthNonce auth_nonce{};
+  AuthProof auth_proof{};
 
   friend bool operator==(const Handshake&, const Handshake&) = default;
 };
 
-// Bytes encode_handshake() writes: kHandshakeBaseBytes or kHandshakeMaxBytes.
+// Bytes encode_handshake() writes: kHandshakeBaseBytes, kHandshakeNonceBytes
+// or kHandshakeMaxBytes.
 constexpr std::size_t handshake_bytes(const Handshake& hs) noexcept {
-  return hs.has_nonce ? kHandshakeMaxBytes : kHandshakeBaseBytes;
+  return hs.has_proof ? kHandshakeMaxBytes : hs.has_nonce ? kHandshakeNonceBytes : kHandshakeBaseBytes;
 }
 
-// Writes handshake_bytes(hs) bytes; returns that count, or 0 when `out` is too small.
+// Writes handshake_bytes(hs) bytes; returns that count, or 0 when `out` is
+// too small or has_proof is set without has_nonce.
 std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept;
 
 // `in` is exactly the Hello/HelloAck payload. Errors: BadLength (size is
-// neither form, or disagrees with the nonce flag), BadFlags, ReservedNonZero,
+// none of the three forms, or disagrees with the flags), BadFlags (unknown
+// bits, or a proof without a nonce), ReservedNonZero,
 // BadVersion (0), BadField (qp_count, epoch, credits, max_message out of range).
 // `out` is written only on success.
 WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept;

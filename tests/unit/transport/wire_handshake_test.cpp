@@ -1,4 +1,5 @@
 // Handshake payload: round trip, every range check, negotiation.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 
@@ -41,7 +42,60 @@ TEST_CASE("handshake round trip without and with a nonce", "[wire][handshake]") 
   hs.capabilities |= kCapAuth;
   REQUIRE(decode_handshake(enc(hs), back) == WireError::None);
   CHECK(back == hs);
-  CHECK(enc(hs).size() == kHandshakeMaxBytes);
+  CHECK(enc(hs).size() == kHandshakeNonceBytes);
+  CHECK_FALSE(back.has_proof);
+}
+
+TEST_CASE("handshake round trip with nonce and proof", "[wire][handshake][auth]") {
+  Handshake hs = valid_handshake();
+  hs.has_nonce = true;
+  hs.has_proof = true;
+  hs.capabilities |= kCapAuth;
+  for (std::size_t i = 0; i < kAuthNonceBytes; ++i) hs.auth_nonce[i] = static_cast<std::uint8_t>(0xA0 + i);
+  for (std::size_t i = 0; i < kAuthProofBytes; ++i) hs.auth_proof[i] = static_cast<std::uint8_t>(0x30 + i);
+  const auto b = enc(hs);
+  CHECK(b.size() == kHandshakeMaxBytes);
+  CHECK(load_le16(b.data() + 2) == (kHandshakeHasNonce | kHandshakeHasProof));
+  CHECK(std::to_integer<int>(b[kHandshakeNonceBytes]) == 0x30);
+  CHECK(std::to_integer<int>(b[kHandshakeMaxBytes - 1]) == 0x30 + kAuthProofBytes - 1);
+  Handshake back;
+  REQUIRE(decode_handshake(b, back) == WireError::None);
+  CHECK(back == hs);
+}
+
+TEST_CASE("handshake proof needs the nonce", "[wire][handshake][auth]") {
+  Handshake hs = valid_handshake();
+  hs.has_proof = true;
+  std::array<std::byte, kHandshakeMaxBytes> out{};
+  CHECK(encode_handshake(hs, out) == 0);  // refused, not silently half-written
+  // On the wire: proof flag without the nonce flag, at every length.
+  hs.has_nonce = true;
+  enc(hs);
+  store_le16(buf.data() + 2, kHandshakeHasProof);
+  Handshake back;
+  for (std::size_t n : {kHandshakeBaseBytes, kHandshakeNonceBytes, kHandshakeMaxBytes}) {
+    CHECK(decode_handshake(std::span<const std::byte>(buf.data(), n), back) == WireError::BadFlags);
+  }
+}
+
+TEST_CASE("handshake lengths must match the proof flag", "[wire][handshake][auth]") {
+  Handshake hs = valid_handshake();
+  hs.has_nonce = true;
+  hs.has_proof = true;
+  enc(hs);
+  Handshake out;
+  // Nonce and proof flagged, only the nonce present.
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeNonceBytes), out) == WireError::BadLength);
+  // Only the nonce flagged, proof bytes present.
+  store_le16(buf.data() + 2, kHandshakeHasNonce);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeMaxBytes), out) == WireError::BadLength);
+  // Lengths between the forms, and past the largest.
+  store_le16(buf.data() + 2, kHandshakeHasNonce | kHandshakeHasProof);
+  std::array<std::byte, kHandshakeMaxBytes + 1> big{};
+  std::copy(buf.begin(), buf.end(), big.begin());
+  for (std::size_t n : {kHandshakeNonceBytes + 1, kHandshakeMaxBytes - 1, kHandshakeMaxBytes + 1}) {
+    CHECK(decode_handshake(std::span<const std::byte>(big.data(), n), out) == WireError::BadLength);
+  }
 }
 
 TEST_CASE("handshake encode refuses a short buffer", "[wire][handshake]") {
@@ -60,7 +114,7 @@ TEST_CASE("handshake length must match one form and the nonce flag", "[wire][han
   CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeBaseBytes), out) == WireError::BadLength);
   // Length says nonce, flag says none.
   store_le16(buf.data() + 2, 0);
-  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeMaxBytes), out) == WireError::BadLength);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeNonceBytes), out) == WireError::BadLength);
 }
 
 TEST_CASE("handshake reserved fields and unknown flags", "[wire][handshake]") {
@@ -74,7 +128,11 @@ TEST_CASE("handshake reserved fields and unknown flags", "[wire][handshake]") {
 }
 
 TEST_CASE("handshake field ranges", "[wire][handshake]") {
+  // Every range check holds in each of the three forms.
+  const int form = GENERATE(0, 1, 2);
   Handshake hs = valid_handshake();
+  hs.has_nonce = form >= 1;
+  hs.has_proof = form == 2;
   SECTION("version 0") {
     hs.protocol_version = 0;
     CHECK(dec(hs) == WireError::BadVersion);
