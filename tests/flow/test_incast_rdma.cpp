@@ -88,16 +88,20 @@ TEST_CASE("16:1 incast over rdma lanes: every message delivered and checked, no 
                                 "--senders", std::to_string(kSenders), "--concurrency", "2", "--socket", sockets,
                                 "--server-socket", cl.node(0).socket(), "--target", cl.node(0).listen(), "--json"},
                                200s);
-  INFO("ferry-bench exit " << r.exit_code << "\nstdout:\n"
-                           << r.stdout_text << "\nstderr:\n"
-                           << r.stderr_tail << "\nreceiver daemon log:\n"
-                           << cl.log_tail(0));
-  REQUIRE(r.exit_code == 0);
-  REQUIRE(r.lines.size() == 3);
+  // CHECK, not REQUIRE: on a failure the daemons' and the devices' counters
+  // below are still read and shown (one VM run says as much as it can).
+  INFO("ferry-bench exit " << r.exit_code << "\nstdout:\n" << r.stdout_text << "\nstderr:\n" << r.stderr_tail);
+  INFO("receiver daemon log:\n"
+       << cl.log_tail(0) << "\nsender daemon 1 log:\n"
+       << cl.log_tail(1) << "\nsender daemon 2 log:\n"
+       << cl.log_tail(2));
+  CHECK(r.exit_code == 0);
+  CHECK(r.lines.size() == 3);
   for (const auto& line : r.lines) {
+    INFO("size " << uint_field(line, "size"));
+    CHECK(line.find("error") == nullptr);
     CHECK(uint_field(line, "ops") == kMessages);
     CHECK(uint_field(line, "verified_ops") == kMessages);
-    CHECK(line.find("counters_read")->as_bool() == std::optional<bool>(true));
     CHECK(uint_field(line, "rnr_naks") == 0);
   }
   for (std::size_t i = 0; i < cl.size(); ++i) {

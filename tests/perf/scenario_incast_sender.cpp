@@ -25,6 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kNoProgressDeadline = std::chrono::seconds(20);
+constexpr auto kAttachDeadline = std::chrono::seconds(60);
 constexpr auto kBusyPause = std::chrono::microseconds(200);  // before a Busy message goes again
 
 struct Slot {
@@ -47,7 +48,14 @@ class Sender {
   bool setup() {
     std::string error;
     const std::string& socket = plan_.sender_sockets[stream_ % plan_.sender_sockets.size()];
-    client_ = attach_bench_client(socket, "ferry-bench incast sender", plan_.size * plan_.concurrency, 0, &error);
+    // Senders receive nothing: the smallest rx arena. A daemon that
+    // registers each segment with the NIC may answer an attach burst slowly
+    // (Soft-RoCE under emulation): Timeout is retried up to a deadline.
+    const auto deadline = Clock::now() + kAttachDeadline;
+    for (;;) {
+      client_ = attach_bench_client(socket, "ferry-bench incast sender", plan_.size * plan_.concurrency, 1, &error);
+      if (client_ || error.find(": Timeout") == std::string::npos || Clock::now() > deadline) break;
+    }
     if (!client_) return fail(error);
     if (!size_fits(*client_, plan_.size, &error)) return fail(error);
     const std::string target = plan_.target_prefix + (stalled_ ? kIncastStallService : kIncastService);
