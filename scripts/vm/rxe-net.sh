@@ -9,6 +9,13 @@ set -euo pipefail
 
 [[ "${FERRY_IN_VM:-}" == 1 ]] || { echo "rxe-net: refusing to run outside the VM" >&2; exit 2; }
 
+# A lossless link, as a RoCE fabric with PFC is: rxe sends a whole RDMA READ
+# response at once (1 MiB = 1024 packets at MTU 1024), unpaced, and veth
+# drops past netdev_max_backlog (1000); rxe then counts each failed
+# READ-response send as send_rnr_err (rxe_resp.c read_reply) although no
+# receive queue ran dry, and the READ waits for a retry timeout.
+echo 1000000 >/proc/sys/net/core/netdev_max_backlog
+
 addr0=198.18.0.1 # benchmarking range (RFC 2544): never routed off the machine
 addr1=198.18.0.2
 
