@@ -95,7 +95,14 @@ class Receiver {
     IncastHeader h{};
     if (c.length != plan_.size || c.length < sizeof h) return corrupt("length");
     std::memcpy(&h, c.data, sizeof h);
-    if (h.magic != kIncastMagic || h.length != c.length) return corrupt("magic or length field");
+    if (h.magic != kIncastMagic || h.length != c.length) {
+      // Say what arrived instead: zeros, another message's bytes, a shifted copy...
+      char what[160];
+      std::snprintf(what, sizeof what, "magic %#x length %u (want %#x, %u), stream %u seq %llu, rx offset %llu",
+                    h.magic, h.length, kIncastMagic, c.length, h.stream, static_cast<unsigned long long>(h.seq),
+                    static_cast<unsigned long long>(c.rx_offset));
+      return corrupt(what);
+    }
     if (h.header_sum != incast_header_sum(h)) return corrupt("header checksum");
     if (h.stream >= plan_.streams() || plan_.stalled_stream(h.stream) != stalled_) return corrupt("stream");
     if (h.seq >= plan_.max_seq) return corrupt("sequence number out of range");
