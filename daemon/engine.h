@@ -64,8 +64,9 @@ struct ProxyEndpoint {
   std::uint32_t channel = 0;
   std::uint32_t service_id = 0;
   std::uint32_t lane = 0;
-  std::uint32_t staged = 0;   // deliveries waiting in staged_ (keeps their order)
-  std::uint32_t reading = 0;  // rendezvous READs in flight for it (eager ones wait behind them)
+  std::uint32_t staged = 0;        // deliveries waiting in staged_ (keeps their order)
+  std::uint64_t staged_bytes = 0;  // their payload bytes: a proxy's share of staging is bounded
+  std::uint32_t reading = 0;       // rendezvous READs in flight for it (eager ones wait behind them)
 };
 
 // A rendezvous READ in flight (rendezvous.cpp): the peer's source buffer is

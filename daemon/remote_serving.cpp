@@ -9,8 +9,10 @@
 // staged (copied to the daemon heap: the only datapath allocation, and only
 // under back-pressure) up to staging_bytes, behind which the sender gets
 // Busy. Staged deliveries keep their per-proxy order and time out after
-// delivery_timeout_ms. Flow control proper (credits, per-endpoint receive
-// capacity) replaces the Busy answer later: stage() is the seam.
+// delivery_timeout_ms. Each proxy may use only a share of the staging area
+// (per-endpoint receive capacity): a stopped consumer back-pressures its own
+// senders (their windows at their daemon, then Busy) and never the other
+// endpoints on the same channel.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -20,6 +22,13 @@
 #include "daemon/mono_clock.h"
 
 namespace ferry::daemon {
+
+namespace {
+
+// A proxy may fill at most 1/kStagingShares of staging-bytes (at least one message).
+constexpr std::uint64_t kStagingShares = 8;
+
+}  // namespace
 
 void Engine::answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status) {
   wire::Header h;
@@ -143,7 +152,14 @@ void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wir
 }
 
 void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
-  if (staged_bytes_ + h.payload_len > config_.staging_bytes) {
+  // Each proxy (one remote endpoint) gets at most a share of the staging
+  // area, so one stalled service fills only its share and every other
+  // endpoint sharing the channel keeps the rest (its senders get Busy; with
+  // the endpoint window they wait at their own daemon first).
+  auto proxy = proxies_.find(h.dst_ep);
+  const std::uint64_t share = std::max<std::uint64_t>(config_.staging_bytes / kStagingShares, h.payload_len);
+  if (staged_bytes_ + h.payload_len > config_.staging_bytes ||
+      (proxy != proxies_.end() && proxy->second.staged_bytes + h.payload_len > share)) {
     bump(counters_.busy_rejects);
     answer(channel, lane, h, Status::Busy);
     return;
@@ -156,7 +172,10 @@ void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header
   sd.deadline_ns = mono_ns() + delivery_timeout_ns_;
   staged_bytes_ += h.payload_len;
   staged_.push_back(std::move(sd));
-  if (auto it = proxies_.find(h.dst_ep); it != proxies_.end()) ++it->second.staged;
+  if (proxy != proxies_.end()) {
+    ++proxy->second.staged;
+    proxy->second.staged_bytes += h.payload_len;
+  }
   bump(counters_.staged);
 }
 
@@ -191,7 +210,10 @@ std::size_t Engine::retry_staged() {
     if (d == Delivery::Done && sd.header.type == wire::MsgType::Send)
       answer(sd.channel, sd.lane, sd.header, Status::Ok);
     if (d == Delivery::Failed) answer(sd.channel, sd.lane, sd.header, failure);
-    if (auto p = proxies_.find(proxy); p != proxies_.end() && p->second.staged != 0) --p->second.staged;
+    if (auto q = proxies_.find(proxy); q != proxies_.end() && q->second.staged != 0) {
+      --q->second.staged;
+      q->second.staged_bytes -= std::min<std::uint64_t>(q->second.staged_bytes, sd.header.payload_len);
+    }
     staged_bytes_ -= sd.header.payload_len;
     it = staged_.erase(it);
     ++progress;
