@@ -42,6 +42,7 @@ struct ClientInfo {
 struct Parked {
   shm::SqEntry entry;
   std::uint64_t deadline_ns;  // steady clock
+  std::uint64_t seq = 0;      // remote: its endpoint sequence number once first sent (0: never sent)
 };
 
 struct Endpoint {
@@ -55,6 +56,13 @@ struct Endpoint {
   std::deque<Parked> parked;
   bool in_retry_list = false;
   std::uint32_t inflight = 0;  // remote: Sends/Calls posted, not answered (endpoint window)
+  // Remote back-pressure (remote_send.cpp): ops are numbered per endpoint;
+  // one the peer refused Busy waits here and goes again after a backoff
+  // that doubles while refusals go on, so a stopped consumer is held at
+  // its senders' daemon instead of crossing the lane again and again.
+  std::uint64_t next_seq = 1;
+  std::uint64_t paused_until_ns = 0;
+  std::uint64_t backoff_ns = 0;
 };
 
 class ClientSession {

@@ -33,9 +33,10 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
   }
 }
 
-Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure) {
-  // A remote endpoint is Blocked by a full send window (remote_send.cpp).
-  if (ep.channel != 0) return try_send_remote(c, ep, e, failure);
+Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure,
+                                     std::uint64_t seq, std::uint64_t deadline_ns) {
+  // A remote endpoint is Blocked by a full send window or a backoff (remote_send.cpp).
+  if (ep.channel != 0) return try_send_remote(c, ep, e, failure, seq, deadline_ns);
   const Service* s = services_.find(ep.service_id);
   if (s == nullptr) {
     *failure = Status::ServiceGone;
@@ -134,7 +135,7 @@ std::size_t Engine::retry_parked() {
       const Parked& p = ep.parked.front();
       const auto op = static_cast<shm::Op>(p.entry.op);
       Status failure = Status::Ok;
-      Delivery d = try_deliver(*c, ep, p.entry, &failure);
+      Delivery d = try_deliver(*c, ep, p.entry, &failure, p.seq, p.deadline_ns);
       if (d == Delivery::Blocked) {
         if (now < p.deadline_ns) break;
         failure = Status::Timeout;

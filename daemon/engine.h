@@ -66,7 +66,10 @@ struct ProxyEndpoint {
   std::uint32_t lane = 0;
   std::uint32_t staged = 0;        // deliveries waiting in staged_ (keeps their order)
   std::uint64_t staged_bytes = 0;  // their payload bytes: a proxy's share of staging is bounded
-  std::uint32_t reading = 0;       // rendezvous READs in flight for it (eager ones wait behind them)
+  // Nonzero: we refused this sequence number Busy and refuse every later one
+  // until it comes again, so the sender's retries keep the endpoint's order.
+  std::uint64_t refused_from = 0;
+  std::uint32_t reading = 0;  // rendezvous READs in flight for it (eager ones wait behind them)
 };
 
 // A rendezvous READ in flight (rendezvous.cpp): the peer's source buffer is
@@ -159,7 +162,9 @@ class Engine final : private peer::ChannelEvents {
   // delivery.cpp
   enum class Delivery : std::uint8_t { Done, Blocked, Failed };
   void op_send_or_call(ClientSession& c, const shm::SqEntry& e);
-  Delivery try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure);
+  // seq/deadline: a remote op that was already sent once (refused Busy).
+  Delivery try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure, std::uint64_t seq = 0,
+                       std::uint64_t deadline_ns = 0);
   // The delivery itself, shared by local senders and peers: rx block, copy,
   // Message/Request. `call` is the call record for a Request.
   Delivery deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
@@ -194,7 +199,9 @@ class Engine final : private peer::ChannelEvents {
   // remote_send.cpp: Send/Call to a peer (eager, eager + response buffer,
   // rendezvous), the send windows, answers, close and detach.
   void op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
-  Delivery try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure);
+  Delivery try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure, std::uint64_t seq,
+                           std::uint64_t deadline_ns);
+  void repark_refused(ClientSession& c, Endpoint& ep, const peer::RemoteOp& op, std::uint64_t now_ns);
   bool window_open(const peer::Channel& ch, const Endpoint& ep, std::uint32_t bytes) const noexcept;
   // Ends a Send/Call's hold on the windows and on its client's memory; every
   // path that erases one from remote_ops_ calls it once.

@@ -20,13 +20,18 @@
 // its channel and the NIC from post to answer. Past any limit it parks on
 // its endpoint (FIFO with the local parks, delivery-timeout-ms bound), so a
 // slow service back-pressures only its own senders while others sharing the
-// QPs go on.
+// QPs go on. A receiver that refuses an op Busy (its client's share of
+// staging is full) refuses every later op of that endpoint until the refused
+// one comes again (header seq); here the refused ops wait in their order and
+// go again after a backoff (1..64 ms, doubling), so a stopped consumer costs
+// the shared lanes a few messages per backoff instead of a stream of retries.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "daemon/engine.h"
+#include "daemon/mono_clock.h"
 #include "transport/wire/remote_buffer.h"
 
 namespace ferry::daemon {
@@ -44,7 +49,7 @@ std::uint8_t put_buffer(transport::SendWr& wr, const wire::RemoteBuffer& rb) noe
 
 void Engine::op_send_or_call_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
   Status failure = Status::Ok;
-  switch (try_send_remote(c, ep, e, &failure)) {
+  switch (try_send_remote(c, ep, e, &failure, 0, 0)) {
     case Delivery::Done: break;
     case Delivery::Blocked: park(c, ep, e); break;
     case Delivery::Failed: complete(c, static_cast<shm::Op>(e.op), e.user_data, failure); break;
@@ -63,7 +68,8 @@ bool Engine::window_open(const peer::Channel& ch, const Endpoint& ep, std::uint3
   return true;
 }
 
-Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure) {
+Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure,
+                                         std::uint64_t seq, std::uint64_t deadline_ns) {
   const auto op = static_cast<shm::Op>(e.op);
   peer::Channel* ch = ep.peer_dead ? nullptr : peers_->find(ep.channel);
   if (ch == nullptr || !ch->usable()) {
@@ -80,6 +86,8 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
     *failure = Status::BadRequest;  // over max-message-bytes on tcp lanes: the client library checks it first
     return Delivery::Failed;
   }
+  const std::uint64_t now = mono_ns();
+  if (now < ep.paused_until_ns) return Delivery::Blocked;  // backing off after a Busy
   if (!window_open(*ch, ep, e.length)) {
     ++ch->window_stalls;
     bump(counters_.window_stalls);
@@ -98,12 +106,18 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   rop.bytes = e.length;
   rop.exposed = rendezvous || resp_buffer;
   rop.resp_buffer = resp_buffer;
+  rop.entry = e;
+  rop.seq = seq != 0 ? seq : ep.next_seq++;
+  rop.deadline_ns = deadline_ns != 0 ? deadline_ns : now + delivery_timeout_ns_;
+  const std::uint64_t op_seq = rop.seq;
   const std::uint64_t token = remote_ops_.insert(std::move(rop));
 
   transport::SendWr wr;
   wr.header.src_ep = ep.id;
   wr.header.dst_ep = ep.remote_ep;
   wr.header.token = token;
+  wr.header.seq = op_seq;
+  if (seq != 0) wr.header.flags |= wire::kFlagRetransmit;  // sent again after a Busy
   const transport::MemoryHandle mr = c.mr.handle();
   if (rendezvous) {
     wr.header.type = wire::MsgType::RendezvousReq;
@@ -181,6 +195,22 @@ void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::by
     complete(*c, kind, op.user_data, Status::Cancelled);
     return;
   }
+  auto ep = c->endpoints.find(op.endpoint);
+  if (ep != c->endpoints.end()) {
+    if (h.status == Status::Busy && !ep->second.peer_dead) {
+      // The receiver is full: hold the op here and send it again after a
+      // backoff, until its delivery deadline (then Timeout).
+      const std::uint64_t now = mono_ns();
+      if (now < op.deadline_ns) {
+        repark_refused(*c, ep->second, op, now);
+        return;
+      }
+      bump(counters_.timeouts);
+      complete(*c, kind, op.user_data, Status::Timeout);
+      return;
+    }
+    ep->second.backoff_ns = 0;
+  }
   if (kind == shm::Op::Send || h.status != Status::Ok) {
     complete(*c, kind, op.user_data, h.status, 0, h.status == Status::ResponseTooLarge ? h.aux : 0);
     return;
@@ -195,6 +225,21 @@ void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::by
   }
   bump(counters_.replies);
   complete(*c, shm::Op::Call, op.user_data, Status::Ok, 0, h.payload_len);
+}
+
+void Engine::repark_refused(ClientSession& c, Endpoint& ep, const peer::RemoteOp& op, std::uint64_t now_ns) {
+  constexpr std::uint64_t kMinBackoffNs = 1'000'000, kMaxBackoffNs = 64'000'000;
+  ep.backoff_ns = std::clamp(ep.backoff_ns * 2, kMinBackoffNs, kMaxBackoffNs);
+  ep.paused_until_ns = now_ns + ep.backoff_ns;
+  // Refused ops go back in their first-send order, ahead of ops never sent.
+  auto at =
+      std::find_if(ep.parked.begin(), ep.parked.end(), [&](const Parked& p) { return p.seq == 0 || p.seq > op.seq; });
+  ep.parked.insert(at, Parked{op.entry, op.deadline_ns, op.seq});
+  bump(counters_.busy_backoffs);
+  if (!ep.in_retry_list) {
+    ep.in_retry_list = true;
+    parked_endpoints_.push_back(EndpointRef{c.id(), ep.id});
+  }
 }
 
 void Engine::on_write_done(peer::Channel& ch, const wire::Header& h) {

@@ -135,6 +135,16 @@ Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lan
 void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h,
                                 const std::byte* payload) {
   auto it = proxies_.find(h.dst_ep);
+  if (it != proxies_.end() && it->second.refused_from != 0) {
+    // After a Busy, everything later is refused until the refused op itself
+    // comes again: the sender resends in order (remote_send.cpp).
+    if (h.seq != it->second.refused_from) {
+      bump(counters_.busy_rejects);
+      answer(ch, lane, h, Status::Busy);
+      return;
+    }
+    it->second.refused_from = 0;  // stage() sets it again if still full
+  }
   // Keep one sender's order: behind what waits, and eager ones behind READs.
   if (it != proxies_.end() &&
       (it->second.staged != 0 || (it->second.reading != 0 && h.type != wire::MsgType::RendezvousReq))) {
@@ -161,6 +171,7 @@ void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header
   if (staged_bytes_ + h.payload_len > config_.staging_bytes ||
       (proxy != proxies_.end() && proxy->second.staged_bytes + h.payload_len > share)) {
     bump(counters_.busy_rejects);
+    if (proxy != proxies_.end() && h.seq != 0) proxy->second.refused_from = h.seq;
     answer(channel, lane, h, Status::Busy);
     return;
   }

@@ -41,6 +41,10 @@ struct RemoteOp {
   bool exposed = false;
   bool resp_buffer = false;  // Call: the peer writes the response with RDMA WRITE with immediate
   bool cancelled = false;    // completes Cancelled when the answer comes
+  // Send/Call: what goes again if the peer refuses it Busy (remote_send.cpp).
+  shm::SqEntry entry{};
+  std::uint64_t seq = 0;
+  std::uint64_t deadline_ns = 0;
 };
 
 class RemoteOpTable {
