@@ -83,13 +83,13 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
   wr.remote = call.resp_remote;
   wr.signaled = true;
   const std::uint64_t zc = e.length != 0 ? zc_track(c, token) : 0;  // rdma: SGE from the server's tx arena
-  if (write && e.length != 0 && zc == 0) {  // every tracking slot busy: a WRITE cannot go without the lkey
+  if (e.length != 0 && zc == 0) {  // every tracking slot busy: never post client memory untracked
     remote_ops_.erase(token);
     complete(c, shm::Op::Reply, e.user_data, Status::Busy);
     return;
   }
   wr.user_data = zc != 0 ? zc : token;
-  if (zc != 0) wr.local = c.mr.handle();
+  if (zc != 0 && c.mr.valid()) wr.local = c.mr.handle();
   const auto r = peers_->post(*ch, call.lane, wr);
   if (r.accepted != 1) {
     if (zc != 0) zc_done(zc);

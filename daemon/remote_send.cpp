@@ -89,8 +89,11 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   const std::uint64_t now = mono_ns();
   if (now < ep.paused_until_ns) return Delivery::Blocked;  // backing off after a Busy
   if (!window_open(*ch, ep, e.length)) {
-    ++ch->window_stalls;
-    bump(counters_.window_stalls);
+    if (!ep.stall_counted) {  // once per op: retries of a parked op are not new stalls
+      ep.stall_counted = true;
+      ++ch->window_stalls;
+      bump(counters_.window_stalls);
+    }
     return Delivery::Blocked;
   }
 
@@ -136,16 +139,23 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   // (on_send_done) and fails it. A payload from the client's arena goes
   // signaled and tracked (zero_copy.cpp); otherwise unsignaled, copied.
   const std::uint64_t zc = wr.payload_len != 0 ? zc_track(c, token) : 0;
+  if (wr.payload_len != 0 && zc == 0) {  // every tracking slot busy: wait rather than post untracked
+    remote_ops_.erase(token);
+    return Delivery::Blocked;
+  }
   wr.user_data = zc != 0 ? zc : token;
   wr.signaled = zc != 0;
-  if (zc != 0) wr.local = mr;
+  if (zc != 0 && rdma) wr.local = mr;
   const auto r = peers_->post(*ch, ep.id, wr);
   if (r.accepted != 1) {
     if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
     if (r.status == Status::Busy) {  // send queue (or credit backlog) full: wait like a full window
-      ++ch->window_stalls;
-      bump(counters_.window_stalls);
+      if (!ep.stall_counted) {
+        ep.stall_counted = true;
+        ++ch->window_stalls;
+        bump(counters_.window_stalls);
+      }
       return Delivery::Blocked;
     }
     *failure = Status::PeerReset;

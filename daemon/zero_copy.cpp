@@ -1,6 +1,7 @@
-// Eager sends straight from a client's registered tx arena (rdma lanes):
-// the WR's payload SGE names the client's memory by its segment MR, so the
-// segment and MR must outlive the WR. Each such WR is signaled and tracked
+// WRs whose payload is a client's memory: eager sends straight from its
+// registered tx arena (rdma: the payload SGE names the segment's MR), tcp
+// writes straight from it (the transport holds the pointer until written),
+// credit-backlogged WRs of either. The segment (and MR) must outlive the WR. Each such WR is signaled and tracked
 // in a preallocated slot (client id + the op's own user_data); a client that
 // detaches with some in flight stays retired until they complete. Every
 // posted WR completes (success, error or flush on close), so retirement ends.
@@ -18,20 +19,20 @@ namespace ferry::daemon {
 
 void Engine::setup_zero_copy() {
 #if FERRY_HAVE_RDMA
-  auto* r = dynamic_cast<transport::rdma::RdmaTransport*>(lanes_transport_.get());
-  if (r == nullptr) return;
-  rdma_pd_ = r->pd();
-  // One slot per send WR the transport can hold at once.
-  constexpr std::uint32_t kSlots = transport::rdma::kMaxConnections * transport::rdma::kSendQueueDepth;
+  if (auto* r = dynamic_cast<transport::rdma::RdmaTransport*>(lanes_transport_.get())) rdma_pd_ = r->pd();
+#endif
+  // One slot per WR that may name client memory at once: the transport's
+  // send queues plus the lanes' credit backlogs (rdma), or tcp's write
+  // queues. With none free an op waits (parked) rather than go untracked.
+  constexpr std::uint32_t kSlots = 65536;
   zc_slots_.assign(kSlots, ZcWr{});
   zc_free_.reserve(kSlots);
   for (std::uint32_t i = kSlots; i-- > 0;) zc_free_.push_back(i);
   retired_.reserve(64);
-#endif
 }
 
 std::uint64_t Engine::zc_track(ClientSession& c, std::uint64_t user_data) noexcept {
-  if (!c.mr.valid() || zc_free_.empty()) return 0;  // 0: post without the lkey (the transport copies)
+  if (zc_free_.empty()) return 0;  // 0: every slot busy; the caller must not post
   const std::uint32_t slot = zc_free_.back();
   zc_free_.pop_back();
   zc_slots_[slot] = ZcWr{c.id(), user_data};
