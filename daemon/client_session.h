@@ -43,6 +43,7 @@ struct Parked {
   shm::SqEntry entry;
   std::uint64_t deadline_ns;  // steady clock
   std::uint64_t seq = 0;      // remote: its endpoint sequence number once first sent (0: never sent)
+  bool stalled = false;       // counted in window_stalls already (once per op, not per retry)
 };
 
 struct Endpoint {
@@ -55,6 +56,10 @@ struct Endpoint {
   bool peer_dead = false;
   std::deque<Parked> parked;
   bool in_retry_list = false;
+  // The op being tried was already counted in window_stalls: set by
+  // try_send_remote when a window stalls it, carried into Parked::stalled
+  // by park/retry_parked and false again outside them.
+  bool stall_counted = false;
   std::uint32_t inflight = 0;  // remote: Sends/Calls posted, not answered (endpoint window)
   // Remote back-pressure (remote_send.cpp): ops are numbered per endpoint;
   // one the peer refused Busy waits here and goes again after a backoff

@@ -5,6 +5,7 @@
 // delivery timeout passes.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -104,7 +105,8 @@ void Engine::publish(ClientSession& server, const Service& s, bool is_call, shm:
 }
 
 void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
-  ep.parked.push_back(Parked{e, mono_ns() + delivery_timeout_ns_});
+  ep.parked.push_back(Parked{e, mono_ns() + delivery_timeout_ns_, 0, ep.stall_counted});
+  ep.stall_counted = false;
   bump(counters_.parked);
   if (!ep.in_retry_list) {
     ep.in_retry_list = true;
@@ -112,32 +114,52 @@ void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
   }
 }
 
+// Fair release (README "Flow control"): parked_endpoints_ is a queue in
+// waiting order. Each pass offers every endpoint one try of its front op;
+// one that moved an op goes to the back, one still blocked keeps its place,
+// so when a send window frees a slot the endpoint that has waited longest
+// takes it instead of whichever sits first in the list taking every slot.
+// Passes repeat while any op moves, so nothing is left that could go now.
 std::size_t Engine::retry_parked() {
   assert_owner();
   if (parked_endpoints_.empty()) return 0;
   std::size_t progress = 0;
   const std::uint64_t now = mono_ns();
-  for (std::size_t i = 0; i < parked_endpoints_.size();) {
-    const EndpointRef ref = parked_endpoints_[i];
-    ClientSession* c = client(ref.client);
-    Endpoint* found = nullptr;
-    if (c != nullptr) {
-      auto it = c->endpoints.find(ref.endpoint);
-      if (it != c->endpoints.end()) found = &it->second;
-    }
-    if (found == nullptr) {
-      parked_endpoints_[i] = parked_endpoints_.back();
-      parked_endpoints_.pop_back();
-      continue;
-    }
-    Endpoint& ep = *found;
-    while (!ep.parked.empty()) {
-      const Parked& p = ep.parked.front();
+  for (bool moved = true; moved;) {
+    moved = false;
+    const std::size_t n = parked_endpoints_.size();
+    std::size_t i = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto at = [&] { return parked_endpoints_.begin() + static_cast<std::ptrdiff_t>(i); };
+      const EndpointRef ref = *at();
+      ClientSession* c = client(ref.client);
+      Endpoint* found = nullptr;
+      if (c != nullptr) {
+        auto it = c->endpoints.find(ref.endpoint);
+        if (it != c->endpoints.end()) found = &it->second;
+      }
+      if (found == nullptr) {
+        parked_endpoints_.erase(at());  // keeps the others' order (no swap-remove)
+        continue;
+      }
+      Endpoint& ep = *found;
+      if (ep.parked.empty()) {
+        ep.in_retry_list = false;
+        parked_endpoints_.erase(at());
+        continue;
+      }
+      Parked& p = ep.parked.front();
       const auto op = static_cast<shm::Op>(p.entry.op);
       Status failure = Status::Ok;
+      ep.stall_counted = p.stalled;
       Delivery d = try_deliver(*c, ep, p.entry, &failure, p.seq, p.deadline_ns);
+      p.stalled = ep.stall_counted;
+      ep.stall_counted = false;
       if (d == Delivery::Blocked) {
-        if (now < p.deadline_ns) break;
+        if (now < p.deadline_ns) {
+          ++i;  // still waiting: keeps its place in the queue
+          continue;
+        }
         failure = Status::Timeout;
         bump(counters_.timeouts);
         d = Delivery::Failed;
@@ -145,13 +167,13 @@ std::size_t Engine::retry_parked() {
       if (d == Delivery::Failed) complete(*c, op, p.entry.user_data, failure);
       ep.parked.pop_front();
       ++progress;
-    }
-    if (ep.parked.empty()) {
-      ep.in_retry_list = false;
-      parked_endpoints_[i] = parked_endpoints_.back();
-      parked_endpoints_.pop_back();
-    } else {
-      ++i;
+      moved = true;
+      if (ep.parked.empty()) {
+        ep.in_retry_list = false;
+        parked_endpoints_.erase(at());
+      } else {  // had its turn: to the back of the queue
+        std::rotate(at(), at() + 1, parked_endpoints_.end());
+      }
     }
   }
   return progress;
