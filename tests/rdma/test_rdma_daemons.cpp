@@ -76,8 +76,8 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
   f.connect_timeout_ms = 20000;
   f.hosts = {env("ADDR0"), env("ADDR1")};
   // Small arenas: registering them is slow under emulation, and 12 clients attach at once.
-  f.extra_args = {"--rdma-ack-timeout", "18",         "--eager-threshold", std::to_string(kEager),
-                  "--tx-arena-bytes",   "8m",         "--rx-arena-bytes",  "16m"};
+  f.extra_args = {"--rdma-ack-timeout", "18", "--eager-threshold", std::to_string(kEager),
+                  "--tx-arena-bytes",   "8m", "--rx-arena-bytes",  "16m"};
   Cluster cl(2, NetMode::Loopback, f);
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
