@@ -68,6 +68,12 @@ struct Endpoint {
   std::uint64_t next_seq = 1;
   std::uint64_t paused_until_ns = 0;
   std::uint64_t backoff_ns = 0;
+  // After a refusal nothing goes until every op in flight is answered (those
+  // sent before the resend are refused too and must be resent before any
+  // later op). resync_seq: a refused op was given up (its deadline passed);
+  // the peer still waits for that number, so the next op sent carries it.
+  bool resend_wait = false;
+  std::uint64_t resync_seq = 0;
 };
 
 class ClientSession {

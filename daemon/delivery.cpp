@@ -163,6 +163,9 @@ std::size_t Engine::retry_parked() {
         failure = Status::Timeout;
         bump(counters_.timeouts);
         d = Delivery::Failed;
+        // A refused op given up: the peer waits for it; the next one sent
+        // tells it to stop waiting (remote_send.cpp).
+        if (p.seq != 0 && (ep.resync_seq == 0 || p.seq < ep.resync_seq)) ep.resync_seq = p.seq;
       }
       if (d == Delivery::Failed) complete(*c, op, p.entry.user_data, failure);
       ep.parked.pop_front();

@@ -23,8 +23,11 @@
 // QPs go on. A receiver that refuses an op Busy (its client's share of
 // staging is full) refuses every later op of that endpoint until the refused
 // one comes again (header seq); here the refused ops wait in their order and
-// go again after a backoff (1..64 ms, doubling), so a stopped consumer costs
-// the shared lanes a few messages per backoff instead of a stream of retries.
+// go again after a backoff (1..64 ms, doubling) once every op then in flight
+// has been answered (those are refused too, and must go again before any
+// later op), so order holds and a stopped consumer costs the shared lanes a
+// few messages per backoff instead of a stream of retries. A refused op given
+// up (delivery deadline) hands its number to the next op sent.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -88,6 +91,10 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   }
   const std::uint64_t now = mono_ns();
   if (now < ep.paused_until_ns) return Delivery::Blocked;  // backing off after a Busy
+  if (ep.resend_wait) {
+    if (ep.inflight != 0) return Delivery::Blocked;  // answers still coming: they may be refusals too
+    ep.resend_wait = false;
+  }
   if (!window_open(*ch, ep, e.length)) {
     if (!ep.stall_counted) {  // once per op: retries of a parked op are not new stalls
       ep.stall_counted = true;
@@ -110,7 +117,12 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   rop.exposed = rendezvous || resp_buffer;
   rop.resp_buffer = resp_buffer;
   rop.entry = e;
-  rop.seq = seq != 0 ? seq : ep.next_seq++;
+  // The number the peer expects next if we gave a refused op up, else the
+  // op's own (a resend) or a new one.
+  // (Only when lower than the op's own: an earlier refused op still waiting
+  // here goes with its own number first.)
+  const bool resync = ep.resync_seq != 0 && (seq == 0 || ep.resync_seq < seq);
+  rop.seq = resync ? ep.resync_seq : seq != 0 ? seq : ep.next_seq++;
   rop.deadline_ns = deadline_ns != 0 ? deadline_ns : now + delivery_timeout_ns_;
   const std::uint64_t op_seq = rop.seq;
   const std::uint64_t token = remote_ops_.insert(std::move(rop));
@@ -120,7 +132,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   wr.header.dst_ep = ep.remote_ep;
   wr.header.token = token;
   wr.header.seq = op_seq;
-  if (seq != 0) wr.header.flags |= wire::kFlagRetransmit;  // sent again after a Busy
+  if (seq != 0 || resync) wr.header.flags |= wire::kFlagRetransmit;  // informational: sent again
   const transport::MemoryHandle mr = c.mr.handle();
   if (rendezvous) {
     wr.header.type = wire::MsgType::RendezvousReq;
@@ -167,6 +179,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   ++nic_window_ops_;
   nic_window_bytes_ += e.length;
   ++ep.inflight;
+  if (resync) ep.resync_seq = 0;
   if (rendezvous || resp_buffer) ++c.remote_holds;
   if (rendezvous) bump(counters_.rendezvous_sends);
   bump(is_call ? counters_.remote_calls : counters_.remote_sends);
@@ -216,6 +229,8 @@ void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::by
         return;
       }
       bump(counters_.timeouts);
+      if (ep->second.resync_seq == 0 || op.seq < ep->second.resync_seq)
+        ep->second.resync_seq = op.seq;  // still awaited
       complete(*c, kind, op.user_data, Status::Timeout);
       return;
     }
@@ -241,6 +256,7 @@ void Engine::repark_refused(ClientSession& c, Endpoint& ep, const peer::RemoteOp
   constexpr std::uint64_t kMinBackoffNs = 1'000'000, kMaxBackoffNs = 64'000'000;
   ep.backoff_ns = std::clamp(ep.backoff_ns * 2, kMinBackoffNs, kMaxBackoffNs);
   ep.paused_until_ns = now_ns + ep.backoff_ns;
+  ep.resend_wait = true;
   // Refused ops go back in their first-send order, ahead of ops never sent.
   auto at =
       std::find_if(ep.parked.begin(), ep.parked.end(), [&](const Parked& p) { return p.seq == 0 || p.seq > op.seq; });

@@ -138,6 +138,8 @@ void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wir
   if (it != proxies_.end() && it->second.refused_from != 0) {
     // After a Busy, everything later is refused until the refused op itself
     // comes again: the sender resends in order (remote_send.cpp).
+    // (A sender that gives the refused op up sends its next op with that
+    // number instead.)
     if (h.seq != it->second.refused_from) {
       bump(counters_.busy_rejects);
       answer(ch, lane, h, Status::Busy);

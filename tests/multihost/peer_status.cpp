@@ -124,6 +124,9 @@ std::optional<StatusView> read_status(const std::string& control, std::string* e
     if (!parse_peer((*arr)[i], &pv, "peers[" + std::to_string(i) + "]", error)) return std::nullopt;
     s.peers.push_back(std::move(pv));
   }
+  if (const json::Value* counters = v->find("counters"); counters != nullptr && counters->is_object()) {
+    for (const auto& [name, value] : *counters->as_object()) s.counters[name] = value.as_uint().value_or(0);
+  }
   return s;
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -35,6 +36,13 @@ struct PeerView {
 
 struct StatusView {
   std::vector<PeerView> peers;
+  std::map<std::string, std::uint64_t> counters;  // the daemon's `counters` object
+
+  // A counter by name; 0 when the daemon does not report it.
+  std::uint64_t counter(const std::string& name) const {
+    auto it = counters.find(name);
+    return it == counters.end() ? 0 : it->second;
+  }
 };
 
 // Runs ferryctl; nullopt with *error on a failed run, bad JSON or a

@@ -9,14 +9,11 @@
 // and resends really happened.
 // FERRY_MH_NET=loopback|netns picks the network (see cluster.h).
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <cstdlib>
-#include <optional>
 #include <string>
 
-#include "control/json.h"
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/peer_status.h"
 
 using namespace ferry;
 using namespace ferry::itest;
@@ -28,21 +25,9 @@ constexpr std::uint32_t kSenders = 3;
 constexpr std::uint64_t kMessages = 60;
 
 std::uint64_t counter(const Node& n, const char* key) {
-  std::string out;
-  const char* ctl = std::getenv("FERRYCTL");
-  const std::string cmd =
-      std::string(ctl != nullptr ? ctl : "ferryctl") + " --control " + n.control() + " status --json";
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    std::size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-    ::pclose(p);
-  }
-  const auto v = json::parse(out);
-  if (!v) return 0;
-  const json::Value* counters = v->find("counters");
-  const json::Value* c = counters != nullptr ? counters->find(key) : nullptr;
-  return c != nullptr ? c->as_uint().value_or(0) : 0;
+  std::string err;
+  const auto s = read_status(n.control(), &err);
+  return s ? s->counter(key) : 0;
 }
 
 }  // namespace
