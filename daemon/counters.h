@@ -48,6 +48,7 @@ struct Counters {
   Counter zero_copy_writes{0};   // replies we RDMA-WROTE into a caller's buffer
   Counter zero_copy_replies{0};  // replies that arrived in our caller's buffer by WRITE
   Counter busy_backoffs{0};      // remote ops the peer refused Busy, held here and sent again after a backoff
+  Counter redials_deferred{0};   // Opens refused PeerUnreachable without a dial: the address failed just before
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -89,6 +90,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("zero_copy_writes", c.zero_copy_writes);
   f("zero_copy_replies", c.zero_copy_replies);
   f("busy_backoffs", c.busy_backoffs);
+  f("redials_deferred", c.redials_deferred);
 }
 
 }  // namespace ferry::daemon

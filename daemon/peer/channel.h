@@ -102,6 +102,7 @@ struct Channel {
   std::uint64_t rtt_us = 0;
   std::uint32_t missed = 0;     // heartbeat intervals without hearing from the peer
   std::uint32_t endpoints = 0;  // local endpoints + proxies bound to it
+  bool was_up = false;          // reached Up at least once (redial rate limit)
 
   // Software send window (engine, daemon/flow_window.cpp): our remote
   // Sends/Calls posted on this channel and not yet answered.

@@ -237,6 +237,8 @@ void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
 void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
   start_credits(ch);
   set_state(ch, ChannelState::Up, now_ns);
+  ch.was_up = true;
+  if (!ch.address.empty()) redial_.erase(ch.address);
   bump(counters_.peer_connects);
   ch.last_heard_ns = now_ns;
   ch.next_ping_ns = now_ns;  // first heartbeat right away gives an RTT early

@@ -7,6 +7,8 @@
 // PeerUnreachable.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "daemon/peer/channel_manager.h"
 
 namespace ferry::daemon::peer {
@@ -127,11 +129,23 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
     }
   }
   set_state(ch, orderly ? ChannelState::Down : ChannelState::Failed, now_ns);
+  if (!orderly) defer_redial(ch, now_ns);
   // WRs waiting for credits fail before the channel is reported down, so
   // the engine settles them (zero-copy holds) while the ops still exist.
   fail_backlog(ch);
   events_.on_channel_down(ch, why);
   finished_.push_back(ch.id);
+}
+
+void ChannelManager::defer_redial(const Channel& ch, std::uint64_t now_ns) {
+  if (!ch.initiated || ch.address.empty()) return;  // we only redial what we dialled
+  constexpr std::uint64_t kMinNs = 100'000'000, kMaxNs = 2'000'000'000;
+  Redial& r = redial_[ch.address];
+  // A channel that was Up and died: one quick retry interval. One that never
+  // came up: the interval doubles with each failure in a row.
+  r.delay_ns = ch.was_up ? kMinNs : std::clamp(r.delay_ns * 2, kMinNs, kMaxNs);
+  r.not_before_ns = now_ns + r.delay_ns;
+  spdlog::info("channel {} to {}: next dial not before {} ms from now", ch.id, ch.address, r.delay_ns / 1'000'000);
 }
 
 void ChannelManager::reap() {

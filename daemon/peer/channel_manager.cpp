@@ -69,6 +69,10 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
     if (ch != nullptr && !ch->finished()) return Result<std::uint32_t>::ok(ch->id);  // still handshaking
     by_address_.erase(it);
   }
+  if (auto r = redial_.find(address); r != redial_.end() && now_ns < r->second.not_before_ns) {
+    bump(counters_.redials_deferred);
+    return Result<std::uint32_t>::fail(Status::PeerUnreachable);
+  }
   Channel& ch = create(true, now_ns);
   ch.address = address;
   ch.host = std::string(host);

@@ -296,6 +296,17 @@ class ChannelManager {
   std::uint32_t next_id_ = 1;
   std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
   std::unordered_map<std::string, std::uint32_t> by_address_;
+  // Redial rate limit per address (connect()): after a channel we dialled
+  // fails, the next dial waits delay_ns; it doubles (100 ms .. 2 s) while
+  // dials keep failing before Up and is forgotten once a channel comes Up.
+  // Opens in the wait fail PeerUnreachable at once, so a dead or flapping
+  // peer costs one connect per interval, not one per Open.
+  struct Redial {
+    std::uint64_t not_before_ns = 0;
+    std::uint64_t delay_ns = 0;
+  };
+  std::unordered_map<std::string, Redial> redial_;
+  void defer_redial(const Channel& ch, std::uint64_t now_ns);
   std::unordered_map<ConnKey, ConnRef> conns_;
   std::vector<PendingConnect> pending_;  // connects in progress, any channel
   int connect_epoll_ = -1;               // the pending sockets, EPOLLOUT

@@ -80,6 +80,11 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
     if (gone.status != Status::PeerUnreachable) return fail(3, "open unreachable: %s", st(gone.status).c_str());
     if (took > bound)
       return fail(4, "PeerUnreachable after %lld ms, bound %lld ms", (long long)took.count(), (long long)bound.count());
+    // Right after a failed dial the address is not dialled again: the next
+    // Open fails at once (redial rate limit; counted as redials_deferred).
+    auto again = c->open(unreachable, 20s);
+    if (again.status != Status::PeerUnreachable)
+      return fail(19, "second open unreachable: %s", st(again.status).c_str());
 
     // The good peer still works, with verified bytes.
     auto ep = c->open(b.target("echo"));
@@ -135,6 +140,13 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
     return 0;
   });
   CHECK(reap(client, 40s) == 0);
+  {
+    std::string err;
+    const auto s = read_status(a.control(), &err);
+    INFO(err);
+    REQUIRE(s);
+    CHECK(s->counter("redials_deferred") >= 1);
+  }
   stop.signal();
   hold_stop.signal();
   CHECK(reap(server, 10s) == 0);
