@@ -41,11 +41,10 @@ namespace ferry::daemon {
 
 namespace {
 
-std::uint8_t put_buffer(transport::SendWr& wr, const wire::RemoteBuffer& rb) noexcept {
+void put_buffer(transport::SendWr& wr, const wire::RemoteBuffer& rb) noexcept {
   encode_remote_buffer(
       rb, std::span<std::byte, wire::kRemoteBufferBytes>(wr.prefix.data() + wr.prefix_len, wire::kRemoteBufferBytes));
   wr.prefix_len = static_cast<std::uint8_t>(wr.prefix_len + wire::kRemoteBufferBytes);
-  return wr.prefix_len;
 }
 
 }  // namespace

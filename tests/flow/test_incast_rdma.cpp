@@ -13,8 +13,10 @@
 #include "control/json.h"
 #include "tests/flow/bench_run.h"
 #include "tests/multihost/cluster.h"
+#include "tests/rdma/vm_probe.h"
 
 using namespace ferry;
+using namespace ferry::rdmatest;
 using namespace ferry::flowtest;
 using namespace ferry::mhtest;
 using namespace std::chrono_literals;
@@ -23,37 +25,6 @@ namespace {
 
 constexpr std::uint32_t kSenders = 16;
 constexpr std::uint64_t kMessages = 64;  // per size, over all senders (TCG emulation is slow)
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
-
-// rcvd_rnr_err + send_rnr_err of `dev` port 1; -1 when unreadable.
-long long rnr_errors(const std::string& dev) {
-  const std::string line = run("rdma statistic show link " + dev + "/1 2>&1");
-  long long total = 0;
-  int found = 0;
-  for (const char* key : {"rcvd_rnr_err ", "send_rnr_err "}) {
-    const auto at = line.find(key);
-    if (at == std::string::npos) continue;
-    total += std::atoll(line.c_str() + at + std::string(key).size());
-    ++found;
-  }
-  std::printf("%s: %s\n", dev.c_str(), line.c_str());
-  return found == 0 ? -1 : total;
-}
 
 }  // namespace
 

@@ -19,8 +19,10 @@
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/peer_status.h"
 #include "tests/multihost/roles.h"
+#include "tests/rdma/vm_probe.h"
 
 using namespace ferry;
+using namespace ferry::rdmatest;
 using namespace ferry::itest;
 using namespace ferry::mhtest;
 
@@ -30,39 +32,8 @@ constexpr std::uint32_t kLanes = 2, kCallers = 8, kServices = 4, kEager = 8192, 
 constexpr std::uint32_t kSenders = 3;
 constexpr std::uint64_t kCalls = 40, kPerSender = 30;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
-
 std::optional<json::Value> status_json(const Node& n) {
   return json::parse(run(env("FERRYCTL") + " --control " + n.control() + " status --json"));
-}
-
-// rcvd_rnr_err + send_rnr_err of `dev` port 1; -1 when unreadable.
-long long rnr_errors(const std::string& dev) {
-  const std::string line = run("rdma statistic show link " + dev + "/1 2>&1");
-  long long total = 0;
-  int found = 0;
-  for (const char* key : {"rcvd_rnr_err ", "send_rnr_err "}) {
-    const auto at = line.find(key);
-    if (at == std::string::npos) continue;
-    total += std::atoll(line.c_str() + at + std::string(key).size());
-    ++found;
-  }
-  INFO(dev << ": " << line);
-  return found == 0 ? -1 : total;
 }
 
 }  // namespace
