@@ -49,6 +49,8 @@ struct Counters {
   Counter zero_copy_replies{0};  // replies that arrived in our caller's buffer by WRITE
   Counter busy_backoffs{0};      // remote ops the peer refused Busy, held here and sent again after a backoff
   Counter redials_deferred{0};   // Opens refused PeerUnreachable without a dial: the address failed just before
+  Counter lane_breaks{0};         // data lane connections lost or dropped (recoveries: those rebuilt)
+  Counter duplicates_dropped{0};  // lane messages received twice (by lane_seq) and dropped
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -91,6 +93,8 @@ void for_each_counter(const Counters& c, F&& f) {
   f("zero_copy_replies", c.zero_copy_replies);
   f("busy_backoffs", c.busy_backoffs);
   f("redials_deferred", c.redials_deferred);
+  f("lane_breaks", c.lane_breaks);
+  f("duplicates_dropped", c.duplicates_dropped);
 }
 
 }  // namespace ferry::daemon

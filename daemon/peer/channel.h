@@ -65,6 +65,10 @@ struct LaneStats {
   std::uint32_t credits_owed = 0;   // receives we consumed and reposted, not yet granted back
   std::uint32_t backlog = 0;        // messages waiting here for a credit
   std::uint64_t credit_stalls = 0;  // messages that had to wait for a credit
+  // Reliability (channel_lane_queue.cpp, channel_rebuild.cpp).
+  std::uint32_t unconfirmed = 0;  // posted WRs kept until the peer confirms them
+  std::uint64_t retransmits = 0;  // messages posted again after a rebuild
+  std::uint64_t rebuilds = 0;     // times this lane's connection was replaced
 };
 
 struct Lane {
@@ -76,7 +80,24 @@ struct Lane {
   std::uint32_t recv_unposted = 0;       // receives used since the last lanes poll: not reposted yet
   std::uint32_t unposted_by_credit = 0;  // ... of them used by pure Credit messages
   std::uint32_t owed_by_credit = 0;      // part of stats.credits_owed used by pure Credit messages
+  // Sequence numbers (header lane_seq/ack; serial arithmetic, they wrap).
+  // Every WR that uses a receive at the peer is numbered; the WR stays in
+  // the lane's ring until the peer's cumulative ack covers it, so a rebuilt
+  // lane can post again exactly what the peer did not get.
+  std::uint32_t tx_seq = 0;  // lane_seq of the last numbered WR posted
+  std::uint32_t rx_seq = 0;  // lane_seq of the last message received in order
+  std::uint32_t acked = 0;   // the peer's cumulative ack
+  // The connection died while the channel lives on: posts queue until a new
+  // connection joins (channel_rebuild.cpp).
+  bool broken = false;
+  std::uint64_t broken_ns = 0;
 };
+
+// Serial-number order for lane_seq/ack (RFC 1982 style, 32 bits).
+constexpr bool seq_before(std::uint32_t a, std::uint32_t b) noexcept {
+  return static_cast<std::int32_t>(a - b) < 0;
+}
+constexpr bool seq_at_most(std::uint32_t a, std::uint32_t b) noexcept { return !seq_before(b, a); }
 
 struct Channel {
   std::uint32_t id = 0;  // nonzero, never reused: a restarted peer gets a new channel
@@ -103,6 +124,10 @@ struct Channel {
   std::uint32_t missed = 0;     // heartbeat intervals without hearing from the peer
   std::uint32_t endpoints = 0;  // local endpoints + proxies bound to it
   bool was_up = false;          // reached Up at least once (redial rate limit)
+  // Lane rebuilds in the current window (channel_rebuild.cpp): a peer that
+  // breaks lanes over and over loses the channel instead.
+  std::uint32_t rebuilds_recent = 0;
+  std::uint64_t rebuild_window_ns = 0;
 
   // Software send window (engine, daemon/flow_window.cpp): our remote
   // Sends/Calls posted on this channel and not yet answered.

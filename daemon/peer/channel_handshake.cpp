@@ -48,6 +48,12 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   // way the peer's clients do ("HOST:PORT/SERVICE"), so the peer reuses this
   // channel for its own Opens to us instead of building a duplicate.
   if (!ack && token == 0) h.ack = cfg_.listen_port;
+  // A lane handshake on a channel already Up replaces a broken lane
+  // (channel_rebuild.cpp): it says so, with the last lane_seq we got there.
+  if (token != 0 && token <= kMaxLanes && ch.usable()) {
+    h.flags = wire::kFlagRetransmit;
+    h.ack = ch.lanes[token - 1].rx_seq;
+  }
   transport::SendWr wr;
   wr.conn = conn;
   wr.header = h;
@@ -144,6 +150,23 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     return;
   }
   const std::uint64_t lane = h.token - 1;
+  if ((h.flags & wire::kFlagRetransmit) != 0) {
+    // A rejoin: a new connection for a lane of a channel that is Up.
+    for (auto& [id, ch] : channels_) {
+      if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || !ch->usable() || lane >= ch->lane_count) continue;
+      if (auth_on() && (!remote.has_nonce || remote.auth_nonce != ch->peer_nonce)) continue;
+      if (!auth_check_lane(*ch, remote)) {
+        refuse(conn, h.token, Status::PermissionDenied, on_lanes);
+        auth_failed(*ch, "a rebuilt lane's proof does not match our secret", now_ns);
+        return;
+      }
+      rejoin_accept(*ch, static_cast<std::uint32_t>(lane), conn, h, remote, on_lanes, now_ns);
+      return;
+    }
+    spdlog::warn("peer rejoin Hello for lane {} matches no channel that is up; refused", lane);
+    refuse(conn, h.token, Status::PeerReset, on_lanes);
+    return;
+  }
   for (auto& [id, ch] : channels_) {
     if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || ch->state != ChannelState::Handshaking) continue;
     if (lane >= ch->lane_count || ch->lanes[lane].joined) continue;
@@ -170,6 +193,10 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
 
 void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                                   std::uint64_t now_ns) {
+  if (lane >= 0 && ch.initiated && ch.usable() && (h.flags & wire::kFlagRetransmit) != 0) {
+    rejoin_ack(ch, static_cast<std::uint32_t>(lane), h, payload, now_ns);
+    return;
+  }
   lane_credits_from_ack(ch, lane, h, payload);
   if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined) {
     // A lane's ack overtaken by data on another lane (see on_recv): the

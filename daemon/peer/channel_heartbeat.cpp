@@ -40,6 +40,7 @@ std::size_t ChannelManager::tick(std::uint64_t now_ns) {
       continue;
     }
     heartbeat(*ch, now_ns);
+    rebuild_tick(*ch, now_ns);
     credit_tick(*ch);
   }
   reap();

@@ -134,11 +134,27 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
     switch (c.kind) {
       case transport::CompletionKind::Accepted: conns_[key(c.conn, on_lanes)] = ConnRef{0, -1}; break;
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
-      case transport::CompletionKind::SendDone: events_.on_send_done(c.user_data, c.status); break;
+      case transport::CompletionKind::SendDone: on_send_done(c, on_lanes, now_ns); break;
       case transport::CompletionKind::Closed: on_closed(c, on_lanes); break;
     }
   }
   return n;
+}
+
+void ChannelManager::on_send_done(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
+  auto it = conns_.find(key(c.conn, on_lanes));
+  if (it == conns_.end()) {
+    // A lane connection already dropped (break_lane, finish): every WR it
+    // carried is in its lane's ring, settled there. Others carry none.
+    return;
+  }
+  const ConnRef ref = it->second;
+  Channel* ch = ref.channel == 0 || ref.lane < 0 ? nullptr : find(ref.channel);
+  if (ch != nullptr && ch->usable() && rings_.find(ch->id) != rings_.end()) {
+    lane_send_done(*ch, static_cast<std::uint32_t>(ref.lane), c, now_ns);
+    return;
+  }
+  events_.on_send_done(c.user_data, c.status);  // handshake and bootstrap WRs (user_data 0)
 }
 
 void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
@@ -200,8 +216,30 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     fail(*ch, Status::ProtocolError, now_ns);
     return;
   }
-  if (c.header.type == wire::MsgType::Credit) return;  // its grant is taken: nothing for the engine
-  events_.on_message(*ch, static_cast<std::uint32_t>(ref.lane), c.header, c.payload);
+  on_lane_message(*ch, static_cast<std::uint32_t>(ref.lane), c, now_ns);
+}
+
+void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c,
+                                     std::uint64_t now_ns) {
+  Lane& l = ch.lanes[lane];
+  // rdma: a WRITE with immediate has no header (the transport makes a
+  // WriteDone of it): next in order, no ack. Everything else carries both.
+  const bool implicit = c.header.type == wire::MsgType::WriteDone && c.header.lane_seq == 0;
+  if (!implicit && !take_ack(ch, lane, c.header.ack, now_ns)) return;
+  if (c.header.type == wire::MsgType::Credit) return;  // its grant and ack are taken: nothing for the engine
+  const std::uint32_t expect = l.rx_seq + 1;
+  const std::uint32_t got = implicit ? expect : c.header.lane_seq;
+  if (got != expect) {
+    if (seq_before(got, expect)) {
+      bump(counters_.duplicates_dropped);
+      spdlog::debug("channel {} lane {}: lane_seq {} again (have {}); dropped", ch.id, lane, got, l.rx_seq);
+      return;
+    }
+    break_lane(ch, lane, fmt::format("lane_seq {} arrived, {} expected: a message is missing", got, expect), now_ns);
+    return;
+  }
+  l.rx_seq = got;
+  events_.on_message(ch, lane, c.header, c.payload);
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
@@ -212,8 +250,17 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   if (ref.channel == 0) return;
   Channel* ch = find(ref.channel);
   if (ch == nullptr || ch->finished()) return;
-  // Any connection of a channel going away takes the channel with it: the
-  // lanes carry per-endpoint order, the bootstrap carries liveness.
+  if (ref.lane >= 0 && ch->usable()) {
+    // A data lane of a channel that is Up: rebuilt through the bootstrap
+    // connection (channel_rebuild.cpp), or the channel fails if it cannot.
+    Lane& l = ch->lanes[static_cast<std::uint32_t>(ref.lane)];
+    if (l.conn == c.conn) l.conn = transport::kInvalidConn;  // gone already: nothing to close
+    break_lane(*ch, static_cast<std::uint32_t>(ref.lane), fmt::format("connection closed ({})", to_string(c.status)),
+               last_now_ns_);
+    return;
+  }
+  // The bootstrap connection (liveness) or a lane still handshaking: the
+  // channel goes with it.
   const Status why = ch->state == ChannelState::Handshaking ? Status::PeerUnreachable : Status::PeerReset;
   spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address, ref.lane < 0 ? "bootstrap" : "data",
                to_string(c.status));

@@ -170,7 +170,7 @@ class ChannelManager {
   // a tcp lane has written it). Busy when the lane's backlog is full.
   transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
 
-  // WRs a lane queues at most while waiting for credits.
+  // WRs a lane holds at most: posted and unconfirmed plus waiting.
   static constexpr std::uint32_t kBacklogCapacity = 1024;
   // Credits a data WR leaves unused: kept for an explicit Credit message.
   static constexpr std::uint32_t kCreditReserve = 1;
@@ -210,6 +210,10 @@ class ChannelManager {
   std::size_t drain(bool on_lanes, std::uint64_t now_ns) noexcept;
   Channel& create(bool initiated, std::uint64_t now_ns);
   void on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
+  void on_send_done(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
+  // A data message on a lane of a usable channel: its ack, then its lane_seq
+  // (in order: on to the engine; already seen: dropped; a gap: the lane breaks).
+  void on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c, std::uint64_t now_ns);
   void on_closed(const transport::Completion& c, bool on_lanes);
   LaneStats* stats_of(Channel& ch, std::int32_t lane) noexcept;
 
@@ -261,15 +265,10 @@ class ChannelManager {
   void reap();
 
   // channel_credits.cpp
-  struct LaneBacklog {
-    std::unique_ptr<transport::SendWr[]> ring;  // kBacklogCapacity, allocated when the channel comes up
-    std::uint32_t head = 0;
-  };
-  using ChannelBacklog = std::array<LaneBacklog, kMaxLanes>;
   static bool uses_receive(transport::WrOp op) noexcept {
     return op == transport::WrOp::Send || op == transport::WrOp::RdmaWriteImm;
   }
-  // Control path: backlog storage for an Up channel; dropped in finish().
+  // Control path: the lane rings of an Up channel; dropped in finish().
   void start_credits(Channel& ch);
   // A lane's handshake told the peer's initial credits. Acceptor: from its
   // Hello (which used one of our receives). Initiator: from its HelloAck.
@@ -280,12 +279,60 @@ class ChannelManager {
   bool credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept;
   // After a lanes poll: receives used before it are reposted, so grantable.
   void credits_reposted() noexcept;
-  transport::PostResult post_now(Lane& l, std::span<transport::SendWr> wrs) noexcept;
-  void flush_backlog(Channel& ch, std::uint32_t lane) noexcept;
   bool send_credit(Channel& ch, std::uint32_t lane) noexcept;
   void credit_tick(Channel& ch) noexcept;
-  // Completes every queued WR with PeerReset, once; frees the storage.
+
+  // channel_lane_queue.cpp: every WR a lane carries, in one ring per lane:
+  // [unconfirmed: posted, kept until the peer's ack covers it][backlog:
+  // waiting for credits or for a rebuilt connection]. Both together hold at
+  // most kBacklogCapacity WRs. A kept WR's completion reaches the engine
+  // only once the peer confirmed it (and the transport finished it), so its
+  // payload (client memory) stays valid for a replay.
+  struct Slot {
+    transport::SendWr wr;
+    std::uint64_t posted_ns = 0;
+    std::uint32_t seq = 0;  // lane_seq it went with; 0: unnumbered (RDMA READ)
+    bool done = false;      // the transport completed it Ok
+  };
+  struct LaneRing {
+    std::unique_ptr<Slot[]> slots;  // kBacklogCapacity, allocated when the channel comes up
+    std::uint32_t head = 0;
+  };
+  using ChannelRings = std::array<LaneRing, kMaxLanes>;
+  LaneRing* ring_of(std::uint32_t channel, std::uint32_t lane) noexcept;
+  // Posts up to n backlog WRs from the front of the backlog (they become
+  // unconfirmed); numbers them, piggybacks ack and owed credits.
+  transport::PostResult post_backlog(Channel& ch, std::uint32_t lane, std::uint32_t n) noexcept;
+  void flush_backlog(Channel& ch, std::uint32_t lane) noexcept;
+  // A pure Credit (or other unkept message) straight to the transport.
+  transport::PostResult post_unkept(Lane& l, transport::SendWr& wr) noexcept;
+  // The peer's cumulative ack on any lane message; false: it acks what we
+  // never sent (the channel failed).
+  bool take_ack(Channel& ch, std::uint32_t lane, std::uint32_t ack, std::uint64_t now_ns) noexcept;
+  // SendDone of a WR on a live lane connection.
+  void lane_send_done(Channel& ch, std::uint32_t lane, const transport::Completion& c, std::uint64_t now_ns) noexcept;
+  // Hands confirmed WRs at the front of the ring to the engine.
+  void report_confirmed(Channel& ch, std::uint32_t lane) noexcept;
+  // A new connection joined a broken lane and the peer got up to peer_rx:
+  // what it confirmed completes, the rest goes again, in order, first.
+  void replay(Channel& ch, std::uint32_t lane, std::uint32_t peer_rx, std::uint64_t now_ns);
+  // Completes every kept and queued WR with PeerReset, once; frees the rings.
   void fail_backlog(Channel& ch) noexcept;
+
+  // channel_rebuild.cpp
+  // Whether a lane of `ch` may be rebuilt rather than failing the channel.
+  bool rebuildable(Channel& ch, std::uint64_t now_ns) noexcept;
+  // The lane's connection is gone or untrustworthy: drop it, keep its WRs;
+  // the initiator dials a new one. Fails the channel when it cannot.
+  void break_lane(Channel& ch, std::uint32_t lane, std::string_view why, std::uint64_t now_ns);
+  // Acceptor: a rejoin Hello for lane `lane` of `ch` on `conn`.
+  void rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
+                     const wire::Handshake& remote, bool on_lanes, std::uint64_t now_ns);
+  // Initiator: the rejoin HelloAck.
+  void rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+                  std::uint64_t now_ns);
+  // Rebuild deadlines and the retransmission timeout (unacked too long).
+  void rebuild_tick(Channel& ch, std::uint64_t now_ns);
 
   transport::Transport& transport_;  // bootstrap connections
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
@@ -317,8 +364,8 @@ class ChannelManager {
   std::array<std::byte, wire::kHandshakeMaxBytes> hello_{};
   std::uint32_t hello_len_ = 0;
   std::uint64_t last_now_ns_ = 0;
-  // Credits (channel_credits.cpp).
-  std::unordered_map<std::uint32_t, std::unique_ptr<ChannelBacklog>> backlogs_;
+  // Credits and lane rings (channel_credits.cpp, channel_lane_queue.cpp).
+  std::unordered_map<std::uint32_t, std::unique_ptr<ChannelRings>> rings_;
   std::uint32_t recv_depth_ = 2;       // receives our lane transport posts per connection
   std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
   bool reposts_due_ = false;           // some lane used receives since the last lanes poll

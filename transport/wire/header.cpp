@@ -32,8 +32,8 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   // A table reads better aligned.
   // clang-format off
   //                              min                max                 flags                              status token  src    dst    chan   aux
-  at(MsgType::Hello) =         {kHandshakeBaseBytes, kHandshakeMaxBytes, 0,                                 false, false, false, false, true,  false};
-  at(MsgType::HelloAck) =      {kHandshakeBaseBytes, kHandshakeMaxBytes, 0,                                 true,  false, false, false, true,  false};
+  at(MsgType::Hello) =         {kHandshakeBaseBytes, kHandshakeMaxBytes, kFlagRetransmit,                             false, false, false, false, true,  false};
+  at(MsgType::HelloAck) =      {kHandshakeBaseBytes, kHandshakeMaxBytes, kFlagRetransmit,                             true,  false, false, false, true,  false};
   at(MsgType::Heartbeat) =     {0,                   0,                  0,                                 false, false, false, false, true,  false};
   at(MsgType::Credit) =        {0,                   0,                  0,                                 false, false, false, false, false, false};
   at(MsgType::Open) =          {1,                   kMaxServiceNameBytes, kFlagRetransmit,                 false, true,  true,  false, false, false};
@@ -66,7 +66,8 @@ void encode_header(const Header& h, std::span<std::byte, kHeaderBytes> out) noex
   store_le32(p + kOffSrcEp, h.src_ep);
   store_le32(p + kOffDstEp, h.dst_ep);
   store_le64(p + kOffSeq, h.seq);
-  store_le64(p + kOffAck, h.ack);
+  store_le32(p + kOffLaneSeq, h.lane_seq);
+  store_le32(p + kOffAck, h.ack);
   store_le64(p + kOffToken, h.token);
   store_le32(p + kOffCredit, h.credit);
   store_le32(p + kOffAux, h.aux);
@@ -130,7 +131,8 @@ WireError decode_header(std::span<const std::byte> in, std::uint32_t max_payload
   h.src_ep = load_le32(p + kOffSrcEp);
   h.dst_ep = load_le32(p + kOffDstEp);
   h.seq = load_le64(p + kOffSeq);
-  h.ack = load_le64(p + kOffAck);
+  h.lane_seq = load_le32(p + kOffLaneSeq);
+  h.ack = load_le32(p + kOffAck);
   h.token = load_le64(p + kOffToken);
   h.credit = load_le32(p + kOffCredit);
   h.aux = load_le32(p + kOffAux);

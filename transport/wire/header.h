@@ -10,8 +10,11 @@
 //     4    4 payload_len    bytes after the header
 //     8    4 src_ep         sender's endpoint id (0 = channel-level)
 //    12    4 dst_ep         receiver's endpoint id (0 = channel-level)
-//    16    8 seq            per-channel sequence number (duplicates dropped by it)
-//    24    8 ack            cumulative: highest seq received in order
+//    16    8 seq            per-endpoint operation number (Send/Call/RendezvousReq: Busy refusal order)
+//    24    4 lane_seq       data lanes: this message's number on its lane (1, 2, ...; wraps), 0 on
+//                           Credit; duplicates are dropped and gaps detected by it (channel_replay.cpp)
+//    28    4 ack            data lanes: cumulative, the last lane_seq received in order;
+//                           bootstrap: Hello = our listen port, Heartbeat answer = 1
 //    32    8 token          request/correlation id (Call/Response/Open/...)
 //    40    4 credit         piggybacked receive-credit grant (messages)
 //    44    4 aux            type-specific (ReadDone/WriteDone: bytes moved), else 0
@@ -47,7 +50,8 @@ inline constexpr std::size_t kOffPayloadLen = 4;
 inline constexpr std::size_t kOffSrcEp = 8;
 inline constexpr std::size_t kOffDstEp = 12;
 inline constexpr std::size_t kOffSeq = 16;
-inline constexpr std::size_t kOffAck = 24;
+inline constexpr std::size_t kOffLaneSeq = 24;
+inline constexpr std::size_t kOffAck = 28;
 inline constexpr std::size_t kOffToken = 32;
 inline constexpr std::size_t kOffCredit = 40;
 inline constexpr std::size_t kOffAux = 44;
@@ -63,7 +67,8 @@ struct HeaderLayout {
   std::uint8_t src_ep[4];
   std::uint8_t dst_ep[4];
   std::uint8_t seq[8];
-  std::uint8_t ack[8];
+  std::uint8_t lane_seq[4];
+  std::uint8_t ack[4];
   std::uint8_t token[8];
   std::uint8_t credit[4];
   std::uint8_t aux[4];
@@ -77,6 +82,7 @@ static_assert(offsetof(HeaderLayout, payload_len) == kOffPayloadLen);
 static_assert(offsetof(HeaderLayout, src_ep) == kOffSrcEp);
 static_assert(offsetof(HeaderLayout, dst_ep) == kOffDstEp);
 static_assert(offsetof(HeaderLayout, seq) == kOffSeq);
+static_assert(offsetof(HeaderLayout, lane_seq) == kOffLaneSeq);
 static_assert(offsetof(HeaderLayout, ack) == kOffAck);
 static_assert(offsetof(HeaderLayout, token) == kOffToken);
 static_assert(offsetof(HeaderLayout, credit) == kOffCredit);
@@ -92,7 +98,8 @@ struct Header {
   std::uint32_t src_ep = 0;
   std::uint32_t dst_ep = 0;
   std::uint64_t seq = 0;
-  std::uint64_t ack = 0;
+  std::uint32_t lane_seq = 0;
+  std::uint32_t ack = 0;
   std::uint64_t token = 0;
   std::uint32_t credit = 0;
   std::uint32_t aux = 0;

@@ -24,7 +24,7 @@ enum class MsgType : std::uint8_t {
                        // with kFlagRespBuffer]; the receiver RDMA-READs the source, then answers like the eager type
   ReadDone = 13,       // receiver finished the rendezvous READ (token); sender may free; aux = bytes read
   WriteDone = 14,      // response body was RDMA-WRITTEN into the caller's buffer; aux = bytes written
-  Resync = 15,         // after a data-path rebuild: seq = next seq to send, ack = last seq received
+  Resync = 15,         // reserved: a lane rebuild resyncs in its rejoin Hello/HelloAck (kFlagRetransmit)
   Goodbye = 16,        // orderly channel shutdown (draining); status = reason
 };
 inline constexpr std::uint8_t kMaxMsgType = static_cast<std::uint8_t>(MsgType::Goodbye);
@@ -52,7 +52,11 @@ constexpr std::string_view to_string(MsgType t) noexcept {
 }
 
 // Header flags. Any other bit is rejected, and each type allows only some.
-inline constexpr std::uint8_t kFlagRetransmit = 1u << 0;  // resent after recovery; drop if seq already seen
+// kFlagRetransmit: on data, sent again (informational: lane_seq drops
+// duplicates); on a lane's Hello/HelloAck, a rejoin: the connection replaces
+// a broken lane of a channel that is Up, and `ack` carries the lane_seq last
+// received there (daemon/peer/channel_rebuild.cpp).
+inline constexpr std::uint8_t kFlagRetransmit = 1u << 0;
 inline constexpr std::uint8_t kFlagRespBuffer = 1u << 1;  // Call: payload starts with the response RemoteBuffer
 inline constexpr std::uint8_t kFlagsKnown = kFlagRetransmit | kFlagRespBuffer;
 

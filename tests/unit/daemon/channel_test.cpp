@@ -325,20 +325,23 @@ TEST_CASE("dead-peer timeout fails every in-flight op with PeerReset exactly onc
   CHECK(rig.ev.down.size() == 1);
 }
 
-TEST_CASE("a reset connection fails the channel; traffic reaches the engine only when Up", "[channel]") {
+TEST_CASE("a reset bootstrap connection fails the channel; traffic reaches the engine only when Up", "[channel]") {
   Rig rig(100);
   const std::uint32_t id = rig.connect_up(50);
   wire::Header send;
   send.type = wire::MsgType::Send;
   send.src_ep = 1;
   send.dst_ep = 2;
+  send.lane_seq = 1;
   rig.t.inject_recv(2, send);
   rig.pump();
   CHECK(rig.ev.messages == std::vector<wire::MsgType>{wire::MsgType::Send});
+  // A data lane's reset alone is rebuilt (rebuild_test.cpp); the bootstrap
+  // connection carries liveness: its loss ends the channel.
   transport::Completion closed;
   closed.kind = transport::CompletionKind::Closed;
   closed.status = Status::PeerReset;
-  closed.conn = 2;
+  closed.conn = 1;
   rig.t.inject(closed);
   rig.pump();
   REQUIRE(rig.ev.down.size() == 1);

@@ -64,7 +64,8 @@ TEST_CASE("header layout is little-endian at the documented offsets", "[wire]") 
   CHECK(load_le32(&b[8]) == 0x11223344u);
   CHECK(load_le32(&b[12]) == 0x55667788u);
   CHECK(load_le64(&b[16]) == h.seq);
-  CHECK(load_le64(&b[24]) == h.ack);
+  CHECK(load_le32(&b[24]) == h.lane_seq);
+  CHECK(load_le32(&b[28]) == h.ack);
   CHECK(std::to_integer<int>(b[32]) == 0x01);
   CHECK(load_le64(&b[32]) == h.token);
   CHECK(load_le32(&b[40]) == 0xDEADBEEFu);
@@ -117,9 +118,12 @@ TEST_CASE("flags: unknown bits and flags the type does not allow", "[wire]") {
       CHECK(decode_of(h) == WireError::BadFlags);
     }
   }
-  Header hello = valid_header(MsgType::Hello);
-  hello.flags = kFlagRetransmit;
-  CHECK(decode_of(hello) == WireError::BadFlags);
+  Header beat = valid_header(MsgType::Heartbeat);
+  beat.flags = kFlagRetransmit;
+  CHECK(decode_of(beat) == WireError::BadFlags);
+  Header rejoin = valid_header(MsgType::Hello);  // a lane replacing a broken one
+  rejoin.flags = kFlagRetransmit;
+  CHECK(decode_of(rejoin) == WireError::None);
   Header send = valid_header(MsgType::Send);
   send.flags = kFlagRespBuffer;  // only Call may carry a response buffer
   CHECK(decode_of(send) == WireError::BadFlags);

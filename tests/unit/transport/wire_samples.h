@@ -11,7 +11,8 @@ inline Header valid_header(MsgType t) {
   Header h;
   h.type = t;
   h.seq = 0x0102030405060708ull;
-  h.ack = 0x1112131415161718ull;
+  h.lane_seq = 0x11121314u;
+  h.ack = 0x15161718u;
   h.credit = 7;
   switch (t) {
     case MsgType::Hello:
