@@ -52,6 +52,7 @@ int run_fault_caller(const FaultCallerSpec& spec) {
   std::unordered_map<std::uint64_t, std::uint32_t> inflight;  // op id -> slot
   std::map<Status, std::uint64_t> failed_by;
   std::uint64_t next_id = 1, submitted = 0, ok = 0, failed = 0, ok_after = 0, attempts = 0;
+  long long max_call_ms = 0;
   Phase phase = Phase::Running;
   bool progressed = false;
   Clock::time_point t_fault{}, t_fail{}, t_ok_after{};
@@ -144,6 +145,7 @@ int run_fault_caller(const FaultCallerSpec& spec) {
           return fail(49, "fault-caller %u: op %llu: echo of %u bytes fails its checksum (got %u bytes)", spec.caller,
                       (unsigned long long)e.user_data, s.len, e.length);
         ++ok;
+        max_call_ms = std::max<long long>(max_call_ms, ms_between(s.submitted, Clock::now()));
         const bool after = phase == Phase::Recovered || rode_out();
         if (after || (!spec.expect_fault && spec.stop && spec.stop->ready())) ++ok_after;
         if (after && t_ok_after == Clock::time_point{}) {
@@ -213,9 +215,10 @@ int run_fault_caller(const FaultCallerSpec& spec) {
   for (const auto& [s, count] : failed_by) by += " " + st(s) + "=" + std::to_string(count);
   const Clock::time_point from = t_fault != Clock::time_point{} ? t_fault : t_fail;
   std::printf(
-      "fault-caller %u: submitted=%llu ok=%llu failed=%llu%s detect_ms=%lld recovery_ms=%lld reopen_attempts=%llu\n",
+      "fault-caller %u: submitted=%llu ok=%llu failed=%llu%s detect_ms=%lld recovery_ms=%lld reopen_attempts=%llu "
+      "max_call_ms=%lld\n",
       spec.caller, (unsigned long long)submitted, (unsigned long long)ok, (unsigned long long)failed, by.c_str(),
-      ms_between(t_fault, t_fail), ms_between(from, t_ok_after), (unsigned long long)attempts);
+      ms_between(t_fault, t_fail), ms_between(from, t_ok_after), (unsigned long long)attempts, max_call_ms);
   std::fflush(stdout);
   return 0;
 }

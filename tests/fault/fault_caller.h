@@ -9,9 +9,11 @@
 //
 // Prints one line to stdout:
 //   fault-caller C: submitted=S ok=K failed=F [STATUS=n...] detect_ms=D
-//   recovery_ms=R reopen_attempts=A
+//   recovery_ms=R reopen_attempts=A max_call_ms=M
 // recovery_ms: from the fault to the first verified call after re-open;
-// detect_ms: from the fault to the first failure seen. The fault's time is
+// detect_ms: from the fault to the first failure seen. max_call_ms: the
+// slowest verified call: with a fault recovered below the application (a
+// rebuilt lane) no call fails and this is the time traffic stood still. The fault's time is
 // when the parent opened the `fault` gate (it injects the fault), else the
 // submission of the call found stuck (stuck_after), else unknown: then
 // detect_ms is -1 and recovery_ms counts from the first failure.
