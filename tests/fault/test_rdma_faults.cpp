@@ -1,9 +1,11 @@
 // Faults over rdma lanes, in the Soft-RoCE VM (tests/rdma/checks/fault-*.sh;
 // exits 77 elsewhere): daemon A on ADDR0 (rxe0/veth0), B on ADDR1 (rxe1).
 //  - "qp error": A's 200th data WR moves its QP to IBV_QPS_ERR
-//    (FERRY_FAULT_RDMA=qp-error-after=200): the flushed completions fail
-//    the lane, the channel fails, every call in flight completes once with
-//    PeerReset, a re-open builds new QPs and carries verified calls.
+//    (FERRY_FAULT_RDMA=qp-error-after=200): the flushed completions break
+//    the lane; A connects a new QP for it through rdma_cm, the two daemons
+//    resynchronise over the rejoin handshake and post again what the other
+//    did not get. The channel stays Up: no call fails, none completes twice
+//    (the caller allows no failure), A counts the recovery and retransmits.
 //  - "link down": veth0 (under rxe0) down for 8 s, then up again (plus the
 //    policy route rxe-net.sh made, which the kernel drops with the link).
 //    Two outcomes are seen, both accepted: the channel fails (calls complete
@@ -25,6 +27,7 @@
 
 #include "tests/fault/fault_caller.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/peer_status.h"
 
 using namespace ferry;
 using namespace ferry::itest;
@@ -99,14 +102,28 @@ TEST_CASE("qp error") {
   Cluster cl(2, NetMode::Loopback, f);
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
-  Gate ready, stop;
+  Gate ready, stop, done;
   const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
   REQUIRE(ready.wait(20s));
-  const fault::FaultCallerSpec spec = rdma_spec(a, b);
+  fault::FaultCallerSpec spec = rdma_spec(a, b);
+  spec.expect_fault = false;  // repaired below the application: no call may fail
+  spec.stop = &done;
   const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
+  std::string err;
+  bool rebuilt = false;
+  poll_status(a.control(), 120s, [](const StatusView& s) { return s.counter("recoveries") >= 1; }, &rebuilt, &err);
+  done.signal();  // 100 more verified calls over the new QP
   const int rc = reap(caller, 160s);
-  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
+  CHECK(rebuilt);
   CHECK(rc == 0);
+  const auto sa = read_status(a.control(), &err);
+  REQUIRE(sa);
+  CHECK(sa->counter("recoveries") >= 1);
+  CHECK(sa->counter("peer_failures") == 0);  // the channel never failed
+  std::printf("A: recoveries=%llu retransmits=%llu lane_breaks=%llu\n",
+              (unsigned long long)sa->counter("recoveries"), (unsigned long long)sa->counter("retransmits"),
+              (unsigned long long)sa->counter("lane_breaks"));
   CHECK(cl.log_tail(0, 1 << 20).find("FAULT INJECTED: QP") != std::string::npos);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
