@@ -94,9 +94,7 @@ struct Lane {
 };
 
 // Serial-number order for lane_seq/ack (RFC 1982 style, 32 bits).
-constexpr bool seq_before(std::uint32_t a, std::uint32_t b) noexcept {
-  return static_cast<std::int32_t>(a - b) < 0;
-}
+constexpr bool seq_before(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) < 0; }
 constexpr bool seq_at_most(std::uint32_t a, std::uint32_t b) noexcept { return !seq_before(b, a); }
 
 struct Channel {

@@ -2,8 +2,11 @@
 // "Recovery above the transport"). A lane breaks when its connection closes
 // or reports a failed WR (a QP in error, a reset socket), when a message is
 // missing (a lane_seq gap), or when the peer leaves a message unacknowledged
-// for a third of peer_timeout_ms (the retransmission timeout: a silently
-// lost message). While the bootstrap connection lives and the peer is the
+// for twice peer_timeout_ms while it is otherwise alive (the retransmission
+// timeout). TCP and RC deliver in order or fail the connection, so this only
+// catches a message lost above them (a bug, the test-only drop switch) with
+// nothing after it to show the gap; it is that long so the transport's own
+// retries (RC's retry budget under a lossy link) finish first. While the bootstrap connection lives and the peer is the
 // same daemon instance, the channel stays Up and its endpoints stay open:
 //
 //   1. Both sides drop the lane's connection and keep its ring: every WR
@@ -123,7 +126,7 @@ void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Hea
 void ChannelManager::rebuild_tick(Channel& ch, std::uint64_t now_ns) {
   if (!ch.usable()) return;
   const std::uint64_t budget_ns = std::uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
-  const std::uint64_t rto_ns = budget_ns / 3;
+  const std::uint64_t rto_ns = 2 * budget_ns;
   for (std::uint32_t i = 0; i < ch.lane_count && ch.usable(); ++i) {
     Lane& l = ch.lanes[i];
     if (l.broken) {
@@ -144,7 +147,8 @@ void ChannelManager::rebuild_tick(Channel& ch, std::uint64_t now_ns) {
       // message and on the Credit the peer sends each tick it owes one, so
       // this long means the message (or the way back) is gone.
       if (now_ns - s.posted_ns > rto_ns) {
-        break_lane(ch, i, fmt::format("lane_seq {} unacknowledged for {} ms", s.seq, (now_ns - s.posted_ns) / 1'000'000),
+        break_lane(ch, i,
+                   fmt::format("lane_seq {} unacknowledged for {} ms", s.seq, (now_ns - s.posted_ns) / 1'000'000),
                    now_ns);
       }
       break;

@@ -18,7 +18,7 @@ init_src=$repo/scripts/vm/guest-init.sh
 # rdma_rxe, but without it rxe fails with "failed to init crc32 algorithm".
 modules=(crc32_generic virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev
   virtio_pci 9pnet 9pnet_virtio netfs fscache 9p udp_tunnel ip6_udp_tunnel
-  ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm rdma_ucm veth)
+  ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm rdma_ucm veth sch_netem bridge)
 
 die() { echo "build-vm: $*" >&2; exit 2; }
 

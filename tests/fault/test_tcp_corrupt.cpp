@@ -53,7 +53,14 @@ TEST_CASE("a corrupted tcp frame: the lane is rebuilt, the frame goes again, eve
   const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
   std::string err;
   bool rebuilt = false;
-  poll_status(a.control(), 30s, [](const StatusView& s) { return s.counter("recoveries") >= 1; }, &rebuilt, &err);
+  poll_status(
+      a.control(), 30s,
+      [&cl](const StatusView& s) {
+        // The rebuild the fault caused (not some other one before it).
+        return s.counter("recoveries") >= 1 &&
+               cl.log_tail(1, 1 << 20).find("FAULT INJECTED: corrupt") != std::string::npos;
+      },
+      &rebuilt, &err);
   done.signal();
   const int rc = reap(caller, 40s);
   by_stop.signal();  // the bystander now makes 100 more verified calls to C

@@ -45,7 +45,13 @@ TEST_CASE("a silently dropped tcp data frame goes again on a rebuilt lane: every
   std::string err;
   bool rebuilt = false;
   const auto seen = poll_status(
-      a.control(), 30s, [](const StatusView& s) { return s.counter("recoveries") >= 1; }, &rebuilt, &err);
+      a.control(), 30s,
+      [&cl](const StatusView& s) {
+        // The rebuild the fault caused (not some other one before it).
+        return s.counter("recoveries") >= 1 &&
+               cl.log_tail(0, 1 << 20).find("FAULT INJECTED: drop") != std::string::npos;
+      },
+      &rebuilt, &err);
   done.signal();  // 200 more verified calls over the rebuilt lane
   const int rc = reap(caller, 40s);
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);

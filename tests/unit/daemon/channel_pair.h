@@ -110,7 +110,6 @@ struct Side {
   }
 };
 
-
 // Two daemons back to back. Each message posted on one side is delivered to
 // the other as a Recv (at most kPollBatch per step, so one step is one
 // poll); a model of each side's posted receives fails the test on an RNR.
@@ -183,7 +182,8 @@ struct Pair {
   }
 };
 
-inline std::size_t count(const std::vector<transport::testing::RecordedSend>& sent, wire::MsgType type, std::size_t from = 0) {
+inline std::size_t count(const std::vector<transport::testing::RecordedSend>& sent, wire::MsgType type,
+                         std::size_t from = 0) {
   std::size_t n = 0;
   for (std::size_t i = from; i < sent.size(); ++i) n += sent[i].header.type == type;
   return n;

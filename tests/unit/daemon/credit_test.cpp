@@ -19,7 +19,6 @@ using namespace ferry::daemon::peer;
 using transport::testing::RecordingTransport;
 using namespace ferry::daemon::peer::testing;
 
-
 TEST_CASE("credits: initial credits come from the peer's handshake; ours are the lane transport's recv_depth",
           "[credits]") {
   SECTION("initiator") {
@@ -187,7 +186,6 @@ TEST_CASE("credits: a failing channel completes each backlogged WR once, before 
   CHECK(a.ev.done.size() == 3);
   CHECK(read(a.counters.credit_stalls) == 3);
 }
-
 
 TEST_CASE("credits: one-way traffic is paced by explicit Credit messages, never beyond the peer's receives",
           "[credits]") {
