@@ -52,8 +52,20 @@ fi
 
 checks=${FERRY_VM_CHECKS:-tests/rdma/checks.list}
 [[ -r "$checks" ]] || { record FAIL checks-list 0; echo "cannot read $checks"; exit 1; }
+# Lines after "@after-meson" run last, after the meson tests: checks that
+# may leave Soft-RoCE unable to connect (a device going down and up).
+late=()
+after=0
 while read -r name limit cmd; do
   [[ -z "$name" || "$name" == \#* ]] && continue
+  if [[ "$name" == "@after-meson" ]]; then
+    after=1
+    continue
+  fi
+  if [[ $after -eq 1 ]]; then
+    late+=("$name"$'\t'"$limit"$'\t'"$cmd")
+    continue
+  fi
   # The rest of the line is shell: redirections, && and builtins work.
   run_check "$name" "$limit" bash -c "$cmd"
 done <"$checks"
@@ -81,6 +93,11 @@ for t in tests:
 PY
   )
 fi
+
+for line in "${late[@]}"; do
+  IFS=$'\t' read -r name limit cmd <<<"$line"
+  run_check "$name" "$limit" bash -c "$cmd"
+done
 
 echo "$((SECONDS - suite_start))" >"$out/guest-suite-seconds"
 ! grep -q '^FAIL' "$results"
