@@ -94,6 +94,7 @@ enum class CompletionKind : std::uint8_t {
   Recv = 1,      // a message arrived: header + payload
   Accepted = 2,  // a listener accepted a new connection `conn`
   Closed = 3,    // `conn` is gone; every WR posted on it has completed before this
+  Connected = 4,  // `conn` from connect_async() is established (a failed one reports Closed instead)
 };
 
 constexpr std::string_view to_string(CompletionKind k) noexcept {
@@ -102,6 +103,7 @@ constexpr std::string_view to_string(CompletionKind k) noexcept {
     case CompletionKind::Recv: return "Recv";
     case CompletionKind::Accepted: return "Accepted";
     case CompletionKind::Closed: return "Closed";
+    case CompletionKind::Connected: return "Connected";
   }
   return "Unknown";
 }
@@ -159,6 +161,15 @@ class Transport {
   virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
   // Connects within the backend's configured timeout; PeerUnreachable after it.
   virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
+  // Starts a connect without waiting for it: the id comes back at once, a
+  // Connected completion says it is usable, a Closed one (PeerUnreachable)
+  // that it failed or timed out; close() abandons it. NotSupported where a
+  // backend has no such path (use connect()).
+  virtual Result<ConnId> connect_async(std::string_view host, std::uint16_t port) {
+    (void)host;
+    (void)port;
+    return Result<ConnId>::fail(Status::NotSupported);
+  }
   // Starts closing: pending WRs complete with Cancelled, then a Closed
   // completion (status Ok) ends the connection. EndpointClosed when unknown.
   virtual Status close(ConnId conn) = 0;

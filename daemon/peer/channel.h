@@ -91,6 +91,7 @@ struct Lane {
   // connection joins (channel_rebuild.cpp).
   bool broken = false;
   std::uint64_t broken_ns = 0;
+  std::uint64_t redial_ns = 0;  // initiator, broken, no connect under way: dial again then
 };
 
 // Serial-number order for lane_seq/ack (RFC 1982 style, 32 bits).

@@ -24,10 +24,18 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
   const bool on_lanes = lane >= 0;
   auto* tcp = dynamic_cast<transport::tcp::TcpTransport*>(&via(on_lanes));
   if (tcp == nullptr) {
-    // Not tcp (rdma_cm lanes): that transport's own connect, blocking for at
-    // most connect_timeout_ms.
-    auto conn = via(on_lanes).connect(ch.host, ch.port);
+    // Not tcp (rdma_cm lanes): that transport's connect_async when it has
+    // one (a Connected or Closed completion follows, drain()), else its
+    // blocking connect, bounded by its own connect timeout.
+    auto conn = via(on_lanes).connect_async(ch.host, ch.port);
+    if (conn) {
+      if (on_lanes) ch.lanes[static_cast<std::uint32_t>(lane)].conn = conn.value;
+      conns_[key(conn.value, on_lanes)] = ConnRef{ch.id, lane};
+      return true;
+    }
+    if (conn.status == Status::NotSupported) conn = via(on_lanes).connect(ch.host, ch.port);
     if (!conn) {
+      if (on_lanes) return lane_connect_failed(ch, static_cast<std::uint32_t>(lane), now_ns);
       fail(ch, Status::PeerUnreachable, now_ns);
       return false;
     }
@@ -47,7 +55,7 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
   if (!fd) {
     spdlog::warn("channel {} to {}: connect failed ({})", ch.id, ch.address, to_string(fd.status));
     if (on_lanes) {
-      fail(ch, Status::PeerUnreachable, now_ns);
+      return lane_connect_failed(ch, static_cast<std::uint32_t>(lane), now_ns);
     } else {
       // Nothing was reported up to anyone yet: the caller gets the status.
       bump(counters_.peer_failures);
@@ -101,13 +109,21 @@ std::size_t ChannelManager::poll_connects(std::uint64_t now_ns) {
       ::close(p.fd);
       spdlog::warn("channel {} to {}: {} connect failed ({})", ch->id, ch->address, on_lanes ? "lane" : "bootstrap",
                    err == EINPROGRESS ? "no answer within the connect timeout" : std::strerror(err));
-      fail(*ch, Status::PeerUnreachable, now_ns);
+      if (on_lanes) {
+        lane_connect_failed(*ch, static_cast<std::uint32_t>(p.lane), now_ns);
+      } else {
+        fail(*ch, Status::PeerUnreachable, now_ns);
+      }
       continue;
     }
     auto* tcp = static_cast<transport::tcp::TcpTransport*>(&via(on_lanes));  // only tcp connects are pending
     auto conn = tcp->adopt(p.fd);
     if (!conn) {
-      fail(*ch, Status::PeerUnreachable, now_ns);
+      if (on_lanes) {
+        lane_connect_failed(*ch, static_cast<std::uint32_t>(p.lane), now_ns);
+      } else {
+        fail(*ch, Status::PeerUnreachable, now_ns);
+      }
       continue;
     }
     connected(*ch, p.lane, conn.value, now_ns);
@@ -130,6 +146,30 @@ void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId
   ch.lanes[i].conn = conn;
   conns_[key(conn, true)] = ConnRef{ch.id, lane};
   send_hello(ch, conn, i + 1, false, Status::Ok, true);
+}
+
+bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) {
+  Lane& l = ch.lanes[lane];
+  if (l.conn != transport::kInvalidConn) conns_.erase(key(l.conn, true));
+  l.conn = transport::kInvalidConn;
+  if (ch.usable() && l.broken) {
+    // Rebuilding: dial again shortly, within the rebuild budget (rebuild_tick).
+    l.redial_ns = now_ns + kLaneRedialNs;
+    return false;
+  }
+  fail(ch, Status::PeerUnreachable, now_ns);
+  return false;
+}
+
+void ChannelManager::on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
+  auto it = conns_.find(key(c.conn, on_lanes));
+  Channel* ch = it == conns_.end() ? nullptr : find(it->second.channel);
+  if (ch == nullptr || ch->finished()) {
+    if (it != conns_.end()) conns_.erase(it);
+    via(on_lanes).close(c.conn);  // nobody waits for it any more
+    return;
+  }
+  connected(*ch, it->second.lane, c.conn, now_ns);
 }
 
 void ChannelManager::drop_connects(std::uint32_t channel) noexcept {

@@ -136,6 +136,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
       case transport::CompletionKind::SendDone: on_send_done(c, on_lanes, now_ns); break;
       case transport::CompletionKind::Closed: on_closed(c, on_lanes); break;
+      case transport::CompletionKind::Connected: on_connected(c, on_lanes, now_ns); break;
     }
   }
   return n;
@@ -254,6 +255,10 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
     // A data lane of a channel that is Up: rebuilt through the bootstrap
     // connection (channel_rebuild.cpp), or the channel fails if it cannot.
     Lane& l = ch->lanes[static_cast<std::uint32_t>(ref.lane)];
+    if (l.broken && l.conn == c.conn) {  // the new connection of a rebuild failed (connect_async)
+      lane_connect_failed(*ch, static_cast<std::uint32_t>(ref.lane), last_now_ns_);
+      return;
+    }
     if (l.conn == c.conn) l.conn = transport::kInvalidConn;  // gone already: nothing to close
     break_lane(*ch, static_cast<std::uint32_t>(ref.lane), fmt::format("connection closed ({})", to_string(c.status)),
                last_now_ns_);

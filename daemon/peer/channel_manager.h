@@ -254,6 +254,12 @@ class ChannelManager {
   std::size_t poll_connects(std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
   void drop_connects(std::uint32_t channel) noexcept;
+  // A lane's connect failed: a lane being rebuilt dials again after
+  // kLaneRedialNs (rebuild_tick), one being set up fails the channel.
+  bool lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns);
+  // connect_async's Connected (rdma lanes).
+  void on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
+  static constexpr std::uint64_t kLaneRedialNs = 200'000'000;
   void unwatch(int fd) noexcept;
 
   // channel_heartbeat.cpp

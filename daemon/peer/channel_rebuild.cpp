@@ -12,7 +12,9 @@
 //   1. Both sides drop the lane's connection and keep its ring: every WR
 //      the peer has not confirmed (channel_lane_queue.cpp). New WRs queue
 //      behind them. Credits start over: a new connection has new receives.
-//   2. The initiator dials a new connection for that lane and sends a rejoin
+//   2. The initiator dials a new connection for that lane (never waiting for
+//      it: tcp connects in the background, rdma through connect_async; a
+//      failed dial is tried again every 200 ms) and sends a rejoin
 //      Hello (token lane+1, kFlagRetransmit, ack = the last lane_seq it got
 //      in order). The acceptor (dropping its old connection now if it had
 //      not noticed) answers with a rejoin HelloAck carrying its own ack.
@@ -77,7 +79,10 @@ void ChannelManager::break_lane(Channel& ch, std::uint32_t lane, std::string_vie
   l.owed_by_credit = 0;
   l.recv_unposted = 0;
   l.unposted_by_credit = 0;
-  if (ch.initiated) start_connect(ch, static_cast<std::int32_t>(lane), now_ns);  // fails the channel itself
+  // A pending tcp connect leaves l.conn unset: no second dial before it
+  // fails (lane_connect_failed moves redial_ns) or the budget runs out.
+  l.redial_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
+  if (ch.initiated) start_connect(ch, static_cast<std::int32_t>(lane), now_ns);
 }
 
 void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
@@ -134,6 +139,8 @@ void ChannelManager::rebuild_tick(Channel& ch, std::uint64_t now_ns) {
         spdlog::warn("channel {} ({}) lane {}: not rebuilt within {} ms; failing the channel", ch.id, ch.address, i,
                      cfg_.peer_timeout_ms);
         fail(ch, Status::PeerReset, now_ns);
+      } else if (ch.initiated && l.conn == transport::kInvalidConn && now_ns >= l.redial_ns) {
+        start_connect(ch, static_cast<std::int32_t>(i), now_ns);  // the last dial failed: again
       }
       continue;
     }

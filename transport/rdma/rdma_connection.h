@@ -27,6 +27,7 @@ enum class ConnState : std::uint8_t {
   Accepting = 1,  // passive side: accepted, waiting for ESTABLISHED
   Open = 2,       // QP in RTS
   Draining = 3,   // QP and id destroyed; reporting the remaining WRs, then Closed
+  Connecting = 4,  // active side of connect_async(): rdma_cm resolving, connecting
 };
 
 constexpr std::string_view to_string(ConnState s) noexcept {
@@ -35,6 +36,7 @@ constexpr std::string_view to_string(ConnState s) noexcept {
     case ConnState::Accepting: return "Accepting";
     case ConnState::Open: return "Open";
     case ConnState::Draining: return "Draining";
+    case ConnState::Connecting: return "Connecting";
   }
   return "Unknown";
 }
@@ -48,6 +50,7 @@ struct RdmaConnection {
   ConnState state = ConnState::Free;
   std::uint16_t generation = 1;
   bool report_accepted = false;       // an Accepted completion is owed
+  bool report_connected = false;      // a Connected completion is owed (connect_async)
   Status wr_status = Status::Ok;      // Draining: status of the WRs still pending
   Status closed_status = Status::Ok;  // Draining: status of the final Closed
   rdma_cm_id* id = nullptr;
@@ -58,6 +61,13 @@ struct RdmaConnection {
   std::uint32_t sq_done = 0;
   std::uint32_t sq_tail = 0;
   std::uint32_t unsignaled = 0;  // WRs posted since the last signaled one
+
+  // connect_async() (rdma_connect_async.cpp): where to, and until when.
+  sockaddr_storage dst{};
+  sockaddr_storage src{};
+  bool have_src = false;
+  std::uint32_t resolve_attempt = 0;
+  std::int64_t connect_deadline_ms = 0;  // steady clock
 
   std::uint32_t sq_used() const noexcept { return sq_tail - sq_head; }
   SendEntry& sq_at(std::uint32_t i) noexcept { return sq[i & (kSendQueueDepth - 1)]; }

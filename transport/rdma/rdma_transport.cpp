@@ -185,6 +185,10 @@ Result<std::uint16_t> RdmaTransport::listen(std::string_view host, std::uint16_t
 Status RdmaTransport::close(ConnId conn) {
   owner_.check();
   RdmaConnection* c = lookup(conn);
+  if (c != nullptr && c->state == ConnState::Connecting) {
+    connect_failed((conn & 0xFFFFu) - 1, "closed by its owner", Status::Ok);  // abandoned: a quiet Closed
+    return Status::Ok;
+  }
   if (c == nullptr || c->state != ConnState::Open) return Status::EndpointClosed;
   begin_drain((conn & 0xFFFFu) - 1, Status::Cancelled, Status::Ok);
   return Status::Ok;
@@ -237,6 +241,10 @@ void RdmaTransport::handle_cm_events() noexcept {
     const auto slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(id->context));
     if (id == listen_id_ || slot >= config_.max_connections || conns_[slot].id != id) continue;
     RdmaConnection& c = conns_[slot];
+    if (c.state == ConnState::Connecting) {
+      on_connect_event(slot, type, status);
+      continue;
+    }
     switch (type) {
       case RDMA_CM_EVENT_ESTABLISHED:
         if (c.state == ConnState::Accepting) {

@@ -20,6 +20,8 @@
 //
 // connect() blocks (bounded by connect_timeout_ms) and needs the listening
 // transport to be polled meanwhile: in one process that means another thread.
+// connect_async() does the same steps driven by rdma_cm events in poll(), so
+// the owner never waits (the daemon's lanes use it).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -69,6 +71,7 @@ class RdmaTransport final : public Transport {
 
   Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
   Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
+  Result<ConnId> connect_async(std::string_view host, std::uint16_t port) override;
   Status close(ConnId conn) override;
   Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
   Status deregister_memory(MemoryHandle mr) override;
@@ -104,6 +107,11 @@ class RdmaTransport final : public Transport {
   void handle_cm_events() noexcept;
   void on_connect_request(rdma_cm_id* id) noexcept;
   void begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept;
+  // connect_async (rdma_connect_async.cpp): one step per rdma_cm event.
+  bool resolve_next(std::uint32_t slot) noexcept;
+  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept;
+  void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
+  void expire_connects() noexcept;
   void free_slot(std::uint32_t slot) noexcept;
 
   // test-only fault injection (rdma_fault.cpp): counts the data WRs of a
@@ -154,7 +162,8 @@ class RdmaTransport final : public Transport {
   std::size_t repost_count_ = 0;
   std::array<ibv_recv_wr, kRepostCapacity> recv_wr_{};
   std::array<ibv_sge, kRepostCapacity> recv_sge_{};
-  std::uint32_t accepting_ = 0;  // connections in Accepting (their first CQE may beat ESTABLISHED)
+  std::uint32_t accepting_ = 0;   // connections in Accepting (their first CQE may beat ESTABLISHED)
+  std::uint32_t connecting_ = 0;  // connections in Connecting (connect_async)
 
   std::vector<std::pair<std::uint64_t, ibv_mr*>> mrs_;  // control path only
   std::uint64_t next_mr_id_ = 1;

@@ -280,6 +280,10 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
     emit(CompletionKind::Accepted, Status::Ok, 0);
     c.report_accepted = false;
   }
+  if (c.report_connected && n < out.size()) {
+    emit(CompletionKind::Connected, Status::Ok, 0);
+    c.report_connected = false;
+  }
   for (; c.sq_head != c.sq_done && n < out.size(); ++c.sq_head) {
     const SendEntry& e = c.sq_at(c.sq_head);
     if (e.user_signaled) emit(CompletionKind::SendDone, Status::Ok, e.user_data);
@@ -295,7 +299,7 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
       return n;
     }
   }
-  if (!c.report_accepted && c.sq_head == c.sq_done && c.state != ConnState::Draining) {
+  if (!c.report_accepted && !c.report_connected && c.sq_head == c.sq_done && c.state != ConnState::Draining) {
     attention_ &= ~(1ull << slot);
   }
   return n;
@@ -335,6 +339,7 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
   if (n < out.size()) {
     // Idle enough to look at the slow sources: cm events and the CQ arm.
     handle_cm_events();
+    if (connecting_ > 0) expire_connects();
     if (rearm_cq()) n += poll_cq(out.subspan(n));
     n += report_all(out.subspan(n));
   }
