@@ -179,12 +179,16 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   auto sq_bell = shm::Doorbell::create();
   auto cq_bell = shm::Doorbell::create();
   if (!sq_bell || !cq_bell) return Status::NoMemory;
-  // rdma lanes: the whole segment is registered once, here, so remote
-  // traffic leaves from and lands in it without per-message registration.
+  // rdma lanes: the arenas are registered once, here, so remote traffic
+  // leaves from and lands in them without per-message registration (only
+  // the tx arena is reachable by peers: segment_mr.h).
   SegmentMr mr;
   if (ibv_pd* pd = engine_.rdma_pd()) {
     std::string why;
-    const Status s = SegmentMr::make(pd, seg.value.view.base, seg.value.view.layout.segment_bytes, &mr, &why);
+    const auto& lay = seg.value.view.layout;
+    std::byte* base = static_cast<std::byte*>(seg.value.view.base);
+    const Status s =
+        SegmentMr::make(pd, base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset, lay.rx_bytes, &mr, &why);
     if (s != Status::Ok) {
       spdlog::warn(
           "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "

@@ -89,7 +89,7 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
     return;
   }
   wr.user_data = zc != 0 ? zc : token;
-  if (zc != 0 && c.mr.valid()) wr.local = c.mr.handle();
+  if (zc != 0 && c.mr.valid()) wr.local = c.mr.tx();
   const auto r = peers_->post(*ch, call.lane, wr);
   if (r.accepted != 1) {
     if (zc != 0) zc_done(zc);

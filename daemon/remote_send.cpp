@@ -132,7 +132,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   wr.header.token = token;
   wr.header.seq = op_seq;
   if (seq != 0 || resync) wr.header.flags |= wire::kFlagRetransmit;  // informational: sent again
-  const transport::MemoryHandle mr = c.mr.handle();
+  const transport::MemoryHandle mr = c.mr.tx();                      // payload and descriptors: all in the tx arena
   if (rendezvous) {
     wr.header.type = wire::MsgType::RendezvousReq;
     wr.header.aux = static_cast<std::uint8_t>(is_call ? wire::MsgType::Call : wire::MsgType::Send);

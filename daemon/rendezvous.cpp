@@ -85,7 +85,7 @@ Engine::Delivery Engine::start_read(peer::Channel& ch, std::uint32_t lane, const
   wr.payload = server->at(block.offset);  // the READ's destination
   wr.payload_len = src.length;
   wr.remote = src;
-  wr.local = server->mr.handle();
+  wr.local = server->mr.rx();  // the READ lands in the server's rx arena
   wr.user_data = zc;
   wr.signaled = true;
   const auto r = peers_->post(ch, lane, wr);

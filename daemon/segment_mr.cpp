@@ -10,48 +10,61 @@
 
 namespace ferry::daemon {
 
+namespace {
+
+transport::MemoryHandle handle_of(ibv_mr* mr) noexcept {
+  transport::MemoryHandle h;
+#if FERRY_HAVE_RDMA
+  if (mr != nullptr) {
+    h.id = reinterpret_cast<std::uintptr_t>(mr);
+    h.lkey = mr->lkey;
+    h.rkey = mr->rkey;
+  }
+#else
+  (void)mr;
+#endif
+  return h;
+}
+
+}  // namespace
+
 SegmentMr::~SegmentMr() {
 #if FERRY_HAVE_RDMA
-  if (mr_ != nullptr) ibv_dereg_mr(mr_);
+  if (tx_ != nullptr) ibv_dereg_mr(tx_);
+  if (rx_ != nullptr) ibv_dereg_mr(rx_);
 #endif
 }
 
 SegmentMr& SegmentMr::operator=(SegmentMr&& o) noexcept {
   if (this != &o) {
     SegmentMr gone(std::move(*this));
-    mr_ = o.mr_;
-    o.mr_ = nullptr;
+    tx_ = o.tx_;
+    rx_ = o.rx_;
+    o.tx_ = o.rx_ = nullptr;
   }
   return *this;
 }
 
-Status SegmentMr::make(ibv_pd* pd, void* addr, std::size_t len, SegmentMr* out, std::string* why) {
+Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, SegmentMr* out,
+                       std::string* why) {
 #if FERRY_HAVE_RDMA
-  ibv_mr* mr = ibv_reg_mr(pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-  if (mr == nullptr) {
+  SegmentMr m;
+  m.tx_ = ibv_reg_mr(pd, tx, tx_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  if (m.tx_ != nullptr) m.rx_ = ibv_reg_mr(pd, rx, rx_len, IBV_ACCESS_LOCAL_WRITE);
+  if (m.tx_ == nullptr || m.rx_ == nullptr) {
     *why = std::strerror(errno);
-    return Status::NoMemory;
+    return Status::NoMemory;  // `m` deregisters what did succeed
   }
-  *out = SegmentMr();
-  out->mr_ = mr;
+  *out = std::move(m);
   return Status::Ok;
 #else
-  (void)pd, (void)addr, (void)len, (void)out;
+  (void)pd, (void)tx, (void)tx_len, (void)rx, (void)rx_len, (void)out;
   *why = "built without rdma support";
   return Status::NotSupported;
 #endif
 }
 
-transport::MemoryHandle SegmentMr::handle() const noexcept {
-  transport::MemoryHandle h;
-#if FERRY_HAVE_RDMA
-  if (mr_ != nullptr) {
-    h.id = reinterpret_cast<std::uintptr_t>(mr_);
-    h.lkey = mr_->lkey;
-    h.rkey = mr_->rkey;
-  }
-#endif
-  return h;
-}
+transport::MemoryHandle SegmentMr::tx() const noexcept { return handle_of(tx_); }
+transport::MemoryHandle SegmentMr::rx() const noexcept { return handle_of(rx_); }
 
 }  // namespace ferry::daemon

@@ -1,10 +1,18 @@
-// A client segment's memory registration on the rdma data transport: made
+// A client segment's memory registrations on the rdma data transport: made
 // once at attach (control thread; ibv_reg_mr is thread-safe and touches no
 // state of the transport's owner thread), released when the session is
 // destroyed. Eager remote Sends/Calls/Replies then post the payload SGE
-// straight from the client's tx arena with this lkey: no bounce copy.
+// straight from the client's tx arena with its lkey: no bounce copy.
 //
-// The session must outlive every WR that names this lkey: the engine counts
+// Scoped as narrowly as the layout allows (DESIGN.md "Trust"): only the tx
+// arena is reachable by peers (remote read: rendezvous sources; remote
+// write: response buffers, both always in the client's tx range), through
+// tx().rkey. The rx arena is registered for local write only (the daemon's
+// own RDMA READs land there) and the rings and segment header not at all, so
+// a peer daemon can neither read what other clients sent this one nor touch
+// the rings.
+//
+// The session must outlive every WR that names these keys: the engine counts
 // them (ClientSession::zc_inflight) and keeps a detached session retired
 // until they have completed (engine.h, zc_*).
 #pragma once
@@ -24,21 +32,28 @@ class SegmentMr {
  public:
   SegmentMr() = default;
   ~SegmentMr();
-  SegmentMr(SegmentMr&& o) noexcept : mr_(o.mr_) { o.mr_ = nullptr; }
+  SegmentMr(SegmentMr&& o) noexcept : tx_(o.tx_), rx_(o.rx_) { o.tx_ = o.rx_ = nullptr; }
   SegmentMr& operator=(SegmentMr&& o) noexcept;
   SegmentMr(const SegmentMr&) = delete;
   SegmentMr& operator=(const SegmentMr&) = delete;
 
-  // Registers [addr, addr+len) for local write and remote read/write on `pd`.
+  // Registers the tx arena [tx, tx+tx_len) for local write and remote
+  // read/write, the rx arena [rx, rx+rx_len) for local write only, on `pd`.
   // NoMemory (with *why) when the device refuses (pinned-memory limit, MR
   // count); NotSupported without rdma support.
-  static Status make(ibv_pd* pd, void* addr, std::size_t len, SegmentMr* out, std::string* why);
+  static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, SegmentMr* out,
+                     std::string* why);
 
-  bool valid() const noexcept { return mr_ != nullptr; }
-  transport::MemoryHandle handle() const noexcept;
+  bool valid() const noexcept { return tx_ != nullptr; }
+  // Keys of the tx arena: lkey for payloads sent from it, rkey for the
+  // descriptors a peer uses on it.
+  transport::MemoryHandle tx() const noexcept;
+  // Keys of the rx arena: lkey only (its rkey grants nothing remote).
+  transport::MemoryHandle rx() const noexcept;
 
  private:
-  ibv_mr* mr_ = nullptr;
+  ibv_mr* tx_ = nullptr;
+  ibv_mr* rx_ = nullptr;
 };
 
 }  // namespace ferry::daemon

@@ -69,6 +69,8 @@ struct LaneStats {
   std::uint32_t unconfirmed = 0;  // posted WRs kept until the peer confirms them
   std::uint64_t retransmits = 0;  // messages posted again after a rebuild
   std::uint64_t rebuilds = 0;     // times this lane's connection was replaced
+  // Snapshots only (ChannelManager::snapshot copies them from the Lane).
+  std::uint32_t tx_seq = 0, rx_seq = 0, acked = 0;
 };
 
 struct Lane {

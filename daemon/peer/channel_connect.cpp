@@ -153,6 +153,8 @@ bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::u
   if (l.conn != transport::kInvalidConn) conns_.erase(key(l.conn, true));
   l.conn = transport::kInvalidConn;
   if (ch.usable() && l.broken) {
+    spdlog::info("channel {} ({}) lane {}: connect for the rebuild failed; dialling again in {} ms", ch.id, ch.address,
+                 lane, kLaneRedialNs / 1'000'000);
     // Rebuilding: dial again shortly, within the rebuild budget (rebuild_tick).
     l.redial_ns = now_ns + kLaneRedialNs;
     return false;

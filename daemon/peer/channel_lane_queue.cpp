@@ -183,6 +183,8 @@ void ChannelManager::lane_send_done(Channel& ch, std::uint32_t lane, const trans
       return;
     }
   }
+  spdlog::debug("channel {} lane {}: SendDone for {:#x} matches no kept WR ({} unconfirmed)", ch.id, lane, c.user_data,
+                l.stats.unconfirmed);
 }
 
 void ChannelManager::report_confirmed(Channel& ch, std::uint32_t lane) noexcept {

@@ -160,7 +160,10 @@ void ChannelManager::on_send_done(const transport::Completion& c, bool on_lanes,
 
 void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
   auto it = conns_.find(key(c.conn, on_lanes));
-  if (it == conns_.end()) return;  // a connection we already let go of
+  if (it == conns_.end()) {
+    spdlog::debug("{} on connection {}, which is not (or no longer) ours: dropped", to_string(c.header.type), c.conn);
+    return;  // a connection we already let go of
+  }
   const ConnRef ref = it->second;
   if (ref.channel == 0) {
     // First message on an accepted connection: must be Hello.
@@ -311,6 +314,9 @@ void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) 
     p.lane_count = ch->lane_count;
     for (std::uint32_t i = 0; i < ch->lane_count; ++i) {
       p.lanes[i] = ch->lanes[i].stats;
+      p.lanes[i].tx_seq = ch->lanes[i].tx_seq;
+      p.lanes[i].rx_seq = ch->lanes[i].rx_seq;
+      p.lanes[i].acked = ch->lanes[i].acked;
       p.lane_ids[i] = ch->lanes[i].conn;
     }
     p.window_ops = ch->window_ops;

@@ -25,6 +25,12 @@ json::Value lane_json(const PeerInfo& p, std::uint32_t i) {
   o["credits_owed"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].credits_owed));
   o["backlog"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].backlog));
   o["credit_stalls"] = json::Value(p.lanes[i].credit_stalls);
+  o["unconfirmed"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].unconfirmed));
+  o["tx_seq"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].tx_seq));
+  o["rx_seq"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].rx_seq));
+  o["acked"] = json::Value(static_cast<std::uint64_t>(p.lanes[i].acked));
+  o["retransmits"] = json::Value(p.lanes[i].retransmits);
+  o["rebuilds"] = json::Value(p.lanes[i].rebuilds);
   return json::Value(std::move(o));
 }
 

@@ -90,6 +90,24 @@ bool rping_works() {
             " -C 2 -v 2>&1 | tee /dev/stderr | grep -c '^ping data'); [ \"$n\" -ge 2 ]") == 0;
 }
 
+// Both daemons' `ferryctl status --json` (lanes: seq numbers, unconfirmed,
+// backlog), printed when a caller failed: what is stuck where.
+void dump_status(const Cluster& cl) {
+  const std::string dir = env("FERRY_CHECK_DIR");
+  for (int n : {0, 1}) {
+    if (!dir.empty()) {  // the whole log, kept with the check's results
+      if (FILE* f = std::fopen((dir + "/ferryd-" + char('A' + n) + ".log").c_str(), "w")) {
+        const std::string log = cl.log_tail(n, 64 << 20);
+        std::fwrite(log.data(), 1, log.size(), f);
+        std::fclose(f);
+      }
+    }
+    std::printf("status of %c:\n", n == 0 ? 'A' : 'B');
+    std::fflush(stdout);
+    sh(env("FERRYCTL") + " --control " + cl.node(n).control() + " status --json");
+  }
+}
+
 struct LinkGuard {
   ~LinkGuard() { link_up(); }  // never leave the VM's network broken for later checks
 };
@@ -120,6 +138,7 @@ TEST_CASE("qp error") {
       &rebuilt, &err);
   done.signal();  // 100 more verified calls over the new QP
   const int rc = reap(caller, 160s);
+  if (rc != 0) dump_status(cl);
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
   CHECK(rebuilt);
   CHECK(rc == 0);

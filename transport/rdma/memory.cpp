@@ -11,10 +11,9 @@
 
 namespace ferry::transport::rdma {
 
-Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len) {
+Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int access) {
   if (pd == nullptr || addr == nullptr || len == 0) return Result<ibv_mr*>::fail(Status::BadRequest);
-  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  ibv_mr* mr = ibv_reg_mr(pd, addr, len, kAccess);
+  ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
   if (mr != nullptr) return Result<ibv_mr*>::ok(mr);
   const int err = errno;
   if (err == ENOMEM || err == EAGAIN || err == EPERM) {
@@ -47,7 +46,8 @@ Status RegisteredSlab::init(ibv_pd* pd, std::size_t bytes) {
   }
   data_ = static_cast<std::byte*>(p);
   bytes_ = bytes;
-  auto mr = register_region(pd, p, bytes);
+  // The transport's own receive and bounce slots: no peer ever names them.
+  auto mr = register_region(pd, p, bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!mr) return mr.status == Status::NoMemory ? Status::NoMemory : mr.status;
   mr_ = mr.value;
   return Status::Ok;

@@ -11,11 +11,13 @@
 
 namespace ferry::transport::rdma {
 
-// ibv_reg_mr with LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE. BadRequest for a
-// null/empty region; NoMemory when pinning fails (ENOMEM/EAGAIN/EPERM), with
-// an error log naming RLIMIT_MEMLOCK and its current value, since that limit
-// is the usual cause outside root.
-Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len);
+// ibv_reg_mr with `access` (default: local write and remote read/write, for
+// memory a peer names; the transport's own slabs are local only). BadRequest
+// for a null/empty region; NoMemory when pinning fails (ENOMEM/EAGAIN/EPERM),
+// with an error log naming RLIMIT_MEMLOCK and its current value, since that
+// limit is the usual cause outside root.
+inline constexpr int kRemoteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int access = kRemoteAccess);
 
 // A page-aligned, zeroed, registered block carved into fixed slots by its
 // owner. Move-only; deregisters and unmaps on destruction.

@@ -48,7 +48,10 @@ Result<ConnId> RdmaTransport::connect_async(std::string_view host, std::uint16_t
   c.state = ConnState::Connecting;
   ++connecting_;
   if (!resolve_next(slot)) {
+    spdlog::warn("rdma: connect to {}:{}: cannot start address resolution: {}", host, port, std::strerror(errno));
     --connecting_;
+    if (c.id != nullptr) rdma_destroy_id(c.id);
+    c.id = nullptr;
     c.state = ConnState::Free;
     return Result<ConnId>::fail(Status::PeerUnreachable);
   }
