@@ -45,8 +45,11 @@ transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, tran
   if (!waits && !l.broken && (!uses_receive(wr.op) || l.stats.credits > kCreditReserve)) {
     r = post_backlog(ch, li, 1);
     if (r.accepted == 1) return r;
-    --l.stats.backlog;  // refused at once: the caller hears it, as before the ring
-    return r;
+    // Refused by the transport: its send queue is full (Busy), or the
+    // connection is closing under us (its Closed or failed WRs break the
+    // lane soon). Either way the WR waits in the backlog like one without a
+    // credit: the next flush (tick, grant, rebuilt lane) posts it, and a
+    // refusal for good there breaks the lane. The caller's op stays whole.
   }
   ++l.stats.credit_stalls;
   bump(counters_.credit_stalls);
