@@ -43,12 +43,12 @@ struct Counters {
   Counter credit_stalls{0};
   Counter window_stalls{0};
   // rdma large-message paths (README "Copies per path").
-  Counter rendezvous_sends{0};   // our RendezvousReqs (the peer READs the payload)
-  Counter rendezvous_reads{0};   // READs we issued and delivered
-  Counter zero_copy_writes{0};   // replies we RDMA-WROTE into a caller's buffer
-  Counter zero_copy_replies{0};  // replies that arrived in our caller's buffer by WRITE
-  Counter busy_backoffs{0};      // remote ops the peer refused Busy, held here and sent again after a backoff
-  Counter redials_deferred{0};   // Opens refused PeerUnreachable without a dial: the address failed just before
+  Counter rendezvous_sends{0};    // our RendezvousReqs (the peer READs the payload)
+  Counter rendezvous_reads{0};    // READs we issued and delivered
+  Counter zero_copy_writes{0};    // replies we RDMA-WROTE into a caller's buffer
+  Counter zero_copy_replies{0};   // replies that arrived in our caller's buffer by WRITE
+  Counter busy_backoffs{0};       // remote ops the peer refused Busy, held here and sent again after a backoff
+  Counter redials_deferred{0};    // Opens refused PeerUnreachable without a dial: the address failed just before
   Counter lane_breaks{0};         // data lane connections lost or dropped (recoveries: those rebuilt)
   Counter duplicates_dropped{0};  // lane messages received twice (by lane_seq) and dropped
 };

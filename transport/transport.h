@@ -90,10 +90,10 @@ struct SendWr {
 inline constexpr std::size_t kMaxPrefixBytes = sizeof(SendWr::prefix);
 
 enum class CompletionKind : std::uint8_t {
-  SendDone = 0,  // a posted WR finished (status Ok) or failed (status says why)
-  Recv = 1,      // a message arrived: header + payload
-  Accepted = 2,  // a listener accepted a new connection `conn`
-  Closed = 3,    // `conn` is gone; every WR posted on it has completed before this
+  SendDone = 0,   // a posted WR finished (status Ok) or failed (status says why)
+  Recv = 1,       // a message arrived: header + payload
+  Accepted = 2,   // a listener accepted a new connection `conn`
+  Closed = 3,     // `conn` is gone; every WR posted on it has completed before this
   Connected = 4,  // `conn` from connect_async() is established (a failed one reports Closed instead)
 };
 

@@ -23,10 +23,10 @@
 namespace ferry::transport::rdma {
 
 enum class ConnState : std::uint8_t {
-  Free = 0,       // slot unused
-  Accepting = 1,  // passive side: accepted, waiting for ESTABLISHED
-  Open = 2,       // QP in RTS
-  Draining = 3,   // QP and id destroyed; reporting the remaining WRs, then Closed
+  Free = 0,        // slot unused
+  Accepting = 1,   // passive side: accepted, waiting for ESTABLISHED
+  Open = 2,        // QP in RTS
+  Draining = 3,    // QP and id destroyed; reporting the remaining WRs, then Closed
   Connecting = 4,  // active side of connect_async(): rdma_cm resolving, connecting
 };
 
