@@ -17,13 +17,24 @@
 //    fails and a fresh rping across the same devices fails too, Soft-RoCE
 //    itself did not recover: the check exits 77 (skip) saying so.
 // Both print recovery_ms (fault_caller.h); times are emulated (TCG).
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/fault/fault_caller.h"
 #include "tests/multihost/cluster.h"
@@ -268,7 +279,11 @@ TEST_CASE("link down") {
     const int rc = reap(caller, 160s);
     // The caller failed (its log says which property): ferry's fault only if
     // the VM's own rdma_cm works again, i.e. new processes can connect.
-    if (rc != 0) vm_broken = !rping_works();
+    if (rc != 0) {
+      std::printf("caller exit %d; ferry's side of it:\n", rc);
+      dump_status(cl);
+      vm_broken = !rping_works();
+    }
     if (!vm_broken) {
       INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
       CHECK(rc == 0);
@@ -287,4 +302,86 @@ TEST_CASE("link down") {
     std::fflush(stdout);
     std::_Exit(77);
   }
+}
+
+TEST_CASE("memlock too low") {
+  // ferryd on rdma without CAP_IPC_LOCK and with RLIMIT_MEMLOCK = 64 MiB:
+  // its own receive/send slabs (~34 MB at this eager threshold) fit, a
+  // client asking the default 32 MiB + 32 MiB arenas does not. That attach is
+  // refused NoMemory with a log line saying why, nothing is left behind, the
+  // daemon keeps running, and a client with 2 MiB arenas attaches and works.
+  char tmpl[] = "/tmp/ferry-memlock-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const std::string log = dir + "/ferryd.log";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const rlimit lim{64u << 20, 64u << 20};
+    ::setrlimit(RLIMIT_MEMLOCK, &lim);
+    ::prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK, 0, 0, 0);  // root keeps no IPC_LOCK across exec
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    const std::string ferryd = env("FERRYD"), listen = env("ADDR0") + ":" + std::to_string(20000 + ::getpid() % 10000);
+    ::execl(ferryd.c_str(), ferryd.c_str(), "--runtime-dir", dir.c_str(), "--transport", "rdma", "--device",
+            env("RXE0").c_str(), "--listen", listen.c_str(), "--eager-threshold", "8192", "--log-level", "info",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto log_text = [&log] {
+    std::ifstream f(log);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!std::filesystem::exists(dir + "/ferryd.sock") && std::chrono::steady_clock::now() < deadline &&
+         ::waitpid(pid, nullptr, WNOHANG) == 0)
+    std::this_thread::sleep_for(20ms);  // polling a file with a deadline
+  INFO("ferryd log:\n" << log_text());
+  REQUIRE(std::filesystem::exists(dir + "/ferryd.sock"));
+
+  AttachOptions big;
+  big.socket_path = dir + "/ferryd.sock";
+  big.name = "memlock-big";
+  auto refused = Client::attach(big);
+  CHECK(!refused);
+  CHECK(refused.status == Status::NoMemory);
+  CHECK(log_text().find("cannot register") != std::string::npos);
+  CHECK(::waitpid(pid, nullptr, WNOHANG) == 0);  // still running
+
+  AttachOptions small = big;
+  small.name = "memlock-small";
+  small.tx_bytes = small.rx_bytes = 2u << 20;
+  auto a = Client::attach(small);
+  REQUIRE(a);
+  auto b = Client::attach(small);
+  REQUIRE(b);
+  REQUIRE(a.value->serve("ml-echo"));
+  auto ep = b.value->open("ml-echo");
+  REQUIRE(ep);
+  Buffer req = b.value->alloc(64);
+  REQUIRE(req);
+  std::memset(req.data, 0x3C, 64);
+  REQUIRE(b.value->send(ep.value, req, 64, 1) == Status::Ok);
+  std::vector<Completion> got(8);
+  bool delivered = false;
+  for (int i = 0; i < 250 && !delivered; ++i) {
+    for (std::size_t k = 0, n = a.value->wait(got, 20ms); k < n; ++k) {
+      if (got[k].kind != Completion::Kind::Message) continue;
+      delivered = got[k].length == 64 && std::to_integer<int>(got[k].data[63]) == 0x3C;
+      a.value->release(got[k]);
+    }
+  }
+  CHECK(delivered);
+  a.value.reset();
+  b.value.reset();
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  for (int i = 0; i < 250 && ::waitpid(pid, &st, WNOHANG) == 0; ++i) std::this_thread::sleep_for(20ms);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, WNOHANG);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }

@@ -32,7 +32,9 @@ bool exists(const std::string& p) {
 
 }  // namespace
 
-Daemon::Daemon() {
+Daemon::Daemon() : Daemon(std::vector<std::string>{}) {}
+
+Daemon::Daemon(const std::vector<std::string>& extra_args) {
   const std::string ferryd = env_or_throw("FERRYD");
   char tmpl[] = "/tmp/ferry-itest-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -40,8 +42,10 @@ Daemon::Daemon() {
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
-    ::execl(ferryd.c_str(), ferryd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "warn",
-            static_cast<char*>(nullptr));
+    std::vector<const char*> argv{ferryd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "warn"};
+    for (const std::string& a : extra_args) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
+    ::execv(ferryd.c_str(), const_cast<char* const*>(argv.data()));
     std::fprintf(stderr, "exec %s: %s\n", ferryd.c_str(), std::strerror(errno));
     ::_exit(127);
   }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ferry/client.h"
 
@@ -22,6 +23,7 @@ using namespace std::chrono_literals;
 class Daemon {
  public:
   Daemon();  // starts it and waits (deadline) for both sockets; throws on failure
+  explicit Daemon(const std::vector<std::string>& extra_args);  // the same, with more ferryd flags
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
