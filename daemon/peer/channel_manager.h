@@ -163,11 +163,14 @@ class ChannelManager {
                              transport::MemoryHandle local = {}) noexcept;
   // Posts one WR of any op (rdma: RdmaWriteImm, RdmaRead) on a lane of a
   // usable channel; wr.conn is filled in here. send() is post() of a Send.
-  // Credits: a Send/RdmaWriteImm without one (or any WR behind a non-empty
-  // backlog) is queued and counts as accepted: it is posted when credits
-  // come, or completes through on_send_done(user_data, PeerReset) when the
-  // channel ends. Its payload must stay valid until then (as it must until
-  // a tcp lane has written it). Busy when the lane's backlog is full.
+  // Accepted means it will go: a Send/RdmaWriteImm without a credit, any WR
+  // behind a non-empty backlog, any WR of a lane being rebuilt and any WR
+  // the transport refuses at once (send queue full, connection closing) is
+  // queued, posted later, and kept after posting until the peer confirms it
+  // (channel_lane_queue.cpp). Its completion (on_send_done) comes only then,
+  // or with PeerReset when the channel ends: its payload must stay valid
+  // until that. Busy only when the lane's ring is full; PeerReset when the
+  // channel is not usable.
   transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
 
   // WRs a lane holds at most: posted and unconfirmed plus waiting.
