@@ -119,6 +119,17 @@ void dump_status(const Cluster& cl) {
   }
 }
 
+// tc netem loss on both veths under the rxe devices (each direction of the
+// rdma link); the destructor takes it off whatever happened in between.
+struct LinkLoss {
+  bool set(const std::string& percent) {
+    return sh("tc qdisc replace dev veth0 root netem loss " + percent +
+              " && tc qdisc replace dev veth1 root netem loss " + percent) == 0;
+  }
+  bool clear() { return sh("tc qdisc del dev veth0 root && tc qdisc del dev veth1 root") == 0; }
+  ~LinkLoss() { sh("tc qdisc del dev veth0 root 2>/dev/null; tc qdisc del dev veth1 root 2>/dev/null"); }
+};
+
 struct LinkGuard {
   ~LinkGuard() { link_up(); }  // never leave the VM's network broken for later checks
 };
@@ -170,10 +181,8 @@ TEST_CASE("packet loss") {
   // 2 % loss each way on the link under both rxe devices (tc netem on veth0
   // and veth1): RC retransmits below ferry (ack timeout 14: ~67 ms), so
   // every call completes Ok, verified, exactly once, and no channel fails.
-  struct NetemGuard {
-    ~NetemGuard() { sh("tc qdisc del dev veth0 root 2>/dev/null; tc qdisc del dev veth1 root 2>/dev/null"); }
-  } guard;
-  REQUIRE(sh("tc qdisc replace dev veth0 root netem loss 2% && tc qdisc replace dev veth1 root netem loss 2%") == 0);
+  LinkLoss loss;
+  REQUIRE(loss.set("2%"));
   DaemonFlags f = rdma_flags();
   f.extra_args = {"--rdma-ack-timeout", "14", "--eager-threshold", std::to_string(kEager)};
   Cluster cl(2, NetMode::Loopback, f);
@@ -211,9 +220,7 @@ TEST_CASE("link outage") {
   // rebuilt once the link is back; a channel that fails anyway completes its
   // calls PeerReset and the caller re-opens. In every case every call
   // completes exactly once, verified, and calls flow again afterwards.
-  struct NetemGuard {
-    ~NetemGuard() { sh("tc qdisc del dev veth0 root 2>/dev/null; tc qdisc del dev veth1 root 2>/dev/null"); }
-  } guard;
+  LinkLoss loss;
   DaemonFlags f = rdma_flags();
   f.peer_timeout_ms = 15000;
   Cluster cl(2, NetMode::Loopback, f);
@@ -232,10 +239,9 @@ TEST_CASE("link outage") {
   const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
   REQUIRE(progress.wait(90s));
   fault.signal();
-  REQUIRE(sh("tc qdisc replace dev veth0 root netem loss 100% && tc qdisc replace dev veth1 root netem loss 100%") ==
-          0);
+  REQUIRE(loss.set("100%"));
   std::this_thread::sleep_for(8s);
-  REQUIRE(sh("tc qdisc del dev veth0 root && tc qdisc del dev veth1 root") == 0);
+  REQUIRE(loss.clear());
   restored.signal();
   const int rc = reap(caller, 160s);
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
