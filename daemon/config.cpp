@@ -91,6 +91,9 @@ constexpr NumericKey kNumericKeys[] = {
     {"max-clients", "most attached clients [256; 1..4096]"},
     {"max-message-bytes", "largest message/request/response [1m; 64..1m]"},
     {"delivery-timeout-ms", "how long a back-pressured delivery may wait [30000; 1..3600000]"},
+    {"call-timeout-ms",
+     "how long a server may hold a call before it completes Timeout, unless the call sets its own; 0 = no limit "
+     "[60000; 0..3600000]"},
     {"engine-spin-us", "engine busy-poll time before sleeping [50; 0..100000]"},
     {"heartbeat-ms", "heartbeat interval to peer daemons [500; 10..60000]"},
     {"peer-timeout-ms", "silence after which a peer daemon is dead [3000; 20..600000]"},
@@ -117,6 +120,7 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
   if (key == "max-clients") *narrow = &c.max_clients;
   if (key == "max-message-bytes") *narrow = &c.max_message_bytes;
   if (key == "delivery-timeout-ms") *narrow = &c.delivery_timeout_ms;
+  if (key == "call-timeout-ms") *narrow = &c.call_timeout_ms;
   if (key == "engine-spin-us") *narrow = &c.engine_spin_us;
   if (key == "heartbeat-ms") *narrow = &c.heartbeat_ms;
   if (key == "peer-timeout-ms") *narrow = &c.peer_timeout_ms;
@@ -148,6 +152,7 @@ std::optional<std::string> check_ranges(const Config& c) {
       {{"max-clients", 1, 4096}, c.max_clients},
       {{"max-message-bytes", 64, kSlab}, c.max_message_bytes},
       {{"delivery-timeout-ms", 1, 3600000}, c.delivery_timeout_ms},
+      {{"call-timeout-ms", 0, shm::kMaxCallTimeoutMs}, c.call_timeout_ms},
       {{"engine-spin-us", 0, 100000}, c.engine_spin_us},
       {{"heartbeat-ms", 10, 60000}, c.heartbeat_ms},
       {{"peer-timeout-ms", 20, 600000}, c.peer_timeout_ms},

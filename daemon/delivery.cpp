@@ -50,6 +50,7 @@ Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::
   call.user_data = e.user_data;
   call.resp_offset = e.resp_offset;
   call.resp_length = e.resp_length;
+  if (is_call) call.timeout_ms = call_timeout_of(e);
   const Delivery d = deliver(*s, is_call, c.at(e.offset), e.length, c.id(), call, failure);
   // A Send is done once copied (the sender's buffer is free again); a Call
   // completes when its reply arrives.
@@ -96,6 +97,7 @@ void Engine::publish(ClientSession& server, const Service& s, bool is_call, shm:
   if (is_call) {
     call.server = server.id();
     call.service = s.id;
+    call.deadline_ns = deadline_after(call.timeout_ms, mono_ns());
     d.token = calls_.insert(call);
     bump(counters_.calls);
   } else {

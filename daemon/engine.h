@@ -185,6 +185,18 @@ class Engine final : private peer::ChannelEvents {
   void fail_calls_of(ClientSession& gone);
   void reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call);
 
+  // call_deadlines.cpp: a call's timeout (the serving side enforces it; the
+  // calling side keeps a backstop for a peer that never answers).
+  std::uint32_t call_timeout_of(const shm::SqEntry& e) const noexcept;
+  // now + timeout (0: none), noted as a deadline to look at.
+  std::uint64_t deadline_after(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept;
+  std::uint64_t answer_backstop(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept;
+  int ms_until_deadline(std::uint64_t now_ns) const noexcept;  // -1: none
+  std::size_t expire_calls();
+  std::uint64_t next_deadline_ns_ = ~std::uint64_t{0};
+  std::uint64_t last_deadline_sweep_ns_ = 0;
+  std::vector<std::uint32_t> overdue_channels_;  // scratch for expire_calls
+
   // remote_endpoints.cpp
   static constexpr std::uint64_t kTransportTag = ~0ull;  // epoll tag of the transport's fd
   void setup_peers(std::uint64_t epoch);

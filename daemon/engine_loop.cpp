@@ -35,6 +35,7 @@ void Engine::run() {
     for (ClientSession* c : order_) work += poll_submissions(*c);
     work += retry_parked();
     work += retry_staged();
+    work += expire_calls();
     flush_completions();
     reap_doomed();
     flush_events();
@@ -141,7 +142,9 @@ void Engine::sleep_until_work() {
     bool pending = !parked_endpoints_.empty() || !unsent_events_.empty() || !staged_.empty();
     for (ClientSession* c : order_) pending = pending || !c->overflow.empty();
     // Channels need their heartbeats and deadlines looked at even when quiet.
-    const int timeout = pending ? kBusyPollMs : peers_->channel_count() != 0 ? kPeerTickMs : -1;
+    int timeout = pending ? kBusyPollMs : peers_->channel_count() != 0 ? kPeerTickMs : -1;
+    const int deadline = ms_until_deadline(mono_ns());
+    if (deadline >= 0 && (timeout < 0 || deadline < timeout)) timeout = deadline;
     bump(counters_.engine_sleeps);
     epoll_event evs[64];
     int n = ::epoll_wait(epoll_fd_, evs, 64, timeout);

@@ -64,6 +64,7 @@ void Engine::on_channel_down(peer::Channel& ch, Status why) {
     if (ClientSession* c = client(op.client)) {
       const Status st = op.kind == peer::RemoteOpKind::Open ? open_status
                         : op.cancelled                      ? Status::Cancelled
+                        : op.overdue                        ? Status::Timeout
                                                             : Status::PeerReset;
       complete(*c, op_of(op.kind), op.user_data, st);
     }

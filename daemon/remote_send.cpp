@@ -123,6 +123,8 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   const bool resync = ep.resync_seq != 0 && (seq == 0 || ep.resync_seq < seq);
   rop.seq = resync ? ep.resync_seq : seq != 0 ? seq : ep.next_seq++;
   rop.deadline_ns = deadline_ns != 0 ? deadline_ns : now + delivery_timeout_ns_;
+  const std::uint32_t timeout_ms = is_call ? call_timeout_of(e) : 0;
+  rop.answer_by_ns = answer_backstop(timeout_ms, now);
   const std::uint64_t op_seq = rop.seq;
   const std::uint64_t token = remote_ops_.insert(std::move(rop));
 
@@ -142,6 +144,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
     wr.payload = c.at(e.offset);
     wr.payload_len = e.length;
   }
+  wire::set_call_timeout_ms(wr.header, timeout_ms);
   if (resp_buffer) {
     wr.header.flags |= wire::kFlagRespBuffer;
     put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.resp_offset)), mr.rkey, e.resp_length});

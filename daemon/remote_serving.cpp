@@ -116,6 +116,7 @@ Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lan
   call.remote_ep = h.src_ep;
   call.lane = lane;
   call.remote_token = h.token;
+  call.timeout_ms = wire::call_timeout_ms(h);
   std::uint32_t length = h.payload_len;
   if ((h.flags & wire::kFlagRespBuffer) != 0) {
     // The caller's response buffer rides in front of the request body.

@@ -124,7 +124,7 @@ void Engine::on_read_done(std::uint32_t slot, Status status) {
     answer(job.channel, job.lane, job.header, failure);
     return;
   }
-  const bool is_call = job.header.aux == static_cast<std::uint8_t>(wire::MsgType::Call);
+  const bool is_call = wire::rendezvous_kind(job.header) == wire::MsgType::Call;
   PendingCall call;
   call.endpoint = job.header.dst_ep;
   call.remote_channel = job.channel;
@@ -132,6 +132,7 @@ void Engine::on_read_done(std::uint32_t slot, Status status) {
   call.lane = job.lane;
   call.remote_token = job.header.token;
   call.resp_remote = job.resp;
+  call.timeout_ms = wire::call_timeout_ms(job.header);
   publish(*server, *s, is_call, job.block, job.length, kRemoteSourceBit | job.header.dst_ep, call);
   bump(counters_.remote_delivered);
   bump(counters_.rendezvous_reads);

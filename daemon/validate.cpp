@@ -18,6 +18,7 @@ std::string_view to_string(Reject r) noexcept {
     case Reject::PayloadOutsideTx: return "PayloadOutsideTx";
     case Reject::ResponseOutsideTx: return "ResponseOutsideTx";
     case Reject::ReleaseOutsideRx: return "ReleaseOutsideRx";
+    case Reject::TimeoutRange: return "TimeoutRange";
   }
   return "Unknown";
 }
@@ -36,7 +37,9 @@ Reject validate_entry(const shm::SqEntry& e, const ArenaBounds& b) noexcept {
   const Op op = static_cast<Op>(e.op);
   if ((e.flags & ~shm::kSqFlagsKnown) != 0) return Reject::UnknownFlags;
   if ((e.flags & shm::kSqFlagQuiet) != 0 && op != Op::ReleaseRx) return Reject::QuietNotAllowed;
-  if (e.reserved0 != 0 || e.reserved1[0] != 0 || e.reserved1[1] != 0) return Reject::ReservedNonZero;
+  if (e.reserved0 != 0 || e.reserved2 != 0 || e.reserved1 != 0) return Reject::ReservedNonZero;
+  if (e.timeout_ms != 0 && op != Op::Call) return Reject::ReservedNonZero;
+  if (e.timeout_ms > shm::kMaxCallTimeoutMs) return Reject::TimeoutRange;
 
   switch (op) {
     case Op::Nop: return Reject::None;

@@ -23,6 +23,7 @@ enum class Reject : std::uint8_t {
   PayloadOutsideTx,
   ResponseOutsideTx,
   ReleaseOutsideRx,
+  TimeoutRange,  // Call timeout_ms over shm::kMaxCallTimeoutMs
 };
 std::string_view to_string(Reject r) noexcept;
 

@@ -62,10 +62,17 @@ struct SqEntry {
   std::uint32_t resp_length;  // Call: capacity of the response buffer
   std::uint64_t resp_offset;  // Call: segment offset of the response buffer (tx arena)
   std::uint64_t token;        // Reply: the request token from the Request delivery
-  std::uint64_t reserved1[2];
+  // Call: how long the server may hold the request once it is delivered, in
+  // ms (0: ferryd's call-timeout-ms); past it the call completes Timeout and
+  // the late reply gets CallerGone. At most kMaxCallTimeoutMs; 0 on other ops.
+  std::uint32_t timeout_ms;
+  std::uint32_t reserved2;
+  std::uint64_t reserved1;
 };
+inline constexpr std::uint32_t kMaxCallTimeoutMs = 3'600'000;
 static_assert(std::is_standard_layout_v<SqEntry> && std::is_trivially_copyable_v<SqEntry>);
 static_assert(sizeof(SqEntry) == 64);
+static_assert(offsetof(SqEntry, timeout_ms) == 48);
 static_assert(offsetof(SqEntry, handle) == 4);
 static_assert(offsetof(SqEntry, user_data) == 8);
 static_assert(offsetof(SqEntry, offset) == 16);

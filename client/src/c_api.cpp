@@ -3,6 +3,7 @@
 // surface as NoMemory rather than exceptions crossing the C boundary.
 #include "ferry/ferry.h"
 
+#include <chrono>
 #include <new>
 
 #include "ferry/client.h"
@@ -122,6 +123,13 @@ int ferry_call(ferry_client* client, uint32_t endpoint, const ferry_buffer* requ
                const ferry_buffer* response, uint64_t user_data) {
   if (client == nullptr || request == nullptr) return code(ferry::Status::BadRequest);
   return code(client->client->call(endpoint, to_buffer(request), length, to_buffer(response), user_data));
+}
+
+int ferry_call_timeout(ferry_client* client, uint32_t endpoint, const ferry_buffer* request, uint32_t length,
+                       const ferry_buffer* response, uint64_t user_data, uint32_t timeout_ms) {
+  if (client == nullptr || request == nullptr) return code(ferry::Status::BadRequest);
+  return code(client->client->call(endpoint, to_buffer(request), length, to_buffer(response), user_data,
+                                   std::chrono::milliseconds{timeout_ms}));
 }
 
 int ferry_reply(ferry_client* client, uint64_t token, const ferry_buffer* response, uint32_t length,

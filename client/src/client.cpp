@@ -59,8 +59,8 @@ Status Client::send(EndpointId endpoint, const Buffer& message, std::uint32_t le
 }
 
 Status Client::call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,
-                    std::uint64_t user_data) noexcept {
-  return impl_->call(endpoint, request, length, response, user_data);
+                    std::uint64_t user_data, std::chrono::milliseconds timeout) noexcept {
+  return impl_->call(endpoint, request, length, response, user_data, timeout);
 }
 
 Status Client::reply(std::uint64_t token, const Buffer& response, std::uint32_t length,

@@ -42,8 +42,8 @@ class Client::Impl {
   Buffer alloc(std::size_t bytes) noexcept;
   Status free(Buffer buffer) noexcept;
   Status send(EndpointId ep, const Buffer& msg, std::uint32_t length, std::uint64_t user_data) noexcept;
-  Status call(EndpointId ep, const Buffer& req, std::uint32_t length, const Buffer& resp,
-              std::uint64_t user_data) noexcept;
+  Status call(EndpointId ep, const Buffer& req, std::uint32_t length, const Buffer& resp, std::uint64_t user_data,
+              std::chrono::milliseconds timeout) noexcept;
   Status reply(std::uint64_t token, const Buffer& resp, std::uint32_t length, std::uint64_t user_data) noexcept;
   void release(const Completion& delivery) noexcept;
   // Pushes one entry and rings the SQ doorbell if the daemon sleeps. false: SQ full.

@@ -68,9 +68,10 @@ Status Client::Impl::send(EndpointId ep, const Buffer& msg, std::uint32_t length
 }
 
 Status Client::Impl::call(EndpointId ep, const Buffer& req, std::uint32_t length, const Buffer& resp,
-                          std::uint64_t user_data) noexcept {
+                          std::uint64_t user_data, std::chrono::milliseconds timeout) noexcept {
   if (state_ != Status::Ok) return state_;
   if (length == 0 || length > max_message_ || !tx_range_ok(req, length)) return Status::BadRequest;
+  if (timeout.count() < 0 || timeout.count() > shm::kMaxCallTimeoutMs) return Status::BadRequest;
   if (resp && !tx_range_ok(resp, resp.capacity)) return Status::BadRequest;
   flush_releases();
   const std::uint32_t slot = inflight_.acquire(OpKind::Call, user_data);
@@ -82,6 +83,7 @@ Status Client::Impl::call(EndpointId ep, const Buffer& req, std::uint32_t length
   e.length = length;
   e.resp_offset = resp ? resp.offset : 0;
   e.resp_length = resp ? resp.capacity : 0;
+  e.timeout_ms = static_cast<std::uint32_t>(timeout.count());
   if (!push(e)) {
     inflight_.release(slot);
     return Status::Busy;

@@ -185,6 +185,8 @@ class ChannelManager {
 
   // Orderly shutdown of every channel (Goodbye, close).
   void close_all();
+  // Fails a channel the engine found broken (a peer that never answered).
+  void fail_channel(Channel& ch, Status why, std::uint64_t now_ns) { fail(ch, why, now_ns); }
 
   std::size_t channel_count() const noexcept { return channels_.size(); }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;

@@ -41,6 +41,9 @@ struct RemoteOp {
   bool exposed = false;
   bool resp_buffer = false;  // Call: the peer writes the response with RDMA WRITE with immediate
   bool cancelled = false;    // completes Cancelled when the answer comes
+  // Call: no answer by then means the peer lost it (call_deadlines.cpp); 0: none.
+  std::uint64_t answer_by_ns = 0;
+  bool overdue = false;  // passed answer_by_ns: its channel is being failed, it completes Timeout
   // Send/Call: what goes again if the peer refuses it Busy (remote_send.cpp).
   shm::SqEntry entry{};
   std::uint64_t seq = 0;

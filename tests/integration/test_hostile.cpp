@@ -105,12 +105,17 @@ int hostile(const std::string& socket) {
   }
   {
     shm::SqEntry e = entry(shm::Op::Nop, 0);
-    e.reserved1[0] = 1;
+    e.reserved2 = 1;
     add(e, B);
   }
   {
     shm::SqEntry e = entry(shm::Op::Nop, 0);
-    e.reserved1[1] = ~0ull;
+    e.reserved1 = ~0ull;
+    add(e, B);
+  }
+  {
+    shm::SqEntry e = entry(shm::Op::Nop, 0);
+    e.timeout_ms = 100;  // only a Call has a timeout
     add(e, B);
   }
   {
@@ -187,7 +192,7 @@ int hostile(const std::string& socket) {
     shm::SqEntry e;
     auto* w = reinterpret_cast<std::uint64_t*>(&e);
     for (std::size_t k = 0; k < sizeof e / 8; ++k) w[k] = rng();
-    e.reserved1[0] |= 1;
+    e.reserved1 |= 1;
     add(e, B);
   }
   for (const auto& e : bad) {

@@ -81,3 +81,37 @@ TEST_CASE("callers with several calls outstanding get verified responses") {
   CHECK(reap(server, 10s) == 0);
   CHECK(d.alive());
 }
+
+namespace {
+
+// A server holding one call past its timeout (see traffic_timeout.cpp).
+void held_call_times_out(const Daemon& d, std::chrono::milliseconds timeout, std::chrono::milliseconds expect) {
+  Gate ready, release, late_done, stop, timed_out;
+  const pid_t server =
+      spawn([&] { return run_late_server(LateServerSpec{d.socket()}, ready, release, late_done, stop); });
+  REQUIRE(ready.wait(10s));
+  TimeoutCallerSpec spec;
+  spec.socket = d.socket();
+  spec.timeout = timeout;
+  spec.expect_ms = expect;
+  const pid_t caller = spawn([&] { return run_timeout_caller(spec, timed_out, late_done); });
+  CHECK(timed_out.wait(30s));
+  release.signal();  // only now does the server reply
+  CHECK(reap(caller, 30s) == 0);
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a call held past its own timeout completes Timeout; the late reply gets CallerGone") {
+  Daemon d;
+  held_call_times_out(d, 300ms, 300ms);
+  CHECK(d.alive());
+}
+
+TEST_CASE("without its own timeout a call gets the daemon's call-timeout-ms") {
+  Daemon d({"--call-timeout-ms", "400"});
+  held_call_times_out(d, 0ms, 400ms);
+  CHECK(d.alive());
+}

@@ -5,6 +5,7 @@
 // sender, RPC server, caller), each returning an exit code.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -65,5 +66,30 @@ struct CallerSpec {
   const Gate* stop = nullptr;  // when set: call until it is ready, then `count` more
 };
 int run_caller(const CallerSpec& spec);
+
+// Call timeouts (traffic_timeout.cpp). The server serves `service`: a
+// request whose first byte is 0 is held until `release` is ready, then
+// replied late (that Reply must complete CallerGone; `late_done` signalled);
+// other requests are echoed at once. Exits 0 once the late reply is done and
+// `stop` is ready.
+struct LateServerSpec {
+  std::string socket;
+  std::string service = "late";
+};
+int run_late_server(const LateServerSpec& spec, const Gate& ready, const Gate& release, const Gate& late_done,
+                    const Gate& stop);
+// One held call with `timeout` (0: the daemon's call-timeout-ms) must
+// complete Timeout, no sooner than expect_ms; `timed_out` is signalled;
+// after `late_done` the response buffer must be untouched; then a prompt
+// call on the same endpoint completes Ok with its echo.
+struct TimeoutCallerSpec {
+  std::string socket;
+  std::string target = "late";
+  std::chrono::milliseconds timeout{300};
+  std::chrono::milliseconds expect_ms{300};
+  std::uint32_t request_bytes = 64;
+  std::uint32_t response_bytes = 4096;
+};
+int run_timeout_caller(const TimeoutCallerSpec& spec, const Gate& timed_out, const Gate& late_done);
 
 }  // namespace ferry::itest

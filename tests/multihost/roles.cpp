@@ -4,6 +4,8 @@
 #include <deque>
 #include <vector>
 
+#include "tests/multihost/cluster.h"
+
 namespace ferry::mhtest {
 
 using namespace std::chrono_literals;
@@ -157,6 +159,31 @@ int run_until_reset(const UntilResetSpec& spec) {
   std::fprintf(stderr, "until-reset: %llu verified, %llu PeerReset\n", (unsigned long long)verified,
                (unsigned long long)resets);
   return 0;
+}
+
+std::string remote_call_times_out(const Cluster& cl, itest::TimeoutCallerSpec spec) {
+  using namespace itest;
+  Gate ready, release, late_done, stop, timed_out;
+  const std::string server_socket = cl.node(1).socket();
+  const pid_t server =
+      cl.spawn_on(1, [&] { return run_late_server(LateServerSpec{server_socket}, ready, release, late_done, stop); });
+  if (!ready.wait(20s)) {
+    stop.signal();
+    reap(server, 10s);
+    return "late server never served";
+  }
+  spec.socket = cl.node(0).socket();
+  spec.target = cl.node(1).target("late");
+  const pid_t caller = cl.spawn_on(0, [&] { return run_timeout_caller(spec, timed_out, late_done); });
+  std::string why;
+  if (!timed_out.wait(90s)) why = "the held call did not time out; ";
+  release.signal();  // only now does the server reply
+  const int caller_rc = reap(caller, 90s);
+  stop.signal();
+  const int server_rc = reap(server, 20s);
+  if (caller_rc != 0) why += "caller exit " + std::to_string(caller_rc) + "; ";
+  if (server_rc != 0) why += "server exit " + std::to_string(server_rc);
+  return why;
 }
 
 }  // namespace ferry::mhtest

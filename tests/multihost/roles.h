@@ -34,4 +34,11 @@ struct UntilResetSpec {
 // with PeerReset, within spec.bound of the kill.
 int run_until_reset(const UntilResetSpec& spec);
 
+class Cluster;
+// A call held past its timeout across a channel: a late server on node 1
+// serving "late", a timeout caller on node 0 (itest::run_late_server /
+// run_timeout_caller; spec.socket and spec.target are filled in here).
+// Returns "" when both roles passed, else what failed.
+std::string remote_call_times_out(const Cluster& cl, itest::TimeoutCallerSpec spec);
+
 }  // namespace ferry::mhtest

@@ -10,6 +10,7 @@
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/peer_status.h"
+#include "tests/multihost/roles.h"
 
 using namespace ferry;
 using namespace ferry::itest;
@@ -163,4 +164,19 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
   const std::string ua = unreachable.substr(0, unreachable.find('/'));
   const PeerView* u = find_peer(*sa, ua);
   if (u) CHECK(u->state != "up");
+}
+
+TEST_CASE("a remote call held past its timeout completes Timeout; the late reply gets CallerGone") {
+  Cluster cl(2, net_mode_from_env(), DaemonFlags{});
+  TimeoutCallerSpec spec;
+  spec.timeout = 300ms;
+  spec.expect_ms = 300ms;
+  CHECK(remote_call_times_out(cl, spec) == "");
+  std::string err;
+  const auto sb = read_status(cl.node(1).control(), &err);
+  INFO(err);
+  REQUIRE(sb);
+  CHECK(sb->counter("call_timeouts") == 1);  // enforced where the server is
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
 }

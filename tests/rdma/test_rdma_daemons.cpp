@@ -161,3 +161,41 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
 }
+
+TEST_CASE("rdma: a call held past its timeout completes Timeout; the late reply writes nothing") {
+  // The caller's response buffer is exposed to B (the reply would be an
+  // RDMA WRITE into it): B answers Timeout instead and refuses the late
+  // reply, so the buffer stays untouched (run_timeout_caller checks every
+  // byte). Once eager with the buffer's descriptor, once by rendezvous.
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 10000;
+  f.connect_timeout_ms = 20000;
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  f.extra_args = {"--eager-threshold", std::to_string(kEager), "--tx-arena-bytes", "8m", "--rx-arena-bytes", "8m"};
+  Cluster cl(2, NetMode::Loopback, f);
+  for (std::uint32_t bytes : {64u, 4 * kEager}) {
+    TimeoutCallerSpec spec;
+    spec.timeout = 500ms;
+    spec.expect_ms = 500ms;
+    spec.request_bytes = bytes;
+    spec.response_bytes = 4 * kEager;
+    INFO("request " << bytes << " B");
+    CHECK(remote_call_times_out(cl, spec) == "");
+  }
+  const auto s = status_json(cl.node(1));
+  REQUIRE(s);
+  const json::Value* counters = s->find("counters");
+  REQUIRE(counters != nullptr);
+  const json::Value* timeouts = counters->find("call_timeouts");
+  REQUIRE(timeouts != nullptr);
+  CHECK(timeouts->as_uint() == std::optional<std::uint64_t>(2));
+  const auto sa = status_json(cl.node(0));
+  REQUIRE(sa);
+  const json::Value* rv = sa->find("counters")->find("rendezvous_sends");
+  REQUIRE(rv != nullptr);
+  CHECK(rv->as_uint().value_or(0) >= 1);  // the large request really went by rendezvous
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+}

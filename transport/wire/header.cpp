@@ -40,7 +40,7 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   at(MsgType::OpenAck) =       {0,                   0,                  kFlagRetransmit,                   true,  true,  false, true,  false, false};
   at(MsgType::Close) =         {0,                   0,                  kFlagRetransmit,                   true,  false, false, true,  false, false};
   at(MsgType::Send) =          {0,                   kAny,               kFlagRetransmit,                   false, false, true,  true,  false, false};
-  at(MsgType::Call) =          {0,                   kAny,               kFlagRetransmit | kFlagRespBuffer, false, true,  true,  true,  false, false};
+  at(MsgType::Call) =          {0,                   kAny,               kFlagRetransmit | kFlagRespBuffer, false, true,  true,  true,  false, true};
   at(MsgType::Response) =      {0,                   kAny,               kFlagRetransmit,                   true,  true,  false, true,  false, true};
   at(MsgType::Error) =         {0,                   kMaxErrorTextBytes, 0,                                 true,  false, false, false, false, false};
   at(MsgType::RendezvousReq) = {kRemoteBufferBytes,  2 * kRemoteBufferBytes, kFlagRetransmit | kFlagRespBuffer, false, true, true, true, false, true};
@@ -99,12 +99,16 @@ WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept {
   if (h.type == MsgType::RendezvousReq) {
     // aux: the message it stands for. A Send has only its source buffer; a
     // Call may add its response buffer (kFlagRespBuffer), nothing else.
-    const bool call = h.aux == static_cast<std::uint8_t>(MsgType::Call);
-    if (!call && h.aux != static_cast<std::uint8_t>(MsgType::Send)) return WireError::BadField;
+    // Bits 8..31: a Call's timeout (call_timeout_ms).
+    const bool call = rendezvous_kind(h) == MsgType::Call;
+    if (!call && rendezvous_kind(h) != MsgType::Send) return WireError::BadField;
+    if (!call && call_timeout_ms(h) != 0) return WireError::ReservedNonZero;
+    if (call_timeout_ms(h) > kMaxCallTimeoutMs) return WireError::BadField;
     const bool resp = (h.flags & kFlagRespBuffer) != 0;
     if (resp && !call) return WireError::BadFlags;
     if (h.payload_len != kRemoteBufferBytes * (resp ? 2u : 1u)) return WireError::BadLength;
   }
+  if (h.type == MsgType::Call && h.aux > kMaxCallTimeoutMs) return WireError::BadField;
   // Response: aux is the length the caller would have needed, only with ResponseTooLarge.
   if (h.type == MsgType::Response && h.aux != 0 && h.status != Status::ResponseTooLarge)
     return WireError::ReservedNonZero;

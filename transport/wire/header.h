@@ -107,6 +107,26 @@ struct Header {
   friend bool operator==(const Header&, const Header&) = default;
 };
 
+// A Call's timeout: how long the serving daemon lets its server hold the
+// request once delivered, in ms (0: no limit); past it the serving daemon
+// answers Timeout. It rides in aux: all of it on a Call; on a
+// RendezvousReq the low byte names the message it stands for (Send|Call)
+// and bits 8..31 hold a Call's timeout (a Send's are 0).
+inline constexpr std::uint32_t kMaxCallTimeoutMs = 3'600'000;
+static_assert(kMaxCallTimeoutMs < (1u << 24), "fits a RendezvousReq's aux above its type byte");
+constexpr MsgType rendezvous_kind(const Header& h) noexcept { return static_cast<MsgType>(h.aux & 0xFF); }
+constexpr std::uint32_t call_timeout_ms(const Header& h) noexcept {
+  return h.type == MsgType::RendezvousReq ? h.aux >> 8 : h.type == MsgType::Call ? h.aux : 0;
+}
+// For a Call or a RendezvousReq whose rendezvous_kind is already set.
+constexpr void set_call_timeout_ms(Header& h, std::uint32_t ms) noexcept {
+  if (h.type == MsgType::RendezvousReq) {
+    h.aux = (h.aux & 0xFF) | (ms << 8);
+  } else if (h.type == MsgType::Call) {
+    h.aux = ms;
+  }
+}
+
 // Writes exactly kHeaderBytes. Encodes whatever it is given: a sender that
 // builds invalid headers is caught by validate_header() in debug paths and
 // by the peer's decoder always.

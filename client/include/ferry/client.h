@@ -108,8 +108,11 @@ class Client {
   // submission ring is full (poll, then retry), BadRequest for arguments that
   // are invalid on their face.
   Status send(EndpointId endpoint, const Buffer& message, std::uint32_t length, std::uint64_t user_data) noexcept;
+  // timeout: how long the server may hold the request once delivered
+  // (0: ferryd's call-timeout-ms, 60 s unless configured; at most 1 h); past
+  // it the call completes Timeout and the server's late reply CallerGone.
   Status call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,
-              std::uint64_t user_data) noexcept;
+              std::uint64_t user_data, std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) noexcept;
   Status reply(std::uint64_t token, const Buffer& response, std::uint32_t length, std::uint64_t user_data) noexcept;
   // Hands a delivered Message/Request block back to the daemon.
   void release(const Completion& delivery) noexcept;

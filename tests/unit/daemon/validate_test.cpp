@@ -50,11 +50,22 @@ TEST_CASE("header fields") {
   e.reserved0 = 1;
   CHECK(validate_entry(e, kB) == Reject::ReservedNonZero);
   e = entry(Op::Nop);
-  e.reserved1[0] = 1;
+  e.reserved2 = 1;
   CHECK(validate_entry(e, kB) == Reject::ReservedNonZero);
   e = entry(Op::Nop);
-  e.reserved1[1] = 1;
+  e.reserved1 = 1;
   CHECK(validate_entry(e, kB) == Reject::ReservedNonZero);
+}
+
+TEST_CASE("a timeout only on a Call, and at most an hour") {
+  shm::SqEntry e = entry(Op::Send);
+  e.timeout_ms = 1;
+  CHECK(validate_entry(e, kB) == Reject::ReservedNonZero);
+  e = entry(Op::Call);
+  e.timeout_ms = shm::kMaxCallTimeoutMs;
+  CHECK(validate_entry(e, kB) == Reject::None);
+  e.timeout_ms = shm::kMaxCallTimeoutMs + 1;
+  CHECK(validate_entry(e, kB) == Reject::TimeoutRange);
 }
 
 TEST_CASE("zero handles") {

@@ -220,7 +220,7 @@ TEST_CASE("aux is reserved except where the type uses it", "[wire]") {
     Header h = valid_header(type);
     h.aux = 1;
     INFO(to_string(type));
-    const bool uses_aux = type == MsgType::ReadDone || type == MsgType::WriteDone;
+    const bool uses_aux = type == MsgType::ReadDone || type == MsgType::WriteDone || type == MsgType::Call;
     CHECK(decode_of(h) == (uses_aux ? WireError::None : WireError::ReservedNonZero));
   }
 }
@@ -244,6 +244,26 @@ TEST_CASE("rendezvous: aux names Send or Call; only a Call adds a response buffe
   CHECK(decode_of(h) == WireError::None);
   h.payload_len = 2 * kRemoteBufferBytes;  // two without the flag
   CHECK(decode_of(h) == WireError::BadLength);
+}
+
+TEST_CASE("a call's timeout rides in aux, at most an hour; a rendezvous Send has none", "[wire]") {
+  Header h = valid_header(MsgType::Call);
+  set_call_timeout_ms(h, kMaxCallTimeoutMs);
+  CHECK(decode_of(h) == WireError::None);
+  CHECK(call_timeout_ms(h) == kMaxCallTimeoutMs);
+  h.aux = kMaxCallTimeoutMs + 1;
+  CHECK(decode_of(h) == WireError::BadField);
+
+  Header r = valid_header(MsgType::RendezvousReq);
+  r.aux = static_cast<std::uint8_t>(MsgType::Call);
+  set_call_timeout_ms(r, 250);
+  CHECK(decode_of(r) == WireError::None);
+  CHECK(call_timeout_ms(r) == 250);
+  CHECK(rendezvous_kind(r) == MsgType::Call);
+  set_call_timeout_ms(r, kMaxCallTimeoutMs + 1);
+  CHECK(decode_of(r) == WireError::BadField);
+  r.aux = static_cast<std::uint8_t>(MsgType::Send) | (1u << 8);
+  CHECK(decode_of(r) == WireError::ReservedNonZero);
 }
 
 TEST_CASE("response: aux only with ResponseTooLarge (the length needed)", "[wire]") {
