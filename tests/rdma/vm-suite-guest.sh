@@ -56,8 +56,13 @@ checks=${FERRY_VM_CHECKS:-tests/rdma/checks.list}
 # may leave Soft-RoCE unable to connect (a device going down and up).
 late=()
 after=0
+meson_tests=1
 while read -r name limit cmd; do
   [[ -z "$name" || "$name" == \#* ]] && continue
+  if [[ "$name" == "@no-meson" ]]; then # a checks file for one development run
+    meson_tests=0
+    continue
+  fi
   if [[ "$name" == "@after-meson" ]]; then
     after=1
     continue
@@ -73,7 +78,7 @@ done <"$checks"
 # meson tests declared with suite 'rdma' (tests/rdma/meson.build). The build
 # folder is read-only here, so they run directly, not through `meson test`.
 intro=$FERRY_BUILD/meson-info/intro-tests.json
-if [[ -f "$intro" ]]; then
+if [[ -f "$intro" && $meson_tests -eq 1 ]]; then
   while IFS=$'\t' read -r name limit workdir cmdline; do
     run_check "meson-$name" "$limit" bash -c "cd $workdir && exec $cmdline"
   done < <(python3 - "$intro" "$FERRY_BUILD" <<'PY'
