@@ -1,12 +1,14 @@
-// A call's timeout: how long its server may hold the request once it is
-// delivered (the Call's own timeout_ms, else call-timeout-ms; 0 = none).
+// A call's timeout: how long it may wait at the server's daemon, from its
+// arrival there to the server's reply (the Call's own timeout_ms, else
+// call-timeout-ms; 0 = none). Time spent waiting for room at the server
+// (parked, staged) or being READ counts: a call still waiting then fails
+// Timeout there (delivery.cpp, remote_serving.cpp).
 //
 // The daemon of the server enforces it, because only it knows when the
 // server got the request and only it can stop the reply: past the deadline
 // a local caller's Call completes Timeout, a peer caller gets a Response
 // with status Timeout (on the call's lane, after any WRITE already posted
 // into its response buffer), and the server's late Reply gets CallerGone.
-// Back-pressure before delivery is bounded by delivery-timeout-ms instead.
 //
 // A calling daemon only keeps a backstop for a remote call: no answer by
 // timeout + 2 x peer-timeout + 1 s means the peer lost it (lanes are
@@ -39,8 +41,12 @@ std::uint32_t Engine::call_timeout_of(const shm::SqEntry& e) const noexcept {
 std::uint64_t Engine::deadline_after(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept {
   if (timeout_ms == 0) return 0;
   const std::uint64_t at = now_ns + std::uint64_t{timeout_ms} * 1'000'000;
-  next_deadline_ns_ = std::min(next_deadline_ns_, at);
+  note_deadline(at);
   return at;
+}
+
+void Engine::note_deadline(std::uint64_t at_ns) noexcept {
+  if (at_ns != 0) next_deadline_ns_ = std::min(next_deadline_ns_, at_ns);
 }
 
 std::uint64_t Engine::answer_backstop(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept {

@@ -41,9 +41,10 @@ struct ClientInfo {
 // A Send/Call waiting for room at its receiver (FIFO per endpoint).
 struct Parked {
   shm::SqEntry entry;
-  std::uint64_t deadline_ns;  // steady clock
-  std::uint64_t seq = 0;      // remote: its endpoint sequence number once first sent (0: never sent)
-  bool stalled = false;       // counted in window_stalls already (once per op, not per retry)
+  std::uint64_t deadline_ns;           // steady clock
+  std::uint64_t seq = 0;               // remote: its endpoint sequence number once first sent (0: never sent)
+  bool stalled = false;                // counted in window_stalls already (once per op, not per retry)
+  std::uint64_t call_deadline_ns = 0;  // a local Call's timeout (0: none); deadline_ns is no later
 };
 
 struct Endpoint {

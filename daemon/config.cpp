@@ -92,7 +92,8 @@ constexpr NumericKey kNumericKeys[] = {
     {"max-message-bytes", "largest message/request/response [1m; 64..1m]"},
     {"delivery-timeout-ms", "how long a back-pressured delivery may wait [30000; 1..3600000]"},
     {"call-timeout-ms",
-     "how long a server may hold a call before it completes Timeout, unless the call sets its own; 0 = no limit "
+     "how long a call may wait at the server's daemon for its reply before it completes Timeout, unless the call "
+     "sets its own; 0 = no limit "
      "[60000; 0..3600000]"},
     {"engine-spin-us", "engine busy-poll time before sleeping [50; 0..100000]"},
     {"heartbeat-ms", "heartbeat interval to peer daemons [500; 10..60000]"},

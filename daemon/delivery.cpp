@@ -22,20 +22,24 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
     return;
   }
   Endpoint& ep = it->second;
+  // A local Call's timeout counts from here: time parked counts (a remote
+  // one's counts at the serving daemon).
+  const std::uint64_t call_deadline =
+      op == shm::Op::Call && ep.channel == 0 ? deadline_after(call_timeout_of(e), mono_ns()) : 0;
   if (!ep.parked.empty()) {  // keep order behind what is already waiting
-    park(c, ep, e);
+    park(c, ep, e, call_deadline);
     return;
   }
   Status failure = Status::Ok;
-  switch (try_deliver(c, ep, e, &failure)) {
+  switch (try_deliver(c, ep, e, &failure, 0, 0, call_deadline)) {
     case Delivery::Done: break;
-    case Delivery::Blocked: park(c, ep, e); break;
+    case Delivery::Blocked: park(c, ep, e, call_deadline); break;
     case Delivery::Failed: complete(c, op, e.user_data, failure); break;
   }
 }
 
 Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure,
-                                     std::uint64_t seq, std::uint64_t deadline_ns) {
+                                     std::uint64_t seq, std::uint64_t deadline_ns, std::uint64_t call_deadline_ns) {
   // A remote endpoint is Blocked by a full send window or a backoff (remote_send.cpp).
   if (ep.channel != 0) return try_send_remote(c, ep, e, failure, seq, deadline_ns);
   const Service* s = services_.find(ep.service_id);
@@ -50,7 +54,7 @@ Engine::Delivery Engine::try_deliver(ClientSession& c, Endpoint& ep, const shm::
   call.user_data = e.user_data;
   call.resp_offset = e.resp_offset;
   call.resp_length = e.resp_length;
-  if (is_call) call.timeout_ms = call_timeout_of(e);
+  call.deadline_ns = call_deadline_ns;
   const Delivery d = deliver(*s, is_call, c.at(e.offset), e.length, c.id(), call, failure);
   // A Send is done once copied (the sender's buffer is free again); a Call
   // completes when its reply arrives.
@@ -97,7 +101,7 @@ void Engine::publish(ClientSession& server, const Service& s, bool is_call, shm:
   if (is_call) {
     call.server = server.id();
     call.service = s.id;
-    call.deadline_ns = deadline_after(call.timeout_ms, mono_ns());
+    note_deadline(call.deadline_ns);
     d.token = calls_.insert(call);
     bump(counters_.calls);
   } else {
@@ -106,8 +110,10 @@ void Engine::publish(ClientSession& server, const Service& s, bool is_call, shm:
   post(server, d);
 }
 
-void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e) {
-  ep.parked.push_back(Parked{e, mono_ns() + delivery_timeout_ns_, 0, ep.stall_counted});
+void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, std::uint64_t call_deadline_ns) {
+  std::uint64_t deadline = mono_ns() + delivery_timeout_ns_;
+  if (call_deadline_ns != 0) deadline = std::min(deadline, call_deadline_ns);
+  ep.parked.push_back(Parked{e, deadline, 0, ep.stall_counted, call_deadline_ns});
   ep.stall_counted = false;
   bump(counters_.parked);
   if (!ep.in_retry_list) {
@@ -154,7 +160,7 @@ std::size_t Engine::retry_parked() {
       const auto op = static_cast<shm::Op>(p.entry.op);
       Status failure = Status::Ok;
       ep.stall_counted = p.stalled;
-      Delivery d = try_deliver(*c, ep, p.entry, &failure, p.seq, p.deadline_ns);
+      Delivery d = try_deliver(*c, ep, p.entry, &failure, p.seq, p.deadline_ns, p.call_deadline_ns);
       p.stalled = ep.stall_counted;
       ep.stall_counted = false;
       if (d == Delivery::Blocked) {

@@ -85,6 +85,7 @@ struct ReadJob {
   shm::Block block{};
   std::uint32_t length = 0;
   bool live = false;
+  std::uint64_t call_deadline_ns = 0;  // a Call's timeout (0: none)
 };
 
 // A remote Send/Call whose receiver was full: copied out of the transport's
@@ -94,7 +95,8 @@ struct StagedDelivery {
   std::uint32_t lane = 0;
   wire::Header header{};
   std::vector<std::byte> payload;
-  std::uint64_t deadline_ns = 0;
+  std::uint64_t deadline_ns = 0;       // given up then (Timeout): the delivery timeout, or a Call's own if earlier
+  std::uint64_t call_deadline_ns = 0;  // a Call's timeout (0: none)
 };
 
 // `source` of a delivery that came from a peer: this bit | the proxy id.
@@ -163,8 +165,9 @@ class Engine final : private peer::ChannelEvents {
   enum class Delivery : std::uint8_t { Done, Blocked, Failed };
   void op_send_or_call(ClientSession& c, const shm::SqEntry& e);
   // seq/deadline: a remote op that was already sent once (refused Busy).
+  // call_deadline_ns: a local Call's timeout (call_deadlines.cpp), 0: none.
   Delivery try_deliver(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure, std::uint64_t seq = 0,
-                       std::uint64_t deadline_ns = 0);
+                       std::uint64_t deadline_ns = 0, std::uint64_t call_deadline_ns = 0);
   // The delivery itself, shared by local senders and peers: rx block, copy,
   // Message/Request. `call` is the call record for a Request.
   Delivery deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
@@ -176,7 +179,7 @@ class Engine final : private peer::ChannelEvents {
                       Status* failure);
   void publish(ClientSession& server, const Service& s, bool is_call, shm::Block block, std::uint32_t length,
                std::uint32_t source, PendingCall call);
-  void park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e);
+  void park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, std::uint64_t call_deadline_ns = 0);
   std::size_t retry_parked();
 
   // calls.cpp
@@ -190,6 +193,7 @@ class Engine final : private peer::ChannelEvents {
   std::uint32_t call_timeout_of(const shm::SqEntry& e) const noexcept;
   // now + timeout (0: none), noted as a deadline to look at.
   std::uint64_t deadline_after(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept;
+  void note_deadline(std::uint64_t at_ns) noexcept;  // 0: none
   std::uint64_t answer_backstop(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept;
   int ms_until_deadline(std::uint64_t now_ns) const noexcept;  // -1: none
   std::size_t expire_calls();
@@ -230,7 +234,7 @@ class Engine final : private peer::ChannelEvents {
   static constexpr std::uint64_t kReadTag = 1ull << 62;  // user_data of a READ: kReadTag | job slot
   void setup_rendezvous();
   Delivery start_read(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                      Status* failure);
+                      Status* failure, std::uint64_t call_deadline_ns);
   void on_read_done(std::uint32_t slot, Status status);
   std::vector<ReadJob> reads_;
   std::vector<std::uint32_t> reads_free_;
@@ -239,10 +243,12 @@ class Engine final : private peer::ChannelEvents {
   void on_remote_open(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
   void on_remote_close(const wire::Header& h);
   void on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
+  // call_deadline_ns: a Call's timeout, from its arrival (call_deadlines.cpp), 0: none.
   Delivery deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                          Status* failure);
+                          Status* failure, std::uint64_t call_deadline_ns);
   void answer_calls_of_proxy(std::uint32_t channel, std::uint32_t proxy);
-  void stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
+  void stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+             std::uint64_t call_deadline_ns);
   std::size_t retry_staged();
   void answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status);
   void answer(std::uint32_t channel, std::uint32_t lane, const wire::Header& to, Status status);

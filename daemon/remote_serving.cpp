@@ -90,14 +90,14 @@ void Engine::on_remote_close(const wire::Header& h) {
 }
 
 Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lane, const wire::Header& h,
-                                        const std::byte* payload, Status* failure) {
+                                        const std::byte* payload, Status* failure, std::uint64_t call_deadline_ns) {
   if (h.type == wire::MsgType::RendezvousReq) {
     peer::Channel* ch = peers_->find(channel);
     if (ch == nullptr || !ch->usable()) {
       *failure = Status::PeerReset;
       return Delivery::Failed;
     }
-    return start_read(*ch, lane, h, payload, failure);
+    return start_read(*ch, lane, h, payload, failure, call_deadline_ns);
   }
   auto it = proxies_.find(h.dst_ep);
   if (it == proxies_.end() || it->second.channel != channel) {
@@ -116,7 +116,7 @@ Engine::Delivery Engine::deliver_remote(std::uint32_t channel, std::uint32_t lan
   call.remote_ep = h.src_ep;
   call.lane = lane;
   call.remote_token = h.token;
-  call.timeout_ms = wire::call_timeout_ms(h);
+  call.deadline_ns = call_deadline_ns;
   std::uint32_t length = h.payload_len;
   if ((h.flags & wire::kFlagRespBuffer) != 0) {
     // The caller's response buffer rides in front of the request body.
@@ -148,23 +148,26 @@ void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wir
     }
     it->second.refused_from = 0;  // stage() sets it again if still full
   }
+  // A Call's timeout counts from here: time staged or being READ counts.
+  const std::uint64_t call_deadline = deadline_after(wire::call_timeout_ms(h), mono_ns());
   // Keep one sender's order: behind what waits, and eager ones behind READs.
   if (it != proxies_.end() &&
       (it->second.staged != 0 || (it->second.reading != 0 && h.type != wire::MsgType::RendezvousReq))) {
-    stage(ch.id, lane, h, payload);
+    stage(ch.id, lane, h, payload, call_deadline);
     return;
   }
   Status failure = Status::Ok;
-  switch (deliver_remote(ch.id, lane, h, payload, &failure)) {
+  switch (deliver_remote(ch.id, lane, h, payload, &failure, call_deadline)) {
     case Delivery::Done:
       if (h.type == wire::MsgType::Send) answer(ch, lane, h, Status::Ok);
       break;
-    case Delivery::Blocked: stage(ch.id, lane, h, payload); break;
+    case Delivery::Blocked: stage(ch.id, lane, h, payload, call_deadline); break;
     case Delivery::Failed: answer(ch, lane, h, failure); break;
   }
 }
 
-void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
+void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+                   std::uint64_t call_deadline_ns) {
   // Each proxy (one remote endpoint) gets at most a share of the staging
   // area, so one stalled service fills only its share and every other
   // endpoint sharing the channel keeps the rest (its senders get Busy; with
@@ -184,6 +187,8 @@ void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header
   sd.header = h;
   sd.payload.assign(payload, payload + h.payload_len);
   sd.deadline_ns = mono_ns() + delivery_timeout_ns_;
+  sd.call_deadline_ns = call_deadline_ns;
+  if (call_deadline_ns != 0) sd.deadline_ns = std::min(sd.deadline_ns, call_deadline_ns);
   staged_bytes_ += h.payload_len;
   staged_.push_back(std::move(sd));
   if (proxy != proxies_.end()) {
@@ -210,7 +215,7 @@ std::size_t Engine::retry_staged() {
       continue;
     }
     Status failure = Status::Ok;
-    Delivery d = deliver_remote(sd.channel, sd.lane, sd.header, sd.payload.data(), &failure);
+    Delivery d = deliver_remote(sd.channel, sd.lane, sd.header, sd.payload.data(), &failure, sd.call_deadline_ns);
     if (d == Delivery::Blocked && now >= sd.deadline_ns) {
       bump(counters_.timeouts);
       failure = Status::Timeout;

@@ -37,7 +37,7 @@ void Engine::setup_rendezvous() {
 }
 
 Engine::Delivery Engine::start_read(peer::Channel& ch, std::uint32_t lane, const wire::Header& h,
-                                    const std::byte* payload, Status* failure) {
+                                    const std::byte* payload, Status* failure, std::uint64_t call_deadline_ns) {
   // The header rules (wire/header.cpp) fixed the payload: 1 or 2 descriptors.
   wire::RemoteBuffer src{};
   wire::RemoteBuffer resp{};
@@ -98,7 +98,7 @@ Engine::Delivery Engine::start_read(peer::Channel& ch, std::uint32_t lane, const
   }
   reads_free_.pop_back();
   ReadJob& job = reads_[slot];
-  job = ReadJob{ch.id, lane, h, resp, server->id(), s->id, block, src.length, true};
+  job = ReadJob{ch.id, lane, h, resp, server->id(), s->id, block, src.length, true, call_deadline_ns};
   ++ch.reads_inflight;
   ++proxy->second.reading;
   return Delivery::Done;
@@ -132,7 +132,7 @@ void Engine::on_read_done(std::uint32_t slot, Status status) {
   call.lane = job.lane;
   call.remote_token = job.header.token;
   call.resp_remote = job.resp;
-  call.timeout_ms = wire::call_timeout_ms(job.header);
+  call.deadline_ns = job.call_deadline_ns;
   publish(*server, *s, is_call, job.block, job.length, kRemoteSourceBit | job.header.dst_ep, call);
   bump(counters_.remote_delivered);
   bump(counters_.rendezvous_reads);

@@ -62,9 +62,10 @@ struct SqEntry {
   std::uint32_t resp_length;  // Call: capacity of the response buffer
   std::uint64_t resp_offset;  // Call: segment offset of the response buffer (tx arena)
   std::uint64_t token;        // Reply: the request token from the Request delivery
-  // Call: how long the server may hold the request once it is delivered, in
-  // ms (0: ferryd's call-timeout-ms); past it the call completes Timeout and
-  // the late reply gets CallerGone. At most kMaxCallTimeoutMs; 0 on other ops.
+  // Call: how long it may take from reaching the server's daemon to the
+  // server's reply (waiting for room at the server included), in ms (0:
+  // ferryd's call-timeout-ms); past it the call completes Timeout and a late
+  // reply gets CallerGone. At most kMaxCallTimeoutMs; 0 on other ops.
   std::uint32_t timeout_ms;
   std::uint32_t reserved2;
   std::uint64_t reserved1;

@@ -108,7 +108,7 @@ struct Header {
 };
 
 // A Call's timeout: how long the serving daemon lets its server hold the
-// request once delivered, in ms (0: no limit); past it the serving daemon
+// request from its arrival, in ms (0: no limit); past it the serving daemon
 // answers Timeout. It rides in aux: all of it on a Call; on a
 // RendezvousReq the low byte names the message it stands for (Send|Call)
 // and bits 8..31 hold a Call's timeout (a Send's are 0).

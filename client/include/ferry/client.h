@@ -108,7 +108,7 @@ class Client {
   // submission ring is full (poll, then retry), BadRequest for arguments that
   // are invalid on their face.
   Status send(EndpointId endpoint, const Buffer& message, std::uint32_t length, std::uint64_t user_data) noexcept;
-  // timeout: how long the server may hold the request once delivered
+  // timeout: how long the call may wait at the server's daemon for its reply
   // (0: ferryd's call-timeout-ms, 60 s unless configured; at most 1 h); past
   // it the call completes Timeout and the server's late reply CallerGone.
   Status call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,

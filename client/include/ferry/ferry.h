@@ -66,7 +66,7 @@ int ferry_send(ferry_client* client, uint32_t endpoint, const ferry_buffer* mess
 /* response may be NULL (no response bytes expected). */
 int ferry_call(ferry_client* client, uint32_t endpoint, const ferry_buffer* request, uint32_t length,
                const ferry_buffer* response, uint64_t user_data);
-/* ferry_call with the time the server may hold the request once delivered
+/* ferry_call with how long the call may wait at the server's daemon for its reply
    (0: ferryd's call-timeout-ms; at most 3600000); past it the call completes
    status Timeout (12). */
 int ferry_call_timeout(ferry_client* client, uint32_t endpoint, const ferry_buffer* request, uint32_t length,
