@@ -187,8 +187,8 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
     std::string why;
     const auto& lay = seg.value.view.layout;
     std::byte* base = static_cast<std::byte*>(seg.value.view.base);
-    const Status s =
-        SegmentMr::make(pd, base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset, lay.rx_bytes, &mr, &why);
+    const Status s = SegmentMr::make(pd, base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset, lay.rx_bytes,
+                                     engine_.per_call_keys(), &mr, &why);
     if (s != Status::Ok) {
       spdlog::warn(
           "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "

@@ -108,6 +108,9 @@ constexpr NumericKey kNumericKeys[] = {
     {"channel-window-bytes", "request bytes in flight per peer channel; 0 = no limit [32m; 0..4g]"},
     {"nic-window-bytes", "request bytes in flight over all channels; 0 = no limit [128m; 0..4g]"},
     {"max-reads-inflight", "rdma: rendezvous READs in flight per channel (receiver) [8; 1..256]"},
+    {"rdma-windows",
+     "rdma: memory windows giving peers a key per exposed buffer per call; 0 = a key to the client's whole tx "
+     "arena [1024; 0..65536]"},
 };
 
 std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
@@ -135,6 +138,7 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
   if (key == "channel-window-bytes") return &c.channel_window_bytes;
   if (key == "nic-window-bytes") return &c.nic_window_bytes;
   if (key == "max-reads-inflight") *narrow = &c.max_reads_inflight;
+  if (key == "rdma-windows") *narrow = &c.rdma_windows;
   return nullptr;
 }
 
@@ -167,6 +171,7 @@ std::optional<std::string> check_ranges(const Config& c) {
       {{"channel-window-bytes", 0, 4 * kGiB}, c.channel_window_bytes},
       {{"nic-window-bytes", 0, 4 * kGiB}, c.nic_window_bytes},
       {{"max-reads-inflight", 1, 256}, c.max_reads_inflight},
+      {{"rdma-windows", 0, 65536}, c.rdma_windows},
   };
   for (const auto& [range, value] : checks) {
     if (auto err = check(range, value)) return err;

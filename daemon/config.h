@@ -53,6 +53,7 @@ struct Config {
   std::uint32_t max_clients = 256;                    // [1, 4096]
   std::uint32_t max_message_bytes = shm::kSlabBytes;  // [64, 1 MiB]
   std::uint32_t delivery_timeout_ms = 30000;          // [1, 3600000]
+  std::uint32_t rdma_windows = 1024;                  // [0 = keys to the whole tx arena, 65536]
   std::uint32_t call_timeout_ms = 60000;              // [0 = none, 3600000]; a Call's own timeout_ms wins
   std::uint32_t engine_spin_us = 50;                  // [0, 100000] busy-poll before sleeping
 

@@ -22,8 +22,10 @@ struct Counters {
   Counter bytes_copied{0};  // payload bytes memcpy'd between clients
   Counter parked{0};        // deliveries that had to wait for receiver space
   Counter timeouts{0};
-  Counter call_timeouts{0};  // calls a server held past their timeout (this daemon's servers)
-  Counter cq_overflows{0};   // completions that went to a private overflow queue
+  Counter call_timeouts{0};
+  Counter key_windows{0};   // per-call remote keys opened (rdma memory windows)  // calls a server held past their
+                            // timeout (this daemon's servers)
+  Counter cq_overflows{0};  // completions that went to a private overflow queue
   Counter engine_sleeps{0};
   Counter corrupt_rings{0};
   // Channels between daemons.
@@ -72,6 +74,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("parked", c.parked);
   f("timeouts", c.timeouts);
   f("call_timeouts", c.call_timeouts);
+  f("key_windows", c.key_windows);
   f("cq_overflows", c.cq_overflows);
   f("engine_sleeps", c.engine_sleeps);
   f("corrupt_rings", c.corrupt_rings);

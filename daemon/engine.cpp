@@ -51,6 +51,7 @@ Engine::~Engine() {
   while (commands_.pop(cmd)) {
     if (cmd.kind == EngineCommand::Kind::Attach) delete cmd.session;
   }
+  keys_.disable();  // before the segments' MRs go
   clients_.clear();
   for (int fd : {wake_fd_, event_fd_, epoll_fd_}) {
     if (fd >= 0) ::close(fd);

@@ -34,6 +34,7 @@ struct ibv_pd;
 #include "daemon/counters.h"
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/remote_ops.h"
+#include "daemon/remote_keys.h"
 #include "daemon/services.h"
 #include "daemon/target.h"
 #include "ferry_config.h"
@@ -127,6 +128,9 @@ class Engine final : private peer::ChannelEvents {
   // registered on it at attach), nullptr when the lanes are not rdma. Set
   // before the engine thread starts, never changed.
   ibv_pd* rdma_pd() const noexcept { return rdma_pd_; }
+  // Any thread, fixed before the engine thread starts: peers get a key per
+  // call (memory windows) rather than the tx arena's (remote_keys.h).
+  bool per_call_keys() const noexcept { return keys_.per_call(); }
   // Bootstrap port actually bound (0: not listening).
   std::uint16_t listen_port() const noexcept { return listen_port_; }
 
@@ -289,6 +293,7 @@ class Engine final : private peer::ChannelEvents {
   std::string transport_name_ = "tcp";                     // what carries the lanes: "rdma" or "tcp"
   std::uint32_t lane_max_message_ = 0;                     // largest Send/Call/Response payload over a lane
   ibv_pd* rdma_pd_ = nullptr;
+  RemoteKeys keys_;  // closed before the sessions' MRs go (~Engine)
   // WRs posted with a client's lkey (zero-copy eager sends), so a detached
   // client's segment and MR outlive them: user_data kZcTag | slot names a
   // slot holding the client and the op's own user_data (zc.cpp).

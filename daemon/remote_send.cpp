@@ -124,6 +124,26 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   rop.seq = resync ? ep.resync_seq : seq != 0 ? seq : ep.next_seq++;
   rop.deadline_ns = deadline_ns != 0 ? deadline_ns : now + delivery_timeout_ns_;
   const std::uint32_t timeout_ms = is_call ? call_timeout_of(e) : 0;
+  // Keys for what the peer may touch, per call where windows exist.
+  std::uint32_t src_rkey = c.mr.tx().rkey, resp_rkey = c.mr.tx().rkey;
+  if (keys_.per_call() && (rendezvous || resp_buffer)) {
+    Status k = Status::Ok;
+    if (rendezvous) k = keys_.open(c.mr, c.at(e.offset), e.length, false, &rop.key_src, &src_rkey);
+    if (k == Status::Ok && resp_buffer)
+      k = keys_.open(c.mr, c.at(e.resp_offset), e.resp_length, true, &rop.key_resp, &resp_rkey);
+    if (k != Status::Ok) {
+      keys_.close(rop.key_src);
+      if (k == Status::Busy) return Delivery::Blocked;  // every window open: wait like a full send window
+      *failure = k;
+      return Delivery::Failed;
+    }
+    bump(counters_.key_windows, (rop.key_src != 0) + (rop.key_resp != 0));
+  }
+  const std::uint32_t key_src = rop.key_src, key_resp = rop.key_resp;
+  auto unkey = [&] {
+    keys_.close(key_src);
+    keys_.close(key_resp);
+  };
   rop.answer_by_ns = answer_backstop(timeout_ms, now);
   const std::uint64_t op_seq = rop.seq;
   const std::uint64_t token = remote_ops_.insert(std::move(rop));
@@ -138,7 +158,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   if (rendezvous) {
     wr.header.type = wire::MsgType::RendezvousReq;
     wr.header.aux = static_cast<std::uint8_t>(is_call ? wire::MsgType::Call : wire::MsgType::Send);
-    put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.offset)), mr.rkey, e.length});
+    put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.offset)), src_rkey, e.length});
   } else {
     wr.header.type = is_call ? wire::MsgType::Call : wire::MsgType::Send;
     wr.payload = c.at(e.offset);
@@ -147,7 +167,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   wire::set_call_timeout_ms(wr.header, timeout_ms);
   if (resp_buffer) {
     wr.header.flags |= wire::kFlagRespBuffer;
-    put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.resp_offset)), mr.rkey, e.resp_length});
+    put_buffer(wr, wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(e.resp_offset)), resp_rkey, e.resp_length});
   }
   // The peer's answer completes the op; a failed WR still reports
   // (on_send_done) and fails it. A payload from the client's arena goes
@@ -155,6 +175,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   const std::uint64_t zc = wr.payload_len != 0 ? zc_track(c, token) : 0;
   if (wr.payload_len != 0 && zc == 0) {  // every tracking slot busy: wait rather than post untracked
     remote_ops_.erase(token);
+    unkey();
     return Delivery::Blocked;
   }
   wr.user_data = zc != 0 ? zc : token;
@@ -164,6 +185,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   if (r.accepted != 1) {
     if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
+    unkey();
     if (r.status == Status::Busy) {  // send queue (or credit backlog) full: wait like a full window
       if (!ep.stall_counted) {
         ep.stall_counted = true;
@@ -201,6 +223,10 @@ void Engine::finish_remote_op(const peer::RemoteOp& op) noexcept {
     if (auto it = c->endpoints.find(op.endpoint); it != c->endpoints.end() && it->second.inflight != 0)
       --it->second.inflight;
   }
+  // The peer has answered (or the channel is gone): its keys die before the
+  // memory goes back to the client or the session's MR is deregistered.
+  keys_.close(op.key_src);
+  keys_.close(op.key_resp);
   if (op.exposed) release_hold(op.client);
 }
 

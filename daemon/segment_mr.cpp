@@ -45,11 +45,12 @@ SegmentMr& SegmentMr::operator=(SegmentMr&& o) noexcept {
   return *this;
 }
 
-Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, SegmentMr* out,
-                       std::string* why) {
+Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
+                       SegmentMr* out, std::string* why) {
 #if FERRY_HAVE_RDMA
   SegmentMr m;
-  m.tx_ = ibv_reg_mr(pd, tx, tx_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  const int remote = windows ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  m.tx_ = ibv_reg_mr(pd, tx, tx_len, IBV_ACCESS_LOCAL_WRITE | remote);
   if (m.tx_ != nullptr) m.rx_ = ibv_reg_mr(pd, rx, rx_len, IBV_ACCESS_LOCAL_WRITE);
   if (m.tx_ == nullptr || m.rx_ == nullptr) {
     *why = std::strerror(errno);
@@ -58,7 +59,7 @@ Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::
   *out = std::move(m);
   return Status::Ok;
 #else
-  (void)pd, (void)tx, (void)tx_len, (void)rx, (void)rx_len, (void)out;
+  (void)pd, (void)tx, (void)tx_len, (void)rx, (void)rx_len, (void)windows, (void)out;
   *why = "built without rdma support";
   return Status::NotSupported;
 #endif

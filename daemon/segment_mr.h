@@ -37,12 +37,14 @@ class SegmentMr {
   SegmentMr(const SegmentMr&) = delete;
   SegmentMr& operator=(const SegmentMr&) = delete;
 
-  // Registers the tx arena [tx, tx+tx_len) for local write and remote
-  // read/write, the rx arena [rx, rx+rx_len) for local write only, on `pd`.
-  // NoMemory (with *why) when the device refuses (pinned-memory limit, MR
-  // count); NotSupported without rdma support.
-  static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, SegmentMr* out,
-                     std::string* why);
+  // Registers the tx arena [tx, tx+tx_len) for local write and either
+  // memory-window binds (`windows`: per-call keys, remote_keys.h; the MR's
+  // own rkey then grants nothing) or remote read/write, the rx arena
+  // [rx, rx+rx_len) for local write only, on `pd`. NoMemory (with *why) when
+  // the device refuses (pinned-memory limit, MR count); NotSupported without
+  // rdma support.
+  static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
+                     SegmentMr* out, std::string* why);
 
   bool valid() const noexcept { return tx_ != nullptr; }
   // Keys of the tx arena: lkey for payloads sent from it, rkey for the
@@ -50,6 +52,7 @@ class SegmentMr {
   transport::MemoryHandle tx() const noexcept;
   // Keys of the rx arena: lkey only (its rkey grants nothing remote).
   transport::MemoryHandle rx() const noexcept;
+  ibv_mr* tx_mr() const noexcept { return tx_; }  // what memory windows bind to
 
  private:
   ibv_mr* tx_ = nullptr;

@@ -19,7 +19,10 @@ namespace ferry::daemon {
 
 void Engine::setup_zero_copy() {
 #if FERRY_HAVE_RDMA
-  if (auto* r = dynamic_cast<transport::rdma::RdmaTransport*>(lanes_transport_.get())) rdma_pd_ = r->pd();
+  if (auto* r = dynamic_cast<transport::rdma::RdmaTransport*>(lanes_transport_.get())) {
+    rdma_pd_ = r->pd();
+    keys_.enable(rdma_pd_, r->gid().index, config_.rdma_windows);
+  }
 #endif
   // One slot per WR that may name client memory at once: the transport's
   // send queues plus the lanes' credit backlogs (rdma), or tcp's write

@@ -40,7 +40,11 @@ struct RemoteOp {
   // handed back to the client or an MR already gone.
   bool exposed = false;
   bool resp_buffer = false;  // Call: the peer writes the response with RDMA WRITE with immediate
-  bool cancelled = false;    // completes Cancelled when the answer comes
+  // Memory-window slots of its per-call keys (0: none; remote_keys.h):
+  // the rendezvous source's, the response buffer's.
+  std::uint32_t key_src = 0;
+  std::uint32_t key_resp = 0;
+  bool cancelled = false;  // completes Cancelled when the answer comes
   // Call: no answer by then means the peer lost it (call_deadlines.cpp); 0: none.
   std::uint64_t answer_by_ns = 0;
   bool overdue = false;  // passed answer_by_ns: its channel is being failed, it completes Timeout

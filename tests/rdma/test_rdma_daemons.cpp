@@ -155,6 +155,13 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
       REQUIRE(c != nullptr);
       CHECK(c->as_uint().value_or(0) > 0);
     }
+    if (n == &a) {
+      // Every exposed buffer went out with its own key (a memory window per
+      // response buffer and rendezvous source), not the tx arena's.
+      const json::Value* keys = counters->find("key_windows");
+      REQUIRE(keys != nullptr);
+      CHECK(keys->as_uint().value_or(0) >= kCallers * kCalls);
+    }
   }
   CHECK(rnr_errors(env("RXE0")) == 0);
   CHECK(rnr_errors(env("RXE1")) == 0);
