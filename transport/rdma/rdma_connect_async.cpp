@@ -39,6 +39,10 @@ Result<ConnId> RdmaTransport::connect_async(std::string_view host, std::uint16_t
   if (!parse_sockaddr(host, port, dst)) return Result<ConnId>::fail(Status::BadRequest);
   const int islot = alloc_slot();
   if (islot < 0) return Result<ConnId>::fail(Status::Busy);
+  if (!port_active()) {  // rdma_cm must stay silent (rdma_port_state.cpp); the caller retries
+    spdlog::debug("rdma: connect to {}:{}: port 1 of {} is down", host, port, device_name());
+    return Result<ConnId>::fail(Status::PeerUnreachable);
+  }
   const auto slot = static_cast<std::uint32_t>(islot);
   RdmaConnection& c = conns_[slot];
   c.dst = dst;
@@ -130,7 +134,7 @@ void RdmaTransport::connect_failed(std::uint32_t slot, const char* why, Status c
   if (closed_status != Status::Ok) spdlog::info("rdma: connect of connection {} failed: {}", slot, why);
   --connecting_;
   if (c.qp != nullptr) ibv_destroy_qp(c.qp);
-  if (c.id != nullptr) rdma_destroy_id(c.id);
+  retire_id(c.id, false);  // a REQ may be out: destroying the id answers it with a REJ
   c.qp = nullptr;
   c.id = nullptr;
   // No WR was ever posted: report() emits just the Closed and frees the slot.

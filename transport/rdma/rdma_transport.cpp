@@ -102,6 +102,7 @@ RdmaTransport::~RdmaTransport() {
     if (c.qp != nullptr) ibv_destroy_qp(c.qp);
     if (c.id != nullptr) rdma_destroy_id(c.id);
   }
+  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
   if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);
   if (cq_ != nullptr) ibv_destroy_cq(cq_);
   if (comp_channel_ != nullptr) ibv_destroy_comp_channel(comp_channel_);
@@ -200,9 +201,11 @@ void RdmaTransport::begin_drain(std::uint32_t slot, Status wr_status, Status clo
   // Tear the QP down at once: after ibv_destroy_qp the NIC touches none of
   // the WRs' buffers, so every pending WR can be reported now; CQEs of the
   // old QP still in the CQ are dropped (state is no longer Open).
-  if (c.id != nullptr) rdma_disconnect(c.id);
+  // (The disconnect goes out before the QP does; with the port down the id
+  // waits instead: rdma_port_state.cpp.)
+  if (c.id != nullptr && port_active()) rdma_disconnect(c.id);
   if (c.qp != nullptr) ibv_destroy_qp(c.qp);
-  if (c.id != nullptr) rdma_destroy_id(c.id);
+  retire_id(c.id, false);
   c.qp = nullptr;
   c.id = nullptr;
   if (c.state == ConnState::Accepting) {

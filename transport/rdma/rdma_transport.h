@@ -113,6 +113,11 @@ class RdmaTransport final : public Transport {
   void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
   void expire_connects() noexcept;
   void free_slot(std::uint32_t slot) noexcept;
+  // Port state (rdma_port_state.cpp): nothing goes through rdma_cm while
+  // port 1 is down; ids torn down meanwhile wait in parked_ids_.
+  bool port_active() noexcept;
+  void retire_id(rdma_cm_id* id, bool disconnect) noexcept;  // disconnect + destroy, or park
+  void release_parked_ids() noexcept;
 
   // test-only fault injection (rdma_fault.cpp): counts the data WRs of a
   // post_send while FERRY_FAULT_RDMA is armed; moves a QP to error.
@@ -162,8 +167,10 @@ class RdmaTransport final : public Transport {
   std::size_t repost_count_ = 0;
   std::array<ibv_recv_wr, kRepostCapacity> recv_wr_{};
   std::array<ibv_sge, kRepostCapacity> recv_sge_{};
-  std::uint32_t accepting_ = 0;   // connections in Accepting (their first CQE may beat ESTABLISHED)
-  std::uint32_t connecting_ = 0;  // connections in Connecting (connect_async)
+  std::uint32_t accepting_ = 0;          // connections in Accepting (their first CQE may beat ESTABLISHED)
+  std::uint32_t connecting_ = 0;         // connections in Connecting (connect_async)
+  std::vector<rdma_cm_id*> parked_ids_;  // torn down while the port was down
+  std::int64_t next_port_poll_ms_ = 0;
 
   std::vector<std::pair<std::uint64_t, ibv_mr*>> mrs_;  // control path only
   std::uint64_t next_mr_id_ = 1;

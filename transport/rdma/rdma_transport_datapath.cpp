@@ -340,6 +340,7 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
     // Idle enough to look at the slow sources: cm events and the CQ arm.
     handle_cm_events();
     if (connecting_ > 0) expire_connects();
+    if (!parked_ids_.empty()) release_parked_ids();
     // An ESTABLISHED just handled owes an Accepted: it must reach the owner
     // before the connection's first Recv (its Hello), which the CQ may
     // already hold; the owner drops a message on a connection it has not
