@@ -13,9 +13,12 @@
 //    rides the outage out (RC retransmissions; the bootstrap TCP connection
 //    meanwhile takes the VM's fallback route through lo) and every call
 //    completes Ok. Either way every call completes exactly once, verified,
-//    and verified calls flow again after the link is back. When the caller
-//    fails and a fresh rping across the same devices fails too, Soft-RoCE
-//    itself did not recover: the check exits 77 (skip) saying so.
+//    and verified calls flow again after the link is back. ferryd sends
+//    nothing through rdma_cm while the port is down (rdma_port_state.cpp):
+//    on Soft-RoCE one connection message sent then breaks the device's QP1
+//    and no connection succeeds afterwards. Should the caller fail and a
+//    fresh rping across the same devices fail too, Soft-RoCE itself did not
+//    recover: the check exits 77 (skip) saying so.
 // Both print recovery_ms (fault_caller.h); times are emulated (TCG).
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -211,8 +214,8 @@ TEST_CASE("packet loss") {
 
 TEST_CASE("link outage") {
   // The link under both rxe devices stops carrying anything for 8 s (tc
-  // netem loss 100 % on veth0 and veth1; the carrier stays up, unlike
-  // "link down", whose device events Soft-RoCE does not survive here), then
+  // netem loss 100 % on veth0 and veth1; the carrier and the ports stay
+  // up, unlike "link down"), then
   // carries again. The peer timeout (15 s) outlasts it, so the bootstrap
   // connection lives (TCP retransmits) and the channel is not declared
   // dead. Either RC retransmissions ride the outage out, or the QPs give up
