@@ -20,7 +20,12 @@ void RemoteKeys::disable() noexcept {
 }
 
 bool RemoteKeys::enable(ibv_pd* pd, int gid_index, std::uint32_t count) {
-  if (pd == nullptr || count == 0 || gid_index < 0) return false;
+  if (pd == nullptr) return false;
+  if (count == 0 || gid_index < 0) {
+    spdlog::info("rdma: remote keys scoped to each client's tx arena ({})",
+                 count == 0 ? "rdma-windows 0" : "no source GID for the windows' QP");
+    return false;
+  }
   auto w = transport::rdma::MemoryWindows::create(pd, 1, gid_index, count);
   if (!w) {
     spdlog::warn("rdma: no memory windows on this device ({}): peers get keys to a client's whole tx arena",

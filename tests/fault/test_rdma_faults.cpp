@@ -14,7 +14,7 @@
 //    meanwhile takes the VM's fallback route through lo) and every call
 //    completes Ok. Either way every call completes exactly once, verified,
 //    and verified calls flow again after the link is back. ferryd sends
-//    nothing through rdma_cm while the port is down (rdma_port_state.cpp):
+//    nothing through rdma_cm while the port is down (rdma_device_events.cpp):
 //    on Soft-RoCE one connection message sent then breaks the device's QP1
 //    and no connection succeeds afterwards. Should the caller fail and a
 //    fresh rping across the same devices fail too, Soft-RoCE itself did not

@@ -9,7 +9,9 @@
 #   daemon B (ADDR1/rxe1), one call outstanding, SIZE bytes each way; two
 #   modes: "default" (ferryd's default engine spin, the client sleeps on its
 #   completions) and "busy" (ferryd --engine-spin-us BENCH_SPIN_US, client
-#   and server --busy-poll).
+#   and server --busy-poll); optional "arena": as default, but ferryd
+#   --rdma-windows 0 (one key per client tx arena instead of a memory window
+#   per exposed buffer per call: what the windows cost).
 #   ferry-bench tcp-rpc: client (source ADDR0, forced across veth0) ->
 #   `ferry-bench tcp-server` on ADDR1, blocking I/O, TCP_NODELAY.
 #   ib_send_lat / ib_write_lat: rxe1 -> rxe0, SIZE bytes, one-way latency
@@ -51,20 +53,22 @@ echo "VM: nproc $(nproc), $(grep -c ^processor /proc/cpuinfo) processors in /pro
 echo "sizes: $sizes; repeats: $repeats; modes: $modes; busy: ferryd --engine-spin-us $spin_us + --busy-poll"
 
 # --- ferry remote-rpc over rdma ---------------------------------------------
-start_daemons() { # start_daemons TAG SPIN_US (empty: ferryd's default)
-  local name addr spin=()
+start_daemons() { # start_daemons TAG SPIN_US (empty: ferryd's default) [FLAG...]
+  local name addr spin=() tag=$1
   [[ -n "$2" ]] && spin=(--engine-spin-us "$2")
+  shift 2
+  spin+=("$@")
   for name in a b; do
     [[ $name == a ]] && addr=$ADDR0 || addr=$ADDR1
     rm -rf "${run:?}/$name" && mkdir -p "$run/$name"
     "$build/daemon/ferryd" --runtime-dir "$run/$name" --listen "$addr:$port" --transport rdma --rdma-ack-timeout 18 \
-      --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 1 "${spin[@]}" >"$dir/$1-$name.log" 2>&1 &
+      --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 1 "${spin[@]}" >"$dir/$tag-$name.log" 2>&1 &
     daemons+=($!)
     pids+=($!)
   done
   local deadline=$((SECONDS + 20))
   until [[ -S $run/a/ferryd.sock && -S $run/b/ferryd.sock ]]; do
-    ((SECONDS < deadline)) || { cat "$dir/$1"-*.log; echo "daemons did not come up" >&2; return 1; }
+    ((SECONDS < deadline)) || { cat "$dir/$tag"-*.log; echo "daemons did not come up" >&2; return 1; }
     sleep 0.1
   done
 }
@@ -76,10 +80,11 @@ stop_daemons() {
 }
 
 ferry_round() { # ferry_round REPEAT MODE
-  local flags=() spin= size out ok attempt
+  local flags=() spin= size out ok attempt extra=()
   [[ $2 == busy ]] && { flags=(--busy-poll); spin=$spin_us; }
+  [[ $2 == arena ]] && extra=(--rdma-windows 0)
   daemons=()
-  start_daemons "r$1-$2" "$spin" || { failures=$((failures + 1)); stop_daemons; return 0; }
+  start_daemons "r$1-$2" "$spin" "${extra[@]}" || { failures=$((failures + 1)); stop_daemons; return 0; }
   for size in $sizes; do
     out=$dir/r$1-ferry-$2-$size.out ok=0
     # The first open also brings the channel up (rdma_cm under emulation may

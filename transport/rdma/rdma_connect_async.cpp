@@ -39,7 +39,7 @@ Result<ConnId> RdmaTransport::connect_async(std::string_view host, std::uint16_t
   if (!parse_sockaddr(host, port, dst)) return Result<ConnId>::fail(Status::BadRequest);
   const int islot = alloc_slot();
   if (islot < 0) return Result<ConnId>::fail(Status::Busy);
-  if (!port_active()) {  // rdma_cm must stay silent (rdma_port_state.cpp); the caller retries
+  if (!port_active()) {  // rdma_cm must stay silent (rdma_device_events.cpp); the caller retries
     spdlog::debug("rdma: connect to {}:{}: port 1 of {} is down", host, port, device_name());
     return Result<ConnId>::fail(Status::PeerUnreachable);
   }

@@ -20,6 +20,7 @@ namespace {
 
 constexpr std::uint64_t kCqTag = 0;
 constexpr std::uint64_t kCmTag = 1;
+constexpr std::uint64_t kAsyncTag = 2;
 constexpr int kListenBacklog = 128;
 
 bool set_nonblocking(int fd) {
@@ -75,13 +76,16 @@ Status RdmaTransport::init() {
     spdlog::error("rdma: ibv_create_cq({}) failed: {}", cqe, std::strerror(errno));
     return Status::NoMemory;
   }
-  if (!set_nonblocking(comp_channel_->fd) || !set_nonblocking(cm_channel_->fd)) return Status::NoMemory;
+  if (!set_nonblocking(comp_channel_->fd) || !set_nonblocking(cm_channel_->fd) || !set_nonblocking(ctx_->async_fd))
+    return Status::NoMemory;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kCqTag;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, comp_channel_->fd, &ev) != 0) return Status::NoMemory;
   ev.data.u64 = kCmTag;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cm_channel_->fd, &ev) != 0) return Status::NoMemory;
+  ev.data.u64 = kAsyncTag;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ctx_->async_fd, &ev) != 0) return Status::NoMemory;
   if (ibv_req_notify_cq(cq_, 0) != 0) return Status::NoMemory;
   cq_armed_ = true;
 
@@ -202,7 +206,7 @@ void RdmaTransport::begin_drain(std::uint32_t slot, Status wr_status, Status clo
   // the WRs' buffers, so every pending WR can be reported now; CQEs of the
   // old QP still in the CQ are dropped (state is no longer Open).
   // (The disconnect goes out before the QP does; with the port down the id
-  // waits instead: rdma_port_state.cpp.)
+  // waits instead: rdma_device_events.cpp.)
   if (c.id != nullptr && port_active()) rdma_disconnect(c.id);
   if (c.qp != nullptr) ibv_destroy_qp(c.qp);
   retire_id(c.id, false);

@@ -56,6 +56,7 @@ struct RdmaStats {
   std::uint64_t retry_exceeded = 0;      // IBV_WC_RETRY_EXC_ERR: transport retries ran out
   std::uint64_t wc_errors = 0;           // any other failed completion (flushes excluded)
   std::uint64_t protocol_errors = 0;     // a received header failed validation
+  std::uint64_t async_events = 0;        // device/port/QP events (rdma_device_events.cpp)
 };
 
 class RdmaTransport final : public Transport {
@@ -113,8 +114,10 @@ class RdmaTransport final : public Transport {
   void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
   void expire_connects() noexcept;
   void free_slot(std::uint32_t slot) noexcept;
-  // Port state (rdma_port_state.cpp): nothing goes through rdma_cm while
-  // port 1 is down; ids torn down meanwhile wait in parked_ids_.
+  // Device events and port state (rdma_device_events.cpp): nothing goes
+  // through rdma_cm while port 1 is down; ids torn down meanwhile wait in
+  // parked_ids_.
+  void handle_async_events() noexcept;
   bool port_active() noexcept;
   void retire_id(rdma_cm_id* id, bool disconnect) noexcept;  // disconnect + destroy, or park
   void release_parked_ids() noexcept;

@@ -338,6 +338,7 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
   n += poll_cq(out.subspan(n));
   if (n < out.size()) {
     // Idle enough to look at the slow sources: cm events and the CQ arm.
+    handle_async_events();
     handle_cm_events();
     if (connecting_ > 0) expire_connects();
     if (!parked_ids_.empty()) release_parked_ids();

@@ -1,3 +1,12 @@
+// The device's own events, and rdma_cm while the port is down.
+//
+// Async events (ibv_get_async_event, from the transport's epoll set): port
+// down/up, QP errors the NIC raised outside a completion (a peer's access
+// through a bad key: IBV_EVENT_QP_ACCESS_ERR), a fatal device. Each is
+// logged with what it is about; a QP's fatal event drains its connection
+// (its WRs complete with an error, the owner gets Closed), a fatal device
+// drains them all. Port events also release parked ids (below) at once.
+//
 // rdma_cm while the port is down: send it nothing.
 //
 // Every rdma_cm exchange (REQ, REP, DREQ, REJ) is a MAD on the device's QP1.
@@ -32,6 +41,44 @@ std::int64_t steady_ms() noexcept {
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
+
+void RdmaTransport::handle_async_events() noexcept {
+  ibv_async_event ev{};
+  while (ibv_get_async_event(ctx_, &ev) == 0) {
+    const ibv_event_type type = ev.event_type;
+    ibv_qp* qp = nullptr;
+    if (type == IBV_EVENT_QP_FATAL || type == IBV_EVENT_QP_REQ_ERR || type == IBV_EVENT_QP_ACCESS_ERR ||
+        type == IBV_EVENT_COMM_EST || type == IBV_EVENT_SQ_DRAINED || type == IBV_EVENT_PATH_MIG ||
+        type == IBV_EVENT_PATH_MIG_ERR || type == IBV_EVENT_QP_LAST_WQE_REACHED)
+      qp = ev.element.qp;
+    ibv_ack_async_event(&ev);  // before acting: destroying a QP waits for its events' acks
+    ++stats_.async_events;
+    switch (type) {
+      case IBV_EVENT_PORT_ERR: spdlog::warn("rdma: {} port 1 went down", device_name()); break;
+      case IBV_EVENT_PORT_ACTIVE:
+        spdlog::info("rdma: {} port 1 is active", device_name());
+        next_port_poll_ms_ = 0;
+        if (!parked_ids_.empty()) release_parked_ids();
+        break;
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+        for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
+          if (conns_[i].qp != qp || qp == nullptr) continue;
+          spdlog::warn("rdma: connection {} (QP {}): {}{}", i, qp->qp_num, ibv_event_type_str(type),
+                       type == IBV_EVENT_QP_ACCESS_ERR ? " (the peer used a key or address it was not given)" : "");
+          begin_drain(i, Status::PeerReset, Status::PeerReset);
+        }
+        break;
+      case IBV_EVENT_DEVICE_FATAL:
+        spdlog::error("rdma: {}: fatal device error; every connection fails", device_name());
+        for (std::uint32_t i = 0; i < config_.max_connections; ++i)
+          begin_drain(i, Status::PeerReset, Status::PeerReset);
+        break;
+      default: spdlog::debug("rdma: {}: {}", device_name(), ibv_event_type_str(type)); break;
+    }
+  }
+}
 
 bool RdmaTransport::port_active() noexcept {
   ibv_port_attr a{};
