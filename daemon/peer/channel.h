@@ -122,9 +122,10 @@ struct Channel {
   std::uint64_t last_heard_ns = 0;
   std::uint64_t next_ping_ns = 0;
   std::uint64_t rtt_us = 0;
-  std::uint32_t missed = 0;     // heartbeat intervals without hearing from the peer
-  std::uint32_t endpoints = 0;  // local endpoints + proxies bound to it
-  bool was_up = false;          // reached Up at least once (redial rate limit)
+  std::uint32_t missed = 0;           // heartbeat intervals without hearing from the peer
+  std::uint32_t endpoints = 0;        // local endpoints + proxies bound to it
+  std::uint64_t unused_since_ns = 0;  // Draining initiator: when endpoints reached 0 (close_if_unused)
+  bool was_up = false;                // reached Up at least once (redial rate limit)
   // Lane rebuilds in the current window (channel_rebuild.cpp): a peer that
   // breaks lanes over and over loses the channel instead.
   std::uint32_t rebuilds_recent = 0;

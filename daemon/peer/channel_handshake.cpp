@@ -271,12 +271,9 @@ void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
   ch.next_ping_ns = now_ns;  // first heartbeat right away gives an RTT early
   resolve_duplicate(ch);
   events_.on_channel_up(ch);
-  // A losing duplicate nobody uses closes now (its initiator decides).
+  // A losing duplicate nobody uses closes (its initiator decides).
   for (auto& [id, other] : channels_) {
-    if (other->state == ChannelState::Draining && other->initiated && other->endpoints == 0 &&
-        other->peer_epoch == ch.peer_epoch) {
-      finish(*other, Status::Ok, true, now_ns);
-    }
+    if (other->peer_epoch == ch.peer_epoch) close_if_unused(*other, now_ns);
   }
 }
 

@@ -42,6 +42,7 @@ std::size_t ChannelManager::tick(std::uint64_t now_ns) {
     heartbeat(*ch, now_ns);
     rebuild_tick(*ch, now_ns);
     credit_tick(*ch);
+    if (ch->unused_since_ns != 0) close_if_unused(*ch, now_ns);
   }
   reap();
   return work;

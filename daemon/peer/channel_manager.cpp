@@ -290,9 +290,23 @@ transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, cons
 
 void ChannelManager::unbind_endpoint(Channel& ch) {
   if (ch.endpoints != 0) --ch.endpoints;
-  // The initiator of a losing duplicate closes it once nothing uses it.
-  if (ch.state == ChannelState::Draining && ch.initiated && ch.endpoints == 0) {
-    finish(ch, Status::Ok, true, last_now_ns_);  // erased at the end of the next poll/tick
+  close_if_unused(ch, last_now_ns_);
+}
+
+void ChannelManager::close_if_unused(Channel& ch, std::uint64_t now_ns) {
+  if (ch.state != ChannelState::Draining || !ch.initiated || ch.endpoints != 0 || ch.finished()) return;
+  if (ch.unused_since_ns == 0) ch.unused_since_ns = now_ns;
+  // Not while a lane still holds a WR the peer has not confirmed: a Reply
+  // it has received would otherwise complete PeerReset here. The last
+  // endpoint's Close carries our ack of the peer's last messages, and the
+  // peer's ack of the Close (its next message or Credit, within a tick)
+  // settles ours.
+  bool settled = true;
+  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
+    if (ch.lanes[i].stats.unconfirmed != 0 || ch.lanes[i].stats.backlog != 0) settled = false;
+  }
+  if (settled || now_ns - ch.unused_since_ns >= std::uint64_t{cfg_.peer_timeout_ms} * 1'000'000) {
+    finish(ch, Status::Ok, true, now_ns);  // erased at the end of the next poll/tick
   }
 }
 

@@ -180,7 +180,10 @@ class ChannelManager {
   static_assert((kBacklogCapacity & (kBacklogCapacity - 1)) == 0, "backlog index is masked");
 
   // Endpoint/proxy bookkeeping: a Draining duplicate closes when it has none.
-  void bind_endpoint(Channel& ch) noexcept { ++ch.endpoints; }
+  void bind_endpoint(Channel& ch) noexcept {
+    ++ch.endpoints;
+    ch.unused_since_ns = 0;
+  }
   void unbind_endpoint(Channel& ch);
 
   // Orderly shutdown of every channel (Goodbye, close).
@@ -273,6 +276,9 @@ class ChannelManager {
   void on_heartbeat(Channel& ch, const wire::Header& h, std::uint64_t now_ns);
   void fail(Channel& ch, Status why, std::uint64_t now_ns);
   void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
+  // A losing duplicate's initiator closes it once no endpoint uses it and
+  // its lanes hold nothing unconfirmed (or peer-timeout after that).
+  void close_if_unused(Channel& ch, std::uint64_t now_ns);
   void reap();
 
   // channel_credits.cpp
