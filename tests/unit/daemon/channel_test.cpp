@@ -265,6 +265,41 @@ TEST_CASE("duplicate channels: both keep the one initiated by the lower epoch", 
   }
 }
 
+TEST_CASE("a losing duplicate closes only once what it sent is confirmed", "[channel]") {
+  // Closing it while a message waits for the peer's ack would fail that
+  // message with PeerReset although the peer may have it (a Reply the
+  // caller already got): seen as a rare mesh failure.
+  Rig rig(100);
+  rig.t.auto_complete_sends(true);
+  const std::uint32_t ours = rig.connect_up(50, 1, 2);
+  Channel* ch = rig.mgr->find(ours);
+  REQUIRE(ch != nullptr);
+  rig.mgr->bind_endpoint(*ch);
+  wire::Header send;
+  send.type = wire::MsgType::Send;
+  send.src_ep = send.dst_ep = 1;
+  const std::byte payload[8]{};
+  REQUIRE(rig.mgr->send(*ch, 0, send, payload, sizeof payload, 77, true).accepted == 1);
+  rig.pump();  // its SendDone: posted and written, not yet confirmed
+  rig.accept_up(50, 7, 8);
+  REQUIRE(rig.mgr->find(ours) != nullptr);
+  CHECK(rig.mgr->find(ours)->state == ChannelState::Draining);  // has an endpoint
+  rig.mgr->unbind_endpoint(*rig.mgr->find(ours));
+  rig.mgr->tick(rig.now);
+  REQUIRE(rig.mgr->find(ours) != nullptr);  // the Send is unconfirmed: still there
+  CHECK(rig.count_sent(wire::MsgType::Goodbye, 1) == 0);
+  wire::Header ack;
+  ack.type = wire::MsgType::Credit;
+  ack.ack = 1;  // the peer got lane_seq 1
+  rig.t.inject_recv(2, ack, {});
+  rig.pump();
+  rig.mgr->tick(rig.now);
+  CHECK(rig.count_sent(wire::MsgType::Goodbye, 1) == 1);
+  CHECK(rig.mgr->find(ours) == nullptr);
+  REQUIRE(rig.ev.down.size() == 1);
+  CHECK(rig.ev.down[0].first == ours);
+}
+
 TEST_CASE("heartbeats: ping on the bootstrap connection, pong gives the RTT", "[channel]") {
   Rig rig(100);
   const std::uint32_t id = rig.connect_up(50);
