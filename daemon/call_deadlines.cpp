@@ -38,11 +38,16 @@ std::uint32_t Engine::call_timeout_of(const shm::SqEntry& e) const noexcept {
   return e.timeout_ms != 0 ? e.timeout_ms : config_.call_timeout_ms;
 }
 
-std::uint64_t Engine::deadline_after(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept {
-  if (timeout_ms == 0) return 0;
-  const std::uint64_t at = now_ns + std::uint64_t{timeout_ms} * 1'000'000;
+std::uint64_t Engine::deadline_after(std::uint32_t timeout_ms) noexcept {
+  if (timeout_ms == 0) return 0;  // no clock read for calls without one (and for every Send)
+  const std::uint64_t at = mono_ns() + std::uint64_t{timeout_ms} * 1'000'000;
   note_deadline(at);
   return at;
+}
+
+std::uint64_t Engine::waiting_deadline(std::uint64_t call_deadline_ns) const noexcept {
+  const std::uint64_t delivery = mono_ns() + delivery_timeout_ns_;
+  return call_deadline_ns != 0 ? std::min(delivery, call_deadline_ns) : delivery;
 }
 
 void Engine::note_deadline(std::uint64_t at_ns) noexcept {
@@ -52,7 +57,9 @@ void Engine::note_deadline(std::uint64_t at_ns) noexcept {
 std::uint64_t Engine::answer_backstop(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept {
   if (timeout_ms == 0) return 0;
   const std::uint64_t grace_ms = 2 * std::uint64_t{config_.peer_timeout_ms} + 1000;
-  return deadline_after(static_cast<std::uint32_t>(std::min<std::uint64_t>(timeout_ms + grace_ms, UINT32_MAX)), now_ns);
+  const std::uint64_t at = now_ns + (timeout_ms + grace_ms) * 1'000'000;
+  note_deadline(at);
+  return at;
 }
 
 int Engine::ms_until_deadline(std::uint64_t now_ns) const noexcept {

@@ -24,8 +24,7 @@ void Engine::op_send_or_call(ClientSession& c, const shm::SqEntry& e) {
   Endpoint& ep = it->second;
   // A local Call's timeout counts from here: time parked counts (a remote
   // one's counts at the serving daemon).
-  const std::uint64_t call_deadline =
-      op == shm::Op::Call && ep.channel == 0 ? deadline_after(call_timeout_of(e), mono_ns()) : 0;
+  const std::uint64_t call_deadline = op == shm::Op::Call && ep.channel == 0 ? deadline_after(call_timeout_of(e)) : 0;
   if (!ep.parked.empty()) {  // keep order behind what is already waiting
     park(c, ep, e, call_deadline);
     return;
@@ -111,9 +110,7 @@ void Engine::publish(ClientSession& server, const Service& s, bool is_call, shm:
 }
 
 void Engine::park(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, std::uint64_t call_deadline_ns) {
-  std::uint64_t deadline = mono_ns() + delivery_timeout_ns_;
-  if (call_deadline_ns != 0) deadline = std::min(deadline, call_deadline_ns);
-  ep.parked.push_back(Parked{e, deadline, 0, ep.stall_counted, call_deadline_ns});
+  ep.parked.push_back(Parked{e, waiting_deadline(call_deadline_ns), 0, ep.stall_counted, call_deadline_ns});
   ep.stall_counted = false;
   bump(counters_.parked);
   if (!ep.in_retry_list) {

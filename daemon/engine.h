@@ -196,7 +196,10 @@ class Engine final : private peer::ChannelEvents {
   // calling side keeps a backstop for a peer that never answers).
   std::uint32_t call_timeout_of(const shm::SqEntry& e) const noexcept;
   // now + timeout (0: none), noted as a deadline to look at.
-  std::uint64_t deadline_after(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept;
+  std::uint64_t deadline_after(std::uint32_t timeout_ms) noexcept;
+  // How long a delivery may wait for room at its receiver: the delivery
+  // timeout, or a Call's own deadline if that is earlier (parked, staged).
+  std::uint64_t waiting_deadline(std::uint64_t call_deadline_ns) const noexcept;
   void note_deadline(std::uint64_t at_ns) noexcept;  // 0: none
   std::uint64_t answer_backstop(std::uint32_t timeout_ms, std::uint64_t now_ns) noexcept;
   int ms_until_deadline(std::uint64_t now_ns) const noexcept;  // -1: none

@@ -149,7 +149,7 @@ void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wir
     it->second.refused_from = 0;  // stage() sets it again if still full
   }
   // A Call's timeout counts from here: time staged or being READ counts.
-  const std::uint64_t call_deadline = deadline_after(wire::call_timeout_ms(h), mono_ns());
+  const std::uint64_t call_deadline = deadline_after(wire::call_timeout_ms(h));
   // Keep one sender's order: behind what waits, and eager ones behind READs.
   if (it != proxies_.end() &&
       (it->second.staged != 0 || (it->second.reading != 0 && h.type != wire::MsgType::RendezvousReq))) {
@@ -186,9 +186,8 @@ void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header
   sd.lane = lane;
   sd.header = h;
   sd.payload.assign(payload, payload + h.payload_len);
-  sd.deadline_ns = mono_ns() + delivery_timeout_ns_;
+  sd.deadline_ns = waiting_deadline(call_deadline_ns);
   sd.call_deadline_ns = call_deadline_ns;
-  if (call_deadline_ns != 0) sd.deadline_ns = std::min(sd.deadline_ns, call_deadline_ns);
   staged_bytes_ += h.payload_len;
   staged_.push_back(std::move(sd));
   if (proxy != proxies_.end()) {

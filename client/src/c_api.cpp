@@ -121,8 +121,7 @@ int ferry_send(ferry_client* client, uint32_t endpoint, const ferry_buffer* mess
 
 int ferry_call(ferry_client* client, uint32_t endpoint, const ferry_buffer* request, uint32_t length,
                const ferry_buffer* response, uint64_t user_data) {
-  if (client == nullptr || request == nullptr) return code(ferry::Status::BadRequest);
-  return code(client->client->call(endpoint, to_buffer(request), length, to_buffer(response), user_data));
+  return ferry_call_timeout(client, endpoint, request, length, response, user_data, 0);
 }
 
 int ferry_call_timeout(ferry_client* client, uint32_t endpoint, const ferry_buffer* request, uint32_t length,

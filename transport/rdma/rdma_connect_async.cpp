@@ -8,7 +8,6 @@
 // Any failure, or connect_timeout_ms without an answer, tears it down and
 // reports Closed with PeerUnreachable; close() abandons it quietly.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -21,13 +20,8 @@ namespace {
 
 constexpr int kResolveAttemptMs = 2000;
 
-std::int64_t now_ms() noexcept {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 int left_ms(const RdmaConnection& c) noexcept {
-  const std::int64_t left = c.connect_deadline_ms - now_ms();
+  const std::int64_t left = c.connect_deadline_ms - steady_ms();
   return left > 0 ? static_cast<int>(std::min<std::int64_t>(left, 1 << 30)) : 0;
 }
 
@@ -48,7 +42,7 @@ Result<ConnId> RdmaTransport::connect_async(std::string_view host, std::uint16_t
   c.dst = dst;
   c.have_src = !config_.address.empty() && parse_sockaddr(config_.address, 0, c.src);
   c.resolve_attempt = 0;
-  c.connect_deadline_ms = now_ms() + config_.connect_timeout_ms;
+  c.connect_deadline_ms = steady_ms() + config_.connect_timeout_ms;
   c.state = ConnState::Connecting;
   ++connecting_;
   if (!resolve_next(slot)) {
@@ -145,7 +139,7 @@ void RdmaTransport::connect_failed(std::uint32_t slot, const char* why, Status c
 }
 
 void RdmaTransport::expire_connects() noexcept {
-  const std::int64_t now = now_ms();
+  const std::int64_t now = steady_ms();
   for (std::uint32_t i = 0; i < config_.max_connections && connecting_ > 0; ++i) {
     if (conns_[i].state == ConnState::Connecting && now >= conns_[i].connect_deadline_ms)
       connect_failed(i, "no answer within the connect timeout", Status::PeerUnreachable);

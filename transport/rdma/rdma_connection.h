@@ -14,6 +14,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
@@ -21,6 +22,12 @@
 #include "transport/rdma/rdma_config.h"
 
 namespace ferry::transport::rdma {
+
+// Monotonic milliseconds: connect deadlines, the port poll of parked ids.
+inline std::int64_t steady_ms() noexcept {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
 
 enum class ConnState : std::uint8_t {
   Free = 0,        // slot unused

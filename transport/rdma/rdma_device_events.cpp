@@ -28,18 +28,12 @@
 // down cannot carry those messages either.
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-
 #include "transport/rdma/rdma_transport.h"
 
 namespace ferry::transport::rdma {
 
 namespace {
 constexpr std::int64_t kPortPollMs = 100;  // how often parked ids look at the port
-std::int64_t steady_ms() noexcept {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
 }  // namespace
 
 void RdmaTransport::handle_async_events() noexcept {

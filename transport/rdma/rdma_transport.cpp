@@ -205,11 +205,11 @@ void RdmaTransport::begin_drain(std::uint32_t slot, Status wr_status, Status clo
   // Tear the QP down at once: after ibv_destroy_qp the NIC touches none of
   // the WRs' buffers, so every pending WR can be reported now; CQEs of the
   // old QP still in the CQ are dropped (state is no longer Open).
-  // (The disconnect goes out before the QP does; with the port down the id
-  // waits instead: rdma_device_events.cpp.)
-  if (c.id != nullptr && port_active()) rdma_disconnect(c.id);
+  // The QP is ferry's own (never attached to the cm id), so the order of the
+  // two teardowns does not matter; with the port down the id waits instead
+  // of disconnecting (rdma_device_events.cpp).
   if (c.qp != nullptr) ibv_destroy_qp(c.qp);
-  retire_id(c.id, false);
+  retire_id(c.id, true);
   c.qp = nullptr;
   c.id = nullptr;
   if (c.state == ConnState::Accepting) {
