@@ -132,7 +132,7 @@ void Engine::reap_doomed() {
 
 void Engine::sleep_until_work() {
   // Dekker handshake per client (ring.h): announce, then re-check.
-  bool all_idle = true;
+  bool all_idle = peers_->prepare_to_sleep();
   for (ClientSession* c : order_) {
     if (!c->sq.prepare_to_sleep()) all_idle = false;
   }

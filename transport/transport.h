@@ -180,6 +180,12 @@ class Transport {
   virtual PostResult post_send(std::span<const SendWr> wrs) noexcept = 0;
   // Fills up to out.size() completions; returns how many. Never blocks.
   virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
+  // The owner found nothing to do and is about to sleep on event_fd(): turn
+  // on whatever notification the backend needs for that (an RDMA CQ is armed
+  // only here, not while the owner spins). False when work may have arrived
+  // meanwhile: poll again before sleeping. The next poll() also looks at the
+  // backend's slow sources (connection events, device events).
+  virtual bool prepare_to_sleep() noexcept { return true; }
 
  protected:
   Transport() = default;

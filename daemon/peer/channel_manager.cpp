@@ -118,10 +118,20 @@ LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   last_now_ns_ = now_ns;
   std::size_t n = pending_.empty() ? 0 : poll_connects(now_ns);
-  n += drain(false, now_ns);
+  if (!split_ || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
+    control_due_ = false;
+    n += drain(false, now_ns);
+  }
   if (split_) n += drain(true, now_ns);
   reap();
   return n;
+}
+
+bool ChannelManager::prepare_to_sleep() noexcept {
+  control_due_ = true;
+  const bool control = transport_.prepare_to_sleep();
+  const bool lanes = !split_ || lanes_.prepare_to_sleep();
+  return control && lanes;
 }
 
 std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept {
@@ -311,6 +321,7 @@ void ChannelManager::close_if_unused(Channel& ch, std::uint64_t now_ns) {
 }
 
 void ChannelManager::close_all() {
+  closing_ = true;
   for (auto& [id, ch] : channels_) {
     if (!ch->finished()) finish(*ch, Status::Ok, true, last_now_ns_);
   }

@@ -152,6 +152,9 @@ class ChannelManager {
 
   // Drains transport completions into events. Returns the work done.
   std::size_t poll(std::uint64_t now_ns) noexcept;
+  // The engine is about to sleep: arms the transports' notifications. False
+  // when it must poll once more first (Transport::prepare_to_sleep).
+  bool prepare_to_sleep() noexcept;
   // Heartbeats, handshake deadlines, dead-peer timeouts. Cheap when idle.
   std::size_t tick(std::uint64_t now_ns);
 
@@ -354,6 +357,13 @@ class ChannelManager {
   transport::Transport& transport_;  // bootstrap connections
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
   bool split_ = false;
+  // With rdma lanes the bootstrap transport carries only handshakes,
+  // heartbeats and goodbyes: poll() looks at it every kControlPollEvery-th
+  // call, after a sleep and, once closing, always; each look is a syscall.
+  static constexpr std::uint32_t kControlPollEvery = 16;
+  std::uint32_t polls_ = 0;
+  bool control_due_ = true;
+  bool closing_ = false;
   ChannelEvents& events_;
   ChannelConfig cfg_;
   Counters& counters_;

@@ -61,7 +61,7 @@ accel=(-accel tcg,thread=multi -cpu max) # KVM does not work here (RDMA-VM.md)
 start=$(date +%s.%N)
 set +e
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" \
-  -m "$mem" -smp 2 -nographic -no-reboot -nic none \
+  -m "$mem" -smp "${FERRY_VM_SMP:-2}" -nographic -no-reboot -nic none \
   -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.gz" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 ferry.results=$results ferry.repo=$repo" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \

@@ -1,3 +1,4 @@
+#include <sched.h>
 #include "local_rpc_server.h"
 
 #include <poll.h>
@@ -133,7 +134,10 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
     // (busy polling only glances at the stop pipe).
     pollfd fds[2] = {{client->event_fd(), POLLIN, 0}, {ready.stop_fd(), POLLIN, 0}};
     if (busy_poll) {
-      if (++idle_spins % 4096 != 0) continue;
+      if (++idle_spins % 4096 != 0) {
+        ::sched_yield();
+        continue;
+      }
       fds[0].events = 0;
     }
     if (::poll(fds, 2, busy_poll ? 0 : 1000) < 0) continue;

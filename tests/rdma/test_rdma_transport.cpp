@@ -342,8 +342,15 @@ TEST_CASE("rdma: close ends both sides with Closed; pending WRs complete first",
 TEST_CASE("rdma: event_fd wakes an idle owner when a message arrives", "[rdma]") {
   Pair p = connect_pair();
   std::array<Completion, kPollBatch> buf{};
-  // Drain until idle so the CQ is armed.
+  // Drain until idle, then go to sleep the way the engine does: arm, poll
+  // once more when arming says so, until arming says the CQ is quiet.
   for (int i = 0; i < 100; ++i) p.a->poll(buf);
+  int arms = 0;
+  while (!p.a->prepare_to_sleep()) {
+    REQUIRE(++arms < 10);
+    p.a->poll(buf);
+  }
+  CHECK(arms == 1);  // armed once, then quiet
   epoll_event ev{};
   CHECK(epoll_wait(p.a->event_fd(), &ev, 1, 0) == 0);  // nothing pending: not readable
   SendWr w{};
@@ -369,6 +376,38 @@ TEST_CASE("rdma: connect to a port nobody listens on is PeerUnreachable within t
   auto r = b->connect(env_or("ADDR0", "198.18.0.1"), 1);
   CHECK(r.status == Status::PeerUnreachable);
   CHECK(Clock::now() - t0 < std::chrono::milliseconds(vm_config("", "").connect_timeout_ms + 2000));
+}
+
+
+TEST_CASE("rdma: a spinning owner leaves the CQ unarmed: no event, no syscall per arrival", "[rdma]") {
+  Pair p = connect_pair();
+  std::array<Completion, kPollBatch> buf{};
+  // Sleep once and wake (consumes the arm), then spin: poll() alone never
+  // arms the CQ again, so a message arriving meanwhile raises no event.
+  while (!p.a->prepare_to_sleep()) p.a->poll(buf);
+  SendWr w{};
+  w.conn = p.b_conn;
+  w.header.type = wire::MsgType::Send;
+  w.header.src_ep = 1;
+  w.header.dst_ep = 2;
+  for (std::uint64_t seq = 1; seq <= 3; ++seq) {
+    w.header.seq = seq;
+    REQUIRE(p.b->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
+    bool got = false;
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!got && Clock::now() < deadline) {
+      const std::size_t n = p.a->poll(buf);
+      for (std::size_t i = 0; i < n; ++i) got |= buf[i].kind == CompletionKind::Recv && buf[i].header.seq == seq;
+      p.b->poll(buf);
+    }
+    REQUIRE(got);
+  }
+  // The first arrival fired the arm made before; the second and third found
+  // the CQ unarmed. Going to sleep now drains that one event and re-arms.
+  CHECK_FALSE(p.a->prepare_to_sleep());
+  CHECK(p.a->prepare_to_sleep());
+  epoll_event ev{};
+  CHECK(epoll_wait(p.a->event_fd(), &ev, 1, 0) == 0);
 }
 
 }  // namespace ferry::transport::rdma::test

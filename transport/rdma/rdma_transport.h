@@ -79,6 +79,7 @@ class RdmaTransport final : public Transport {
 
   PostResult post_send(std::span<const SendWr> wrs) noexcept override;
   std::size_t poll(std::span<Completion> out) noexcept override;
+  bool prepare_to_sleep() noexcept override;
 
   const RdmaConfig& config() const noexcept { return config_; }
   const RdmaStats& stats() const noexcept { return stats_; }
@@ -146,6 +147,14 @@ class RdmaTransport final : public Transport {
   rdma_cm_id* listen_id_ = nullptr;
   int epoll_fd_ = -1;
   bool cq_armed_ = false;
+  // The slow sources (rdma_cm events, async device events, parked ids) are
+  // looked at every kSlowPollEvery-th poll, on the first poll after a sleep
+  // and on every poll while a connect is under way: each look is a few
+  // syscalls, which a spinning engine would otherwise pay every turn.
+  // (Accepted needs no cm event: the connection's first CQE reports it.)
+  static constexpr std::uint32_t kSlowPollEvery = 64;
+  std::uint32_t polls_ = 0;
+  bool slow_due_ = true;
   std::uint32_t max_inline_ = 0;
   GidChoice gid_;
 

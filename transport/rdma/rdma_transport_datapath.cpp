@@ -316,6 +316,9 @@ std::size_t RdmaTransport::report_all(std::span<Completion> out) noexcept {
   return n;
 }
 
+// Drains the completion channel and arms the CQ for the next event. True
+// when it armed (a CQE may have landed before the arm), false when the CQ
+// was armed already and nothing fired since.
 bool RdmaTransport::rearm_cq() noexcept {
   bool fired = false;
   ibv_cq* ev_cq = nullptr;
@@ -336,8 +339,10 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
   repost_consumed();
   std::size_t n = report_all(out);
   n += poll_cq(out.subspan(n));
-  if (n < out.size()) {
-    // Idle enough to look at the slow sources: cm events and the CQ arm.
+  const bool slow = slow_due_ || connecting_ > 0 || accepting_ > 0 || ++polls_ % kSlowPollEvery == 0;
+  if (n < out.size() && slow) {
+    // Idle enough, and due, to look at the slow sources.
+    slow_due_ = false;
     handle_async_events();
     handle_cm_events();
     if (connecting_ > 0) expire_connects();
@@ -347,10 +352,16 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
     // already hold; the owner drops a message on a connection it has not
     // heard of (seen under TCG: the peer's lane handshake then stalled).
     n += report_all(out.subspan(n));
-    if (rearm_cq()) n += poll_cq(out.subspan(n));
-    n += report_all(out.subspan(n));
   }
   return n;
+}
+
+bool RdmaTransport::prepare_to_sleep() noexcept {
+  owner_.check();
+  slow_due_ = true;
+  // Arming may race a CQE that landed since the last poll: the owner polls
+  // once more before it sleeps (then the CQ is armed and quiet: sleep).
+  return !rearm_cq();
 }
 
 }  // namespace ferry::transport::rdma
