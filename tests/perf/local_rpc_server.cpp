@@ -1,7 +1,7 @@
-#include <sched.h>
 #include "local_rpc_server.h"
 
 #include <poll.h>
+#include <sched.h>
 
 #include <array>
 #include <cstdio>

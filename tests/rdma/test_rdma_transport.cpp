@@ -378,7 +378,6 @@ TEST_CASE("rdma: connect to a port nobody listens on is PeerUnreachable within t
   CHECK(Clock::now() - t0 < std::chrono::milliseconds(vm_config("", "").connect_timeout_ms + 2000));
 }
 
-
 TEST_CASE("rdma: a spinning owner leaves the CQ unarmed: no event, no syscall per arrival", "[rdma]") {
   Pair p = connect_pair();
   std::array<Completion, kPollBatch> buf{};
