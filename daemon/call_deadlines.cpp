@@ -40,13 +40,13 @@ std::uint32_t Engine::call_timeout_of(const shm::SqEntry& e) const noexcept {
 
 std::uint64_t Engine::deadline_after(std::uint32_t timeout_ms) noexcept {
   if (timeout_ms == 0) return 0;  // no clock read for calls without one (and for every Send)
-  const std::uint64_t at = mono_ns() + std::uint64_t{timeout_ms} * 1'000'000;
+  const std::uint64_t at = now_ns() + std::uint64_t{timeout_ms} * 1'000'000;
   note_deadline(at);
   return at;
 }
 
 std::uint64_t Engine::waiting_deadline(std::uint64_t call_deadline_ns) const noexcept {
-  const std::uint64_t delivery = mono_ns() + delivery_timeout_ns_;
+  const std::uint64_t delivery = now_ns() + delivery_timeout_ns_;
   return call_deadline_ns != 0 ? std::min(delivery, call_deadline_ns) : delivery;
 }
 
@@ -71,7 +71,7 @@ int Engine::ms_until_deadline(std::uint64_t now_ns) const noexcept {
 
 std::size_t Engine::expire_calls() {
   if (next_deadline_ns_ == kNone) return 0;
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = now_ns();
   if (now < next_deadline_ns_ || now < last_deadline_sweep_ns_ + kSweepNs) return 0;
   last_deadline_sweep_ns_ = now;
   std::uint64_t next = kNone;

@@ -129,7 +129,7 @@ std::size_t Engine::retry_parked() {
   assert_owner();
   if (parked_endpoints_.empty()) return 0;
   std::size_t progress = 0;
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = now_ns();
   for (bool moved = true; moved;) {
     moved = false;
     const std::size_t n = parked_endpoints_.size();

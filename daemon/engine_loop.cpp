@@ -29,6 +29,7 @@ void Engine::run() {
   const std::uint64_t spin_ns = std::uint64_t{config_.engine_spin_us} * 1000;
   std::uint64_t idle_since = mono_ns();
   while (!stop_) {
+    turn_ns_ = mono_ns();
     std::size_t work = drain_commands();
     work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
     answer_snapshot_request();
@@ -40,8 +41,8 @@ void Engine::run() {
     reap_doomed();
     flush_events();
     if (work != 0) {
-      idle_since = mono_ns();
-    } else if (mono_ns() - idle_since >= spin_ns) {
+      idle_since = turn_ns_;
+    } else if (turn_ns_ - idle_since >= spin_ns) {
       sleep_until_work();
       idle_since = mono_ns();
     } else {

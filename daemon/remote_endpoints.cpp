@@ -87,7 +87,7 @@ void Engine::listen_peers() {
 }
 
 std::size_t Engine::poll_peers() {
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = now_ns();
   std::size_t work = peers_->poll(now);
   if (now >= next_tick_ns_) {
     next_tick_ns_ = now + kTickNs;

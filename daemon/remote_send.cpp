@@ -88,7 +88,7 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
     *failure = Status::BadRequest;  // over max-message-bytes on tcp lanes: the client library checks it first
     return Delivery::Failed;
   }
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = now_ns();
   if (now < ep.paused_until_ns) return Delivery::Blocked;  // backing off after a Busy
   if (ep.resend_wait) {
     if (ep.inflight != 0) return Delivery::Blocked;  // answers still coming: they may be refusals too
@@ -251,7 +251,7 @@ void Engine::on_response(peer::Channel& ch, const wire::Header& h, const std::by
     if (h.status == Status::Busy && !ep->second.peer_dead) {
       // The receiver is full: hold the op here and send it again after a
       // backoff, until its delivery deadline (then Timeout).
-      const std::uint64_t now = mono_ns();
+      const std::uint64_t now = now_ns();
       if (now < op.deadline_ns) {
         repark_refused(*c, ep->second, op, now);
         return;

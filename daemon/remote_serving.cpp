@@ -200,7 +200,7 @@ void Engine::stage(std::uint32_t channel, std::uint32_t lane, const wire::Header
 std::size_t Engine::retry_staged() {
   if (staged_.empty()) return 0;
   std::size_t progress = 0;
-  const std::uint64_t now = mono_ns();
+  const std::uint64_t now = now_ns();
   blocked_proxies_.clear();
   for (auto it = staged_.begin(); it != staged_.end();) {
     const StagedDelivery& sd = *it;

@@ -345,12 +345,12 @@ TEST_CASE("rdma: event_fd wakes an idle owner when a message arrives", "[rdma]")
   // Drain until idle, then go to sleep the way the engine does: arm, poll
   // once more when arming says so, until arming says the CQ is quiet.
   for (int i = 0; i < 100; ++i) p.a->poll(buf);
+  // (Armed at start; quiet unless the connection's set-up fired it.)
   int arms = 0;
   while (!p.a->prepare_to_sleep()) {
-    REQUIRE(++arms < 10);
+    REQUIRE(++arms < 2);
     p.a->poll(buf);
   }
-  CHECK(arms == 1);  // armed once, then quiet
   epoll_event ev{};
   CHECK(epoll_wait(p.a->event_fd(), &ev, 1, 0) == 0);  // nothing pending: not readable
   SendWr w{};

@@ -118,12 +118,15 @@ bool MemoryWindows::bind(ibv_mw* mw, const ibv_mw_bind_info& info) noexcept {
     return false;
   }
   ++binds_;
-  const auto deadline = std::chrono::steady_clock::now() + kBindWait;
   ibv_wc wc{};
-  int n = 0;
-  while ((n = ibv_poll_cq(cq_, 1, &wc)) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) break;
-    ::sched_yield();
+  int n = ibv_poll_cq(cq_, 1, &wc);
+  if (n == 0) {
+    // rxe completes a bind from a tasklet: yield so it runs.
+    const auto deadline = std::chrono::steady_clock::now() + kBindWait;
+    while ((n = ibv_poll_cq(cq_, 1, &wc)) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) break;
+      ::sched_yield();
+    }
   }
   if (n == 1 && wc.status == IBV_WC_SUCCESS) return true;
   // The provider advanced the key before the bind ran; the window's state
