@@ -48,7 +48,7 @@ void Engine::flush_completions() noexcept {
     }
     if (c->cq_dirty) {
       c->cq_dirty = false;
-      if (c->cq.consumer_needs_doorbell()) c->cq_bell.ring();
+      if (c->cq.claim_doorbell()) c->cq_bell.ring();
     }
   }
 }

@@ -86,13 +86,18 @@ class RingProducer {
   bool try_push(const Entry& entry) noexcept { return push_batch(&entry, 1) == 1; }
 
   // After publishing: true when the consumer announced it is going to sleep
-  // and must be woken through its doorbell.
-  bool consumer_needs_doorbell() noexcept {
+  // and must be woken through its doorbell, which the caller then rings.
+  // Claims the announcement (clears the flag): one ring per sleep, however
+  // many entries follow before the consumer wakes; the consumer re-checks
+  // the ring after its next announcement, so nothing published after this
+  // claim can be slept through.
+  bool claim_doorbell() noexcept {
     // A seq_cst read-modify-write of our own index instead of a bare fence:
     // the same full barrier on x86 (lock xadd), and ThreadSanitizer models it
     // (gcc's TSan does not support atomic_thread_fence).
     h_->head.fetch_add(0, std::memory_order_seq_cst);
-    return h_->consumer_waiting.load(std::memory_order_seq_cst) != 0;
+    if (h_->consumer_waiting.load(std::memory_order_seq_cst) == 0) return false;  // the common, awake case: no RMW
+    return h_->consumer_waiting.exchange(0, std::memory_order_seq_cst) != 0;
   }
 
  private:
@@ -165,6 +170,9 @@ class RingConsumer {
     return true;
   }
   void woke_up() noexcept { h_->consumer_waiting.store(0, std::memory_order_relaxed); }
+  // Whether the announcement still stands: a producer that published since
+  // claimed it (and rang). Not standing: announce again before sleeping.
+  bool announced() const noexcept { return h_->consumer_waiting.load(std::memory_order_seq_cst) != 0; }
 
  private:
   RingHeader* h_ = nullptr;

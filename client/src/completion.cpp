@@ -143,7 +143,7 @@ std::size_t Client::Impl::poll(std::span<Completion> out) noexcept {
       spdlog::error("ferry: the daemon published a corrupt completion ring head; detaching");
       state_ = Status::DaemonGone;
     }
-    if (n != 0 || state_ != Status::Ok || armed_) break;
+    if (n != 0 || state_ != Status::Ok || (armed_ && cq_.announced())) break;
     // Empty: announce that we may sleep, so the daemon rings the doorbell
     // for the next completion (an external epoll on event_fd() relies on
     // it). Drain stale rings first so event_fd() is not readable for

@@ -37,7 +37,7 @@ bool Client::Impl::tx_range_ok(const Buffer& b, std::uint32_t length) const noex
 
 bool Client::Impl::push(const shm::SqEntry& e) noexcept {
   if (!sq_.try_push(e)) return false;
-  if (sq_.consumer_needs_doorbell()) sq_bell_.ring();
+  if (sq_.claim_doorbell()) sq_bell_.ring();
   return true;
 }
 

@@ -58,7 +58,7 @@ bool RawClient::submit(const shm::SqEntry& e) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::yield();
   }
-  if (sq_.consumer_needs_doorbell()) sq_bell_.ring();
+  if (sq_.claim_doorbell()) sq_bell_.ring();
   return true;
 }
 

@@ -251,13 +251,13 @@ int hostile(const std::string& socket) {
   while (pushed < kFlood && Clock::now() < flood_until) {
     if (r.sq().try_push(entry(shm::Op::Nop, kBase + pushed))) {
       ++pushed;
-      if (r.sq().consumer_needs_doorbell()) r.ring_sq();
+      if (r.sq().claim_doorbell()) r.ring_sq();
     }
   }
   const auto drain_until = Clock::now() + 15s;
   while (answered < kFlood && Clock::now() < drain_until) {
     while (pushed < kFlood && r.sq().try_push(entry(shm::Op::Nop, kBase + pushed))) ++pushed;
-    if (r.sq().consumer_needs_doorbell()) r.ring_sq();
+    if (r.sq().claim_doorbell()) r.ring_sq();
     shm::CqEntry got[256];
     const std::uint32_t n = r.reap(got, 256, 50);
     for (std::uint32_t i = 0; i < n; ++i) {

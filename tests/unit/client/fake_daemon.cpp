@@ -79,7 +79,7 @@ bool FakeDaemon::accept_one(std::uint32_t client_id, std::uint64_t epoch) {
 
 void FakeDaemon::complete(const shm::CqEntry& e) {
   if (!cq_.try_push(e)) throw std::runtime_error("fake daemon: CQ full");
-  if (cq_.consumer_needs_doorbell()) cq_bell_.ring();
+  if (cq_.claim_doorbell()) cq_bell_.ring();
 }
 
 }  // namespace ferry::test

@@ -104,7 +104,7 @@ ProducerReport produce(SharedRing<Capacity>* r, std::uint64_t count, const Doorb
       done += n;
       if (n != 0) {
         full_polls = 0;
-        if (bell != nullptr && prod.consumer_needs_doorbell()) {
+        if (bell != nullptr && prod.claim_doorbell()) {
           bell->ring();
           ++rep.rings;
         }

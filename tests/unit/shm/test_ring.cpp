@@ -143,12 +143,12 @@ TEST_CASE("doorbell sleep protocol, step by step", "[ring][doorbell]") {
 
   // Awake consumer: the producer never rings.
   REQUIRE(t.prod.try_push(e));
-  REQUIRE_FALSE(t.prod.consumer_needs_doorbell());
+  REQUIRE_FALSE(t.prod.claim_doorbell());
 
   // Entries pending: the consumer must not sleep and leaves the flag clear.
   REQUIRE_FALSE(t.cons.prepare_to_sleep());
   REQUIRE(t.r->header.consumer_waiting.load() == 0);
-  REQUIRE_FALSE(t.prod.consumer_needs_doorbell());
+  REQUIRE_FALSE(t.prod.claim_doorbell());
 
   REQUIRE(t.cons.pop_batch(&out, 1) == 1);
   REQUIRE(t.cons.prepare_to_sleep());
@@ -156,13 +156,19 @@ TEST_CASE("doorbell sleep protocol, step by step", "[ring][doorbell]") {
 
   // Producer publishes, sees the flag, rings: the sleeper wakes and finds work.
   REQUIRE(t.prod.try_push(make_entry(1)));
-  REQUIRE(t.prod.consumer_needs_doorbell());
+  REQUIRE(t.prod.claim_doorbell());
+  REQUIRE(t.r->header.consumer_waiting.load() == 0);  // claimed: one ring per sleep
   bell.ring();
+  // More entries before the sleeper runs ring nothing more.
+  REQUIRE(t.prod.try_push(make_entry(2)));
+  REQUIRE_FALSE(t.prod.claim_doorbell());
   REQUIRE(bell.wait(1000));
   t.cons.woke_up();
-  REQUIRE_FALSE(t.prod.consumer_needs_doorbell());
+  REQUIRE_FALSE(t.prod.claim_doorbell());
   REQUIRE(t.cons.pop_batch(&out, 1) == 1);
   REQUIRE(entry_ok(out, 1));
+  REQUIRE(t.cons.pop_batch(&out, 1) == 1);
+  REQUIRE(entry_ok(out, 2));
 
   // What the stress tests treat as a lost wake-up: a producer that publishes
   // without ringing leaves the sleeper timing out with work pending.
