@@ -192,6 +192,7 @@ Result<std::unique_ptr<Client>> Client::attach(const AttachOptions& options) {
   auto impl = std::make_unique<Impl>(sock.release(), std::move(mapped.value), shm::Doorbell(fds[1].release()),
                                      shm::Doorbell(fds[2].release()), slots, release_slots, stash);
   if (!impl->init_events()) return R::fail(Status::NoMemory);
+  impl->set_busy_poll(options.busy_poll);
   return R::ok(std::unique_ptr<Client>(new Client(std::move(impl))));
 }
 

@@ -37,6 +37,7 @@ class Client::Impl {
 
   // Creates the epoll fd (CQ doorbell + socket). false on failure.
   bool init_events() noexcept;
+  void set_busy_poll(bool on) noexcept { busy_poll_ = on; }
 
   // submit.cpp
   Buffer alloc(std::size_t bytes) noexcept;
@@ -82,6 +83,7 @@ class Client::Impl {
   std::uint32_t client_id_ = 0;
   std::uint64_t epoch_ = 0;
   Status state_ = Status::Ok;
+  bool busy_poll_ = false;         // AttachOptions::busy_poll: poll() never arms
   bool armed_ = false;             // consumer_waiting set on the CQ (see poll())
   std::uint32_t empty_polls_ = 0;  // consecutive; paces the hang-up check
   client_detail::InflightTable inflight_;

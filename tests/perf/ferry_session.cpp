@@ -7,10 +7,11 @@
 namespace ferry::bench {
 
 std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
-                                            std::size_t rx_bytes, std::string* error) {
+                                            std::size_t rx_bytes, std::string* error, bool busy_poll) {
   AttachOptions a;
   a.socket_path = socket;
   a.name = name;
+  a.busy_poll = busy_poll;  // --busy-poll: spinning on poll(), no doorbell wanted
   // Ask for more than the daemon default only when the run needs it;
   // round up to 1 MiB so the arena has slack for allocator headers.
   constexpr std::size_t kMiB = std::size_t{1} << 20;

@@ -21,7 +21,7 @@ inline constexpr std::size_t kCompletionBatch = 64;
 // Attaches to `socket` (the daemon's client socket) with a tx arena big
 // enough for `tx_bytes` of buffers; on failure *error names the socket.
 std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
-                                            std::size_t rx_bytes, std::string* error);
+                                            std::size_t rx_bytes, std::string* error, bool busy_poll = false);
 
 // Waits for at least one completion, up to kOpDeadline. 0 on timeout or a
 // gone daemon (check client.state()). busy_poll spins on poll() instead of

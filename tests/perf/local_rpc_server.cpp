@@ -97,7 +97,8 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
                      ReadyNotifier& ready) {
   std::string error;
   const std::uint32_t buffers = 2 * concurrency;
-  auto client = attach_bench_client(socket, "ferry-bench local-rpc server", size * buffers, size * concurrency, &error);
+  auto client = attach_bench_client(socket, "ferry-bench local-rpc server", size * buffers, size * concurrency, &error,
+                                    busy_poll);
   if (!client) {
     ready.failed(error);
     return 1;

@@ -130,7 +130,7 @@ Outcome run_echo_rpc(ScenarioContext& ctx, const std::string& target, const std:
   if (!started || !server.wait_ready(std::chrono::seconds(15), nullptr, &error))
     return ctx.fail(Outcome::Failed, "bench-echo server: " + error);
 
-  auto client = attach_bench_client(o.socket, client_name, 2 * size * o.concurrency, 0, &error);
+  auto client = attach_bench_client(o.socket, client_name, 2 * size * o.concurrency, 0, &error, o.busy_poll);
   if (!client) return ctx.fail(Outcome::Failed, error);
   if (!size_fits(*client, size, &error)) return ctx.fail(Outcome::Failed, error);
   const auto opened = client->open(target);

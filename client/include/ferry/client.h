@@ -70,6 +70,12 @@ struct AttachOptions {
   std::uint64_t rx_bytes = 0;
   std::uint32_t sq_entries = 0;
   std::uint32_t cq_entries = 0;
+  // For an application that spins on poll(): an empty poll() then does not
+  // ask the daemon to ring the completion doorbell (a syscall on the
+  // daemon's side per completion, wasted on a spinner); wait() still does.
+  // event_fd() is then readable for a completion only while wait() sleeps,
+  // so do not block on event_fd() with this set.
+  bool busy_poll = false;
 };
 
 // What the client refused or deferred (never reset). A well-behaved daemon

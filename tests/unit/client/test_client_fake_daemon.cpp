@@ -16,12 +16,13 @@ using ferry::test::FakeDaemon;
 
 namespace {
 
-std::unique_ptr<Client> attach_to(FakeDaemon& d) {
+std::unique_ptr<Client> attach_to(FakeDaemon& d, bool busy_poll = false) {
   bool ok = false;
   std::thread t([&] { ok = d.accept_one(); });
   AttachOptions o;
   o.socket_path = d.socket_path();
   o.name = "unit";
+  o.busy_poll = busy_poll;
   auto r = Client::attach(o);
   t.join();
   REQUIRE(ok);
@@ -312,6 +313,46 @@ TEST_CASE("wait wakes on the CQ doorbell and times out without work") {
   epoll_event ev;
   CHECK(::epoll_wait(c->event_fd(), &ev, 1, 2000) == 1);
   CHECK(c->poll(out) == 1);
+}
+
+TEST_CASE("a busy_poll client's empty polls ask for no doorbell; its wait() still sleeps on one") {
+  FakeDaemon d;
+  auto c = attach_to(d, true);
+  Completion out[2];
+  for (int i = 0; i < 100; ++i) CHECK(c->poll(out) == 0);
+  CHECK(d.view().cq_header->consumer_waiting.load() == 0);  // the daemon would not ring
+  d.complete(delivery(d, shm::CqKind::Message, 0, 1, 64));
+  CHECK(c->poll(out) == 1);
+  std::thread t([&] {
+    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
+    d.complete(delivery(d, shm::CqKind::Message, 64, 1, 64));
+  });
+  CHECK(c->wait(out, std::chrono::seconds(5)) == 1);
+  t.join();
+  // And the plain client, for contrast: an empty poll announces.
+  FakeDaemon d2;
+  auto plain = attach_to(d2);
+  CHECK(plain->poll(out) == 0);
+  CHECK(d2.view().cq_header->consumer_waiting.load() == 1);
+}
+
+TEST_CASE("once the daemon claimed the announcement (it rang), the next sleep announces again") {
+  FakeDaemon d;
+  auto c = attach_to(d);
+  Completion out[2];
+  CHECK(c->poll(out) == 0);  // announces
+  REQUIRE(d.view().cq_header->consumer_waiting.load() == 1);
+  // The daemon publishes and claims the announcement (as ferryd does when it rings).
+  d.complete(delivery(d, shm::CqKind::Message, 0, 1, 64));
+  CHECK(d.view().cq_header->consumer_waiting.load() == 0);
+  CHECK(c->poll(out) == 1);
+  // Sleeping again announces again, so the next completion rings.
+  std::thread t([&] {
+    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
+    d.complete(delivery(d, shm::CqKind::Message, 64, 1, 64));
+  });
+  CHECK(c->wait(out, std::chrono::seconds(5)) == 1);
+  t.join();
 }
 
 TEST_CASE("daemon hang-up completes every in-flight op with DaemonGone exactly once") {
