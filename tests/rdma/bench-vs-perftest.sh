@@ -11,7 +11,8 @@
 #   completions) and "busy" (ferryd --engine-spin-us BENCH_SPIN_US, client
 #   and server --busy-poll); optional "arena": as default, but ferryd
 #   --rdma-windows 0 (one key per client tx arena instead of a memory window
-#   per exposed buffer per call: what the windows cost).
+#   per exposed buffer per call: what the windows cost); optional
+#   "busy-arena": busy with --rdma-windows 0.
 #   ferry-bench tcp-rpc: client (source ADDR0, forced across veth0) ->
 #   `ferry-bench tcp-server` on ADDR1, blocking I/O, TCP_NODELAY.
 #   ib_send_lat / ib_write_lat: rxe1 -> rxe0, SIZE bytes, one-way latency
@@ -81,8 +82,8 @@ stop_daemons() {
 
 ferry_round() { # ferry_round REPEAT MODE
   local flags=() spin= size out ok attempt extra=()
-  [[ $2 == busy ]] && { flags=(--busy-poll); spin=$spin_us; }
-  [[ $2 == arena ]] && extra=(--rdma-windows 0)
+  [[ $2 == busy || $2 == busy-arena ]] && { flags=(--busy-poll); spin=$spin_us; }
+  [[ $2 == arena || $2 == busy-arena ]] && extra=(--rdma-windows 0)
   daemons=()
   start_daemons "r$1-$2" "$spin" "${extra[@]}" || { failures=$((failures + 1)); stop_daemons; return 0; }
   for size in $sizes; do
