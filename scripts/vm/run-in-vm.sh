@@ -7,6 +7,9 @@
 # output goes to this terminal; files it writes under $FERRY_VM_RESULTS (the
 # results folder, same path inside and outside) survive the VM.
 #
+# FERRY_VM_SMP sets the guest's vCPU count (default 2, the host's core
+# count; more only for experiments: spinning vCPUs then share host cores).
+#
 # Exit status: CMD's own; 124 when the hard timeout (default 900 s) killed
 # the VM; 125 when the VM failed before or around the command; 2 when the VM
 # cannot be built (reason on stderr).
