@@ -162,6 +162,12 @@ size_t ferry_wait(ferry_client* client, ferry_completion* out, size_t max, int t
 
 int ferry_event_fd(const ferry_client* client) { return client == nullptr ? -1 : client->client->event_fd(); }
 
+int ferry_set_busy_poll(ferry_client* client, int on) {
+  if (client == nullptr) return code(ferry::Status::BadRequest);
+  client->client->set_busy_poll(on != 0);
+  return code(ferry::Status::Ok);
+}
+
 int ferry_state(const ferry_client* client) {
   return client == nullptr ? code(ferry::Status::BadRequest) : code(client->client->state());
 }

@@ -130,6 +130,9 @@ class Client {
   // Readable when completions may be ready or the daemon went away. Call
   // poll() until it returns 0 before waiting on it again.
   int event_fd() const noexcept;
+  // AttachOptions::busy_poll, switchable between phases of an application
+  // (spinning while traffic flows, sleeping in wait() between bursts).
+  void set_busy_poll(bool on) noexcept;
 
   // Ok while attached; DaemonGone once the daemon hung up (every in-flight
   // operation then completes with DaemonGone, after whatever the daemon had

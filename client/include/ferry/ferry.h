@@ -80,6 +80,11 @@ void ferry_release(ferry_client* client, const ferry_completion* delivery);
 size_t ferry_poll(ferry_client* client, ferry_completion* out, size_t max);
 size_t ferry_wait(ferry_client* client, ferry_completion* out, size_t max, int timeout_ms);
 int ferry_event_fd(const ferry_client* client);
+/* Nonzero: ferry_poll on an empty CQ asks the daemon for no doorbell (for a
+ * client that spins on ferry_poll; ferry_wait still sleeps and wakes). Do
+ * not block on ferry_event_fd while it is set. Returns FERRY OK or
+ * BadRequest (NULL client). */
+int ferry_set_busy_poll(ferry_client* client, int on);
 /* FERRY_OK while attached, DaemonGone after the daemon hung up. */
 int ferry_state(const ferry_client* client);
 

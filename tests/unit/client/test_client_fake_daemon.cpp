@@ -225,6 +225,14 @@ TEST_CASE("the C API forwards to the same client") {
   CHECK(rel.offset == out[1].rx_offset);
   CHECK(ferry_free(c, &b) == FERRY_OK);
   CHECK(ferry_free(c, &b) == static_cast<int>(Status::BadRequest));
+  // Busy polling: empty polls leave the CQ unannounced; switched off, they announce.
+  CHECK(ferry_set_busy_poll(nullptr, 1) == static_cast<int>(Status::BadRequest));
+  REQUIRE(ferry_set_busy_poll(c, 1) == FERRY_OK);
+  CHECK(ferry_poll(c, out, 4) == 0);
+  CHECK(d.view().cq_header->consumer_waiting.load() == 0);
+  REQUIRE(ferry_set_busy_poll(c, 0) == FERRY_OK);
+  CHECK(ferry_poll(c, out, 4) == 0);
+  CHECK(d.view().cq_header->consumer_waiting.load() == 1);
   ferry_detach(c);
 }
 
