@@ -96,6 +96,9 @@ constexpr NumericKey kNumericKeys[] = {
      "sets its own; 0 = no limit "
      "[60000; 0..3600000]"},
     {"engine-spin-us", "engine busy-poll time before sleeping [50; 0..100000]"},
+    {"engine-spin-inflight-us",
+     "engine busy-poll time before sleeping while calls or remote operations it handled are in flight "
+     "(their answers are due) [1000; 0..100000]"},
     {"heartbeat-ms", "heartbeat interval to peer daemons [500; 10..60000]"},
     {"peer-timeout-ms", "silence after which a peer daemon is dead [3000; 20..600000]"},
     {"connect-timeout-ms", "bound on connecting + handshaking with a peer [2000; 1..60000]"},
@@ -126,6 +129,7 @@ std::uint64_t* field(Config& c, std::string_view key, std::uint32_t** narrow) {
   if (key == "delivery-timeout-ms") *narrow = &c.delivery_timeout_ms;
   if (key == "call-timeout-ms") *narrow = &c.call_timeout_ms;
   if (key == "engine-spin-us") *narrow = &c.engine_spin_us;
+  if (key == "engine-spin-inflight-us") *narrow = &c.engine_spin_inflight_us;
   if (key == "heartbeat-ms") *narrow = &c.heartbeat_ms;
   if (key == "peer-timeout-ms") *narrow = &c.peer_timeout_ms;
   if (key == "connect-timeout-ms") *narrow = &c.connect_timeout_ms;
@@ -159,6 +163,7 @@ std::optional<std::string> check_ranges(const Config& c) {
       {{"delivery-timeout-ms", 1, 3600000}, c.delivery_timeout_ms},
       {{"call-timeout-ms", 0, shm::kMaxCallTimeoutMs}, c.call_timeout_ms},
       {{"engine-spin-us", 0, 100000}, c.engine_spin_us},
+      {{"engine-spin-inflight-us", 0, 100000}, c.engine_spin_inflight_us},
       {{"heartbeat-ms", 10, 60000}, c.heartbeat_ms},
       {{"peer-timeout-ms", 20, 600000}, c.peer_timeout_ms},
       {{"connect-timeout-ms", 1, 60000}, c.connect_timeout_ms},

@@ -56,6 +56,7 @@ struct Config {
   std::uint32_t rdma_windows = 1024;                  // [0 = keys to the whole tx arena, 65536]
   std::uint32_t call_timeout_ms = 60000;              // [0 = none, 3600000]; a Call's own timeout_ms wins
   std::uint32_t engine_spin_us = 50;                  // [0, 100000] busy-poll before sleeping
+  std::uint32_t engine_spin_inflight_us = 1000;       // [0, 100000] the same while calls are in flight
 
   // Channels between daemons (daemon/peer/).
   std::uint32_t heartbeat_ms = 500;         // [10, 60000] heartbeat interval on the bootstrap connection

@@ -1,6 +1,7 @@
 // The engine loop. One turn: take control commands, pull a bounded batch from
-// every client's SQ, retry parked deliveries, flush completions; when a turn
-// finds nothing to do for engine_spin_us, go to sleep on the doorbells.
+// every client's SQ, retry parked deliveries, flush completions; when turns
+// find nothing to do for the spin budget (spin_policy.h), go to sleep on the
+// doorbells.
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -12,6 +13,7 @@
 
 #include "daemon/engine.h"
 #include "daemon/mono_clock.h"
+#include "daemon/spin_policy.h"
 
 namespace ferry::daemon {
 
@@ -26,8 +28,9 @@ void Engine::assert_owner() const noexcept {
 
 void Engine::run() {
   owner_ = std::this_thread::get_id();
-  const std::uint64_t spin_ns = std::uint64_t{config_.engine_spin_us} * 1000;
+  const SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us);
   std::uint64_t idle_since = mono_ns();
+  bool after_work = false;  // the idle period began with a turn that did work
   while (!stop_) {
     turn_ns_ = mono_ns();
     std::size_t work = drain_commands();
@@ -42,9 +45,11 @@ void Engine::run() {
     flush_events();
     if (work != 0) {
       idle_since = turn_ns_;
-    } else if (turn_ns_ - idle_since >= spin_ns) {
+      after_work = true;
+    } else if (turn_ns_ - idle_since >= spin.budget_ns(after_work, calls_.size() != 0 || remote_ops_.size() != 0)) {
       sleep_until_work();
       idle_since = mono_ns();
+      after_work = false;
     } else {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes

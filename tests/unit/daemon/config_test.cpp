@@ -38,6 +38,7 @@ TEST_CASE("defaults are valid and documented values") {
   CHECK(c.max_message_bytes == 1u << 20);
   CHECK(c.delivery_timeout_ms == 30000);
   CHECK(c.engine_spin_us == 50);
+  CHECK(c.engine_spin_inflight_us == 1000);
   CHECK(c.transport == Transport::Auto);
   CHECK_FALSE(check_ranges(c));
 }
