@@ -84,7 +84,6 @@ class Client::Impl {
   std::uint64_t epoch_ = 0;
   Status state_ = Status::Ok;
   bool busy_poll_ = false;         // AttachOptions::busy_poll: poll() never arms
-  bool armed_ = false;             // consumer_waiting set on the CQ (see poll())
   std::uint32_t empty_polls_ = 0;  // consecutive; paces the hang-up check
   client_detail::InflightTable inflight_;
   client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room

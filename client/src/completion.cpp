@@ -143,15 +143,14 @@ std::size_t Client::Impl::poll(std::span<Completion> out) noexcept {
       spdlog::error("ferry: the daemon published a corrupt completion ring head; detaching");
       state_ = Status::DaemonGone;
     }
-    if (n != 0 || state_ != Status::Ok || busy_poll_ || (armed_ && cq_.announced())) break;
+    if (n != 0 || state_ != Status::Ok || busy_poll_ || cq_.announced()) break;
     // Empty: announce that we may sleep, so the daemon rings the doorbell
     // for the next completion (an external epoll on event_fd() relies on
     // it; a busy_poll client does not). Drain stale rings first so
     // event_fd() is not readable for nothing. Work that raced in is popped
     // on the next turn.
     cq_bell_.drain();
-    armed_ = cq_.prepare_to_sleep();
-    if (armed_) {
+    if (cq_.prepare_to_sleep()) {
       check_hangup();
       empty_polls_ = 0;
       break;
@@ -161,10 +160,7 @@ std::size_t Client::Impl::poll(std::span<Completion> out) noexcept {
   if (state_ != Status::Ok && cq_empty && n < out.size()) n += sweep_gone(out.subspan(n));
   if (n != 0) {
     empty_polls_ = 0;
-    if (armed_) {
-      cq_.woke_up();
-      armed_ = false;
-    }
+    if (cq_.announced()) cq_.woke_up();
   }
   return n;
 }

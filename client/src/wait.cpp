@@ -31,12 +31,12 @@ void Client::Impl::check_hangup() noexcept {
 }
 
 void Client::Impl::sleep_for_cq(int timeout_ms) noexcept {
-  // Armed, unless the daemon claimed the announcement since (it rang for a
-  // completion, which a control op's pump may already have taken).
-  if (!armed_ || !cq_.announced()) {
+  // The announcement lives in the ring header only: the daemon claims it
+  // when it rings (for a completion a control op's pump may already have
+  // taken), so look there, not at a copy of our own.
+  if (!cq_.announced()) {
     cq_bell_.drain();
-    armed_ = cq_.prepare_to_sleep();
-    if (!armed_) return;  // work arrived: do not sleep
+    if (!cq_.prepare_to_sleep()) return;  // work arrived: do not sleep
   }
   epoll_event events[2];
   const int n = ::epoll_wait(epoll_fd_, events, 2, timeout_ms);

@@ -57,6 +57,20 @@ shm::CqEntry delivery(FakeDaemon& d, shm::CqKind kind, std::uint64_t at, std::ui
   return c;
 }
 
+// The client sleeps in wait(); the fake daemon delivers one message (at rx
+// offset `at`) once the client has announced the sleep, as ferryd would.
+// Returns what wait() returned.
+std::size_t wait_for_delivery_after_announce(FakeDaemon& d, Client& c, std::uint64_t at) {
+  std::thread t([&] {
+    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
+    d.complete(delivery(d, shm::CqKind::Message, at, 1, 64));
+  });
+  Completion out[2];
+  const std::size_t n = c.wait(out, std::chrono::seconds(5));
+  t.join();
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("attach maps the segment and reports ids") {
@@ -308,13 +322,7 @@ TEST_CASE("wait wakes on the CQ doorbell and times out without work") {
   auto t0 = std::chrono::steady_clock::now();
   CHECK(c->wait(out, std::chrono::milliseconds(30)) == 0);
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
-  std::thread t([&] {
-    // Wait until the client has announced it sleeps, then deliver.
-    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
-    d.complete(delivery(d, shm::CqKind::Message, 0, 1, 64));
-  });
-  CHECK(c->wait(out, std::chrono::seconds(5)) == 1);
-  t.join();
+  CHECK(wait_for_delivery_after_announce(d, *c, 0) == 1);
   // event_fd is readable once a completion is pushed after poll() returned 0.
   CHECK(c->poll(out) == 0);
   d.complete(delivery(d, shm::CqKind::Message, 64, 1, 64));
@@ -331,12 +339,7 @@ TEST_CASE("a busy_poll client's empty polls ask for no doorbell; its wait() stil
   CHECK(d.view().cq_header->consumer_waiting.load() == 0);  // the daemon would not ring
   d.complete(delivery(d, shm::CqKind::Message, 0, 1, 64));
   CHECK(c->poll(out) == 1);
-  std::thread t([&] {
-    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
-    d.complete(delivery(d, shm::CqKind::Message, 64, 1, 64));
-  });
-  CHECK(c->wait(out, std::chrono::seconds(5)) == 1);
-  t.join();
+  CHECK(wait_for_delivery_after_announce(d, *c, 64) == 1);
   // And the plain client, for contrast: an empty poll announces.
   FakeDaemon d2;
   auto plain = attach_to(d2);
@@ -355,12 +358,7 @@ TEST_CASE("once the daemon claimed the announcement (it rang), the next sleep an
   CHECK(d.view().cq_header->consumer_waiting.load() == 0);
   CHECK(c->poll(out) == 1);
   // Sleeping again announces again, so the next completion rings.
-  std::thread t([&] {
-    while (d.view().cq_header->consumer_waiting.load() == 0) std::this_thread::yield();
-    d.complete(delivery(d, shm::CqKind::Message, 64, 1, 64));
-  });
-  CHECK(c->wait(out, std::chrono::seconds(5)) == 1);
-  t.join();
+  CHECK(wait_for_delivery_after_announce(d, *c, 64) == 1);
 }
 
 TEST_CASE("daemon hang-up completes every in-flight op with DaemonGone exactly once") {
