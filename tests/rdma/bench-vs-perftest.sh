@@ -15,6 +15,9 @@
 #   "busy-arena": busy with --rdma-windows 0.
 #   ferry-bench tcp-rpc: client (source ADDR0, forced across veth0) ->
 #   `ferry-bench tcp-server` on ADDR1, blocking I/O, TCP_NODELAY.
+#   ferry-bench local-rpc (each mode, on daemon A alone) and uds-rpc: the
+#   process hops of a call without the wire, and the machine's cost of one
+#   kernel-mediated round trip between two processes.
 #   ib_send_lat / ib_write_lat: rxe1 -> rxe0, SIZE bytes, one-way latency
 #   (half a ping-pong), so an RPC round trip is compared with 2x that.
 # Every measurement is repeated BENCH_REPEATS times, interleaved (each repeat
@@ -102,6 +105,16 @@ ferry_round() { # ferry_round REPEAT MODE
     else
       failures=$((failures + 1))
     fi
+    # The same call through daemon A alone (client -> daemon -> server ->
+    # daemon -> client): the process hops of a remote call without the wire.
+    out=$dir/r$1-local-$2-$size.out
+    if "$bench" local-rpc --size "$size" --iters "$(iters_for "$size")" "${flags[@]}" --socket "$run/a/ferryd.sock" \
+      --json >"$out" 2>&1; then
+      printf '%s\tlocal-%s\t%s\t%s\n' "$1" "$2" "$size" "$(p50 "$out")" >>"$results"
+    else
+      echo "local-rpc $2 size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+      failures=$((failures + 1))
+    fi
   done
   grep -q "data lanes on $RXE0" "$dir/r$1-$2-a.log" || { echo "daemon A is not on rdma" >&2; failures=$((failures + 1)); }
   stop_daemons
@@ -143,6 +156,20 @@ tcp_round() { # tcp_round REPEAT
   done
 }
 
+# --- uds-rpc: the machine's floor for one process-to-process round trip ---
+uds_round() { # uds_round REPEAT
+  local size out
+  for size in $sizes; do
+    out=$dir/r$1-uds-$size.out
+    if "$bench" uds-rpc --size "$size" --iters "$(iters_for "$size")" --json >"$out" 2>&1; then
+      printf '%s\tuds-rpc\t%s\t%s\n' "$1" "$size" "$(p50 "$out")" >>"$results"
+    else
+      echo "uds-rpc size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+      failures=$((failures + 1))
+    fi
+  done
+}
+
 # --- perftest ---------------------------------------------------------------
 lat() { # lat TOOL PORT SIZE OUT -> typical one-way usec
   local iters server deadline
@@ -178,6 +205,7 @@ perftest_round() { # perftest_round REPEAT
 for ((r = 1; r <= repeats; r++)); do
   for mode in $modes; do ferry_round "$r" "$mode"; done
   tcp_round "$r"
+  uds_round "$r"
   perftest_round "$r"
   echo "repeat $r done at ${SECONDS}s"
 done
@@ -212,6 +240,19 @@ for col, what in ((3, "typical: p50 / t_typical"), (4, "minimum: min / t_min")):
         for m in modes:
             f = med.get((f"ferry-{m}", s, col))
             print(f"| {fmt(s)} | {m} | {ratio(f, send, 2)} | {ratio(f, write, 2)} | {ratio(f, tcp)} | {ratio(tcp, send, 2)} |")
+for col, what in ((3, "typical"), (4, "minimum")):
+    print(f"\nprocess hops against the wire, {what}: uds-rpc is one kernel-mediated round trip between two")
+    print("processes (blocking Unix socket); local-rpc is ferry's call through daemon A alone, the same four")
+    print("ring hops as a remote call without the wire (so remote-rpc cannot beat it); the last column is what")
+    print("remote-rpc adds to local-rpc, against perftest's round trip")
+    print("| size | mode | uds-rpc / 2x ib_send_lat | local-rpc / 2x ib_send_lat | local-rpc / uds-rpc | (remote-rpc - local-rpc) / 2x ib_send_lat |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for s in sizes:
+        send, uds = med.get(("ib_send_lat", s, col)), med.get(("uds-rpc", s, col))
+        for m in modes:
+            f, l = med.get((f"ferry-{m}", s, col)), med.get((f"local-{m}", s, col))
+            wire = f"{(f[0] - l[0]) / (2 * send[0]):.2f}x" if f and l and send else "n/a"
+            print(f"| {fmt(s)} | {m} | {ratio(uds, send, 2)} | {ratio(l, send, 2)} | {ratio(l, uds)} | {wire} |")
 PY
 echo "failures: $failures"
 ((failures == 0))
