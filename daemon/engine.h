@@ -234,6 +234,7 @@ class Engine final : private peer::ChannelEvents {
                            std::uint64_t deadline_ns);
   void repark_refused(ClientSession& c, Endpoint& ep, const peer::RemoteOp& op, std::uint64_t now_ns);
   bool window_open(const peer::Channel& ch, const Endpoint& ep, std::uint32_t bytes) const noexcept;
+  void count_stall(peer::Channel& ch, Endpoint& ep) noexcept;  // once per op, however often it is retried
   // Ends a Send/Call's hold on the windows and on its client's memory; every
   // path that erases one from remote_ops_ calls it once.
   void finish_remote_op(const peer::RemoteOp& op) noexcept;
@@ -317,6 +318,7 @@ class Engine final : private peer::ChannelEvents {
   std::vector<std::uint32_t> zc_free_;
   std::vector<std::unique_ptr<ClientSession>> retired_;  // detached, WRs still naming their lkey
   std::uint64_t zc_track(ClientSession& c, std::uint64_t user_data) noexcept;
+  bool zc_available() const noexcept { return !zc_free_.empty(); }
   std::uint64_t zc_done(std::uint64_t user_data) noexcept;  // returns the op's own user_data
   void retire(std::unique_ptr<ClientSession> s);
   void setup_zero_copy();

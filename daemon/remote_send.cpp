@@ -70,6 +70,13 @@ bool Engine::window_open(const peer::Channel& ch, const Endpoint& ep, std::uint3
   return true;
 }
 
+void Engine::count_stall(peer::Channel& ch, Endpoint& ep) noexcept {
+  if (ep.stall_counted) return;  // retries of a parked op are not new stalls
+  ep.stall_counted = true;
+  ++ch.window_stalls;
+  bump(counters_.window_stalls);
+}
+
 Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const shm::SqEntry& e, Status* failure,
                                          std::uint64_t seq, std::uint64_t deadline_ns) {
   const auto op = static_cast<shm::Op>(e.op);
@@ -95,11 +102,15 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
     ep.resend_wait = false;
   }
   if (!window_open(*ch, ep, e.length)) {
-    if (!ep.stall_counted) {  // once per op: retries of a parked op are not new stalls
-      ep.stall_counted = true;
-      ++ch->window_stalls;
-      bump(counters_.window_stalls);
-    }
+    count_stall(*ch, ep);
+    return Delivery::Blocked;
+  }
+  // What the post below needs besides keys (a tracking slot for a payload
+  // from the arena, room in the lane's ring) is checked before any memory
+  // window is opened: an op held back by them binds nothing per retry.
+  if (!rendezvous && e.length != 0 && !zc_available()) return Delivery::Blocked;
+  if (!peers_->has_room(*ch, ep.id)) {
+    count_stall(*ch, ep);
     return Delivery::Blocked;
   }
 
@@ -186,12 +197,8 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
     if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
     unkey();
-    if (r.status == Status::Busy) {  // send queue (or credit backlog) full: wait like a full window
-      if (!ep.stall_counted) {
-        ep.stall_counted = true;
-        ++ch->window_stalls;
-        bump(counters_.window_stalls);
-      }
+    if (r.status == Status::Busy) {  // the lane's ring filled after all: wait like a full window
+      count_stall(*ch, ep);
       return Delivery::Blocked;
     }
     *failure = Status::PeerReset;

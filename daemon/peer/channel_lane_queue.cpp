@@ -26,6 +26,12 @@ ChannelManager::LaneRing* ChannelManager::ring_of(std::uint32_t channel, std::ui
   return it == rings_.end() ? nullptr : &(*it->second)[lane];
 }
 
+bool ChannelManager::has_room(const Channel& ch, std::uint32_t lane) const noexcept {
+  if (!ch.usable() || ch.lane_count == 0) return true;  // post() reports PeerReset, not Busy
+  const Lane& l = ch.lanes[lane % ch.lane_count];
+  return rings_.contains(ch.id) && l.stats.unconfirmed + l.stats.backlog < kBacklogCapacity;
+}
+
 transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept {
   transport::PostResult r;
   if (!ch.usable() || ch.lane_count == 0) {

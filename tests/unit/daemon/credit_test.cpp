@@ -108,7 +108,11 @@ TEST_CASE("credits: posting beyond the credits backlogs, a grant releases the ba
     std::size_t accepted = 0;
     transport::PostResult last;
     for (std::uint32_t i = 0; i < ChannelManager::kBacklogCapacity + 5; ++i) {
+      // has_room answers exactly what the post does (the engine asks it
+      // before opening memory windows).
+      const bool room = a.mgr->has_room(*a.mgr->find(id), 0);
       last = a.send(id, 1000 + i);
+      CHECK(room == (last.accepted == 1));
       accepted += last.accepted;
     }
     // The ring holds posted-unconfirmed and waiting WRs together.
