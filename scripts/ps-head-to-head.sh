@@ -15,7 +15,8 @@
 #            ferryd (fails with a clear message while open(HOST:PORT/SERVICE)
 #            is NotSupported). Namespaces are removed on exit.
 #   --small  a preset that finishes in well under a minute (scripts/demo).
-# Environment: FERRYD_TRANSPORT (default tcp) is the daemons' --transport.
+# Environment: FERRYD_TRANSPORT (default tcp) is the daemons' --transport;
+# FERRYD_ARGS, more ferryd flags (split on spaces), e.g. "--engine-spin-inflight-us 0".
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,7 +38,7 @@ while [[ $# -gt 0 ]]; do
     --batch) batch=$2; shift ;;
     --build) build=$2; shift ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "ps-head-to-head: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -78,7 +79,7 @@ trap cleanup EXIT
 start_daemon() {
   local dir=$1 ns=${2:-} listen=${3:-}
   mkdir -p "$dir"
-  local cmd=("$ferryd" --runtime-dir "$dir" --transport "${FERRYD_TRANSPORT:-tcp}")
+  local cmd=("$ferryd" --runtime-dir "$dir" --transport "${FERRYD_TRANSPORT:-tcp}" ${FERRYD_ARGS:-})
   [[ -n $listen ]] && cmd+=(--listen "$listen")
   if [[ -n $ns ]]; then cmd=(ip netns exec "$ns" "${cmd[@]}"); fi
   "${cmd[@]}" >"$dir/ferryd.log" 2>&1 &
