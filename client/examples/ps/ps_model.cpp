@@ -39,11 +39,11 @@ std::uint64_t ZipfSampler::sample(double u) const {
   // For u in slice b, [b, b+1) / kGuide, the first rank with CDF >= u lies
   // in [guide_[b], guide_[b + 1]]: the same answer as searching everything.
   const double scaled = u * static_cast<double>(kGuide);
-  const std::size_t b = scaled <= 0 ? 0 : std::min(static_cast<std::size_t>(scaled), kGuide - 1);
+  const std::size_t b = !(scaled > 0) ? 0 : std::min(static_cast<std::size_t>(scaled), kGuide - 1);
   const auto first = cdf_.begin() + static_cast<std::ptrdiff_t>(guide_[b]);
   const auto last = cdf_.begin() + static_cast<std::ptrdiff_t>(std::min(guide_[b + 1] + 1, cdf_.size()));
   auto it = std::lower_bound(first, last, u);
-  if (it == last) it = std::lower_bound(last, cdf_.end(), u);  // u >= 1 (or NaN-free rounding at the top)
+  if (it == last) it = std::lower_bound(last, cdf_.end(), u);  // defensive: the slice holds the answer
   if (it == cdf_.end()) return cdf_.size() - 1;
   return static_cast<std::uint64_t>(it - cdf_.begin());
 }
