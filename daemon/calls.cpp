@@ -15,11 +15,11 @@ void Engine::op_reply(ClientSession& c, const shm::SqEntry& e) {
     return;
   }
   const PendingCall call = *found;
-  calls_.erase(e.token);  // a token is good for one reply
   if (call.remote_channel != 0) {
-    reply_remote(c, e, call);
+    if (!reply_remote(c, e, call)) calls_.erase(e.token);  // a token is good for one reply
     return;
   }
+  calls_.erase(e.token);  // a token is good for one reply
   ClientSession* caller = call.caller_gone ? nullptr : client(call.caller);
   if (caller == nullptr) {
     complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
@@ -40,11 +40,20 @@ void Engine::op_reply(ClientSession& c, const shm::SqEntry& e) {
   complete(c, shm::Op::Reply, e.user_data, Status::Ok);
 }
 
-void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call) {
+bool Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call) {
   peer::Channel* ch = call.caller_gone ? nullptr : peers_->find(call.remote_channel);
   if (ch == nullptr || !ch->usable()) {
     complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
-    return;
+    return false;
+  }
+  // No room toward the caller (its lane's ring full, or every zero-copy
+  // tracking slot busy): Busy, and the call stays open, so the answer is not
+  // lost with the token. The server may reply again; if it does not, the
+  // call's timeout answers the caller (expire_calls).
+  if (!peers_->has_room(*ch, call.lane) || (e.length != 0 && !zc_available())) {
+    bump(counters_.reply_stalls);
+    complete(c, shm::Op::Reply, e.user_data, Status::Busy);
+    return true;
   }
   const bool write = call.resp_remote.rkey != 0;
   if ((write && e.length > call.resp_remote.length) || (!write && e.length > lane_max_message_)) {
@@ -58,7 +67,7 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
     no.token = call.remote_token;
     peers_->send(*ch, call.lane, no, nullptr, 0, 0, false);
     complete(c, shm::Op::Reply, e.user_data, no.status);
-    return;
+    return false;
   }
   // The response leaves from the server's tx arena without a copy, so the
   // Reply completes on the transport's SendDone (on_send_done), when that
@@ -83,22 +92,18 @@ void Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
   wr.remote = call.resp_remote;
   wr.signaled = true;
   const std::uint64_t zc = e.length != 0 ? zc_track(c, token) : 0;  // rdma: SGE from the server's tx arena
-  if (e.length != 0 && zc == 0) {  // every tracking slot busy: never post client memory untracked
-    remote_ops_.erase(token);
-    complete(c, shm::Op::Reply, e.user_data, Status::Busy);
-    return;
-  }
   wr.user_data = zc != 0 ? zc : token;
   if (zc != 0 && c.mr.valid()) wr.local = c.mr.tx();
-  const auto r = peers_->post(*ch, call.lane, wr);
+  const auto r = peers_->post(*ch, call.lane, wr);  // room was checked: only a dead channel refuses
   if (r.accepted != 1) {
     if (zc != 0) zc_done(zc);
     remote_ops_.erase(token);
-    complete(c, shm::Op::Reply, e.user_data, r.status == Status::Busy ? Status::Busy : Status::CallerGone);
-    return;
+    complete(c, shm::Op::Reply, e.user_data, Status::CallerGone);
+    return false;
   }
   bump(counters_.replies);
   if (write) bump(counters_.zero_copy_writes);
+  return false;
 }
 
 void Engine::op_release(ClientSession& c, const shm::SqEntry& e) {

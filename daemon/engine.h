@@ -191,7 +191,9 @@ class Engine final : private peer::ChannelEvents {
   void op_reply(ClientSession& c, const shm::SqEntry& e);
   void op_release(ClientSession& c, const shm::SqEntry& e);
   void fail_calls_of(ClientSession& gone);
-  void reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call);
+  // Returns true when the lane to the caller had no room: the Reply
+  // completes Busy and the call stays open for another Reply (or its timeout).
+  bool reply_remote(ClientSession& c, const shm::SqEntry& e, const PendingCall& call);
 
   // call_deadlines.cpp: a call's timeout (the serving side enforces it; the
   // calling side keeps a backstop for a peer that never answers).

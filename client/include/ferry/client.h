@@ -119,6 +119,12 @@ class Client {
   // it the call completes Timeout and the server's late reply CallerGone.
   Status call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,
               std::uint64_t user_data, std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) noexcept;
+  // Its OpDone: Ok; BadRequest (not an open call's token); CallerGone (the
+  // caller or its channel went away, or the call timed out);
+  // ResponseTooLarge / NotSupported (too large for the caller's buffer, or
+  // for one lane message); Busy when a remote caller's lane has no room now:
+  // the call stays open, reply again later with the same token (until the
+  // call's timeout, when the caller gets Timeout).
   Status reply(std::uint64_t token, const Buffer& response, std::uint32_t length, std::uint64_t user_data) noexcept;
   // Hands a delivered Message/Request block back to the daemon.
   void release(const Completion& delivery) noexcept;
