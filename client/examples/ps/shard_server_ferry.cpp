@@ -1,7 +1,11 @@
 // Shard over libferry: serve "ps-shard-<i>", answer each Request with a
 // Reply from a pool of response buffers preallocated in the tx arena; a
 // buffer returns to the pool on its Reply's OpDone. Requests that find the
-// pool empty (or the SQ full) wait in a preallocated queue, unreleased.
+// pool empty wait in a preallocated queue, unreleased. A request is applied
+// once: its answer stays in its buffer until the Reply completes, and a
+// Reply the SQ refuses (full) or that completes Busy (no room toward a
+// remote caller now; the call is still open) goes again from that buffer
+// with the same token.
 #include <poll.h>
 
 #include <array>
@@ -25,17 +29,18 @@ class FerryShard {
     if (!setup()) return 1;
     spec_.ready("");
     for (;;) {
+      resend_refused();
       drain_pending();
       const std::size_t n = client_->poll(batch_);
       if (n == 0) {
         if (client_->state() != Status::Ok) return fail("ferryd went away");
-        if (spec_.busy_poll && pending_.empty()) {
+        if (spec_.busy_poll && pending_.empty() && refused_.empty()) {
           if (stop_requested(0)) return 0;
           continue;
         }
         // Sleep on the completion doorbell; short timeout while requests wait.
         pollfd p[2] = {{client_->event_fd(), POLLIN, 0}, {spec_.stop_fd, POLLIN, 0}};
-        ::poll(p, 2, pending_.empty() ? -1 : 1);
+        ::poll(p, 2, pending_.empty() && refused_.empty() ? -1 : 1);
         if (p[1].revents != 0) return 0;
         continue;
       }
@@ -68,6 +73,8 @@ class FerryShard {
       buffers_.push_back(b);
       free_.push_back(i);
     }
+    sent_.resize(spec_.pool);
+    refused_.reserve(spec_.pool);
     pending_.reserve(kMaxPending);
     const auto served = client_->serve(shard_service(c.index));
     if (!served) return fail("serve " + shard_service(c.index) + ": " + std::string(to_string(served.status)));
@@ -95,19 +102,38 @@ class FerryShard {
       client_->release(c);  // ferry-ps has no one-way messages
       return;
     }
-    if (c.op == OpKind::Reply) free_.push_back(static_cast<std::uint32_t>(c.user_data));  // Ok or CallerGone
+    if (c.op != OpKind::Reply) return;
+    const auto b = static_cast<std::uint32_t>(c.user_data);
+    if (c.status == Status::Busy) {
+      refused_.push_back(b);  // the call is still open: the same answer goes again
+    } else {
+      free_.push_back(b);  // Ok, or CallerGone: nothing more to do for it
+    }
   }
 
-  // Handles and replies; false when it must wait (no buffer, SQ full).
+  // Handles and replies; false when it must wait for a response buffer.
   bool answer(const Completion& c) {
     if (free_.empty()) return false;
     const std::uint32_t b = free_.back();
     const std::size_t len = state_.handle({c.data, c.length}, buffers_[b].span().first(response_bytes_));
-    const Status st = client_->reply(c.token, buffers_[b], static_cast<std::uint32_t>(len), b);
-    if (st == Status::Busy) return false;
+    // handle() has applied the request (a push changed the shard): from
+    // here its answer is kept, and an SQ-full Busy only delays it.
     free_.pop_back();
+    sent_[b] = Sent{c.token, static_cast<std::uint32_t>(len)};
     client_->release(c);
+    if (client_->reply(c.token, buffers_[b], sent_[b].length, b) == Status::Busy) refused_.push_back(b);
     return true;
+  }
+
+  // Replies refused Busy, again, oldest first, while the SQ takes them.
+  void resend_refused() {
+    std::size_t done = 0;
+    while (done < refused_.size()) {
+      const std::uint32_t b = refused_[done];
+      if (client_->reply(sent_[b].token, buffers_[b], sent_[b].length, b) == Status::Busy) break;
+      ++done;
+    }
+    if (done > 0) refused_.erase(refused_.begin(), refused_.begin() + static_cast<std::ptrdiff_t>(done));
   }
 
   void drain_pending() {
@@ -122,6 +148,12 @@ class FerryShard {
   std::size_t response_bytes_ = 0;
   std::vector<Buffer> buffers_;
   std::vector<std::uint32_t> free_;
+  struct Sent {
+    std::uint64_t token = 0;
+    std::uint32_t length = 0;
+  };
+  std::vector<Sent> sent_;              // per buffer: the Reply it carries
+  std::vector<std::uint32_t> refused_;  // buffers whose Reply completed Busy
   std::vector<Completion> pending_;
   std::array<Completion, kCompletionBatch> batch_{};
 };
