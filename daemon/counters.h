@@ -45,7 +45,8 @@ struct Counters {
   Counter recoveries{0};
   Counter credit_stalls{0};
   Counter window_stalls{0};
-  Counter reply_stalls{0};  // Replies to a remote caller refused Busy (no room toward it); the call stays open
+  Counter reply_stalls{0};   // Replies to a remote caller refused Busy (no room toward it); the call stays open
+  Counter answer_stalls{0};  // zero-length answers held for room in their lane (flush_answers)
   // rdma large-message paths (README "Copies per path").
   Counter rendezvous_sends{0};    // our RendezvousReqs (the peer READs the payload)
   Counter rendezvous_reads{0};    // READs we issued and delivered
@@ -94,6 +95,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("credit_stalls", c.credit_stalls);
   f("window_stalls", c.window_stalls);
   f("reply_stalls", c.reply_stalls);
+  f("answer_stalls", c.answer_stalls);
   f("rendezvous_sends", c.rendezvous_sends);
   f("rendezvous_reads", c.rendezvous_reads);
   f("zero_copy_writes", c.zero_copy_writes);

@@ -268,8 +268,19 @@ class Engine final : private peer::ChannelEvents {
   void stage(std::uint32_t channel, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
              std::uint64_t call_deadline_ns);
   std::size_t retry_staged();
+  // A zero-length Response (a Send's outcome, a refusal, a call's timeout):
+  // sent now, or held when the lane's ring is full and sent by
+  // flush_answers() as room frees (dropped if the channel ends first: the
+  // caller's daemon then fails the op itself).
   void answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& to, Status status);
   void answer(std::uint32_t channel, std::uint32_t lane, const wire::Header& to, Status status);
+  std::size_t flush_answers();
+  struct HeldAnswer {
+    std::uint32_t channel = 0;
+    std::uint32_t lane = 0;
+    wire::Header header;
+  };
+  std::deque<HeldAnswer> held_answers_;  // only under back-pressure
 
   // remote_events.cpp (peer::ChannelEvents)
   void on_channel_up(peer::Channel& ch) override;

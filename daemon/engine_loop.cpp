@@ -39,6 +39,7 @@ void Engine::run() {
     for (ClientSession* c : order_) work += poll_submissions(*c);
     work += retry_parked();
     work += retry_staged();
+    work += flush_answers();
     work += expire_calls();
     flush_completions();
     reap_doomed();
@@ -145,7 +146,7 @@ void Engine::sleep_until_work() {
   if (all_idle && commands_.read_available() == 0) {
     // Parked deliveries and CQ overflows wait for room that frees without a
     // doorbell (the client reading its CQ), so they need a periodic look.
-    bool pending = !parked_endpoints_.empty() || !unsent_events_.empty() || !staged_.empty();
+    bool pending = !parked_endpoints_.empty() || !unsent_events_.empty() || !staged_.empty() || !held_answers_.empty();
     for (ClientSession* c : order_) pending = pending || !c->overflow.empty();
     // Channels need their heartbeats and deadlines looked at even when quiet.
     int timeout = pending ? kBusyPollMs : peers_->channel_count() != 0 ? kPeerTickMs : -1;

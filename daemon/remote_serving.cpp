@@ -36,7 +36,30 @@ void Engine::answer(peer::Channel& ch, std::uint32_t lane, const wire::Header& t
   h.status = status;
   h.dst_ep = to.src_ep;
   h.token = to.token;
+  if (!peers_->has_room(ch, lane)) {
+    held_answers_.push_back(HeldAnswer{ch.id, lane, h});
+    bump(counters_.answer_stalls);
+    return;
+  }
   peers_->send(ch, lane, h, nullptr, 0, 0, false);
+}
+
+std::size_t Engine::flush_answers() {
+  if (held_answers_.empty()) return 0;
+  std::size_t sent = 0;
+  for (auto it = held_answers_.begin(); it != held_answers_.end();) {
+    peer::Channel* ch = peers_->find(it->channel);
+    if (ch == nullptr || !ch->usable()) {
+      it = held_answers_.erase(it);  // the channel ended: its ops fail at the caller's daemon
+    } else if (peers_->has_room(*ch, it->lane)) {
+      peers_->send(*ch, it->lane, it->header, nullptr, 0, 0, false);
+      it = held_answers_.erase(it);
+      ++sent;
+    } else {
+      ++it;
+    }
+  }
+  return sent;
 }
 
 void Engine::answer(std::uint32_t channel, std::uint32_t lane, const wire::Header& to, Status status) {
