@@ -177,7 +177,7 @@ int run_mute_server(const std::string& socket, const Gate& ready, const Gate& al
   return 0;
 }
 
-// kCalls calls with a 1.5 s timeout to `target`: every one must complete
+// kCalls calls with a 3 s timeout to `target`: every one must complete
 // Timeout, exactly once.
 int run_timed_out_calls(const std::string& socket, const std::string& target) {
   auto c = attach_retry(socket, "timed-out-calls");
@@ -198,7 +198,7 @@ int run_timed_out_calls(const std::string& socket, const std::string& target) {
   while (completed < kCalls) {
     if (Clock::now() > deadline) return fail(113, "timed-out-calls: %u of %u calls completed", completed, kCalls);
     while (next < kCalls) {
-      const Status s = c->call(ep.value, req, kSize, resp[next], next, std::chrono::milliseconds(1500));
+      const Status s = c->call(ep.value, req, kSize, resp[next], next, std::chrono::milliseconds(3000));
       if (s == Status::Busy) break;
       if (s != Status::Ok) return fail(114, "timed-out-calls: call %u: %s", next, std::string(to_string(s)).c_str());
       ++next;
@@ -276,11 +276,11 @@ TEST_CASE("answers with no room in their lane are held and sent as it drains: ev
   const pid_t caller = cl.spawn_on(0, [&] { return run_timed_out_calls(a.socket(), target); });
   const bool arrived = all_in.wait(40s);
   CHECK(arrived);
-  // The calls time out at B 1.5 s after they arrived, while A is stopped:
+  // The calls time out at B 3 s after they arrived, while A is stopped:
   // B's Timeout answers fill the lane's ring and the rest are held.
   if (arrived) CHECK(stop_until_stalled(cl, "answer_stalls") > 0);
   // Held answers go as soon as A acknowledges again; a lost one would wait
-  // for A's backstop (1.5 s + 2 x 10 s + 1 s) and fail the channel.
+  // for A's backstop (3 s + 2 x 10 s + 1 s) and fail the channel.
   const int caller_rc = reap(caller, 8s);
   stop.signal();
   const int server_rc = reap(server, 10s);
