@@ -19,6 +19,11 @@ namespace {
 
 constexpr std::uint32_t kMask = ChannelManager::kBacklogCapacity - 1;
 
+// The lane's ring holds its posted-unconfirmed and waiting WRs together.
+bool ring_full(const Lane& l) noexcept {
+  return l.stats.unconfirmed + l.stats.backlog >= ChannelManager::kBacklogCapacity;
+}
+
 }  // namespace
 
 ChannelManager::LaneRing* ChannelManager::ring_of(std::uint32_t channel, std::uint32_t lane) noexcept {
@@ -29,7 +34,7 @@ ChannelManager::LaneRing* ChannelManager::ring_of(std::uint32_t channel, std::ui
 bool ChannelManager::has_room(const Channel& ch, std::uint32_t lane) const noexcept {
   if (!ch.usable() || ch.lane_count == 0) return true;  // post() reports PeerReset, not Busy
   const Lane& l = ch.lanes[lane % ch.lane_count];
-  return rings_.contains(ch.id) && l.stats.unconfirmed + l.stats.backlog < kBacklogCapacity;
+  return rings_.contains(ch.id) && !ring_full(l);
 }
 
 transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept {
@@ -41,7 +46,7 @@ transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, tran
   const std::uint32_t li = lane % ch.lane_count;
   Lane& l = ch.lanes[li];
   LaneRing* ring = ring_of(ch.id, li);
-  if (ring == nullptr || l.stats.unconfirmed + l.stats.backlog >= kBacklogCapacity) {
+  if (ring == nullptr || ring_full(l)) {
     r.status = Status::Busy;
     return r;
   }

@@ -175,9 +175,9 @@ class ChannelManager {
   // until that. Busy only when the lane's ring is full; PeerReset when the
   // channel is not usable.
   transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
-  // Whether post() on this lane would take one more WR now (not Busy): a
-  // caller that must prepare before posting (open memory windows) asks
-  // first, so a full lane costs it nothing per retry.
+  // Whether post() on this lane would take one more WR now (not Busy).
+  // Callers ask first when a refusal must not cost them work done before
+  // the post (memory windows opened, a Reply's token used, an answer lost).
   bool has_room(const Channel& ch, std::uint32_t lane) const noexcept;
 
   // WRs a lane holds at most: posted and unconfirmed plus waiting.

@@ -20,8 +20,10 @@
 
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/integration/traffic.h"
@@ -110,30 +112,31 @@ int run_holding_server(const std::string& socket, const Gate& ready, const Gate&
   return 0;
 }
 
-// Keeps kCalls calls in flight to `target`; every one must complete Ok once
-// with its own request echoed.
-int run_many_calls(const std::string& socket, const std::string& target) {
-  auto c = attach_retry(socket, "many-calls");
-  if (!c) return fail(90, "many-calls: attach");
+// Keeps kCalls calls (each with its own request payload and `timeout`) in
+// flight to `target`; every one must complete `expect` exactly once, an Ok
+// one with its own request echoed.
+int run_calls(const std::string& socket, const std::string& target, std::chrono::milliseconds timeout, Status expect) {
+  auto c = attach_retry(socket, "calls");
+  if (!c) return fail(90, "calls: attach");
   auto ep = open_retry(*c, target);
-  if (!ep) return fail(91, "many-calls: open: %s", std::string(to_string(ep.status)).c_str());
+  if (!ep) return fail(91, "calls: open: %s", std::string(to_string(ep.status)).c_str());
   std::vector<Buffer> req(kCalls), resp(kCalls);
   std::vector<bool> done(kCalls, false);
   for (std::uint32_t i = 0; i < kCalls; ++i) {
     req[i] = c->alloc(kSize);
     resp[i] = c->alloc(kSize);
-    if (!req[i] || !resp[i]) return fail(92, "many-calls: alloc %u", i);
+    if (!req[i] || !resp[i]) return fail(92, "calls: alloc %u", i);
     fill_payload(req[i].data, kSize, 7, i);
   }
   Completion out[64];
   std::uint32_t next = 0, completed = 0;
   const auto deadline = Clock::now() + 50s;
   while (completed < kCalls) {
-    if (Clock::now() > deadline) return fail(93, "many-calls: %u of %u calls completed", completed, kCalls);
+    if (Clock::now() > deadline) return fail(93, "calls: %u of %u calls completed", completed, kCalls);
     while (next < kCalls) {
-      const Status s = c->call(ep.value, req[next], kSize, resp[next], next, std::chrono::seconds(45));
+      const Status s = c->call(ep.value, req[next], kSize, resp[next], next, timeout);
       if (s == Status::Busy) break;
-      if (s != Status::Ok) return fail(94, "many-calls: call %u: %s", next, std::string(to_string(s)).c_str());
+      if (s != Status::Ok) return fail(94, "calls: call %u: %s", next, std::string(to_string(s)).c_str());
       ++next;
     }
     const std::size_t n = c->wait(out, 10ms);
@@ -141,12 +144,11 @@ int run_many_calls(const std::string& socket, const std::string& target) {
       const Completion& e = out[k];
       const auto i = static_cast<std::uint32_t>(e.user_data);
       if (e.kind != Completion::Kind::OpDone || e.op != OpKind::Call || i >= kCalls || done[i])
-        return fail(95, "many-calls: unexpected or second completion (%llu)",
-                    static_cast<unsigned long long>(e.user_data));
-      if (e.status != Status::Ok)
-        return fail(96, "many-calls: call %u completed %s", i, std::string(to_string(e.status)).c_str());
-      if (e.length != kSize || !check_payload(resp[i].data, kSize, 7, i))
-        return fail(97, "many-calls: call %u: wrong echo", i);
+        return fail(95, "calls: unexpected or second completion (%llu)", static_cast<unsigned long long>(e.user_data));
+      if (e.status != expect)
+        return fail(96, "calls: call %u completed %s", i, std::string(to_string(e.status)).c_str());
+      if (expect == Status::Ok && (e.length != kSize || !check_payload(resp[i].data, kSize, 7, i)))
+        return fail(97, "calls: call %u: wrong echo", i);
       done[i] = true;
       ++completed;
     }
@@ -177,46 +179,6 @@ int run_mute_server(const std::string& socket, const Gate& ready, const Gate& al
   return 0;
 }
 
-// kCalls calls with a 3 s timeout to `target`: every one must complete
-// Timeout, exactly once.
-int run_timed_out_calls(const std::string& socket, const std::string& target) {
-  auto c = attach_retry(socket, "timed-out-calls");
-  if (!c) return fail(110, "timed-out-calls: attach");
-  auto ep = open_retry(*c, target);
-  if (!ep) return fail(111, "timed-out-calls: open: %s", std::string(to_string(ep.status)).c_str());
-  Buffer req = c->alloc(kSize);
-  std::vector<Buffer> resp(kCalls);
-  for (auto& r : resp) {
-    r = c->alloc(kSize);
-    if (!r) return fail(112, "timed-out-calls: alloc");
-  }
-  if (!req) return fail(112, "timed-out-calls: alloc");
-  std::vector<bool> done(kCalls, false);
-  Completion out[64];
-  std::uint32_t next = 0, completed = 0;
-  const auto deadline = Clock::now() + 50s;
-  while (completed < kCalls) {
-    if (Clock::now() > deadline) return fail(113, "timed-out-calls: %u of %u calls completed", completed, kCalls);
-    while (next < kCalls) {
-      const Status s = c->call(ep.value, req, kSize, resp[next], next, std::chrono::milliseconds(3000));
-      if (s == Status::Busy) break;
-      if (s != Status::Ok) return fail(114, "timed-out-calls: call %u: %s", next, std::string(to_string(s)).c_str());
-      ++next;
-    }
-    const std::size_t n = c->wait(out, 10ms);
-    for (std::size_t k = 0; k < n; ++k) {
-      const auto i = static_cast<std::uint32_t>(out[k].user_data);
-      if (out[k].kind != Completion::Kind::OpDone || out[k].op != OpKind::Call || i >= kCalls || done[i])
-        return fail(115, "timed-out-calls: unexpected or second completion");
-      if (out[k].status != Status::Timeout)
-        return fail(116, "timed-out-calls: call %u completed %s", i, std::string(to_string(out[k].status)).c_str());
-      done[i] = true;
-      ++completed;
-    }
-  }
-  return 0;
-}
-
 DaemonFlags one_lane_no_windows() {
   DaemonFlags f;
   f.channel_conns = 1;
@@ -237,6 +199,32 @@ std::uint64_t stop_until_stalled(const Cluster& cl, const char* stall_counter, c
   return stalls;
 }
 
+// One run: node 1 serves (`server` signals `ready`, then `all_in` once every
+// call arrived), node 0 calls; once all arrived, node 0's daemon is stopped
+// until node 1's `stall_counter` moves (`go` is signalled right after the
+// stop), then resumed; the caller must be done within `caller_within` of
+// that; `stop` is signalled after it. Returns {caller's, server's exit code}.
+struct StoppedRun {
+  std::function<int()> server, caller;
+  const Gate* ready = nullptr;
+  const Gate* all_in = nullptr;
+  const Gate* go = nullptr;
+  const Gate* stop = nullptr;
+  const char* stall_counter = "";
+  std::chrono::milliseconds caller_within{60s};
+};
+std::pair<int, int> run_with_caller_daemon_stopped(const Cluster& cl, const StoppedRun& r) {
+  const pid_t server = cl.spawn_on(1, r.server);
+  REQUIRE(r.ready->wait(10s));
+  const pid_t caller = cl.spawn_on(0, r.caller);
+  const bool arrived = r.all_in->wait(40s);
+  CHECK(arrived);
+  if (arrived) CHECK(stop_until_stalled(cl, r.stall_counter, r.go) > 0);
+  const int caller_rc = reap(caller, r.caller_within);
+  if (r.stop != nullptr) r.stop->signal();
+  return {caller_rc, reap(server, 30s)};
+}
+
 }  // namespace
 
 TEST_CASE("a Reply with no room toward its caller completes Busy and keeps the call: replied again, every call Ok") {
@@ -244,17 +232,12 @@ TEST_CASE("a Reply with no room toward its caller completes Busy and keeps the c
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
   INFO("mode " << to_string(cl.mode()) << ", A " << a.listen() << ", B " << b.listen());
-
   Gate ready, all_in, go;
-  const pid_t server = cl.spawn_on(1, [&] { return run_holding_server(b.socket(), ready, all_in, go); });
-  REQUIRE(ready.wait(10s));
   const std::string target = b.target("hold");
-  const pid_t caller = cl.spawn_on(0, [&] { return run_many_calls(a.socket(), target); });
-  const bool arrived = all_in.wait(40s);
-  CHECK(arrived);
-  if (arrived) CHECK(stop_until_stalled(cl, "reply_stalls", &go) > 0);
-  const int caller_rc = reap(caller, 60s);
-  const int server_rc = reap(server, 30s);
+  const auto [caller_rc, server_rc] =
+      run_with_caller_daemon_stopped(cl, {[&] { return run_holding_server(b.socket(), ready, all_in, go); },
+                                          [&] { return run_calls(a.socket(), target, 45s, Status::Ok); }, &ready,
+                                          &all_in, &go, nullptr, "reply_stalls", 60s});
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
   CHECK(caller_rc == 0);
   CHECK(server_rc == 0);
@@ -268,22 +251,16 @@ TEST_CASE("answers with no room in their lane are held and sent as it drains: ev
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
   INFO("mode " << to_string(cl.mode()) << ", A " << a.listen() << ", B " << b.listen());
-
   Gate ready, all_in, stop;
-  const pid_t server = cl.spawn_on(1, [&] { return run_mute_server(b.socket(), ready, all_in, stop); });
-  REQUIRE(ready.wait(10s));
   const std::string target = b.target("mute");
-  const pid_t caller = cl.spawn_on(0, [&] { return run_timed_out_calls(a.socket(), target); });
-  const bool arrived = all_in.wait(40s);
-  CHECK(arrived);
   // The calls time out at B 3 s after they arrived, while A is stopped:
-  // B's Timeout answers fill the lane's ring and the rest are held.
-  if (arrived) CHECK(stop_until_stalled(cl, "answer_stalls") > 0);
-  // Held answers go as soon as A acknowledges again; a lost one would wait
-  // for A's backstop (3 s + 2 x 10 s + 1 s) and fail the channel.
-  const int caller_rc = reap(caller, 8s);
-  stop.signal();
-  const int server_rc = reap(server, 10s);
+  // B's Timeout answers fill the lane's ring and the rest are held. Held
+  // answers go as soon as A acknowledges again; a lost one would wait for
+  // A's backstop (3 s + 2 x 10 s + 1 s) and fail the channel: 8 s is the bound.
+  const auto [caller_rc, server_rc] =
+      run_with_caller_daemon_stopped(cl, {[&] { return run_mute_server(b.socket(), ready, all_in, stop); },
+                                          [&] { return run_calls(a.socket(), target, 3s, Status::Timeout); }, &ready,
+                                          &all_in, nullptr, &stop, "answer_stalls", 8s});
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
   CHECK(caller_rc == 0);
   CHECK(server_rc == 0);
