@@ -36,11 +36,25 @@ ferry_build() {
   ferry_configure "$FERRY_REPO/build" "${opts[@]}" && ferry_compile "$FERRY_REPO/build"
 }
 
-# ferry_build_asan: build-asan/, the whole tree under AddressSanitizer and
-# UndefinedBehaviorSanitizer (gcc).
+# Sanitizer trees are large (UBSan's per-check data and its relocations, at
+# -O0): they keep line tables only (-g1; a sanitizer's stack trace still
+# names file:line) and pack their relative relocations (DT_RELR, binutils
+# 2.38+ with glibc 2.36+, both in Debian 12), together about half the disk.
+# A fresh CI machine may have only a few GiB free.
+ferry_sanitizer_opts=(-Dcpp_args=-g1 -Dcpp_link_args=-Wl,-z,pack-relative-relocs)
+
+# ferry_build_asan SUITE...: build-asan/ under AddressSanitizer and
+# UndefinedBehaviorSanitizer (gcc), only what SUITE...'s tests run: their
+# executables and the programs they depend on (ferryd, ferryctl, ...). The
+# rest of the tree is built and tested in build/.
 ferry_build_asan() {
-  ferry_configure "$FERRY_REPO/build-asan" -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbuildtype=debug -Dwerror=true && ferry_compile "$FERRY_REPO/build-asan"
+  local dir=$FERRY_REPO/build-asan
+  ferry_configure "$dir" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debug -Dwerror=true "${ferry_sanitizer_opts[@]}" || return 1
+  local -a targets
+  local suite
+  mapfile -t targets < <(for suite in "$@"; do ferry_test_list "$dir" suite "$suite" target; done | sort -u)
+  [[ ${#targets[@]} -eq 0 ]] || ferry_compile "$dir" "${targets[@]}"
 }
 
 # ferry_build_fuzz: build-fuzz/, clang with ASan/UBSan for the libFuzzer
@@ -61,7 +75,8 @@ ferry_build_fuzz() {
 # rings): building the whole tree a fourth time would not be cheap.
 ferry_build_tsan_targets() {
   local dir=$FERRY_REPO/build-tsan
-  ferry_configure "$dir" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug || return 1
+  ferry_configure "$dir" -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug \
+    "${ferry_sanitizer_opts[@]}" || return 1
   local -a targets
   mapfile -t targets < <(ferry_test_list "$dir" name "$1" target)
   [[ ${#targets[@]} -eq 0 ]] || ferry_compile "$dir" "${targets[@]}"
@@ -69,25 +84,35 @@ ferry_build_tsan_targets() {
 
 # ferry_test_list DIR suite|name PATTERN name|target: meson tests of DIR in
 # suite PATTERN (or whose name matches the regex PATTERN), printed as test
-# names or as the ninja targets of their executables.
+# names or as the ninja targets they need: their executables and the targets
+# they depend on (a test's `depends:`, e.g. the ferryd it starts), each once.
 ferry_test_list() {
   python3 - "$@" <<'PY'
 import json, os, re, sys
 d, by, pattern, what = sys.argv[1:]
 d = os.path.abspath(d)
-p = os.path.join(d, 'meson-info', 'intro-tests.json')
-for t in (json.load(open(p)) if os.path.exists(p) else []):
+info = os.path.join(d, 'meson-info')
+def load(name):
+    p = os.path.join(info, name)
+    return json.load(open(p)) if os.path.exists(p) else []
+files_of = {t['id']: t['filename'] for t in load('intro-targets.json')}
+out = []
+for t in load('intro-tests.json'):
     if by == 'suite':
         hit = pattern in [s.split(':', 1)[-1] for s in t['suite']]
     else:
         hit = re.search(pattern, t['name']) is not None
     if not hit:
         continue
-    exe = t['cmd'][0]
     if what == 'name':
-        print(t['name'])
-    elif exe.startswith(d + '/'):
-        print(os.path.relpath(exe, d))
+        out.append(t['name'])
+        continue
+    paths = [t['cmd'][0]]
+    for dep in t.get('depends', []):
+        paths += files_of.get(dep, [])
+    out += [os.path.relpath(p, d) for p in paths if p.startswith(d + '/')]
+for line in dict.fromkeys(out):
+    print(line)
 PY
 }
 

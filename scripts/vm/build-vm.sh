@@ -2,10 +2,13 @@
 # Builds the Soft-RoCE test VM: a Debian 6.1 kernel (downloaded, never
 # installed on the host) plus a busybox-static initramfs that loads rdma_rxe
 # and its dependencies, mounts the host root read-only over 9p and runs one
-# command in it. See /work/shared/RDMA-VM.md for why it is shaped this way.
+# command in it. See README.md ("The Soft-RoCE VM") for why it is shaped this way.
 #
 # Output (reused when present): .vm-cache/vmlinuz, .vm-cache/initramfs.gz,
-# .vm-cache/kernel-version. Prints the cache folder on success.
+# .vm-cache/kernel-version. Prints the cache folder on success. The kernel
+# package (.deb, ~70 MB) stays in the cache; its unpacked tree (~400 MB) is
+# removed once the initramfs is built and unpacked again only when the init
+# script changes. Packages of other kernels are removed.
 # Exit status: 0 built or reused; 2 cannot build (no kernel package
 # reachable, missing tool), with the reason on stderr.
 set -euo pipefail
@@ -112,5 +115,9 @@ install -m 0755 "$init_src" "$root/init"
 mv "$cache/initramfs.gz.tmp" "$cache/initramfs.gz"
 echo "$kver" >"$cache/kernel-version"
 echo "$stamp" >"$cache/stamp"
+rm -rf "$tree"
+for stale in "$cache"/linux-image-*.deb "$cache"/kernel-[0-9]*; do
+  [[ -e $stale && $stale != "$deb" ]] && rm -rf "$stale"
+done
 echo "build-vm: kernel $kver, $(wc -l <"$root/modules.list") modules in initramfs" >&2
 echo "$cache"
