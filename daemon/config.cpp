@@ -210,7 +210,10 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
 
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(general).run(), vm);
+    // No guessing: boost would take an unambiguous prefix for the whole name
+    // (`--socket` for `--socket-group`), so a mistyped flag would set another.
+    constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(general).style(kStyle).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: ferryd [options]\n" << general << "\n";
       out.exit_code = 0;

@@ -6,9 +6,12 @@
                             loopback / through a real ferryd started here
   check-fails               the same check with an injected fault (a dropped
                             push) must exit non-zero: the check can fail
+  check-ferry-pool1         check-ferry with one response buffer per shard
+                            and 4 workers: requests queue in the shard for the
+                            buffer (the shard must say so on stderr) and are
+                            each applied once
   check-remote              two ferryds (--listen on loopback), workers on A,
-                            shards on B, --target B; skipped (77) while the
-                            daemon answers remote opens with NotSupported
+                            shards on B, --target B
   bench-json-ferry / -tcp   `ferry-ps bench --json` prints the contract fields
                             with coherent values and writes the latency dump
 Every subprocess runs with a timeout; daemons are stopped on exit.
@@ -16,6 +19,7 @@ Every subprocess runs with a timeout; daemons are stopped on exit.
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -150,6 +154,19 @@ def main():
             if p.returncode != 0:
                 d.dump()
             check_ok(p, "check ferry")
+        elif case == "check-ferry-pool1":
+            need_ferryd(a.ferryd)
+            d = Daemon(a.ferryd)
+            daemons.append(d)
+            args = list(SMALL)
+            args[args.index("--workers") + 1] = "4"
+            p = run([a.ps, "check", "--transport", "ferry", "--socket", d.socket, "--shard-pool", "1"] + args)
+            if p.returncode != 0:
+                d.dump()
+            check_ok(p, "check ferry, pool 1")
+            waited = re.findall(r"ferry-ps shard \d+: (\d+) requests waited for a response buffer \(pool 1\)", p.stderr)
+            if not waited or sum(int(n) for n in waited) == 0:
+                fail("no request waited for a response buffer (the path under test did not run): %r" % p.stderr)
         elif case == "check-remote":
             need_ferryd(a.ferryd)
             pa, pb = free_port(), free_port()
@@ -159,9 +176,6 @@ def main():
             daemons.append(db)
             p = run([a.ps, "check", "--transport", "ferry", "--socket", da.socket, "--server-socket", db.socket,
                      "--target", "127.0.0.1:%d" % pb] + SMALL)
-            if p.returncode != 0 and "NotSupported" in p.stderr:
-                print("SKIP: ferryd answers remote opens with NotSupported (daemon-to-daemon channels not in yet)")
-                sys.exit(SKIP)
             check_ok(p, "check remote")
         elif case.startswith("bench-json-"):
             transport = case[len("bench-json-"):]

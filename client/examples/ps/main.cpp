@@ -37,7 +37,7 @@ int run_server(const PsOptions& o) {
   spec.socket = o.socket;
   spec.listen = o.listen.empty() ? "127.0.0.1:0" : o.listen;
   spec.max_batch = w.batch;
-  spec.pool = 64;
+  spec.pool = o.shard_pool != 0 ? o.shard_pool : 64;
   spec.busy_poll = o.busy_poll;
   spec.stop_fd = stop[0];
   spec.ready = [&](const std::string& info) {

@@ -166,7 +166,7 @@ bool Fleet::start_shards(std::string* error) {
       spec.socket = o_.server_socket;
       spec.listen = host + ":0";
       spec.max_batch = w.batch;
-      spec.pool = 2 * o_.workers + 4;
+      spec.pool = o_.shard_pool != 0 ? o_.shard_pool : 2 * o_.workers + 4;
       spec.busy_poll = o_.busy_poll;
       spec.stop_fd = ready.stop_fd();
       spec.ready = [&](const std::string& info) { ready.ready(info); };

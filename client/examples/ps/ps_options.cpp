@@ -27,10 +27,11 @@ constexpr const char* kUsage = R"(usage:
                   [--socket PATH] [--server-socket PATH] [--target HOST:PORT] [--json]
                   [--latency-dump FILE] [--batch B] [--skew S] [--lr LR] [--dense F]
                   [--warmup I] [--seed N] [--busy-poll] [--worker-netns NS] [--shard-netns NS]
+                  [--shard-pool N]
   ferry-ps check  (same options; deterministic run, then every parameter is compared
                   with a sequential in-process reference; exit 0 only when all match)
   ferry-ps server --shard i/n --keys K --dim D [--transport ferry|tcp] [--socket PATH]
-                  [--listen HOST:PORT] [--batch B] [--dense F] [--lr LR]
+                  [--listen HOST:PORT] [--batch B] [--dense F] [--lr LR] [--shard-pool N]
   ferry-ps worker --worker-id W --shards M --keys K --dim D --iters I [--transport ferry|tcp]
                   [--socket PATH] [--target HOST:PORT] [--shard-addrs A,B,...]
 
@@ -41,7 +42,9 @@ of the shards' daemon (workers open HOST:PORT/ps-shard-<i>); for tcp, the host t
 shards listen on (default 127.0.0.1, ports chosen by the OS).
 --json: last stdout line is one JSON object (pull/push mean/p50/p99/p999 us, ops_per_s,
 cpu_us_per_op over workers + shards + daemons, rss_kb). --latency-dump FILE writes
-"pull|push <microseconds>" lines. --fault-skip-push IT (tests): worker 0 drops that push.
+"pull|push <microseconds>" lines. --shard-pool N: response buffers of each ferry shard,
+replies in flight at once; requests beyond wait in the shard (default 2 x workers + 4,
+server 64). --fault-skip-push IT (tests): worker 0 drops that push.
 )";
 
 bool parse_u64(const char* s, std::uint64_t* out) {
@@ -152,6 +155,8 @@ int parse_options(int argc, char** argv, PsOptions* o) {
       o->worker_netns = v;
     else if (a == "--shard-netns")
       o->shard_netns = v;
+    else if (a == "--shard-pool")
+      ok = parse_u32(v, &o->shard_pool, 1, 4096);
     else if (a == "--fault-skip-push")
       ok = parse_u32(v, &o->fault_skip_push, 0, UINT32_MAX - 1);
     else if (a == "--worker-id")

@@ -30,6 +30,7 @@ struct PsOptions {
   std::vector<std::string> shard_addresses;  // worker --transport tcp
   bool json = false;
   bool busy_poll = false;
+  std::uint32_t shard_pool = 0;  // ferry shards' response buffers; 0: 2 x workers + 4 (bench/check), 64 (server)
   std::string latency_dump;
   std::string worker_netns;  // bench/check: run workers / shards inside these network namespaces
   std::string shard_netns;

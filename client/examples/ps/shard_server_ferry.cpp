@@ -1,7 +1,7 @@
 // Shard over libferry: serve "ps-shard-<i>", answer each Request with a
 // Reply from a pool of response buffers preallocated in the tx arena; a
 // buffer returns to the pool on its Reply's OpDone. Requests that find the
-// pool empty wait in a preallocated queue, unreleased. A request is applied
+// pool empty wait in a queue, unreleased (bounded by the rx arena). A request is applied
 // once: its answer stays in its buffer until the Reply completes, and a
 // Reply the SQ refuses (full) or that completes Busy (no room toward a
 // remote caller now; the call is still open) goes again from that buffer
@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include <array>
+#include <cstdio>
 #include <vector>
 
 #include "ferry/client.h"
@@ -19,11 +20,22 @@ namespace ferry::ps {
 namespace {
 
 constexpr std::size_t kCompletionBatch = 64;
-constexpr std::size_t kMaxPending = 4096;
+// Requests that wait for a response buffer: the capacity reserved up front.
+// The queue may grow past it (never drops a request); what bounds it is the
+// rx arena, where each waiting request still holds its bytes.
+constexpr std::size_t kPendingReserve = 4096;
 
 class FerryShard {
  public:
   FerryShard(ShardState& state, const ShardServerSpec& spec) : state_(state), spec_(spec) {}
+
+  // Says on stderr how many requests had to wait for a response buffer (a
+  // pool too small for the load), when any did.
+  ~FerryShard() {
+    if (waited_ == 0) return;
+    std::fprintf(stderr, "ferry-ps shard %u: %llu requests waited for a response buffer (pool %u)\n",
+                 state_.config().index, static_cast<unsigned long long>(waited_), spec_.pool);
+  }
 
   int run() {
     if (!setup()) return 1;
@@ -75,7 +87,7 @@ class FerryShard {
     }
     sent_.resize(spec_.pool);
     refused_.reserve(spec_.pool);
-    pending_.reserve(kMaxPending);
+    pending_.reserve(kPendingReserve);
     const auto served = client_->serve(shard_service(c.index));
     if (!served) return fail("serve " + shard_service(c.index) + ": " + std::string(to_string(served.status)));
     return true;
@@ -94,7 +106,8 @@ class FerryShard {
   void on_completion(const Completion& c) {
     if (c.kind == Completion::Kind::Request) {
       if (!pending_.empty() || !answer(c)) {
-        if (pending_.size() < kMaxPending) pending_.push_back(c);
+        pending_.push_back(c);
+        ++waited_;
       }
       return;
     }
@@ -155,6 +168,7 @@ class FerryShard {
   std::vector<Sent> sent_;              // per buffer: the Reply it carries
   std::vector<std::uint32_t> refused_;  // buffers whose Reply completed Busy
   std::vector<Completion> pending_;
+  std::uint64_t waited_ = 0;  // requests that queued for a response buffer
   std::array<Completion, kCompletionBatch> batch_{};
 };
 

@@ -74,6 +74,8 @@ TEST_CASE("bad values exit 2") {
       {"--listen", "nohost"},
       {"--listen", "h:0"},
       {"--no-such-flag"},
+      {"--socket", "/tmp/x.sock"},  // a prefix of --socket-group: not taken for it
+      {"--sq", "256"},              // a prefix of --sq-entries
       {"--config", "/nonexistent/ferryd.ini"},
   };
   for (const auto& args : bad) {
