@@ -72,7 +72,10 @@ class Gate {
 std::unique_ptr<Client> attach_retry(const std::string& socket, const std::string& name,
                                      std::chrono::milliseconds within = 3s);
 
-// Child-side failure report: prints to stderr and returns `code`.
+// Child-side failure report: prints to stderr and returns `code`, the
+// child's exit status. A code of 0 or 77 (meson's "skipped", should the
+// status ever reach meson) is returned as 1, so a failure never reads as a
+// pass or a skip.
 int fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // Opens `target` on `c`, retrying ServiceNotFound until the deadline (the

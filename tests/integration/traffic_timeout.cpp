@@ -106,7 +106,7 @@ int run_timeout_caller(const TimeoutCallerSpec& spec, const Gate& timed_out, con
   if (ms < spec.expect_ms.count()) return fail(76, "timeout caller: Timeout after %lld ms, too early", (long long)ms);
   timed_out.signal();
   // 2. The server replies late; its daemon refuses it, nothing lands here.
-  if (!late_done.wait(60s)) return fail(77, "timeout caller: the server never replied late");
+  if (!late_done.wait(60s)) return fail(84, "timeout caller: the server never replied late");
   for (std::uint32_t i = 0; i < resp.capacity; ++i) {
     if (resp.data[i] != std::byte{0}) return fail(78, "timeout caller: the late reply wrote byte %u", i);
   }

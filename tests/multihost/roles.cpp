@@ -130,7 +130,7 @@ int run_until_reset(const UntilResetSpec& spec) {
       if (e.kind != Completion::Kind::OpDone || e.op != OpKind::Call)
         return fail(76, "until-reset: unexpected completion");
       if (e.user_data >= slots.size() || !slots[e.user_data].busy)
-        return fail(77, "until-reset: completion for call slot %llu that is not in flight (duplicate?)",
+        return fail(83, "until-reset: completion for call slot %llu that is not in flight (duplicate?)",
                     (unsigned long long)e.user_data);
       Slot& s = slots[e.user_data];
       s.busy = false;
