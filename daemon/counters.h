@@ -22,11 +22,11 @@ struct Counters {
   Counter bytes_copied{0};  // payload bytes memcpy'd between clients
   Counter parked{0};        // deliveries that had to wait for receiver space
   Counter timeouts{0};
-  Counter call_timeouts{0};
-  Counter key_windows{0};   // per-call remote keys opened (rdma memory windows)  // calls a server held past their
-                            // timeout (this daemon's servers)
-  Counter cq_overflows{0};  // completions that went to a private overflow queue
+  Counter call_timeouts{0};  // calls a server held past their timeout (this daemon's servers)
+  Counter key_windows{0};    // per-call remote keys opened (rdma memory windows)
+  Counter cq_overflows{0};   // completions that went to a private overflow queue
   Counter engine_sleeps{0};
+  Counter spin_skips{0};  // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
   Counter corrupt_rings{0};
   // Channels between daemons.
   Counter peer_connects{0};      // channels that came Up
@@ -79,6 +79,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("key_windows", c.key_windows);
   f("cq_overflows", c.cq_overflows);
   f("engine_sleeps", c.engine_sleeps);
+  f("spin_skips", c.spin_skips);
   f("corrupt_rings", c.corrupt_rings);
   f("peer_connects", c.peer_connects);
   f("peer_failures", c.peer_failures);

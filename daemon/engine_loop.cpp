@@ -28,9 +28,12 @@ void Engine::assert_owner() const noexcept {
 
 void Engine::run() {
   owner_ = std::this_thread::get_id();
-  const SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us);
+  SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us);
   std::uint64_t idle_since = mono_ns();
   bool after_work = false;  // the idle period began with a turn that did work
+  // The stretch awaits answers (SpinPolicy::awaits_answers): since when.
+  bool awaiting = false;
+  std::uint64_t awaiting_since = 0;
   while (!stop_) {
     turn_ns_ = mono_ns();
     std::size_t work = drain_commands();
@@ -44,10 +47,21 @@ void Engine::run() {
     flush_completions();
     reap_doomed();
     flush_events();
+    const bool answers_due = calls_.size() != 0 || remote_ops_.size() != 0;
     if (work != 0) {
+      if (awaiting) spin.record_wait(turn_ns_ - awaiting_since);
+      awaiting = false;
       idle_since = turn_ns_;
       after_work = true;
-    } else if (turn_ns_ - idle_since >= spin.budget_ns(after_work, calls_.size() != 0 || remote_ops_.size() != 0)) {
+      continue;
+    }
+    const bool awaits = SpinPolicy::awaits_answers(after_work, answers_due);
+    if (awaits && !awaiting) {
+      awaiting = true;  // until work comes, through any sleeps
+      awaiting_since = idle_since;
+    }
+    if (turn_ns_ - idle_since >= spin.budget_ns(after_work, answers_due)) {
+      if (awaits && !spin.spin_pays()) bump(counters_.spin_skips);
       sleep_until_work();
       idle_since = mono_ns();
       after_work = false;

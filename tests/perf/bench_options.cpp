@@ -29,6 +29,8 @@ constexpr const char* kUsage =
     "  --target HOST:PORT  tcp-rpc: an existing `ferry-bench tcp-server`; remote-rpc: the server daemon\n"
     "  --listen HOST:PORT  tcp-server / forked tcp-rpc server address (default 127.0.0.1:0)\n"
     "  --busy-poll         ferry scenarios: client and server spin on completions (default: sleep)\n"
+    "  --server-delay-us N local-rpc, remote-rpc: the server holds each call N us before it\n"
+    "                      answers (sleeping), like a server that computes (default 0)\n"
     "  --senders N         incast: sender processes (default 16), round-robin over the --socket list\n"
     "  --stall-senders N   incast: N more senders to a second service whose process stops reading\n"
     "  --json              the last stdout line is one JSON object (a sweep: one line per size)\n"
@@ -172,6 +174,10 @@ std::optional<BenchOptions> parse_options(int argc, char** argv, int* exit_code)
       const auto n = take(&v) ? parse_uint(v) : std::nullopt;
       if (!n || *n == 0 || *n > 4096) return usage_error("--concurrency needs 1..4096", exit_code), std::nullopt;
       o.concurrency = static_cast<std::uint32_t>(*n);
+    } else if (arg == "--server-delay-us") {
+      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
+      if (!n || *n > 10'000'000) return usage_error("--server-delay-us needs 0..10000000", exit_code), std::nullopt;
+      o.server_delay_us = static_cast<std::uint32_t>(*n);
     } else if (arg == "--senders" || arg == "--stall-senders") {
       const auto n = take(&v) ? parse_uint(v) : std::nullopt;
       if (!n || *n > 256 || (arg == "--senders" && *n == 0))

@@ -26,7 +26,8 @@ struct BenchOptions {
   std::string target;                  // HOST:PORT (tcp-rpc, remote-rpc)
   std::string listen = "127.0.0.1:0";  // tcp-server
   bool json = false;
-  bool busy_poll = false;  // ferry scenarios: spin on completions, never sleep
+  bool busy_poll = false;             // ferry scenarios: spin on completions, never sleep
+  std::uint32_t server_delay_us = 0;  // local-rpc, remote-rpc: the server answers each call this late
 
   // Defaults that depend on other options (socket paths, warmup).
   void finish();

@@ -2,9 +2,11 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <time.h>
 
 #include <array>
 #include <cstdio>
+#include <deque>
 #include <vector>
 
 #include "ferry_session.h"
@@ -14,9 +16,16 @@ namespace ferry::bench {
 
 namespace {
 
+std::uint64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 class EchoServer {
  public:
-  EchoServer(Client& client, ServiceId service, std::size_t size) : client_(client), service_(service), size_(size) {}
+  EchoServer(Client& client, ServiceId service, std::size_t size, std::uint32_t delay_us)
+      : client_(client), service_(service), size_(size), delay_ns_(std::uint64_t{delay_us} * 1000) {}
 
   // Preallocates the response buffers: a reply's buffer is busy until its
   // OpDone, so keep twice the callers' concurrency.
@@ -38,6 +47,7 @@ class EchoServer {
       if (c.kind == Completion::Kind::Request) {
         if (c.handle != service_) return fail("request for another service");
         pending_.push_back(c);
+        if (delay_ns_ != 0) due_.push_back(now_ns() + delay_ns_);
       } else if (c.kind == Completion::Kind::OpDone && c.op == OpKind::Reply) {
         // CallerGone is what the last replies get when the caller left.
         if (c.status != Status::Ok && c.status != Status::CallerGone) return fail("reply failed");
@@ -55,10 +65,20 @@ class EchoServer {
   const std::string& error() const { return error_; }
   bool has_pending() const { return !pending_.empty(); }
 
-  // Replies to queued requests while response buffers and SQ room last.
+  // Nanoseconds until the oldest queued request is due (0: due now, or none).
+  std::uint64_t wait_ns() const {
+    if (due_.empty()) return 0;
+    const std::uint64_t now = now_ns();
+    return due_.front() > now ? due_.front() - now : 0;
+  }
+
+  // Replies to queued requests that are due while response buffers and SQ
+  // room last.
   bool answer_pending() {
     std::size_t done = 0;
+    const std::uint64_t now = delay_ns_ != 0 ? now_ns() : 0;
     for (; done < pending_.size() && !free_.empty(); ++done) {
+      if (delay_ns_ != 0 && due_[done] > now) break;
       const Completion& req = pending_[done];
       const std::uint32_t index = free_.back();
       const Buffer& out = buffers_[index];
@@ -73,6 +93,7 @@ class EchoServer {
       client_.release(req);
     }
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+    if (delay_ns_ != 0) due_.erase(due_.begin(), due_.begin() + static_cast<std::ptrdiff_t>(done));
     return true;
   }
 
@@ -87,14 +108,16 @@ class EchoServer {
   std::size_t size_;
   std::vector<Buffer> buffers_;
   std::vector<std::uint32_t> free_;
+  std::uint64_t delay_ns_;
   std::vector<Completion> pending_;
+  std::deque<std::uint64_t> due_;  // with a delay: when each pending_ request is due
   std::string error_;
 };
 
 }  // namespace
 
 int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, bool busy_poll,
-                     ReadyNotifier& ready) {
+                     std::uint32_t delay_us, ReadyNotifier& ready) {
   std::string error;
   const std::uint32_t buffers = 2 * concurrency;
   auto client = attach_bench_client(socket, "ferry-bench local-rpc server", size * buffers, size * concurrency, &error,
@@ -108,7 +131,7 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
     ready.failed("serve bench-echo: " + std::string(to_string(served.status)));
     return 1;
   }
-  EchoServer server(*client, served.value, size);
+  EchoServer server(*client, served.value, size, delay_us);
   if (!server.allocate(buffers)) {
     ready.failed("cannot allocate response buffers");
     return 1;
@@ -127,12 +150,14 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
       continue;
     }
     if (client->state() != Status::Ok) return 1;
-    if (server.has_pending()) {
+    const std::uint64_t wait = server.wait_ns();
+    if (server.has_pending() && wait == 0) {
       if (!server.answer_pending()) return 1;
       continue;  // still queued: retry without sleeping
     }
     // Nothing ready: sleep on the completion fd and the parent's stop pipe
-    // (busy polling only glances at the stop pipe).
+    // (busy polling only glances at the stop pipe), until the next delayed
+    // request is due at the latest.
     pollfd fds[2] = {{client->event_fd(), POLLIN, 0}, {ready.stop_fd(), POLLIN, 0}};
     if (busy_poll) {
       if (++idle_spins % 4096 != 0) {
@@ -141,7 +166,11 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
       }
       fds[0].events = 0;
     }
-    if (::poll(fds, 2, busy_poll ? 0 : 1000) < 0) continue;
+    timespec timeout{1, 0};
+    if (busy_poll) timeout = {0, 0};
+    if (wait != 0 && !busy_poll)
+      timeout = {static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
+    if (::ppoll(fds, 2, &timeout, nullptr) < 0) continue;
     if (fds[1].revents != 0) break;
   }
   client->unserve(served.value);

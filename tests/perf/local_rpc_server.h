@@ -17,7 +17,10 @@ inline constexpr std::string_view kBenchEchoService = "bench-echo";
 // Runs in the forked child until ready.stop_fd() reports EOF or the daemon
 // goes away; returns the child's exit code.
 // busy_poll: spin on the completion ring instead of sleeping on its fd.
+// delay_us: each request is answered this long after it arrived; the server
+// sleeps meanwhile (a server that computes elsewhere), spinning only when
+// busy_poll.
 int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, bool busy_poll,
-                     ReadyNotifier& ready);
+                     std::uint32_t delay_us, ReadyNotifier& ready);
 
 }  // namespace ferry::bench

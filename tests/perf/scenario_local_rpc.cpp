@@ -125,7 +125,9 @@ Outcome run_echo_rpc(ScenarioContext& ctx, const std::string& target, const std:
   // Fork before attaching: the child attaches on its own.
   ForkedServer server;
   const bool started = server.start(
-      [&](ReadyNotifier& ready) { return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, ready); },
+      [&](ReadyNotifier& ready) {
+        return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, o.server_delay_us, ready);
+      },
       &error);
   if (!started || !server.wait_ready(std::chrono::seconds(15), nullptr, &error))
     return ctx.fail(Outcome::Failed, "bench-echo server: " + error);

@@ -17,3 +17,47 @@ TEST_CASE("spin budget: the in-flight spin is never shorter than the idle one", 
   CHECK(SpinPolicy(0, 0).budget_ns(true, true) == 0);
   CHECK(SpinPolicy(0, 100000).budget_ns(true, true) == 100'000'000);
 }
+
+TEST_CASE("spin budget: answers that come later than the in-flight spin turn it off", "[spin]") {
+  SpinPolicy p(50, 1000);
+  REQUIRE(p.spin_pays());
+  // Three slow answers (a server computing 2 ms) are not yet enough ...
+  for (int i = 0; i < 3; ++i) p.record_wait(2'000'000);
+  CHECK(p.spin_pays());
+  CHECK(p.budget_ns(true, true) == 1'000'000);
+  // ... the fourth takes the hit rate under two thirds: short spin, sleep.
+  p.record_wait(2'000'000);
+  CHECK_FALSE(p.spin_pays());
+  CHECK(p.budget_ns(true, true) == 50'000);
+  CHECK(p.budget_ns(false, false) == 50'000);  // the idle spin is unchanged
+  // Quick answers (seen after a sleep as well) bring the long spin back.
+  p.record_wait(40'000);
+  CHECK_FALSE(p.spin_pays());
+  p.record_wait(40'000);
+  CHECK(p.spin_pays());
+  CHECK(p.budget_ns(true, true) == 1'000'000);
+}
+
+TEST_CASE("spin budget: the share of waits the spin catches decides", "[spin]") {
+  SpinPolicy edge(50, 1000);
+  for (int i = 0; i < 100; ++i) edge.record_wait(1'000'000);
+  CHECK(edge.spin_pays());  // a wait as long as the spin counts as caught
+  SpinPolicy mostly(50, 1000);
+  for (int i = 0; i < 200; ++i) mostly.record_wait(i % 10 == 0 ? 5'000'000 : 30'000);
+  CHECK(mostly.spin_pays());  // nine in ten caught
+  SpinPolicy half(50, 1000);
+  for (int i = 0; i < 200; ++i) half.record_wait(i % 2 == 0 ? 30'000 : 5'000'000);
+  CHECK_FALSE(half.spin_pays());  // a quick message, then a long wait: a whole spin wasted per catch
+  SpinPolicy after_slow(50, 1000);
+  for (int i = 0; i < 50; ++i) after_slow.record_wait(5'000'000);
+  for (int i = 0; i < 8; ++i) after_slow.record_wait(30'000);
+  CHECK_FALSE(after_slow.spin_pays());
+  after_slow.record_wait(30'000);
+  CHECK(after_slow.spin_pays());  // nine quick answers in a row after a long slow spell
+}
+
+TEST_CASE("spin budget: without an in-flight spin there is nothing to turn off", "[spin]") {
+  SpinPolicy p(50, 0);
+  for (int i = 0; i < 50; ++i) p.record_wait(10'000'000);
+  CHECK(p.budget_ns(true, true) == 50'000);
+}
