@@ -98,7 +98,7 @@ constexpr NumericKey kNumericKeys[] = {
     {"engine-spin-us", "engine busy-poll time before sleeping [50; 0..100000]"},
     {"engine-spin-inflight-us",
      "engine busy-poll time before sleeping while calls or remote operations it handled are in flight "
-     "(their answers are due) [1000; 0..100000]"},
+     "(their answers are due); skipped while most answers come later than it [1000; 0..100000]"},
     {"heartbeat-ms", "heartbeat interval to peer daemons [500; 10..60000]"},
     {"peer-timeout-ms", "silence after which a peer daemon is dead [3000; 20..600000]"},
     {"connect-timeout-ms", "bound on connecting + handshaking with a peer [2000; 1..60000]"},
