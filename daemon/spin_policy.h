@@ -49,9 +49,6 @@ class SpinPolicy {
   // Whether recent answers came within the long spin often enough for it.
   bool spin_pays() const noexcept { return hits_ >= kOne / 3 * 2; }
 
-  std::uint64_t idle_ns() const noexcept { return idle_ns_; }
-  std::uint64_t inflight_ns() const noexcept { return inflight_ns_; }
-
  private:
   static constexpr std::uint32_t kOne = 1u << 16;  // fixed point: hits_ / kOne is the hit rate
   static constexpr std::uint32_t kWeight = 8;      // each wait moves the average by 1/8
