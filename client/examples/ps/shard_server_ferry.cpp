@@ -1,11 +1,11 @@
 // Shard over libferry: serve "ps-shard-<i>", answer each Request with a
 // Reply from a pool of response buffers preallocated in the tx arena; a
 // buffer returns to the pool on its Reply's OpDone. Requests that find the
-// pool empty wait in a queue, unreleased (bounded by the rx arena). A request is applied
-// once: its answer stays in its buffer until the Reply completes, and a
-// Reply the SQ refuses (full) or that completes Busy (no room toward a
-// remote caller now; the call is still open) goes again from that buffer
-// with the same token.
+// pool empty wait in a queue, unreleased (bounded by the rx arena). A
+// request is applied once: its answer stays in its buffer until the Reply
+// completes, and a Reply the SQ refuses (full) or that completes Busy (no
+// room toward a remote caller now; the call is still open) goes again from
+// that buffer with the same token.
 #include <poll.h>
 
 #include <array>
