@@ -3,6 +3,7 @@
 // rather than a silently wrapped unsigned value.
 #include "daemon/config.h"
 
+#include "daemon/engine_fault.h"
 #include "daemon/peer/auth_secret.h"
 #include "daemon/target.h"
 #include "transport/wire/handshake.h"
@@ -317,6 +318,9 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   }
   if (auto bad = check_ranges(c)) return fail(*bad);
   if (auto bad = check_system(c)) return fail(*bad);
+  EngineFault fault;
+  if (auto bad = engine_fault_from_env(&fault)) return fail(*bad);
+  c.fault_forget_call_after = fault.forget_call_after;
   return out;
 }
 

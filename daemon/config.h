@@ -37,6 +37,8 @@ struct Config {
   Transport transport = Transport::Auto;
   std::string device;  // RDMA device name; empty = first found
   std::string config_file;
+  // FERRY_FAULT_ENGINE=forget-call-after=N (engine_fault.h; tests only), 0 = off.
+  std::uint64_t fault_forget_call_after = 0;
   LogLevel log_level = LogLevel::Info;
   std::string socket_group;      // group given the sockets (mode 0660); empty = ferryd's own group
   std::string auth_secret_file;  // peer shared secret (daemon/peer/channel_auth.cpp); empty = no peer auth

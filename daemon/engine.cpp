@@ -29,6 +29,13 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
       delivery_timeout_ns_(std::uint64_t{config.delivery_timeout_ms} * 1'000'000),
       calls_(token_key, 4096) {
   if (!config.listen.empty()) own_listen_ = parse_host_port(config.listen);
+  fault_.forget_call_after = config.fault_forget_call_after;
+  if (fault_.armed()) {
+    spdlog::warn(
+        "engine: TEST-ONLY FAULT INJECTION ARMED ({}=forget-call-after={}): remote Call #{} will be "
+        "forgotten (never delivered nor answered)",
+        kEngineFaultEnv, fault_.forget_call_after, fault_.forget_call_after);
+  }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);

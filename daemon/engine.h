@@ -32,6 +32,7 @@ struct ibv_pd;
 #include "daemon/client_session.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "daemon/engine_fault.h"
 #include "daemon/mono_clock.h"
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/remote_ops.h"
@@ -281,6 +282,7 @@ class Engine final : private peer::ChannelEvents {
     wire::Header header;
   };
   std::deque<HeldAnswer> held_answers_;  // only under back-pressure
+  EngineFault fault_;                    // FERRY_FAULT_ENGINE (tests only): off by default
 
   // remote_events.cpp (peer::ChannelEvents)
   void on_channel_up(peer::Channel& ch) override;

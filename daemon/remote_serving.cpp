@@ -171,6 +171,11 @@ void Engine::on_remote_delivery(peer::Channel& ch, std::uint32_t lane, const wir
     }
     it->second.refused_from = 0;  // stage() sets it again if still full
   }
+  if (h.type == wire::MsgType::Call && fault_.forget_this_call()) {
+    spdlog::warn("engine: FAULT INJECTED: remote Call #{} (token {:#x}, channel {}) forgotten: no delivery, no answer",
+                 fault_.calls_seen, h.token, ch.id);
+    return;
+  }
   // A Call's timeout counts from here: time staged or being READ counts.
   const std::uint64_t call_deadline = deadline_after(wire::call_timeout_ms(h));
   // Keep one sender's order: behind what waits, and eager ones behind READs.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "daemon/engine_fault.h"
 
 using namespace ferry::daemon;
 
@@ -122,3 +123,31 @@ TEST_CASE("config file: same keys, flags win") {
 }
 
 TEST_CASE("help exits 0") { CHECK(parse({"--help"}).exit_code == 0); }
+
+TEST_CASE("FERRY_FAULT_ENGINE: off unless set, forget-call-after=N armed, anything else refused") {
+  ::unsetenv("FERRY_FAULT_ENGINE");
+  CHECK(parse({}).config.fault_forget_call_after == 0);
+  ::setenv("FERRY_FAULT_ENGINE", "forget-call-after=100", 1);
+  const auto armed = parse({});
+  CHECK(armed.exit_code < 0);
+  CHECK(armed.config.fault_forget_call_after == 100);
+  for (const char* bad : {"forget-call-after=", "forget-call-after=0", "forget-call-after=1x", "forget-call",
+                          "drop-after=3", "forget-call-after=-1", "forget-call-after=99999999999999"}) {
+    INFO(bad);
+    ::setenv("FERRY_FAULT_ENGINE", bad, 1);
+    CHECK(parse({}).exit_code == 2);
+  }
+  ::unsetenv("FERRY_FAULT_ENGINE");
+}
+
+TEST_CASE("EngineFault forgets exactly the Nth call, once") {
+  auto f = parse_engine_fault("forget-call-after=3");
+  REQUIRE(f);
+  CHECK_FALSE(f->forget_this_call());
+  CHECK_FALSE(f->forget_this_call());
+  CHECK(f->forget_this_call());
+  CHECK_FALSE(f->forget_this_call());
+  CHECK_FALSE(f->armed());
+  EngineFault off;
+  CHECK_FALSE(off.forget_this_call());
+}

@@ -1,0 +1,45 @@
+// Test-only fault injection in the engine, off unless ferryd's environment
+// sets FERRY_FAULT_ENGINE (tests/fault/test_lost_answer.cpp does):
+//
+//   FERRY_FAULT_ENGINE=forget-call-after=N
+//
+// The Nth eager remote Call (wire type Call) that arrives at this daemon is
+// forgotten: not delivered, not timed, never answered, as a daemon with a bug
+// would lose it. The lanes stay reliable (the message was received and is
+// acknowledged), so only the calling daemon's answer backstop (timeout +
+// 2 x peer-timeout-ms + 1 s, call_deadlines.cpp) can notice. Fires once.
+// N: 1..10^12. Anything else makes ferryd refuse to start (exit 2) naming
+// the variable and the syntax; when set, ferryd logs that it is armed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ferry::daemon {
+
+inline constexpr const char* kEngineFaultEnv = "FERRY_FAULT_ENGINE";
+
+struct EngineFault {
+  std::uint64_t forget_call_after = 0;  // 0: off
+  std::uint64_t calls_seen = 0;
+  bool fired = false;
+
+  bool armed() const noexcept { return forget_call_after != 0 && !fired; }
+  // Counts one arriving remote Call; true for the one to forget.
+  bool forget_this_call() noexcept {
+    if (!armed() || ++calls_seen < forget_call_after) return false;
+    fired = true;
+    return true;
+  }
+};
+
+// Parses a FERRY_FAULT_ENGINE value; nullopt when malformed.
+std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
+
+// Reads FERRY_FAULT_ENGINE: off when unset or empty. On a malformed value
+// returns the error message (and leaves *out alone).
+std::optional<std::string> engine_fault_from_env(EngineFault* out);
+
+}  // namespace ferry::daemon
