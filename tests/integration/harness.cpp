@@ -87,7 +87,9 @@ void Daemon::kill_hard() {
   pid_ = -1;
 }
 
-long Daemon::clients() const {
+long Daemon::clients() const { return status_number("clients"); }
+
+long Daemon::status_number(const std::string& key) const {
   const std::string cmd = env_or_throw("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return -1;
@@ -96,7 +98,7 @@ long Daemon::clients() const {
   std::size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   if (::pclose(p) != 0) return -1;
-  const auto at = out.find("\"clients\"");
+  const auto at = out.find("\"" + key + "\"");
   if (at == std::string::npos) return -1;
   const auto colon = out.find(':', at);
   if (colon == std::string::npos) return -1;

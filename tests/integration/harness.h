@@ -36,6 +36,8 @@ class Daemon {
   void kill_hard();  // SIGKILL + reap
   // `ferryctl --control DIR/control.sock status --json` -> "clients", or -1.
   long clients() const;
+  // The same status -> the first number keyed `key` (e.g. a counter: "calls"), or -1.
+  long status_number(const std::string& key) const;
   // Polls clients() until it equals `want` or the deadline passes.
   bool wait_clients(long want, std::chrono::milliseconds within) const;
   // Polls until 0 <= clients() <= most.

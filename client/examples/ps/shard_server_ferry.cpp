@@ -30,11 +30,17 @@ class FerryShard {
   FerryShard(ShardState& state, const ShardServerSpec& spec) : state_(state), spec_(spec) {}
 
   // Says on stderr how many requests had to wait for a response buffer (a
-  // pool too small for the load), when any did.
+  // pool too small for the load) and how many Replies were refused and sent
+  // again, when any were.
   ~FerryShard() {
-    if (waited_ == 0) return;
-    std::fprintf(stderr, "ferry-ps shard %u: %llu requests waited for a response buffer (pool %u)\n",
-                 state_.config().index, static_cast<unsigned long long>(waited_), spec_.pool);
+    if (waited_ != 0) {
+      std::fprintf(stderr, "ferry-ps shard %u: %llu requests waited for a response buffer (pool %u)\n",
+                   state_.config().index, static_cast<unsigned long long>(waited_), spec_.pool);
+    }
+    if (refusals_ != 0) {
+      std::fprintf(stderr, "ferry-ps shard %u: %llu replies refused Busy and sent again\n", state_.config().index,
+                   static_cast<unsigned long long>(refusals_));
+    }
   }
 
   int run() {
@@ -119,6 +125,7 @@ class FerryShard {
     const auto b = static_cast<std::uint32_t>(c.user_data);
     if (c.status == Status::Busy) {
       refused_.push_back(b);  // the call is still open: the same answer goes again
+      ++refusals_;
     } else {
       free_.push_back(b);  // Ok, or CallerGone: nothing more to do for it
     }
@@ -134,7 +141,10 @@ class FerryShard {
     free_.pop_back();
     sent_[b] = Sent{c.token, static_cast<std::uint32_t>(len)};
     client_->release(c);
-    if (client_->reply(c.token, buffers_[b], sent_[b].length, b) == Status::Busy) refused_.push_back(b);
+    if (client_->reply(c.token, buffers_[b], sent_[b].length, b) == Status::Busy) {
+      refused_.push_back(b);
+      ++refusals_;
+    }
     return true;
   }
 
@@ -168,7 +178,8 @@ class FerryShard {
   std::vector<Sent> sent_;              // per buffer: the Reply it carries
   std::vector<std::uint32_t> refused_;  // buffers whose Reply completed Busy
   std::vector<Completion> pending_;
-  std::uint64_t waited_ = 0;  // requests that queued for a response buffer
+  std::uint64_t waited_ = 0;    // requests that queued for a response buffer
+  std::uint64_t refusals_ = 0;  // Replies refused Busy (SQ full, or at completion), each sent again
   std::array<Completion, kCompletionBatch> batch_{};
 };
 
