@@ -3,25 +3,15 @@
 
 #include <cstdlib>
 
+#include "transport/fault_spec.h"
+
 namespace ferry::daemon {
 
-namespace {
-constexpr std::uint64_t kMaxAfter = 1'000'000'000'000ull;
-constexpr std::string_view kForget = "forget-call-after=";
-}  // namespace
-
 std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept {
-  if (!spec.starts_with(kForget)) return std::nullopt;
-  const std::string_view count = spec.substr(kForget.size());
-  if (count.empty() || count.size() > 13) return std::nullopt;
-  std::uint64_t v = 0;
-  for (const char ch : count) {
-    if (ch < '0' || ch > '9') return std::nullopt;
-    v = v * 10 + static_cast<std::uint64_t>(ch - '0');
-  }
-  if (v == 0 || v > kMaxAfter) return std::nullopt;
+  const auto after = transport::parse_fault_count(spec, "forget-call-after=");
+  if (!after) return std::nullopt;
   EngineFault f;
-  f.forget_call_after = v;
+  f.forget_call_after = *after;
   return f;
 }
 
@@ -31,7 +21,7 @@ std::optional<std::string> engine_fault_from_env(EngineFault* out) {
   const auto f = parse_engine_fault(v);
   if (!f) {
     return std::string(kEngineFaultEnv) + "='" + v + "' is malformed: expected forget-call-after=N (N in 1.." +
-           std::to_string(kMaxAfter) + ")";
+           std::to_string(transport::kMaxFaultAfter) + ")";
   }
   *out = *f;
   return std::nullopt;

@@ -8,29 +8,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "transport/fault_spec.h"
 #include "transport/rdma/rdma_transport.h"
 
 namespace ferry::transport::rdma {
 
-namespace {
-
-constexpr std::uint64_t kMaxAfter = 1'000'000'000'000ull;
-
-}  // namespace
-
 Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept {
-  constexpr std::string_view kKey = "qp-error-after=";
-  if (!spec.starts_with(kKey)) return Result<RdmaFault>::fail(Status::BadRequest);
-  const std::string_view count = spec.substr(kKey.size());
-  if (count.empty() || count.size() > 13) return Result<RdmaFault>::fail(Status::BadRequest);
-  std::uint64_t v = 0;
-  for (const char ch : count) {
-    if (ch < '0' || ch > '9') return Result<RdmaFault>::fail(Status::BadRequest);
-    v = v * 10 + static_cast<std::uint64_t>(ch - '0');
-  }
-  if (v == 0 || v > kMaxAfter) return Result<RdmaFault>::fail(Status::BadRequest);
+  const auto after = parse_fault_count(spec, "qp-error-after=");
+  if (!after) return Result<RdmaFault>::fail(Status::BadRequest);
   RdmaFault f;
-  f.after = v;
+  f.after = *after;
   return Result<RdmaFault>::ok(f);
 }
 
@@ -39,7 +26,8 @@ Result<RdmaFault> rdma_fault_from_env() {
   if (v == nullptr || *v == '\0') return Result<RdmaFault>::ok(RdmaFault{});
   auto f = parse_rdma_fault(v);
   if (!f) {
-    spdlog::error("rdma: {}='{}' is malformed: expected qp-error-after=N (N in 1..{})", kRdmaFaultEnv, v, kMaxAfter);
+    spdlog::error("rdma: {}='{}' is malformed: expected qp-error-after=N (N in 1..{})", kRdmaFaultEnv, v,
+                  kMaxFaultAfter);
     return f;
   }
   spdlog::warn(

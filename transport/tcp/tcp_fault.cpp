@@ -1,6 +1,7 @@
 // FERRY_FAULT_TCP parsing (tcp_fault.h). Start-up only.
 #include "transport/tcp/tcp_fault.h"
 
+#include "transport/fault_spec.h"
 #include "transport/tcp/tcp_transport.h"
 
 #include <cstdlib>
@@ -9,38 +10,17 @@
 
 namespace ferry::transport::tcp {
 
-namespace {
-
-constexpr std::uint64_t kMaxAfter = 1'000'000'000'000ull;
-
-bool parse_count(std::string_view s, std::uint64_t& out) noexcept {
-  if (s.empty() || s.size() > 13) return false;
-  std::uint64_t v = 0;
-  for (const char ch : s) {
-    if (ch < '0' || ch > '9') return false;
-    v = v * 10 + static_cast<std::uint64_t>(ch - '0');
-  }
-  if (v == 0 || v > kMaxAfter) return false;
-  out = v;
-  return true;
-}
-
-}  // namespace
-
 Result<TcpFault> parse_tcp_fault(std::string_view spec) noexcept {
   TcpFault f;
-  constexpr std::string_view kDrop = "drop-after=", kCorrupt = "corrupt-after=";
-  std::string_view count;
-  if (spec.starts_with(kDrop)) {
+  std::optional<std::uint64_t> after;
+  if ((after = parse_fault_count(spec, "drop-after="))) {
     f.kind = TcpFaultKind::Drop;
-    count = spec.substr(kDrop.size());
-  } else if (spec.starts_with(kCorrupt)) {
+  } else if ((after = parse_fault_count(spec, "corrupt-after="))) {
     f.kind = TcpFaultKind::Corrupt;
-    count = spec.substr(kCorrupt.size());
   } else {
     return Result<TcpFault>::fail(Status::BadRequest);
   }
-  if (!parse_count(count, f.after)) return Result<TcpFault>::fail(Status::BadRequest);
+  f.after = *after;
   return Result<TcpFault>::ok(f);
 }
 
@@ -50,7 +30,7 @@ Result<TcpFault> tcp_fault_from_env() {
   auto f = parse_tcp_fault(v);
   if (!f) {
     spdlog::error("tcp transport: {}='{}' is malformed: expected drop-after=N or corrupt-after=N (N in 1..{})",
-                  kTcpFaultEnv, v, kMaxAfter);
+                  kTcpFaultEnv, v, kMaxFaultAfter);
     return f;
   }
   spdlog::warn(
