@@ -155,16 +155,14 @@ def free_port():
     fail("no free port")
 
 
-def check_remote_rpc(bench, ferryd):
-    p = run([bench, "remote-rpc", "--json"])
-    if p.returncode != 2 or "--target" not in p.stderr:
-        fail("remote-rpc without --target should be a usage error naming --target, got %d" % p.returncode)
+def with_two_daemons(ferryd, body):
+    """Runs body(client_daemon, server_daemon) with two listening ferryds on
+    loopback; dumps both logs when it fails or times out, stops both."""
     client = Daemon(ferryd, free_port())
     server = None
     try:
         server = Daemon(ferryd, free_port())
-        check_scenario(bench, "remote-rpc", ["--socket", client.socket, "--server-socket", server.socket,
-                                             "--target", server.listen, "--concurrency", "2"], expect_daemon=True)
+        body(client, server)
     except (subprocess.TimeoutExpired, SystemExit) as e:
         client.dump()
         if server:
@@ -176,6 +174,15 @@ def check_remote_rpc(bench, ferryd):
         client.stop()
         if server:
             server.stop()
+
+
+def check_remote_rpc(bench, ferryd):
+    p = run([bench, "remote-rpc", "--json"])
+    if p.returncode != 2 or "--target" not in p.stderr:
+        fail("remote-rpc without --target should be a usage error naming --target, got %d" % p.returncode)
+    with_two_daemons(ferryd, lambda client, server: check_scenario(
+        bench, "remote-rpc", ["--socket", client.socket, "--server-socket", server.socket, "--target", server.listen,
+                              "--concurrency", "2"], expect_daemon=True))
 
 
 def check_cli(bench):

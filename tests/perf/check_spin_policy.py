@@ -12,10 +12,9 @@ policy turns the spin off after four late answers, and 60 calls are made.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-from check_bench_json import SKIP, Daemon, fail, free_port, run
+from check_bench_json import SKIP, fail, run, with_two_daemons
 
 DELAY_US = 10000
 ITERS = 60
@@ -38,10 +37,8 @@ def main():
         if not os.access(exe, os.X_OK):
             print("SKIP: %s not built" % exe)
             sys.exit(SKIP)
-    client = Daemon(a.ferryd, free_port())
-    server = None
-    try:
-        server = Daemon(a.ferryd, free_port())
+
+    def body(client, server):
         p = run([a.bench, "remote-rpc", "--size", "64", "--iters", str(ITERS), "--warmup", "10", "--json",
                  "--server-delay-us", str(DELAY_US), "--socket", client.socket, "--server-socket", server.socket,
                  "--target", server.listen], timeout=60)
@@ -60,17 +57,8 @@ def main():
             if c["spin_skips"] < 1:
                 fail("%s never skipped the in-flight spin although every answer came %d ms late" %
                      (name, DELAY_US // 1000))
-    except (subprocess.TimeoutExpired, SystemExit) as e:
-        client.dump()
-        if server:
-            server.dump()
-        if isinstance(e, SystemExit):
-            raise
-        fail("timed out: %s" % e)
-    finally:
-        client.stop()
-        if server:
-            server.stop()
+
+    with_two_daemons(a.ferryd, body)
     print("OK")
 
 
