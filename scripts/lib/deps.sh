@@ -56,3 +56,6 @@ ferry_install_deps() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
+
+# libcrypto (OpenSSL 3): SHA-256 and HMAC for peer authentication (transport/wire/hmac_sha256.cpp).
+FERRY_DEB_PACKAGES+=(libssl-dev)
