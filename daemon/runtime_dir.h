@@ -8,7 +8,11 @@
 
 namespace ferry::daemon {
 
-// mkdir -p with mode 0755 for whatever is missing.
+// mkdir -p with mode 0755 for whatever is missing, then checks the
+// directory itself: it must belong to root or to the user ferryd runs as,
+// and group and others must not write to it (0755 or stricter). Whoever may
+// write there could unlink ferryd.sock and put their own socket in its
+// place, and every client would attach to them.
 bool ensure_runtime_dir(const std::string& dir, std::string* error);
 
 // Binds and listens on a Unix socket of `type` (SOCK_SEQPACKET or
