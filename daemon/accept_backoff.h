@@ -26,7 +26,7 @@ class AcceptBackoff {
 
   // Records a failure; returns how long the listener waits before it tries
   // again. Logs (warn) at most once per kLogEvery.
-  std::chrono::milliseconds on_failure(int err);
+  [[nodiscard]] std::chrono::milliseconds on_failure(int err);
   // A connection was accepted: the next failure waits kFirstWait again.
   void on_success() noexcept { wait_ = kFirstWait; }
 

@@ -38,6 +38,6 @@ inline constexpr Markers kMarkdownMarkers{"<!-- BEGIN GENERATED REFERENCE -->", 
 
 // `file` with the lines between the two marker lines replaced by `block`
 // (which ends with '\n'); nullopt when the markers are missing or out of order.
-std::optional<std::string> splice(const std::string& file, const Markers& m, const std::string& block);
+[[nodiscard]] std::optional<std::string> splice(const std::string& file, const Markers& m, const std::string& block);
 
 }  // namespace ferry::daemon

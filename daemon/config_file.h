@@ -16,7 +16,8 @@ inline constexpr std::size_t kMaxConfigFileBytes = 1u << 20;
 // Reads `path` into *text. `missing_ok`: a file that does not exist is not
 // an error (*missing is set; the default file is optional). Returns an error
 // naming the file, or nullopt.
-std::optional<std::string> read_config_file(const std::string& path, bool missing_ok, std::string* text, bool* missing);
+[[nodiscard]] std::optional<std::string> read_config_file(const std::string& path, bool missing_ok, std::string* text,
+                                                          bool* missing);
 
 struct FileEntry {
   std::string key;
@@ -28,7 +29,7 @@ struct FileEntry {
 // line, or after white space), blank lines ignored. Every key must be a
 // configuration key of the table (not a command-line-only one) and appear
 // once. Errors name `path` and the line.
-std::optional<std::string> parse_config_text(const std::string& path, const std::string& text,
-                                             std::vector<FileEntry>* out);
+[[nodiscard]] std::optional<std::string> parse_config_text(const std::string& path, const std::string& text,
+                                                           std::vector<FileEntry>* out);
 
 }  // namespace ferry::daemon

@@ -71,7 +71,7 @@ struct ConfigKey {
 // Every row, in the order --help and the documents list them.
 std::span<const ConfigKey> config_keys() noexcept;
 // The row named `name`, or nullptr.
-const ConfigKey* find_key(std::string_view name) noexcept;
+[[nodiscard]] const ConfigKey* find_key(std::string_view name) noexcept;
 
 // The value of `key` in `c` as a configuration file writes it (sizes with
 // their largest exact binary suffix: 32m, 1g). Flags: empty.
@@ -84,7 +84,7 @@ std::string range_text(const ConfigKey& key);
 
 // Sizes and counts: plain decimal, optionally with a binary suffix k/m/g
 // (case-insensitive). nullopt when malformed or past 2^64.
-std::optional<std::uint64_t> parse_u64(std::string_view s) noexcept;
+[[nodiscard]] std::optional<std::uint64_t> parse_u64(std::string_view s) noexcept;
 // Whole mebibytes and gibibytes get their suffix (33554432 -> "32m");
 // anything else stays decimal (8192).
 std::string format_size(std::uint64_t v);

@@ -41,7 +41,7 @@ struct ControlCaller {
 
 // Whether uid/gid (and the supplementary groups of the peer on `fd`, when
 // fd >= 0) may run privileged commands under `admin_group`.
-bool is_admin(uid_t uid, gid_t gid, int fd, const std::string& admin_group);
+[[nodiscard]] bool is_admin(uid_t uid, gid_t gid, int fd, const std::string& admin_group);
 
 // What the dispatcher calls; each returns the command's result value.
 // Control path: allocation and std::function are fine here.

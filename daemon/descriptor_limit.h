@@ -34,6 +34,6 @@ struct DescriptorLimit {
 // Raises the soft limit when needed. On success returns the limits (the
 // caller logs a raise); when the hard limit is too low, an error naming
 // max-clients, control-max-connections, both numbers and the fix.
-std::optional<std::string> ensure_descriptor_limit(const Config& c, DescriptorLimit* out);
+[[nodiscard]] std::optional<std::string> ensure_descriptor_limit(const Config& c, DescriptorLimit* out);
 
 }  // namespace ferry::daemon

@@ -17,6 +17,6 @@ inline constexpr std::size_t kMaxAuthSecretBytes = 4096;
 // newlines (\n, \r) are trimmed. Fills `out` with the secret. An empty path
 // leaves `out` empty (auth off). Returns a one-line error naming the file
 // and the key (never the contents), or nullopt on success.
-std::optional<std::string> load_auth_secret(const std::string& path, std::string& out);
+[[nodiscard]] std::optional<std::string> load_auth_secret(const std::string& path, std::string& out);
 
 }  // namespace ferry::daemon::peer
