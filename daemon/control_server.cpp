@@ -105,9 +105,18 @@ void ControlServer::on_accept(const ConnPtr& conn) {
   conn->caller = ControlCaller{cred.pid, cred.uid, is_admin(cred.uid, cred.gid, fd, config_.admin_group)};
   const std::size_t limit = config_.control_max_connections + (conn->caller.admin ? kAdminReserve : 0);
   if (open_ >= limit) {
-    spdlog::warn("control socket: refused a connection of pid {} uid {}: {} open (control-max-connections {}{})",
-                 cred.pid, cred.uid, open_, config_.control_max_connections,
-                 conn->caller.admin ? ", and the administrators' reserve" : "");
+    // A connect flood must not become a log flood: one line per 10 s.
+    ++refused_;
+    const auto now = std::chrono::steady_clock::now();
+    if (refusal_logged_ == std::chrono::steady_clock::time_point{} || now - refusal_logged_ >= kRefusalLogEvery) {
+      spdlog::warn(
+          "control socket: refused a connection of pid {} uid {}: {} open (control-max-connections {}{}); {} "
+          "refused since the last such line",
+          cred.pid, cred.uid, open_, config_.control_max_connections,
+          conn->caller.admin ? ", and the administrators' reserve" : "", refused_);
+      refusal_logged_ = now;
+      refused_ = 0;
+    }
     refuse(conn, "too many control connections (control-max-connections " +
                      std::to_string(config_.control_max_connections) + "); try again later");
     return;

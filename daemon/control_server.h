@@ -16,6 +16,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -90,6 +92,9 @@ class ControlServer {
   AcceptBackoff backoff_{"control socket"};
   std::vector<std::weak_ptr<Conn>> conns_;
   std::size_t open_ = 0;
+  static constexpr std::chrono::seconds kRefusalLogEvery{10};
+  std::chrono::steady_clock::time_point refusal_logged_{};
+  std::uint64_t refused_ = 0;  // refusals not yet logged
   bool stopped_ = false;
 };
 
