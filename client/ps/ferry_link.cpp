@@ -61,6 +61,7 @@ class FerryLink final : public ShardLink {
 
   Status state() const noexcept override { return client_->state(); }
   int event_fd() const noexcept override { return busy_poll_ ? -1 : client_->event_fd(); }
+  void detach() noexcept override { client_->detach(); }
 
  private:
   std::unique_ptr<Client> client_;

@@ -240,30 +240,18 @@ void release_delivery(const std::shared_ptr<ClientCore>& core, DeliveryLease& d)
 }
 
 void close_client(const std::shared_ptr<ClientCore>& core) {
-  std::string busy;
-  {
-    auto lk = lock_from_python(core->mu);
-    if (!core->client) return;
-    int viewed = 0;
-    for (const auto& w : core->leases)
-      if (auto l = w.lock(); l && !l->invalid && l->exports > 0) ++viewed;
-    if (viewed > 0) {
-      busy = std::to_string(viewed) +
-             " buffer(s) or deliveries still have live views (memoryview, numpy, torch): drop them first";
-    } else {
-      for (const auto& w : core->leases)
-        if (auto l = w.lock()) l->invalid = true;
-      core->leases.clear();
-      core->fail_all_locked(Status::Cancelled);
-      for (const Completion& d : core->deliveries) core->client->release(d);
-      core->deliveries.clear();
-      // Hang up now; unmap only once no Python object can point into the
-      // segment (the leases hold the core: ~ClientCore destroys it).
-      core->client->detach();
-      core->retired = std::move(core->client);
-    }
-  }
-  if (!busy.empty()) raise("BufferInUse", "close(): " + busy);
+  auto lk = lock_from_python(core->mu);
+  if (!core->client) return;
+  for (const auto& w : core->leases)
+    if (auto l = w.lock()) l->invalid = true;
+  core->leases.clear();
+  core->fail_all_locked(Status::Cancelled);
+  for (const Completion& d : core->deliveries) core->client->release(d);
+  core->deliveries.clear();
+  // Hang up now; unmap only once no Python object can point into the
+  // segment (views hold their leases, leases the core: ~ClientCore).
+  core->client->detach();
+  core->retired = std::move(core->client);
 }
 
 }  // namespace
@@ -433,8 +421,9 @@ submitting or collecting.)")
           },
           "Readable when completions may be ready (for select/epoll/asyncio); then call poll().")
       .def("close", &close_client,
-           "Detach from ferryd. Refuses (BufferInUse) while views of its buffers are alive; afterwards every "
-           "buffer and delivery raises BufferFreed and operations in flight end Cancelled.")
+           "Detach from ferryd now: operations in flight end Cancelled, every buffer and delivery raises "
+           "BufferFreed from then on. Views still alive (tensors, arrays) keep the memory mapped, unused, "
+           "until they are gone.")
       .def("_pump",
            [](const std::shared_ptr<ClientCore>& core) {
              auto lk = lock_from_python(core->mu);

@@ -33,7 +33,8 @@ struct PsOp;
 
 struct WorkerCore {
   std::mutex mu;
-  std::unique_ptr<ps::Worker> worker;  // null once closed
+  std::unique_ptr<ps::Worker> worker;   // null once closed
+  std::unique_ptr<ps::Worker> retired;  // closed while rows were viewed: detached, mapped until the views die
   int event_fd = -1;
   std::vector<std::weak_ptr<PsOp>> ops;  // to refuse close() while rows are viewed
 };
@@ -375,19 +376,22 @@ once and their gradients summed. Thread safe (operations are serialised).)")
                              })
       .def("close", [](const std::shared_ptr<WorkerCore>& c) {
         std::unique_ptr<ps::Worker> gone;
-        int viewed = 0;
         {
           auto lk = lock_from_python(c->mu);
+          if (!c->worker) return;
+          int viewed = 0;
           for (const auto& w : c->ops)
             if (auto o = w.lock(); o && !o->released && o->exports > 0) ++viewed;
-          if (viewed == 0) {
-            gone = std::move(c->worker);
-            c->ops.clear();
+          c->ops.clear();
+          if (viewed > 0) {
+            // Tensors still view pulled rows: hang up now, unmap when they
+            // are gone (the views' tokens hold the ops, the ops the core).
+            c->worker->link().detach();
+            c->retired = std::move(c->worker);
+            return;
           }
+          gone = std::move(c->worker);
         }
-        if (viewed > 0)
-          raise("BufferInUse", "close(): " + std::to_string(viewed) +
-                                   " pulled row block(s) still have live views (tensors, arrays): drop them first");
         pyb::gil_scoped_release nogil;
         gone.reset();  // waits (bounded) for calls in flight, then detaches
       });

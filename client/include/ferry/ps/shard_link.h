@@ -42,6 +42,10 @@ class ShardLink {
   [[nodiscard]] virtual Status state() const noexcept = 0;
   // Readable when wait() may find completions; -1 when the link has no fd.
   virtual int event_fd() const noexcept = 0;
+  // Hangs up now (calls in flight end, later calls fail) but keeps the
+  // memory alloc() gave valid until the link is destroyed, for views that
+  // still point into it. The ferry link detaches its Client.
+  virtual void detach() noexcept {}
 };
 
 struct FerryLinkOptions {

@@ -15,7 +15,7 @@ The protocol, the hash and the optimizers are one C++ implementation
 import numpy as np
 
 from ferry import _ferry
-from ferry.ps.server import ShardServer, serve
+from ferry.ps.shard import ShardServer, serve
 from ferry.ps.tables import SGD, Adagrad, Dense, Embedding, Table, Uniform, Zeros, specs
 from ferry.ps.worker import Pending, Rows, Worker
 

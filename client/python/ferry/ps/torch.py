@@ -21,7 +21,6 @@ pull while this one computes; pass ``rows=pending`` to ``forward``.
 import torch
 import torch.nn.functional as F
 
-from ferry.ps.worker import Pending, Rows
 
 __all__ = ["EmbeddingBag", "Embedding", "DenseParameters"]
 
@@ -57,11 +56,13 @@ class _PulledModule(torch.nn.Module):
         return self.worker.pull_async(self.table, input)
 
     def _rows(self, input, rows):
+        # Duck-typed (any worker with ferry.ps.Worker's interface: the
+        # torch.distributed.rpc baseline uses the same modules).
         if rows is None:
             rows = self.worker.pull(self.table, input)
-        elif isinstance(rows, Pending):
-            rows = rows.wait()
-        if not isinstance(rows, Rows) or rows.table != self.table:
+        elif not hasattr(rows, "rows"):
+            rows = rows.wait()  # a Pending from prefetch()
+        if getattr(rows, "table", None) != self.table:
             raise ValueError("rows= must come from this module's prefetch()")
         if rows.index.numel() != input.numel():
             raise ValueError("the prefetched rows are for another input")
