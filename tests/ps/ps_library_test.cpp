@@ -215,9 +215,9 @@ TEST_CASE("shard: pull gives the initial rows; SGD and Adagrad applied on push m
       float v = initial_value(ada, keys[i], j), a = 0.25f;
       const float gi = g[i * 4 + j];
       for (int round = 0; round < 3; ++round) {
-        w = w + (-0.5f) * gi;
-        a = a + gi * gi;
-        v = v + (-0.1f) * gi / (std::sqrt(a) + 1e-10f);
+        w = std::fma(-0.5f, gi, w);
+        a = std::fma(gi, gi, a);
+        v = v + (-0.1f * gi) / (std::sqrt(a) + 1e-10f);
       }
       CHECK(got_sgd[i * 4 + j] == w);
       CHECK(got_ada[i * 4 + j] == v);

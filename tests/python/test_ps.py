@@ -57,8 +57,8 @@ def test_optimizer_arithmetic_matches_torch_optim(daemon, helpers):
             ada.grad, dense.grad = ga, gs
             opt_a.step()
             opt_s.step()
-        got = w.pull("ada", keys).gather()
-        assert (got - ada.detach()).abs().max().item() <= 1e-6
+        # Bit for bit: the shards round as torch's (fused multiply-add) CPU kernels do.
+        assert torch.equal(w.pull("ada", keys).gather(), ada.detach())
         assert torch.equal(w.pull_dense("sgd"), dense.detach())
 
 

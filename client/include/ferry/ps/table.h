@@ -34,10 +34,12 @@ std::string_view to_string(OptimizerKind k) noexcept;
 std::string_view to_string(InitKind k) noexcept;
 
 // Applied by the shard to every pushed gradient g of a parameter w:
-//   Sgd:     w -= lr * g
-//   Adagrad: a += g * g;  w -= lr * g / (sqrt(a) + eps)   (a starts at initial_accumulator)
-// the arithmetic of torch.optim.SGD (no momentum, no weight decay) and
-// torch.optim.Adagrad (no lr decay, no weight decay), in float32.
+//   Sgd:     w = fma(-lr, g, w)
+//   Adagrad: a = fma(g, g, a);  w = w + (-lr * g) / (sqrt(a) + eps)   (a starts at initial_accumulator)
+// in float32: torch.optim.SGD (no momentum, no weight decay) and
+// torch.optim.Adagrad (no lr decay, no weight decay) as torch's CPU kernels
+// compute them where they fuse multiply-adds (its AVX2 / AVX-512 builds),
+// bit for bit.
 struct Optimizer {
   OptimizerKind kind = OptimizerKind::Sgd;
   float lr = 0.01f;

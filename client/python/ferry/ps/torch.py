@@ -41,6 +41,42 @@ class _PushOnBackward(torch.autograd.Function):
         return None, None, None, None
 
 
+class _BagSum(torch.autograd.Function):
+    """embedding_bag(mode="sum") over the pulled rows whose backward pushes
+    the rows' gradient, summed in the order torch's own dense backward sums
+    it (by the *keys'* sort order), so that training through the parameter
+    server rounds exactly as ``torch.nn.EmbeddingBag`` does."""
+
+    @staticmethod
+    def forward(ctx, anchor, rows_tensor, rows, module, keys, index, offset2bag, index_shaped, offsets,
+                include_last_offset):
+        ctx.rows, ctx.module = rows, module
+        ctx.save_for_backward(keys, index, offset2bag)
+        ctx.num_rows = rows_tensor.shape[0]
+        return F.embedding_bag(index_shaped, rows_tensor, offsets, mode="sum",
+                               include_last_offset=include_last_offset)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        keys, index, offset2bag = ctx.saved_tensors
+        order = torch.sort(keys)[1]  # the permutation torch's embedding_bag backward sorts the indices by
+        grad = torch.zeros(ctx.num_rows, grad_out.shape[1], dtype=grad_out.dtype)
+        grad.index_add_(0, index[order], grad_out.contiguous()[offset2bag[order]])
+        ctx.module._push(ctx.rows, grad)
+        ctx.rows = None
+        return (None,) * 10
+
+
+def _offset2bag(input, offsets, include_last_offset):
+    if input.dim() == 2:
+        return torch.arange(input.shape[0]).repeat_interleave(input.shape[1])
+    n = input.numel()
+    starts = offsets[:-1] if include_last_offset else offsets
+    o2b = torch.zeros(n + 1, dtype=torch.int64)
+    o2b.index_add_(0, starts, torch.ones_like(starts))
+    return (o2b.cumsum(0) - 1)[:n]
+
+
 class _PulledModule(torch.nn.Module):
     def __init__(self, worker, table):
         super().__init__()
@@ -55,7 +91,7 @@ class _PulledModule(torch.nn.Module):
         """Start pulling the rows ``input`` names; pass the result as ``rows=``."""
         return self.worker.pull_async(self.table, input)
 
-    def _rows(self, input, rows):
+    def _pulled(self, input, rows):
         # Duck-typed (any worker with ferry.ps.Worker's interface: the
         # torch.distributed.rpc baseline uses the same modules).
         if rows is None:
@@ -66,6 +102,10 @@ class _PulledModule(torch.nn.Module):
             raise ValueError("rows= must come from this module's prefetch()")
         if rows.index.numel() != input.numel():
             raise ValueError("the prefetched rows are for another input")
+        return rows
+
+    def _rows(self, input, rows):
+        rows = self._pulled(input, rows)
         weight = rows.rows
         if torch.is_grad_enabled():
             anchor = torch.empty(0, requires_grad=True)
@@ -92,6 +132,16 @@ class EmbeddingBag(_PulledModule):
         self.include_last_offset = include_last_offset
 
     def forward(self, input, offsets=None, per_sample_weights=None, *, rows=None):
+        if self.mode == "sum" and per_sample_weights is None and self.padding_idx is None:
+            rows = self._pulled(input, rows)
+            index = rows.index.view(input.shape)
+            if not torch.is_grad_enabled():
+                return F.embedding_bag(index, rows.rows, offsets, mode="sum",
+                                       include_last_offset=self.include_last_offset)
+            anchor = torch.empty(0, requires_grad=True)
+            return _BagSum.apply(anchor, rows.rows, rows, self, input.reshape(-1), rows.index,
+                                 _offset2bag(input, offsets, self.include_last_offset), index, offsets,
+                                 self.include_last_offset)
         rows, weight = self._rows(input, rows)
         index = rows.index.view(input.shape)
         return F.embedding_bag(index, weight, offsets, mode=self.mode, per_sample_weights=per_sample_weights,
