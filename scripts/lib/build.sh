@@ -29,11 +29,15 @@ ferry_compile() {
   ninja -C "$dir" -j "$(ferry_jobs)" "$@"
 }
 
-# ferry_build [--werror]: the main tree, build/ (DESIGN.md: targets land there).
+# The options of build/, the one tree scripts/demo and scripts/test share:
+# with the same options, `scripts/test` after `scripts/demo` compiles
+# nothing demo compiled (a changed option would recompile every file).
+ferry_main_opts=(-Dwerror=true)
+
+# ferry_build [--werror]: the main tree, build/ (DESIGN.md: targets land
+# there), always with ferry_main_opts (--werror is accepted and implied).
 ferry_build() {
-  local -a opts=()
-  [[ "${1:-}" == --werror ]] && opts+=(-Dwerror=true)
-  ferry_configure "$FERRY_REPO/build" "${opts[@]}" && ferry_compile "$FERRY_REPO/build"
+  ferry_configure "$FERRY_REPO/build" "${ferry_main_opts[@]}" && ferry_compile "$FERRY_REPO/build"
 }
 
 # Sanitizer trees are large (UBSan's per-check data and its relocations, at

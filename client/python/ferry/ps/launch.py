@@ -102,7 +102,7 @@ class Run:
 
     def __init__(self, system, tables, shards, workers, out_dir, *, socket=None, server_socket=None, target=None,
                  worker_netns=None, shard_netns=None, rpc_host="127.0.0.1", rpc_port=None, daemon_pids=(),
-                 rpc_threads=8):
+                 rpc_threads=8, max_count=None):
         self.system = system
         self.tables = tables
         self.shards, self.workers = shards, workers
@@ -112,6 +112,10 @@ class Run:
         self.rpc_init = "tcp://%s:%d" % (rpc_host, rpc_port or 29500 + os.getpid() % 2000)
         self.rpc_threads = rpc_threads
         self.daemon_pids = list(daemon_pids)
+        # ferry shards: the most keys a request carries (sizes their response
+        # buffers), and replies in flight at once (as ferry-ps bench sizes them).
+        self.max_count = max_count
+        self.pool = 2 * workers + 4
         self.shard_procs, self.worker_procs = [], []
         os.makedirs(out_dir, exist_ok=True)
 
@@ -128,7 +132,9 @@ class Run:
             log = os.path.join(self.out_dir, "%s-shard-%d.log" % (self.system, i))
             if self.system == "ferry":
                 cmd = python_cmd("ferry.ps.server", "--tables", tj, "--shard", "%d/%d" % (i, self.shards),
-                                 "--socket", self.server_socket or "")
+                                 "--socket", self.server_socket or "", "--pool", self.pool)
+                if self.max_count:
+                    cmd += ["--max-count", str(self.max_count)]
             else:
                 cmd = python_cmd("ferry.ps.launch", "rpc-shard", "--tables", tj, "--shard",
                                  "%d/%d" % (i, self.shards), "--trainers", self.workers, "--init", self.rpc_init,

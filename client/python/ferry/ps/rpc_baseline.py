@@ -28,7 +28,31 @@ TRAINER = "trainer_%d"
 
 
 def _rpc_options(init_method, threads):
+    _pin_interface(init_method)
     return rpc.TensorPipeRpcBackendOptions(num_worker_threads=threads, init_method=init_method, rpc_timeout=60)
+
+
+def _pin_interface(init_method):
+    """TensorPipe and gloo advertise the address of TP_SOCKET_IFNAME /
+    GLOO_SOCKET_IFNAME (else the hostname's, which in a network namespace is
+    no use to the peers): pin both to the interface that routes to the
+    rendezvous host (lo on one host, the veth between two namespaces)."""
+    import re
+    import subprocess
+    host = init_method.split("://", 1)[-1].rsplit(":", 1)[0]
+    try:
+        # The host's own address (the rendezvous shard): the interface holding it,
+        # not the route to it (which is lo).
+        own = subprocess.run(["ip", "-o", "addr", "show", "to", host], capture_output=True, text=True,
+                             timeout=5).stdout.split()
+        route = subprocess.run(["ip", "-o", "route", "get", host], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    m = re.search(r"\bdev (\S+)", route)
+    ifname = own[1] if len(own) > 1 else (m.group(1) if m else None)
+    if ifname:
+        os.environ.setdefault("TP_SOCKET_IFNAME", ifname)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
 
 
 # -- the shard side (runs inside a shard process) ---------------------------

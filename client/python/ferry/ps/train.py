@@ -82,7 +82,7 @@ def train_steps(worker, model, dense, batches, synchronous=False, on_step=None):
     return losses
 
 
-def evaluate(model, dense, test, batch=2000):
+def evaluate(model, dense, test, batch=512):
     """Held-out AUC and log loss of the server's current parameters."""
     dense.pull()
     scores = []
@@ -221,8 +221,8 @@ def main(argv=None):
         r = run_one(system, a, os.path.join(out, system), pids)
         results.append(r)
         print("%-9s " % system + "  ".join("epoch %d loss %.4f" % (i + 1, l) for i, l in enumerate(r["epoch_loss"]))
-              + "  | AUC %.4f  %.0f samples/s  %.1f us CPU/sample" % (r["auc"], r["samples_per_s"],
-                                                                     r["cpu_us_per_sample"]), flush=True)
+              + "  | held-out loss %.4f AUC %.4f  %.0f samples/s  %.1f us CPU/sample" % (
+                  r["test_logloss"], r["auc"], r["samples_per_s"], r["cpu_us_per_sample"]), flush=True)
     if len(results) == 2:
         f, t = results
         print("ferry / torch-rpc: samples/s %.2fx, CPU per sample %.2fx, AUC %.4f vs %.4f" % (
