@@ -93,15 +93,14 @@ namespace {
 // before they add in addcdiv_. std::fma rounds once on every machine; the
 // "fma" clone makes it one instruction where the CPU has it.
 __attribute__((target_clones("default", "fma"))) void apply_sgd(float* w, const float* g, std::uint32_t n,
-                                                               float neg_lr) noexcept {
+                                                                float neg_lr) noexcept {
   for (std::uint32_t j = 0; j < n; ++j) w[j] = std::fma(neg_lr, g[j], w[j]);
 }
 
 __attribute__((target_clones("default", "fma"))) void apply_adagrad(float* w, float* acc, const float* g,
-                                                                   std::uint32_t n, float neg_lr,
-                                                                   float eps) noexcept {
+                                                                    std::uint32_t n, float neg_lr, float eps) noexcept {
   for (std::uint32_t j = 0; j < n; ++j) {
-    acc[j] = std::fma(g[j], g[j], acc[j]);                   // state_sum.addcmul_(g, g)
+    acc[j] = std::fma(g[j], g[j], acc[j]);                      // state_sum.addcmul_(g, g)
     w[j] = w[j] + (neg_lr * g[j]) / (std::sqrt(acc[j]) + eps);  // w.addcdiv_(g, sqrt(state) + eps, value=-lr)
   }
 }
