@@ -178,7 +178,8 @@ int parse_options(int argc, char** argv, PsOptions* o) {
     po::variables_map vm;
     // No prefix guessing: an abbreviation must not silently become another option.
     constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(describe()).style(kStyle).run(), vm);
+    const po::positional_options_description none;  // a stray word is an error, not ignored
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(describe()).positional(none).style(kStyle).run(), vm);
     if (vm.count("help")) {
       std::fputs(kUsage, stdout);
       return 0;
