@@ -195,7 +195,7 @@ TEST_CASE(
   std::vector<std::byte> ref_resp(response_bytes(Op::Pull, kTouched, kDim));
   for (std::uint32_t i = 0; i < kPushes; ++i) {
     const std::size_t len = make_push(scratch.data(), i);
-    reference.handle({scratch.data(), len}, {ref_resp.data(), ref_resp.size()});
+    REQUIRE(reference.handle({scratch.data(), len}, {ref_resp.data(), ref_resp.size()}) == kAckBytes);
   }
   const std::size_t pull_len = make_pull(scratch.data(), 9999);
   const std::size_t ref_len = reference.handle({scratch.data(), pull_len}, {ref_resp.data(), ref_resp.size()});

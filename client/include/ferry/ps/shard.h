@@ -47,7 +47,7 @@ class Shard {
 
   // Handles one request and writes its response into `response`; returns
   // the response's length (0 only when `response` cannot hold an error record).
-  std::size_t handle(std::span<const std::byte> request, std::span<std::byte> response) noexcept;
+  [[nodiscard]] std::size_t handle(std::span<const std::byte> request, std::span<std::byte> response) noexcept;
 
   const ShardSpec& spec() const noexcept { return spec_; }
   const ShardCounters& counters() const noexcept { return counters_; }

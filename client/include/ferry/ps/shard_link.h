@@ -37,7 +37,7 @@ class ShardLink {
   [[nodiscard]] virtual Status call(std::uint32_t shard, const Buffer& request, std::uint32_t length,
                                     const Buffer& response, std::uint64_t tag) noexcept = 0;
   // Up to out.size() finished calls, waiting at most `timeout` for the first.
-  virtual std::size_t wait(std::span<LinkDone> out, std::chrono::milliseconds timeout) noexcept = 0;
+  [[nodiscard]] virtual std::size_t wait(std::span<LinkDone> out, std::chrono::milliseconds timeout) noexcept = 0;
   // Ok while usable; the reason once not (DaemonGone, ...).
   [[nodiscard]] virtual Status state() const noexcept = 0;
   // Readable when wait() may find completions; -1 when the link has no fd.
@@ -63,7 +63,7 @@ struct FerryLinkOptions {
 };
 
 // Attaches and opens every shard. On failure *why says what failed.
-Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& options, std::string* why);
+[[nodiscard]] Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& options, std::string* why);
 
 // PREFIX<i>, and the target a worker opens for it ("SERVICE" or "HOST:PORT/SERVICE").
 std::string shard_service(std::string_view prefix, std::uint32_t shard);

@@ -36,7 +36,8 @@ class ShardServer {
  public:
   // Attaches, allocates the pool and serves the shard's service. On
   // failure *why says what failed. `shard` must outlive the server.
-  static Result<std::unique_ptr<ShardServer>> start(Shard& shard, const ShardServerOptions& options, std::string* why);
+  [[nodiscard]] static Result<std::unique_ptr<ShardServer>> start(Shard& shard, const ShardServerOptions& options,
+                                                                  std::string* why);
   ~ShardServer();
   ShardServer(const ShardServer&) = delete;
   ShardServer& operator=(const ShardServer&) = delete;

@@ -98,6 +98,7 @@ constexpr std::uint64_t response_bytes(Op op, std::uint64_t count, std::uint64_t
 
 // What a response of `length` bytes says, for a request of op `op` that
 // expected `expected` bytes back: Ok, the shard's error, or BadLength.
-PsStatus classify_response(const std::byte* data, std::size_t length, std::size_t expected, Op op) noexcept;
+[[nodiscard]] PsStatus classify_response(const std::byte* data, std::size_t length, std::size_t expected,
+                                         Op op) noexcept;
 
 }  // namespace ferry::ps
