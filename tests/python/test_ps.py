@@ -179,3 +179,31 @@ def test_embedding_bag_module_trains_like_torch(daemon, helpers):
             loss_ref.backward()
             opt.step()
         assert bag.last_push is not None
+
+
+def test_embedding_module_trains_like_torch(daemon, helpers):
+    from ferry.ps.torch import Embedding
+    tables = [ps.Embedding("emb", rows=40, dim=3, optimizer=ps.SGD(lr=0.1), init=ps.Uniform(0.5, seed=4))]
+    start_shards(helpers, daemon, tables, 2)
+    ref = torch.nn.Embedding(40, 3)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(ps.initial_values(tables, "emb", np.arange(40))))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(8)
+    with ps.Worker(tables, 2, daemon.socket) as w:
+        emb = Embedding(w, "emb")
+        for _ in range(10):
+            x = torch.randint(0, 40, (6, 5), generator=gen)
+            target = torch.randn(6, 5, 3, generator=gen)
+            out = emb(x)
+            assert out.shape == (6, 5, 3)
+            loss = ((out - target) ** 2).mean()
+            loss_ref = ((ref(x) - target) ** 2).mean()
+            assert abs(loss.item() - loss_ref.item()) <= 1e-5
+            loss.backward()
+            w.synchronize()
+            opt.zero_grad()
+            loss_ref.backward()
+            opt.step()
+        got = w.pull("emb", np.arange(40)).gather()
+        assert torch.allclose(got, ref.weight.detach(), atol=1e-6, rtol=0)
