@@ -220,3 +220,20 @@ def test_messages_and_release(daemon):
         with pytest.raises(ferry.BufferFreed):
             bytes(d)
         assert rx.recv(0) is None
+
+
+def test_wait_returns_when_something_completes(daemon, helpers):
+    helpers("serve", daemon.socket, "slow", 3000)
+    helpers("serve", daemon.socket, "fast", 0)
+    with ferry.attach(daemon.socket, "t-wait") as c:
+        slow, fast = c.open("slow"), c.open("fast")
+        bufs = [c.alloc(8) for _ in range(4)]
+        pending = c.call(slow, bufs[0], bufs[1])
+        t0 = time.monotonic()
+        assert c.wait(0.3) == [] and not pending.done()  # nothing completed: the whole timeout
+        assert 0.25 <= time.monotonic() - t0 < 2
+        h = c.call(fast, bufs[2], bufs[3])
+        t0 = time.monotonic()
+        c.wait(10)  # returns once the fast call completes, though the slow one is still out
+        assert time.monotonic() - t0 < 2.5 and h.done() and not pending.done()
+        assert pending.wait(10) == 8

@@ -52,6 +52,7 @@ bool ClientCore::pump_locked() {
       op.request.reset();
       op.response.reset();
       ops.erase(it);
+      ++completed;
     }
     if (n == 0) break;  // empty: the doorbell is armed, the fd can be slept on
     any = true;

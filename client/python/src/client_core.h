@@ -75,6 +75,7 @@ struct ClientCore {
   std::unique_ptr<Client> retired;  // closed: detached, still mapped until the last lease is gone
   bool sleeping = false;            // a thread sleeps on the event fd
   std::uint64_t next_user_data = 1;
+  std::uint64_t completed = 0;  // operations completed so far (Client.wait's "something happened")
   std::unordered_map<std::uint64_t, std::shared_ptr<OpState>> ops;
   std::deque<Completion> deliveries;
   std::vector<std::weak_ptr<Lease>> leases;

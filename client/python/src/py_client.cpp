@@ -389,13 +389,13 @@ submitting or collecting.)")
           "wait",
           [](const std::shared_ptr<ClientCore>& core, double timeout) {
             const auto deadline = Clock::now() + ms_of(timeout);
-            std::size_t ops_before;
+            std::uint64_t before;
             {
               auto lk = lock_from_python(core->mu);
-              ops_before = core->ops.size();
+              before = core->completed;
             }
             wait_interruptible(
-                *core, [&] { return !core->deliveries.empty() || core->ops.size() < ops_before || !core->client; },
+                *core, [&] { return !core->deliveries.empty() || core->completed != before || !core->client; },
                 deadline);
             auto lk = lock_from_python(core->mu);
             return take_deliveries(core, lk, SIZE_MAX);
