@@ -34,7 +34,7 @@ ferry_compile() {
 # nothing demo compiled (a changed option would recompile every file).
 ferry_main_opts=(-Dwerror=true)
 
-# ferry_build [--werror]: the main tree, build/ (where the tools and tests land
+# ferry_build [--werror]: the main tree, build/ (the tools and tests land
 # there), always with ferry_main_opts (--werror is accepted and implied).
 ferry_build() {
   ferry_configure "$FERRY_REPO/build" "${ferry_main_opts[@]}" && ferry_compile "$FERRY_REPO/build"
