@@ -29,14 +29,18 @@ ferry_compile() {
   ninja -C "$dir" -j "$(ferry_jobs)" "$@"
 }
 
-# ferry_build [--werror]: the main tree, build/ (targets land there). It is
+# The options of build/, the one tree scripts/demo and scripts/test share:
+# with the same options, `scripts/test` after `scripts/demo` compiles
+# nothing demo compiled (a changed option would recompile every file). It is
 # a test tree: the fault suites run in it, so the test-only fault switches
 # are compiled in (-Dfault_injection=true; the project default is off, and
 # build-release/ below checks that an install of the default has none).
+ferry_main_opts=(-Dwerror=true -Dfault_injection=true)
+
+# ferry_build [--werror]: the main tree, build/ (the tools and tests land
+# there), always with ferry_main_opts (--werror is accepted and implied).
 ferry_build() {
-  local -a opts=(-Dfault_injection=true)
-  [[ "${1:-}" == --werror ]] && opts+=(-Dwerror=true)
-  ferry_configure "$FERRY_REPO/build" "${opts[@]}" && ferry_compile "$FERRY_REPO/build"
+  ferry_configure "$FERRY_REPO/build" "${ferry_main_opts[@]}" && ferry_compile "$FERRY_REPO/build"
 }
 
 # ferry_build_release: build-release/, the project's defaults (what a
