@@ -2,7 +2,7 @@
 # Builds the Soft-RoCE test VM: a Debian 6.1 kernel (downloaded, never
 # installed on the host) plus a busybox-static initramfs that loads rdma_rxe
 # and its dependencies, mounts the host root read-only over 9p and runs one
-# command in it. See README.md ("The Soft-RoCE VM") for why it is shaped this way.
+# command in it. See docs/testing.md ("The Soft-RoCE VM") for why it is shaped this way.
 #
 # Output (reused when present): .vm-cache/vmlinuz, .vm-cache/initramfs.gz,
 # .vm-cache/kernel-version. Prints the cache folder on success. The kernel
