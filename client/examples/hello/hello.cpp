@@ -12,7 +12,9 @@ static int fail(const char* what, ferry::Status s) {
 }
 
 int main() {
-  auto attached = ferry::Client::attach({.name = "hello"});
+  ferry::AttachOptions options;
+  options.name = "hello";  // shown by `ferryctl clients`
+  auto attached = ferry::Client::attach(options);
   if (!attached) return fail("attach", attached.status);
   ferry::Client& client = *attached.value;
   auto service = client.serve("hello");
