@@ -60,6 +60,23 @@ def prose_lines(text):
             yield n, re.sub(r"`+[^`]*`+", "", line)
 
 
+def paragraphs(text):
+    """(first line number, text) of each run of non-blank prose lines, so a
+    link whose text wraps onto the next line is still seen."""
+    start, lines, last = None, [], None
+    for n, line in prose_lines(text):
+        if not line.strip() or (last is not None and n != last + 1):
+            if lines:
+                yield start, "\n".join(lines)
+            start, lines = None, []
+        if line.strip():
+            start = n if start is None else start
+            lines.append(line)
+        last = n
+    if lines:
+        yield start, "\n".join(lines)
+
+
 def slug(heading):
     """GitHub's anchor for a heading."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link keeps its text
@@ -87,18 +104,16 @@ def check_links(root, md, problems):
     path = os.path.join(root, md)
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    for n, line in prose_lines(text):
-        targets = [m.group(1) for m in LINK.finditer(line)]
-        ref = REFDEF.match(line)
-        if ref:
-            targets.append(ref.group(1))
+    for n, para in paragraphs(text):
+        targets = [m.group(1) for m in LINK.finditer(para)]
+        targets += [m.group(1) for m in (REFDEF.match(line) for line in para.split("\n")) if m]
         for target in targets:
             if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("//"):
                 continue  # absolute URL: not ours to check offline
             file_part, _, fragment = target.partition("#")
             dest = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
             rel = os.path.relpath(dest, root)
-            where = f"{md}:{n}: link {target!r}"
+            where = f"{md}:{n}: link {target!r}"  # n: first line of its paragraph
             if rel.startswith(".."):
                 problems.append(f"{where} leaves the repository")
             elif not os.path.exists(dest):
