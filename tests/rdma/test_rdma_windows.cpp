@@ -9,7 +9,7 @@
 // requires it and NICs check it, but rxe (kernel 6.1, rxe_resp.c
 // check_rkey) checks a window access against the range of the window's MR,
 // not of the window: on Soft-RoCE a window's key reaches its client's whole
-// tx arena while it is open (README "Reliability").
+// tx arena while it is open (docs/reliability.md, "Remote keys").
 #include <sys/mman.h>
 
 #include <catch2/catch.hpp>
