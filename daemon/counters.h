@@ -39,7 +39,7 @@ struct Counters {
   Counter busy_rejects{0};       // remote deliveries refused with Busy (staging full)
   // Peer handshakes refused by shared-secret authentication (either side).
   Counter peer_auth_failures{0};
-  // Remote datapath (DESIGN.md contract); flow control and recovery come later.
+  // Remote datapath, flow control and recovery (status JSON contract).
   Counter rnr_naks{0};
   Counter retransmits{0};
   Counter recoveries{0};

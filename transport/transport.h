@@ -1,5 +1,5 @@
 // The transport interface: a small abstract class with batch-shaped calls
-// (STYLE.md habit 1), so one virtual call covers a burst. Backends are
+// (post a batch, poll a batch), so one virtual call covers a burst. Backends are
 // `final` and live in their own folders (tcp/, rdma/). An operation a backend
 // cannot do returns Status::NotSupported; there are no optional hooks.
 //

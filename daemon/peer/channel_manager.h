@@ -31,7 +31,7 @@
 // channel_credits.cpp (receive credits on the data lanes),
 // channel_auth.cpp (shared-secret challenge-response, wire/auth_proof.h).
 //
-// Receive credits (DESIGN.md "Flow control", first layer): a WR that uses a
+// Receive credits (the first layer of flow control, docs/flow-control.md): a WR that uses a
 // receive at the peer (Send, RdmaWriteImm) is posted only with a credit, so
 // an RNR NAK cannot happen. A lane starts with the peer's handshake
 // initial_credits (its transport's recv_depth) less the handshake message we

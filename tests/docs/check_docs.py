@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 README_LIMIT = 12 * 1024
-EXAMPLE_DIRS = ["client/examples/hello"]
+EXAMPLE_DIRS = ["client/examples/hello", "client/python/examples"]
 EXAMPLE_SUFFIXES = (".c", ".cpp", ".py")
 FORBIDDEN = [stem + ".md" for stem in ("DES" + "IGN", "STY" + "LE", "RDMA" + "-VM")]
 
