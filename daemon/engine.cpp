@@ -94,8 +94,13 @@ void Engine::adopt(ClientSession* raw) {
   assert_owner();
   std::unique_ptr<ClientSession> s(raw);
   const std::uint32_t id = s->id();
+  // The client holds the read end of its CQ doorbell now (attach reply).
+  s->cq_bell.release_peer();
+  // Its SQ doorbell is an eventfd it shares with us, flags included: a
+  // client may clear O_NONBLOCK on it. So it is never read here, where a
+  // read could block: edge-triggered, each ring wakes the sleep once.
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = EPOLLIN | EPOLLET;
   ev.data.u64 = id;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s->sq_bell.fd(), &ev) != 0) {
     spdlog::error("client {}: cannot watch its doorbell ({}); detaching", id, std::strerror(errno));

@@ -175,9 +175,9 @@ void Engine::sleep_until_work() {
       } else if (evs[i].data.u64 == 0) {
         std::uint64_t v;
         [[maybe_unused]] auto r = ::read(wake_fd_, &v, sizeof(v));
-      } else if (ClientSession* c = client(static_cast<std::uint32_t>(evs[i].data.u64))) {
-        c->sq_bell.drain();
       }
+      // A client's SQ doorbell (edge-triggered, never read: engine.cpp
+      // adopt): the wake itself is the news; poll_submissions looks.
     }
   }
   for (ClientSession* c : order_) c->sq.woke_up();
