@@ -91,13 +91,14 @@ bool Engine::reply_remote(ClientSession& c, const shm::SqEntry& e, const Pending
   wr.payload_len = e.length;
   wr.remote = call.resp_remote;
   wr.signaled = true;
-  const std::uint64_t zc = e.length != 0 ? zc_track(c, token) : 0;  // rdma: SGE from the server's tx arena
-  if (e.length != 0 && zc == 0) {  // (checked above) never post client memory untracked
+  const std::uint64_t zc =
+      e.length != 0 ? zc_track(c, WrTag::remote_op(token)) : 0;  // rdma: SGE from the server's tx arena
+  if (e.length != 0 && zc == 0) {                                // (checked above) never post client memory untracked
     remote_ops_.erase(token);
     complete(c, shm::Op::Reply, e.user_data, Status::Busy);
     return true;
   }
-  wr.user_data = zc != 0 ? zc : token;
+  wr.user_data = zc != 0 ? zc : WrTag::remote_op(token);
   if (zc != 0 && c.mr.valid()) wr.local = c.mr.tx();
   const auto r = peers_->post(*ch, call.lane, wr);  // room was checked: only a dead channel refuses
   if (r.accepted != 1) {

@@ -39,6 +39,7 @@ struct ibv_pd;
 #include "daemon/remote_keys.h"
 #include "daemon/services.h"
 #include "daemon/target.h"
+#include "daemon/wr_tag.h"
 #include "ferry_config.h"
 
 namespace ferry::daemon {
@@ -250,7 +251,6 @@ class Engine final : private peer::ChannelEvents {
   std::uint32_t nic_window_ops_ = 0;
 
   // rendezvous.cpp: the receiving side of large messages.
-  static constexpr std::uint64_t kReadTag = 1ull << 62;  // user_data of a READ: kReadTag | job slot
   void setup_rendezvous();
   Delivery start_read(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
                       Status* failure, std::uint64_t call_deadline_ns);
@@ -322,9 +322,8 @@ class Engine final : private peer::ChannelEvents {
   ibv_pd* rdma_pd_ = nullptr;
   RemoteKeys keys_;  // closed before the sessions' MRs go (~Engine)
   // WRs posted with a client's lkey (zero-copy eager sends), so a detached
-  // client's segment and MR outlive them: user_data kZcTag | slot names a
-  // slot holding the client and the op's own user_data (zc.cpp).
-  static constexpr std::uint64_t kZcTag = 1ull << 63;
+  // client's segment and MR outlive them: their tag (wr_tag.h) names a
+  // slot holding the client and the op's own tag (zero_copy.cpp).
   struct ZcWr {
     std::uint32_t client = 0;
     std::uint64_t user_data = 0;
@@ -334,7 +333,7 @@ class Engine final : private peer::ChannelEvents {
   std::vector<std::unique_ptr<ClientSession>> retired_;  // detached, WRs still naming their lkey
   std::uint64_t zc_track(ClientSession& c, std::uint64_t user_data) noexcept;
   bool zc_available() const noexcept { return !zc_free_.empty(); }
-  std::uint64_t zc_done(std::uint64_t user_data) noexcept;  // returns the op's own user_data
+  std::uint64_t zc_done(std::uint64_t user_data) noexcept;  // returns the op's own tag
   void retire(std::unique_ptr<ClientSession> s);
   void setup_zero_copy();
   std::unique_ptr<peer::ChannelManager> peers_;

@@ -175,7 +175,8 @@ void Engine::send_open(std::uint64_t token, peer::RemoteOp& op, peer::Channel& c
   op.channel = ch.id;
   op.sent = true;
   const auto* name = reinterpret_cast<const std::byte*>(op.service.data());
-  const auto r = peers_->send(ch, 0, h, name, static_cast<std::uint32_t>(op.service.size()), token, false);
+  const auto r =
+      peers_->send(ch, 0, h, name, static_cast<std::uint32_t>(op.service.size()), WrTag::remote_op(token), false);
   if (r.accepted != 1) {
     ClientSession* c = client(op.client);
     const std::uint64_t user_data = op.user_data;

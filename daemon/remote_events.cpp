@@ -120,12 +120,15 @@ void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Heade
 }
 
 void Engine::on_send_done(std::uint64_t user_data, Status status) {
-  if ((user_data & kZcTag) != 0) user_data = zc_done(user_data);  // releases the client's hold first
-  if (user_data == 0) return;
-  if ((user_data & kReadTag) != 0) {
-    on_read_done(static_cast<std::uint32_t>(user_data & 0xFFFF'FFFFu), status);
-    return;
+  WrTag tag = WrTag::decode(user_data);
+  if (tag.kind == WrKind::ZeroCopy) tag = WrTag::decode(zc_done(user_data));  // releases the client's hold first
+  switch (tag.kind) {
+    case WrKind::None:
+    case WrKind::ZeroCopy: return;  // untracked (answers, acks), or a slot already settled
+    case WrKind::Read: on_read_done(tag.slot, status); return;
+    case WrKind::RemoteOp: break;
   }
+  user_data = tag.token();
   peer::RemoteOp* found = remote_ops_.find(user_data);
   if (found == nullptr) return;
   if (found->kind == peer::RemoteOpKind::Reply) {

@@ -183,13 +183,13 @@ Engine::Delivery Engine::try_send_remote(ClientSession& c, Endpoint& ep, const s
   // The peer's answer completes the op; a failed WR still reports
   // (on_send_done) and fails it. A payload from the client's arena goes
   // signaled and tracked (zero_copy.cpp); otherwise unsignaled, copied.
-  const std::uint64_t zc = wr.payload_len != 0 ? zc_track(c, token) : 0;
+  const std::uint64_t zc = wr.payload_len != 0 ? zc_track(c, WrTag::remote_op(token)) : 0;
   if (wr.payload_len != 0 && zc == 0) {  // every tracking slot busy: wait rather than post untracked
     remote_ops_.erase(token);
     unkey();
     return Delivery::Blocked;
   }
-  wr.user_data = zc != 0 ? zc : token;
+  wr.user_data = zc != 0 ? zc : WrTag::remote_op(token);
   wr.signaled = zc != 0;
   if (zc != 0 && rdma) wr.local = mr;
   const auto r = peers_->post(*ch, ep.id, wr);

@@ -75,7 +75,7 @@ Engine::Delivery Engine::start_read(peer::Channel& ch, std::uint32_t lane, const
     return Delivery::Failed;
   }
   const std::uint32_t slot = reads_free_.back();
-  const std::uint64_t zc = zc_track(*server, kReadTag | slot);
+  const std::uint64_t zc = zc_track(*server, WrTag::read(slot));
   if (zc == 0) {
     server->rx.free(block.offset);
     return Delivery::Blocked;  // every tracking slot busy: retry when WRs complete

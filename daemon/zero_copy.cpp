@@ -40,11 +40,11 @@ std::uint64_t Engine::zc_track(ClientSession& c, std::uint64_t user_data) noexce
   zc_free_.pop_back();
   zc_slots_[slot] = ZcWr{c.id(), user_data};
   ++c.zc_inflight;
-  return kZcTag | slot;
+  return WrTag::zero_copy(slot);
 }
 
 std::uint64_t Engine::zc_done(std::uint64_t user_data) noexcept {
-  const auto slot = static_cast<std::uint32_t>(user_data & 0xFFFF'FFFFu);
+  const std::uint32_t slot = WrTag::decode(user_data).slot;
   if (slot >= zc_slots_.size()) return 0;
   const ZcWr w = zc_slots_[slot];
   zc_slots_[slot] = ZcWr{};

@@ -2,7 +2,10 @@
 
 namespace ferry::daemon::peer {
 
-RemoteOpTable::RemoteOpTable(std::size_t reserve) { free_.reserve(reserve); }
+RemoteOpTable::RemoteOpTable(std::size_t reserve, std::uint32_t first_generation)
+    : first_generation_(first_generation & WrTag::kGenerationMask) {
+  free_.reserve(reserve);
+}
 
 std::uint64_t RemoteOpTable::insert(RemoteOp op) {
   std::uint32_t index;
@@ -12,11 +15,12 @@ std::uint64_t RemoteOpTable::insert(RemoteOp op) {
   } else {
     index = static_cast<std::uint32_t>(slots_.size());
     slots_.emplace_back();  // grows only past the high-water mark
+    slots_.back().generation = first_generation_;
   }
   Slot& s = slots_[index];
   s.op = std::move(op);
   s.live = true;
-  ++s.generation;
+  s.generation = s.generation >= WrTag::kGenerationMask ? 1 : s.generation + 1;  // 30 bits, never 0
   ++live_;
   return token_of(index);
 }

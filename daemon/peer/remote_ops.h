@@ -3,7 +3,9 @@
 // the peer's Response) and Replies to remote callers (waiting for the
 // transport's SendDone, since the payload is sent from the server's tx arena).
 // A slot pool like CallTable: the token sent on the wire packs slot and
-// generation, so a late or forged answer finds nothing. Every entry is
+// generation, so a late or forged answer finds nothing. Generations stay
+// within WrTag::kGenerationBits (they wrap, skipping 0), so a token is also
+// the payload of a work request's tag (wr_tag.h). Every entry is
 // completed exactly once: whoever erases it (answer, SendDone failure,
 // channel down, endpoint close, client gone) completes it.
 // Engine thread only.
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/wr_tag.h"
 #include "shm/ring_entries.h"
 
 namespace ferry::daemon::peer {
@@ -56,7 +59,8 @@ struct RemoteOp {
 
 class RemoteOpTable {
  public:
-  explicit RemoteOpTable(std::size_t reserve);
+  // `first_generation`: where new slots start counting (tests: near the wrap).
+  explicit RemoteOpTable(std::size_t reserve, std::uint32_t first_generation = 0);
 
   std::uint64_t insert(RemoteOp op);  // token, never 0
   RemoteOp* find(std::uint64_t token) noexcept;
@@ -87,6 +91,7 @@ class RemoteOpTable {
   }
   void release(std::uint32_t index) noexcept;
 
+  std::uint32_t first_generation_ = 0;
   std::deque<Slot> slots_;  // deque: an Open's name stays put while the transport sends it
   std::vector<std::uint32_t> free_;
   std::size_t live_ = 0;
