@@ -187,6 +187,16 @@ class Transport {
   // backend's slow sources (connection events, device events).
   virtual bool prepare_to_sleep() noexcept { return true; }
 
+  // ---- facts the owner reports (any thread may read them when quiet) ----
+  // Sends that failed because the peer had no receive posted (rdma: RNR
+  // retries exceeded; rnr_retry is 0, so each is one RNR NAK, i.e. the
+  // caller posted beyond the peer's credits). 0 where there is no such thing.
+  virtual std::uint64_t rnr_naks() const noexcept { return 0; }
+
+  // Hands the transport to another thread: the one that calls it from now
+  // on (it was built and set up on this one). No-op where nothing checks.
+  virtual void release_owner() noexcept {}
+
  protected:
   Transport() = default;
 };

@@ -23,6 +23,7 @@ void ChannelManager::set_state(Channel& ch, ChannelState to, std::uint64_t now_n
                to_string(to));
   ch.state = to;
   ch.state_since_ns = now_ns;
+  changed_ = true;
 }
 
 std::size_t ChannelManager::tick(std::uint64_t now_ns) {

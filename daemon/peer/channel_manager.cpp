@@ -58,6 +58,7 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
   ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
   Channel& ref = *ch;
   channels_.emplace(ref.id, std::move(ch));
+  changed_ = true;
   return ref;
 }
 
@@ -123,8 +124,61 @@ std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
     n += drain(false, now_ns);
   }
   if (split_) n += drain(true, now_ns);
+  if (!held_.empty()) n += flush_held();
   reap();
   return n;
+}
+
+void ChannelManager::send_control(Channel& ch, std::uint32_t lane, const wire::Header& h) noexcept {
+  if (!ch.usable()) return;
+  const std::uint32_t li = ch.lane_count != 0 ? lane % ch.lane_count : 0;
+  // Behind messages of this lane already held: they keep their order.
+  const bool waits =
+      std::any_of(held_.begin(), held_.end(), [&](const HeldControl& m) { return m.channel == ch.id && m.lane == li; });
+  if (!waits && has_room(ch, li)) {
+    const transport::PostResult r = send(ch, li, h, nullptr, 0, 0, false);
+    if (r.accepted == 1 || r.status != Status::Busy) return;  // sent, or the channel is ending
+  }
+  held_.push_back(HeldControl{ch.id, li, h});  // only under back-pressure
+  bump(counters_.answer_stalls);
+}
+
+void ChannelManager::answer(std::uint32_t channel, std::uint32_t lane, std::uint32_t dst_ep, std::uint64_t token,
+                            Status status) noexcept {
+  Channel* ch = find(channel);
+  if (ch == nullptr || !ch->usable()) return;  // the caller's daemon fails the op itself
+  wire::Header h;
+  h.type = wire::MsgType::Response;
+  h.status = status;
+  h.dst_ep = dst_ep;
+  h.token = token;
+  send_control(*ch, lane, h);
+}
+
+std::size_t ChannelManager::flush_held() noexcept {
+  std::size_t sent = 0;
+  held_blocked_.clear();
+  for (auto it = held_.begin(); it != held_.end();) {
+    Channel* ch = find(it->channel);
+    if (ch == nullptr || !ch->usable()) {
+      it = held_.erase(it);  // the channel ended: the peer's side of it ended too
+      continue;
+    }
+    // A lane whose earlier message still waits keeps the later ones behind it.
+    const std::uint64_t lane_key = (std::uint64_t{it->channel} << 32) | it->lane;
+    const bool earlier_waits = std::find(held_blocked_.begin(), held_blocked_.end(), lane_key) != held_blocked_.end();
+    if (!earlier_waits && has_room(*ch, it->lane)) {
+      const transport::PostResult r = send(*ch, it->lane, it->header, nullptr, 0, 0, false);
+      if (r.accepted == 1 || r.status != Status::Busy) {
+        sent += r.accepted;
+        it = held_.erase(it);
+        continue;
+      }
+    }
+    if (!earlier_waits) held_blocked_.push_back(lane_key);
+    ++it;
+  }
+  return sent;
 }
 
 bool ChannelManager::prepare_to_sleep() noexcept {
@@ -344,10 +398,6 @@ void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) 
       p.lanes[i].acked = ch->lanes[i].acked;
       p.lane_ids[i] = ch->lanes[i].conn;
     }
-    p.window_ops = ch->window_ops;
-    p.window_bytes = ch->window_bytes;
-    p.window_stalls = ch->window_stalls;
-    p.reads_inflight = ch->reads_inflight;
     p.rnr_naks = read(counters_.rnr_naks);
     p.endpoints = ch->endpoints;
     p.rtt_us = ch->rtt_us;

@@ -50,11 +50,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "daemon/counters.h"
@@ -175,6 +177,20 @@ class ChannelManager {
   // until that. Busy only when the lane's ring is full; PeerReset when the
   // channel is not usable.
   transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
+  // A header-only control message (an answer, OpenAck, Close) on a lane of
+  // a usable channel: posted now, or held, in order, until the lane's ring
+  // has room (counted in answer_stalls) and then posted by poll(). Dropped
+  // when the channel ends first: the peer's side of it ends with the
+  // channel too (its ops fail, its proxies go).
+  void send_control(Channel& ch, std::uint32_t lane, const wire::Header& h) noexcept;
+  // A zero-length Response to a peer's op (its endpoint `dst_ep`, its
+  // `token`): a Send's outcome, a refusal, a call's timeout. Sent with
+  // send_control; nothing when the channel is gone.
+  void answer(std::uint32_t channel, std::uint32_t lane, std::uint32_t dst_ep, std::uint64_t token,
+              Status status) noexcept;
+  // Control messages held for room (the engine then polls instead of sleeping long).
+  bool holding() const noexcept { return !held_.empty(); }
+
   // Whether post() on this lane would take one more WR now (not Busy).
   // Callers ask first when a refusal must not cost them work done before
   // the post (memory windows opened, a Reply's token used, an answer lost).
@@ -199,6 +215,10 @@ class ChannelManager {
   void fail_channel(Channel& ch, Status why, std::uint64_t now_ns) { fail(ch, why, now_ns); }
 
   std::size_t channel_count() const noexcept { return channels_.size(); }
+  // A channel was made or changed state since the last call (the engine
+  // then publishes a fresh snapshot).
+  bool take_changed() noexcept { return std::exchange(changed_, false); }
+  std::uint16_t listen_port() const noexcept { return cfg_.listen_port; }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
   int event_fd() const noexcept { return transport_.event_fd(); }
   // Readable while a pending connect has finished (either way): for the
@@ -400,6 +420,16 @@ class ChannelManager {
   std::uint32_t recv_depth_ = 2;       // receives our lane transport posts per connection
   std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
   bool reposts_due_ = false;           // some lane used receives since the last lanes poll
+  // send_control's messages waiting for room, in order.
+  struct HeldControl {
+    std::uint32_t channel = 0;
+    std::uint32_t lane = 0;
+    wire::Header header;
+  };
+  std::deque<HeldControl> held_;
+  std::vector<std::uint64_t> held_blocked_;  // scratch for flush_held: lanes whose first held message waits
+  std::size_t flush_held() noexcept;
+  bool changed_ = false;
 };
 
 }  // namespace ferry::daemon::peer

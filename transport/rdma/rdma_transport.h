@@ -92,7 +92,8 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const noexcept { return pd_; }
   // The QP of an open connection (nullptr otherwise), for tests/diagnostics.
   ibv_qp* conn_qp(ConnId conn) noexcept;
-  void release_owner() noexcept { owner_.release(); }
+  void release_owner() noexcept override { owner_.release(); }
+  std::uint64_t rnr_naks() const noexcept override { return stats_.rnr_retry_exceeded; }
 
  private:
   explicit RdmaTransport(const RdmaConfig& config);

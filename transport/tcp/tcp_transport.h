@@ -70,7 +70,7 @@ class TcpTransport final : public Transport {
   // The socket of an open connection (-1 otherwise), for diagnostics and tests.
   int conn_fd(ConnId conn) const noexcept;
   // Hands the datapath to another thread (see OwnerThread).
-  void release_owner() noexcept { owner_.release(); }
+  void release_owner() noexcept override { owner_.release(); }
 
  private:
   explicit TcpTransport(const TcpConfig& config);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "daemon/peer/channel_manager.h"
-#include "daemon/peer/remote_ops.h"
+#include "daemon/remote/remote_ops.h"
 #include "transport/testing/recording_transport.h"
 
 using namespace ferry;

@@ -2,19 +2,19 @@
 // kind, never by guessing from a token's bits.
 #include <catch2/catch.hpp>
 
-#include "daemon/peer/remote_ops.h"
-#include "daemon/wr_tag.h"
+#include "daemon/remote/remote_ops.h"
+#include "daemon/remote/wr_tag.h"
 
 using namespace ferry::daemon;
 
 TEST_CASE("a remote op's tag keeps its kind when its slot's generation passes 2^30", "[wr_tag]") {
   // One hot slot, reused: its generation starts just below 2^30 here, as it
   // would after ~2^30 sequential replies (about 90 minutes at 200k/s).
-  peer::RemoteOpTable table(4, (1u << 30) - 3);
+  RemoteOpTable table(4, (1u << 30) - 3);
   std::uint32_t wraps = 0, last_generation = 0;
   for (int i = 0; i < 6; ++i) {
-    peer::RemoteOp op;
-    op.kind = peer::RemoteOpKind::Reply;
+    RemoteOp op;
+    op.kind = RemoteOpKind::Reply;
     op.user_data = 100 + static_cast<std::uint64_t>(i);
     const std::uint64_t token = table.insert(op);
     const std::uint64_t user_data = WrTag::remote_op(token);
@@ -29,7 +29,7 @@ TEST_CASE("a remote op's tag keeps its kind when its slot's generation passes 2^
     REQUIRE(tag.generation != 0);
     if (tag.generation < last_generation) ++wraps;
     last_generation = tag.generation;
-    peer::RemoteOp* found = table.find(tag.token());
+    RemoteOp* found = table.find(tag.token());
     REQUIRE(found != nullptr);
     REQUIRE(found->user_data == op.user_data);
     table.erase(token);
