@@ -16,10 +16,6 @@ namespace ferry::daemon {
 
 namespace {
 
-// Tags of the engine's EventSet: client ids are nonzero.
-constexpr std::uint64_t kWakeTag = 0;
-constexpr std::uint64_t kTransportTag = ~std::uint64_t{0};
-
 Transports made(const Config& config) {
   Transports t;
   make_transports(config, t);

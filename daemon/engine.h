@@ -48,7 +48,10 @@ struct ibv_pd;
 
 namespace ferry::daemon {
 
-inline constexpr int kBusyPollMs = 1;   // sleep bound while deliveries wait or CQs overflow
+inline constexpr int kBusyPollMs = 1;  // sleep bound while deliveries wait or CQs overflow
+// Tags of the engine's event set (loop/event_set.h); client ids are nonzero.
+inline constexpr std::uint64_t kWakeTag = 0;
+inline constexpr std::uint64_t kTransportTag = ~std::uint64_t{0};
 inline constexpr int kPeerTickMs = 10;  // sleep bound while channels exist (heartbeats, deadlines)
 
 class Engine final : private peer::ChannelEvents {

@@ -14,6 +14,13 @@
 
 namespace ferry::daemon {
 
+namespace {
+
+// Idle spinning turns per sched_yield (engine_loop: run).
+constexpr std::uint32_t kYieldEvery = 16;
+
+}  // namespace
+
 std::size_t Engine::turn() {
   std::size_t work = drain_commands();
   work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
@@ -40,6 +47,7 @@ void Engine::run() {
   bool awaiting = false;
   std::uint64_t awaiting_since = 0;
   std::uint64_t busy_since = 0;  // start of the last turn, when it did work
+  std::uint32_t idle_turns = 0;
   while (!loop_.stop) {
     const std::uint64_t start = mono_ns();
     if (busy_since != 0) loop_.turns.record(start - busy_since, counters_);
@@ -64,12 +72,12 @@ void Engine::run() {
       sleep_until_work();
       idle_since = mono_ns();
       after_work = false;
-    } else {
+    } else if (++idle_turns % kYieldEvery == 0) {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes
       // outnumber cores it may be runnable on this very CPU, queued behind
-      // the spin. Yield so it runs now: costs one syscall when the CPU is
-      // otherwise idle, saves a scheduler slice when it is not.
+      // the spin. Yield now and then so it runs: a syscall each time, so
+      // not every idle turn (it would delay noticing the work by as much).
       ::sched_yield();
     }
   }
@@ -144,12 +152,15 @@ void Engine::sleep_until_work() {
     const int deadline = deadlines_.ms_until_due(mono_ns());
     if (deadline >= 0 && (timeout < 0 || deadline < timeout)) timeout = deadline;
     bump(counters_.engine_sleeps);
-    loop_.events.wait(timeout, [this](std::uint64_t tag) {
+    bool transports = false;
+    const int n = loop_.events.wait(timeout, [&](std::uint64_t tag) {
       // The wake fd is ours: drained. A client's SQ doorbell is never read
       // (engine.cpp adopt): the wake itself is the news. Transports and
       // connects are level-triggered: the next turn's poll consumes them.
-      if (tag == 0) control_.drain_wake();
+      if (tag == kWakeTag) control_.drain_wake();
+      if (tag == kTransportTag) transports = true;
     });
+    peers_->woke(transports || n <= 0);
   }
   for (ClientSession* c : sessions_.all()) c->sq.woke_up();
 }

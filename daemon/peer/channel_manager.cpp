@@ -119,7 +119,12 @@ LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   last_now_ns_ = now_ns;
   std::size_t n = pending_.empty() ? 0 : poll_connects(now_ns);
-  if (!split_ || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
+  // The bootstrap transport every turn only while it carries lanes with
+  // channels on them; otherwise (rdma lanes, or no channel at all, only a
+  // listener) every kControlPollEvery-th turn and after each sleep: each
+  // look is a syscall, which a spinning engine would pay every turn.
+  const bool carries_traffic = !split_ && (!channels_.empty() || !pending_.empty());
+  if (carries_traffic || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
     control_due_ = false;
     n += drain(false, now_ns);
   }
@@ -182,7 +187,6 @@ std::size_t ChannelManager::flush_held() noexcept {
 }
 
 bool ChannelManager::prepare_to_sleep() noexcept {
-  control_due_ = true;
   const bool control = transport_.prepare_to_sleep();
   const bool lanes = !split_ || lanes_.prepare_to_sleep();
   return control && lanes;

@@ -157,6 +157,10 @@ class ChannelManager {
   // The engine is about to sleep: arms the transports' notifications. False
   // when it must poll once more first (Transport::prepare_to_sleep).
   bool prepare_to_sleep() noexcept;
+  // The sleep ended. `transports`: by a transport's event or a timeout
+  // (not only by a client's doorbell): the next poll() looks at the
+  // bootstrap transport whatever the turn count.
+  void woke(bool transports) noexcept { control_due_ = control_due_ || transports; }
   // Heartbeats, handshake deadlines, dead-peer timeouts. Cheap when idle.
   std::size_t tick(std::uint64_t now_ns);
 
@@ -382,8 +386,9 @@ class ChannelManager {
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
   bool split_ = false;
   // With rdma lanes the bootstrap transport carries only handshakes,
-  // heartbeats and goodbyes: poll() looks at it every kControlPollEvery-th
-  // call, after a sleep and, once closing, always; each look is a syscall.
+  // heartbeats and goodbyes, and with no channel only accepts: poll() then
+  // looks at it every kControlPollEvery-th call, after a sleep and, once
+  // closing, always; each look is a syscall.
   static constexpr std::uint32_t kControlPollEvery = 16;
   std::uint32_t polls_ = 0;
   bool control_due_ = true;
