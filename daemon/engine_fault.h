@@ -36,10 +36,10 @@ struct EngineFault {
 };
 
 // Parses a FERRY_FAULT_ENGINE value; nullopt when malformed.
-std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
+[[nodiscard]] std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
 
 // Reads FERRY_FAULT_ENGINE: off when unset or empty. On a malformed value
 // returns the error message (and leaves *out alone).
-std::optional<std::string> engine_fault_from_env(EngineFault* out);
+[[nodiscard]] std::optional<std::string> engine_fault_from_env(EngineFault* out);
 
 }  // namespace ferry::daemon

@@ -123,7 +123,7 @@ struct Completion {
 // not accepted: Busy (send queue full: poll and retry), BadRequest (payload
 // too large or inconsistent WR), EndpointClosed (unknown or closing conn),
 // NotSupported (op the backend lacks). Ok when all were accepted.
-struct PostResult {
+struct [[nodiscard]] PostResult {
   std::uint32_t accepted = 0;
   Status status = Status::Ok;
 };
@@ -158,26 +158,26 @@ class Transport {
 
   // ---- control path (may allocate, may block for a bounded time) ----
   // Listens on a numeric host; port 0 picks one. Returns the bound port.
-  virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
+  [[nodiscard]] virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
   // Connects within the backend's configured timeout; PeerUnreachable after it.
-  virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
+  [[nodiscard]] virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
   // Starts a connect without waiting for it: the id comes back at once, a
   // Connected completion says it is usable, a Closed one (PeerUnreachable)
   // that it failed or timed out; close() abandons it. NotSupported where a
   // backend has no such path (use connect()).
-  virtual Result<ConnId> connect_async(std::string_view host, std::uint16_t port) {
+  [[nodiscard]] virtual Result<ConnId> connect_async(std::string_view host, std::uint16_t port) {
     (void)host;
     (void)port;
     return Result<ConnId>::fail(Status::NotSupported);
   }
   // Starts closing: pending WRs complete with Cancelled, then a Closed
   // completion (status Ok) ends the connection. EndpointClosed when unknown.
-  virtual Status close(ConnId conn) = 0;
-  virtual Result<MemoryHandle> register_memory(void* addr, std::size_t len) = 0;
-  virtual Status deregister_memory(MemoryHandle mr) = 0;
+  [[nodiscard]] virtual Status close(ConnId conn) = 0;
+  [[nodiscard]] virtual Result<MemoryHandle> register_memory(void* addr, std::size_t len) = 0;
+  [[nodiscard]] virtual Status deregister_memory(MemoryHandle mr) = 0;
 
   // ---- datapath (no allocation, no locks, no exceptions) ----
-  virtual PostResult post_send(std::span<const SendWr> wrs) noexcept = 0;
+  [[nodiscard]] virtual PostResult post_send(std::span<const SendWr> wrs) noexcept = 0;
   // Fills up to out.size() completions; returns how many. Never blocks.
   virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
   // The owner found nothing to do and is about to sleep on event_fd(): turn

@@ -24,7 +24,7 @@ struct Service {
 class ServiceRegistry {
  public:
   // ServiceExists when the name is taken.
-  Result<std::uint32_t> add(std::string_view name, std::uint32_t owner);
+  [[nodiscard]] Result<std::uint32_t> add(std::string_view name, std::uint32_t owner);
   const Service* find(std::uint32_t id) const noexcept;
   const Service* find(std::string_view name) const noexcept;
   bool remove(std::uint32_t id);

@@ -95,6 +95,21 @@ void ChannelManager::on_heartbeat(Channel& ch, const wire::Header& h, std::uint6
   }
 }
 
+void ChannelManager::say_goodbye(Channel& ch, Status why) noexcept {
+  if (ch.bootstrap == transport::kInvalidConn) return;
+  wire::Header bye;
+  bye.type = wire::MsgType::Goodbye;
+  bye.status = why;
+  transport::SendWr wr;
+  wr.conn = ch.bootstrap;
+  wr.header = bye;
+  wr.signaled = false;
+  const transport::PostResult r = transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
+  // Best effort: the connection closes right after, which the peer sees
+  // as the channel ending either way; only the reason in its log is lost.
+  if (r.accepted != 1) spdlog::debug("channel {}: Goodbye not sent ({})", ch.id, to_string(r.status));
+}
+
 void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
   if (ch.finished()) return;
   bump(counters_.peer_failures);
@@ -103,15 +118,7 @@ void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
 
 void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns) {
   if (ch.finished()) return;
-  if (orderly && ch.bootstrap != transport::kInvalidConn) {
-    wire::Header bye;
-    bye.type = wire::MsgType::Goodbye;
-    transport::SendWr wr;
-    wr.conn = ch.bootstrap;
-    wr.header = bye;
-    wr.signaled = false;
-    transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
-  }
+  if (orderly) say_goodbye(ch, Status::Ok);
   // Forget the connections first: their Closed completions then find no
   // channel, and the channel is reported down exactly once, here.
   auto drop = [this](transport::ConnId c, bool on_lanes) {

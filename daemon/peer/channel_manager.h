@@ -132,15 +132,15 @@ class ChannelManager {
 
   // Bootstrap listener (numeric host). Returns the bound port.
   // With separate lane transport, it listens on the same host and port.
-  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
 
   // Get-or-create the channel to HOST:PORT (`address` is the key). A new one
   // starts its TCP connect without waiting for it: PeerUnreachable here only
   // when the connect fails at once (refused locally); a later failure or
   // connect_timeout_ms without an answer reports on_channel_down(channel,
   // PeerUnreachable). The channel may be Connecting or Handshaking on return.
-  Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
-                                std::uint64_t now_ns);
+  [[nodiscard]] Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
+                                              std::uint64_t now_ns);
 
   Channel* find(std::uint32_t id) noexcept;
   // The channel new work for `id` should use (a superseded duplicate forwards
@@ -167,9 +167,9 @@ class ChannelManager {
   // Posts one message on a lane (lane % lane_count) of a usable channel.
   // `local`: the registration holding `payload` (rdma: the payload SGE is
   // then the caller's memory, no bounce copy); empty: the transport copies.
-  transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                             std::uint32_t len, std::uint64_t user_data, bool signaled,
-                             transport::MemoryHandle local = {}) noexcept;
+  [[nodiscard]] transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                           const std::byte* payload, std::uint32_t len, std::uint64_t user_data,
+                                           bool signaled, transport::MemoryHandle local = {}) noexcept;
   // Posts one WR of any op (rdma: RdmaWriteImm, RdmaRead) on a lane of a
   // usable channel; wr.conn is filled in here. send() is post() of a Send.
   // Accepted means it will go: a Send/RdmaWriteImm without a credit, any WR
@@ -180,7 +180,7 @@ class ChannelManager {
   // or with PeerReset when the channel ends: its payload must stay valid
   // until that. Busy only when the lane's ring is full; PeerReset when the
   // channel is not usable.
-  transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
+  [[nodiscard]] transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
   // A header-only control message (an answer, OpenAck, Close) on a lane of
   // a usable channel: posted now, or held, in order, until the lane's ring
   // has room (counted in answer_stalls) and then posted by poll(). Dropped
@@ -306,6 +306,7 @@ class ChannelManager {
   void heartbeat(Channel& ch, std::uint64_t now_ns);
   void on_heartbeat(Channel& ch, const wire::Header& h, std::uint64_t now_ns);
   void fail(Channel& ch, Status why, std::uint64_t now_ns);
+  void say_goodbye(Channel& ch, Status why) noexcept;  // on the bootstrap connection, before it closes
   void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
   // A losing duplicate's initiator closes it once no endpoint uses it and
   // its lanes hold nothing unconfirmed (or peer-timeout after that).
@@ -350,10 +351,10 @@ class ChannelManager {
   LaneRing* ring_of(std::uint32_t channel, std::uint32_t lane) noexcept;
   // Posts up to n backlog WRs from the front of the backlog (they become
   // unconfirmed); numbers them, piggybacks ack and owed credits.
-  transport::PostResult post_backlog(Channel& ch, std::uint32_t lane, std::uint32_t n) noexcept;
+  [[nodiscard]] transport::PostResult post_backlog(Channel& ch, std::uint32_t lane, std::uint32_t n) noexcept;
   void flush_backlog(Channel& ch, std::uint32_t lane) noexcept;
   // A pure Credit (or other unkept message) straight to the transport.
-  transport::PostResult post_unkept(Lane& l, transport::SendWr& wr) noexcept;
+  [[nodiscard]] transport::PostResult post_unkept(Lane& l, transport::SendWr& wr) noexcept;
   // The peer's cumulative ack on any lane message; false: it acks what we
   // never sent (the channel failed).
   bool take_ack(Channel& ch, std::uint32_t lane, std::uint32_t ack, std::uint64_t now_ns) noexcept;

@@ -102,8 +102,8 @@ class RemoteSender final : public Sink {
   struct Shape;
   Shape shape_of(const ClientSession& c, const Operation& op) const noexcept;
   Outcome admit(peer::Channel& ch, Endpoint& ep, const Operation& op, Attempt& at, bool zero_copy);
-  Status open_keys(ClientSession& c, const Operation& op, const Shape& s, RemoteOp& rop, std::uint32_t& src_rkey,
-                   std::uint32_t& resp_rkey);
+  [[nodiscard]] Status open_keys(ClientSession& c, const Operation& op, const Shape& s, RemoteOp& rop,
+                                 std::uint32_t& src_rkey, std::uint32_t& resp_rkey);
   transport::SendWr request_wr(ClientSession& c, const Endpoint& ep, const Operation& op, const Shape& s,
                                std::uint64_t token, std::uint64_t seq, bool again, std::uint32_t src_rkey,
                                std::uint32_t resp_rkey) const noexcept;

@@ -10,20 +10,20 @@
 
 namespace ferry::daemon {
 
-enum class Reject : std::uint8_t {
-  None,
-  UnknownOp,
-  UnknownFlags,
-  QuietNotAllowed,  // kSqFlagQuiet on anything but ReleaseRx
-  ReservedNonZero,
-  ZeroHandle,     // Unserve/Close/Send/Call need an id
-  NameLength,     // Serve: 1..64 bytes
-  TargetLength,   // Open: 1..256 bytes
-  PayloadLength,  // Send/Call: 1..max_message; Reply: 0..max_message
-  PayloadOutsideTx,
-  ResponseOutsideTx,
-  ReleaseOutsideRx,
-  TimeoutRange,  // Call timeout_ms over shm::kMaxCallTimeoutMs
+enum class [[nodiscard]] Reject : std::uint8_t{
+    None,
+    UnknownOp,
+    UnknownFlags,
+    QuietNotAllowed,  // kSqFlagQuiet on anything but ReleaseRx
+    ReservedNonZero,
+    ZeroHandle,     // Unserve/Close/Send/Call need an id
+    NameLength,     // Serve: 1..64 bytes
+    TargetLength,   // Open: 1..256 bytes
+    PayloadLength,  // Send/Call: 1..max_message; Reply: 0..max_message
+    PayloadOutsideTx,
+    ResponseOutsideTx,
+    ReleaseOutsideRx,
+    TimeoutRange,  // Call timeout_ms over shm::kMaxCallTimeoutMs
 };
 std::string_view to_string(Reject r) noexcept;
 
@@ -40,7 +40,7 @@ struct ArenaBounds {
   std::uint32_t max_message_bytes;
 };
 
-Reject validate_entry(const shm::SqEntry& e, const ArenaBounds& b) noexcept;
+[[nodiscard]] Reject validate_entry(const shm::SqEntry& e, const ArenaBounds& b) noexcept;
 
 // Serve names: 1..64 bytes of [A-Za-z0-9._-].
 bool valid_service_name(std::string_view name) noexcept;

@@ -17,7 +17,7 @@ namespace ferry::transport::rdma {
 // with an error log naming RLIMIT_MEMLOCK and its current value, since that
 // limit is the usual cause outside root.
 inline constexpr int kRemoteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int access = kRemoteAccess);
+[[nodiscard]] Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int access = kRemoteAccess);
 
 // A page-aligned, zeroed, registered block carved into fixed slots by its
 // owner. Move-only; deregisters and unmaps on destruction.
@@ -29,7 +29,7 @@ class RegisteredSlab {
   RegisteredSlab& operator=(const RegisteredSlab&) = delete;
 
   // NoMemory when the mapping or the registration fails.
-  Status init(ibv_pd* pd, std::size_t bytes);
+  [[nodiscard]] Status init(ibv_pd* pd, std::size_t bytes);
   // Deregisters and unmaps now (before the PD goes away).
   void reset() noexcept;
 

@@ -52,7 +52,7 @@ class MemoryWindows {
   // Opens a window over [addr, addr + len) of `mr` with `access`
   // (IBV_ACCESS_REMOTE_READ and/or IBV_ACCESS_REMOTE_WRITE). Busy when every
   // window is open; ProtocolError when the bind failed (logged).
-  Result<Window> open(ibv_mr* mr, const void* addr, std::uint32_t len, int access) noexcept;
+  [[nodiscard]] Result<Window> open(ibv_mr* mr, const void* addr, std::uint32_t len, int access) noexcept;
   // Invalidates it (a zero-length bind) and returns it to the pool.
   void close(Window w) noexcept;
 

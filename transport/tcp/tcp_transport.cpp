@@ -187,7 +187,10 @@ Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t 
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   // Accepted sockets inherit buffer sizes; setting them here makes them
   // apply before the handshake fixes the window scale.
-  configure_socket(fd);
+  if (configure_socket(fd) != Status::Ok) {
+    ::close(fd);
+    return Result<std::uint16_t>::fail(Status::BadRequest);
+  }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
       ::listen(fd, static_cast<int>(config_.listen_backlog)) != 0) {
     const int err = errno;
@@ -220,7 +223,10 @@ Result<int> TcpTransport::connect_start(std::string_view host, std::uint16_t por
   const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Result<int>::fail(Status::NoMemory);
   // Buffer sizes before connect: the SYN fixes the window scale.
-  configure_socket(fd);
+  if (configure_socket(fd) != Status::Ok) {
+    ::close(fd);
+    return Result<int>::fail(Status::BadRequest);
+  }
   const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
   // EINTR: an interrupted connect goes on in the background, like EINPROGRESS.
   if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
@@ -301,7 +307,10 @@ std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
       if constexpr (FERRY_DATAPATH_STATS) ++stats_.accepts_refused;
       continue;
     }
-    configure_socket(fd);
+    if (configure_socket(fd) != Status::Ok) {  // no TCP_NODELAY: latency we do not offer
+      ::close(fd);
+      continue;
+    }
     Completion& c = out[n++];
     c = Completion{};
     c.kind = CompletionKind::Accepted;

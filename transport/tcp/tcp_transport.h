@@ -43,26 +43,26 @@ class TcpTransport final : public Transport {
   TransportCaps caps() const noexcept override;
   int event_fd() const noexcept override { return epoll_fd_; }
 
-  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
   // Blocking for at most connect_timeout_ms: connect_start + wait + adopt.
-  Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
+  [[nodiscard]] Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
   // Non-blocking connect in two steps, for owners that must not block: the
   // caller watches the returned socket for writability (poll/epoll, with its
   // own deadline), reads the outcome with connect_result(), then either hands
   // the socket over with adopt() or closes it. connect_start fails with
   // BadRequest (not a numeric address), NoMemory (no socket) or
   // PeerUnreachable (refused at once).
-  Result<int> connect_start(std::string_view host, std::uint16_t port);
+  [[nodiscard]] Result<int> connect_start(std::string_view host, std::uint16_t port);
   // 0 once connected, the errno of a failed connect, EINPROGRESS while pending.
   static int connect_result(int fd) noexcept;
   // Takes ownership of a connected socket from connect_start(): installs it
   // as an open connection. Busy (socket closed) when no slot is free.
-  Result<ConnId> adopt(int fd);
-  Status close(ConnId conn) override;
-  Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
-  Status deregister_memory(MemoryHandle mr) override;
+  [[nodiscard]] Result<ConnId> adopt(int fd);
+  [[nodiscard]] Status close(ConnId conn) override;
+  [[nodiscard]] Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
+  [[nodiscard]] Status deregister_memory(MemoryHandle mr) override;
 
-  PostResult post_send(std::span<const SendWr> wrs) noexcept override;
+  [[nodiscard]] PostResult post_send(std::span<const SendWr> wrs) noexcept override;
   std::size_t poll(std::span<Completion> out) noexcept override;
 
   const TcpConfig& config() const noexcept { return config_; }
@@ -78,7 +78,7 @@ class TcpTransport final : public Transport {
   static constexpr std::uint64_t kListenerTag = ~0ull;
 
   // setup (tcp_transport.cpp)
-  Status configure_socket(int fd) noexcept;
+  [[nodiscard]] Status configure_socket(int fd) noexcept;
   int alloc_slot() noexcept;
   ConnId install(int slot, int fd) noexcept;
   TcpConnection* lookup(ConnId conn) noexcept;

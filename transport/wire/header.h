@@ -134,11 +134,11 @@ void encode_header(const Header& h, std::span<std::byte, kHeaderBytes> out) noex
 
 // Checks a decoded header against the per-type rules (flags, status,
 // endpoints, token, aux, payload length <= min(type limit, max_payload)).
-WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept;
+[[nodiscard]] WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept;
 
 // Decodes and validates the first kHeaderBytes of `in`. Never trusts input:
 // Truncated when in.size() < kHeaderBytes, any other error for bad content.
 // `out` is written only on success.
-WireError decode_header(std::span<const std::byte> in, std::uint32_t max_payload, Header& out) noexcept;
+[[nodiscard]] WireError decode_header(std::span<const std::byte> in, std::uint32_t max_payload, Header& out) noexcept;
 
 }  // namespace ferry::wire
