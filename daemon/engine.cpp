@@ -70,11 +70,10 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
       proxy_(config, *peers_, sessions_, local_, calls_, deadlines_, counters, fault_of(config)),
       dispatcher_(config, sessions_, parking_, deadlines_, local_, calls_, remote_, counters) {
   bool watched = loop_.events.add(control_.wake_fd(), kWakeTag);
-  // The transports wake the sleep; poll_peers() on the next turn consumes
-  // what woke it (level-triggered). Pending peer connects too.
+  // The transports wake the sleep (their connects under way included);
+  // poll_peers() on the next turn consumes what woke it (level-triggered).
   watched = watched && loop_.events.add(transports_.bootstrap->event_fd(), kTransportTag);
   watched = watched && loop_.events.add(peers_->lanes_event_fd(), kTransportTag);
-  watched = watched && loop_.events.add(peers_->connects_event_fd(), kTransportTag);
   if (!watched) throw std::runtime_error("engine setup: cannot watch its event fds");  // start-up only
   listen();
   transports_.release_owner();  // set up on this thread, owned by the engine thread from run() on

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ferry/result.h"
@@ -169,6 +170,12 @@ class Transport {
     (void)host;
     (void)port;
     return Result<ConnId>::fail(Status::NotSupported);
+  }
+  // The numeric host address of a connection's peer, "" when the backend
+  // cannot tell (a daemon names an accepted peer by it).
+  virtual std::string peer_address(ConnId conn) const {
+    (void)conn;
+    return {};
   }
   // Starts closing: pending WRs complete with Cancelled, then a Closed
   // completion (status Ok) ends the connection. EndpointClosed when unknown.

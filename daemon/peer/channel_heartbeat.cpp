@@ -126,8 +126,7 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
     conns_.erase(key(c, on_lanes));
     via(on_lanes).close(c);
   };
-  drop(ch.bootstrap, false);
-  drop_connects(ch.id);
+  drop(ch.bootstrap, false);  // a connect under way is abandoned
   for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn, true);
   if (auto it = by_address_.find(ch.address); it != by_address_.end() && it->second == ch.id) {
     // Later Opens to this address use the peer's other channel if it has one

@@ -2,9 +2,6 @@
 // and the status snapshot. Posting on lanes: channel_credits.cpp.
 #include "daemon/peer/channel_manager.h"
 
-#include <sys/epoll.h>
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -18,8 +15,7 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       split_(lanes != nullptr && lanes != &t),
       events_(events),
       cfg_(cfg),
-      counters_(counters),
-      connect_epoll_(epoll_create1(EPOLL_CLOEXEC)) {
+      counters_(counters) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
@@ -31,10 +27,7 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
   conns_.reserve(256);
 }
 
-ChannelManager::~ChannelManager() {
-  for (const PendingConnect& p : pending_) ::close(p.fd);
-  if (connect_epoll_ >= 0) ::close(connect_epoll_);
-}
+ChannelManager::~ChannelManager() = default;
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
   auto r = transport_.listen(host, port);
@@ -118,12 +111,12 @@ LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
 
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   last_now_ns_ = now_ns;
-  std::size_t n = pending_.empty() ? 0 : poll_connects(now_ns);
+  std::size_t n = 0;
   // The bootstrap transport every turn only while it carries lanes with
   // channels on them; otherwise (rdma lanes, or no channel at all, only a
   // listener) every kControlPollEvery-th turn and after each sleep: each
   // look is a syscall, which a spinning engine would pay every turn.
-  const bool carries_traffic = !split_ && (!channels_.empty() || !pending_.empty());
+  const bool carries_traffic = !split_ && !channels_.empty();
   if (carries_traffic || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
     control_due_ = false;
     n += drain(false, now_ns);
@@ -337,7 +330,8 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   }
   // The bootstrap connection (liveness) or a lane still handshaking: the
   // channel goes with it.
-  const Status why = ch->state == ChannelState::Handshaking ? Status::PeerUnreachable : Status::PeerReset;
+  const bool setting_up = ch->state == ChannelState::Connecting || ch->state == ChannelState::Handshaking;
+  const Status why = setting_up ? Status::PeerUnreachable : Status::PeerReset;
   spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address, ref.lane < 0 ? "bootstrap" : "data",
                to_string(c.status));
   fail(*ch, why, last_now_ns_);

@@ -8,15 +8,11 @@
 // socket layer), lets a peer death seen on either kind of connection fail
 // the channel in the same turn, and gives the RDMA backend the same shape
 // (its bootstrap can be one more RC connection or stay TCP beside it).
-// TCP connects (bootstrap, and tcp data lanes) do not block the engine: the
-// socket connects in the background (TcpTransport::connect_start), poll()
-// looks at every pending connect each turn, and a connected socket becomes a
-// transport connection with TcpTransport::adopt. A connect that fails or is
-// still pending at the channel's deadline fails the channel with
-// PeerUnreachable. The engine sleeps at most kPeerTickMs while any channel
-// exists, and connects_event_fd() (pending sockets, EPOLLOUT) wakes it as
-// soon as one connects or fails. Lanes on another
-// transport (rdma_cm) still connect blocking, bounded by connect_timeout_ms.
+// Connects never block the engine: every connection is made with the
+// transport's connect_async (channel_connect.cpp), which reports Connected
+// or Closed (PeerUnreachable) from poll(); the transports' event fds wake a
+// sleeping engine for it. A connect that fails, or a handshake unfinished
+// at the channel's deadline, fails the channel with PeerUnreachable.
 //
 // Two transports: the bootstrap connection always runs on `t` (tcp); the
 // data lanes run on `lanes` when given (rdma: RC QPs reached at the same
@@ -31,7 +27,7 @@
 // channel_credits.cpp (receive credits on the data lanes),
 // channel_auth.cpp (shared-secret challenge-response, wire/auth_proof.h).
 //
-// Receive credits (DESIGN.md "Flow control", first layer): a WR that uses a
+// Receive credits (the first layer of flow control): a WR that uses a
 // receive at the peer (Send, RdmaWriteImm) is posted only with a credit, so
 // an RNR NAK cannot happen. A lane starts with the peer's handshake
 // initial_credits (its transport's recv_depth) less the handshake message we
@@ -225,9 +221,6 @@ class ChannelManager {
   std::uint16_t listen_port() const noexcept { return cfg_.listen_port; }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
   int event_fd() const noexcept { return transport_.event_fd(); }
-  // Readable while a pending connect has finished (either way): for the
-  // engine's epoll set, so it does not sleep through a connect.
-  int connects_event_fd() const noexcept { return connect_epoll_; }
   // -1 when the lanes share the bootstrap transport.
   int lanes_event_fd() const noexcept { return split_ ? lanes_.event_fd() : -1; }
   transport::TransportKind lanes_kind() const noexcept { return lanes_.kind(); }
@@ -260,7 +253,6 @@ class ChannelManager {
   wire::Handshake local_handshake() const noexcept;
   void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status, bool on_lanes);
   void refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes);
-  std::string peer_host(transport::ConnId conn) const;
   bool same_data_path(const wire::Handshake& remote) const noexcept;
   void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
                 std::uint64_t now_ns);
@@ -281,25 +273,16 @@ class ChannelManager {
   void encode_channel_hello(Channel& ch, bool with_proof) noexcept;
 
   // channel_connect.cpp
-  struct PendingConnect {
-    int fd = -1;
-    std::uint32_t channel = 0;
-    std::int32_t lane = -1;  // -1: the bootstrap connection
-    std::uint64_t deadline_ns = 0;
-  };
   // Starts the bootstrap (lane -1) or a lane connect; false when the channel
   // failed (then already reported down).
   bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
-  std::size_t poll_connects(std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
-  void drop_connects(std::uint32_t channel) noexcept;
   // A lane's connect failed: a lane being rebuilt dials again after
   // kLaneRedialNs (rebuild_tick), one being set up fails the channel.
   bool lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns);
   // connect_async's Connected (rdma lanes).
   void on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
   static constexpr std::uint64_t kLaneRedialNs = 200'000'000;
-  void unwatch(int fd) noexcept;
 
   // channel_heartbeat.cpp
   void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns);
@@ -412,9 +395,6 @@ class ChannelManager {
   std::unordered_map<std::string, Redial> redial_;
   void defer_redial(const Channel& ch, std::uint64_t now_ns);
   std::unordered_map<ConnKey, ConnRef> conns_;
-  std::vector<PendingConnect> pending_;  // connects in progress, any channel
-  int connect_epoll_ = -1;               // the pending sockets, EPOLLOUT
-  std::uint64_t next_connect_deadline_ns_ = 0;
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.

@@ -77,6 +77,16 @@ class RecordingTransport final : public Transport {
   int event_fd() const noexcept override { return -1; }
   [[nodiscard]] Result<std::uint16_t> listen(std::string_view, std::uint16_t) override { return listen_result_; }
   [[nodiscard]] Result<ConnId> connect(std::string_view, std::uint16_t) override { return connect_result_; }
+  // The scripted connect result; a good one is Connected on the next poll().
+  [[nodiscard]] Result<ConnId> connect_async(std::string_view, std::uint16_t) override {
+    if (connect_result_) {
+      Completion c;
+      c.kind = CompletionKind::Connected;
+      c.conn = connect_result_.value;
+      pending_.push_back(c);
+    }
+    return connect_result_;
+  }
   [[nodiscard]] Status close(ConnId conn) override {
     closed_.push_back(conn);
     Completion c;
