@@ -67,6 +67,9 @@ struct RemoteLink {
   // the peer still waits for that number, so the next op sent carries it.
   bool resend_wait = false;
   std::uint64_t resync_seq = 0;
+  // An op whose keys are being bound has not gone yet: later ops of the
+  // endpoint wait behind it, so the endpoint keeps its order.
+  bool keys_opening = false;
 };
 
 struct Endpoint {

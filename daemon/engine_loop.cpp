@@ -27,6 +27,7 @@ std::size_t Engine::turn() {
   work += poll_submissions();
   work += parking_.retry();
   work += proxy_.retry_staged();
+  work += remote_.poll_keys();  // keys bound or closed: requests go, ops end
   work += expire();
   sessions_.flush();
   reap_doomed();
@@ -145,8 +146,9 @@ void Engine::sleep_until_work() {
   if (all_idle && !control_.commands_waiting()) {
     // Waiting deliveries and CQ overflows wait for room that frees without
     // a doorbell (the client reading its CQ), so they need a periodic look.
+    // So do keys being bound or closed (their completions wake nobody).
     const bool pending = !parking_.empty() || control_.events_waiting() || proxy_.staging() || peers_->holding() ||
-                         sessions_.any_overflow();
+                         sessions_.any_overflow() || remote_.keys_pending();
     // Channels need their heartbeats and deadlines looked at even when quiet.
     int timeout = pending ? kBusyPollMs : peers_->channel_count() != 0 ? kPeerTickMs : -1;
     const int deadline = deadlines_.ms_until_due(mono_ns());

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
+
 #include "daemon/segment_mr.h"
 #include "ferry_config.h"
 #if FERRY_HAVE_RDMA
@@ -33,23 +35,33 @@ bool RemoteKeys::enable(ibv_pd* pd, int gid_index, std::uint32_t count) {
     return false;
   }
   windows_ = w.value.release();
-  spdlog::info("rdma: remote keys scoped per call: {} memory windows (type 1)", count);
+  spdlog::info("rdma: remote keys scoped per call: {} memory windows (type 1, bound without waiting)", count);
   return true;
 }
 
-Status RemoteKeys::open(const SegmentMr& mr, const std::byte* addr, std::uint32_t len, bool remote_write,
-                        std::uint32_t* slot, std::uint32_t* rkey) noexcept {
-  const auto w = windows_->open(mr.tx_mr(), addr, len, remote_write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ);
-  if (!w) return w.status;
-  *slot = w.value.slot;
-  *rkey = w.value.rkey;
-  return Status::Ok;
+Result<RemoteKey> RemoteKeys::open(const SegmentMr& mr, const std::byte* addr, std::uint32_t len, bool remote_write,
+                                   std::uint64_t cookie) noexcept {
+  using transport::rdma::WindowAccess;
+  const auto w = windows_->bind(mr.tx_mr(), addr, len,
+                                remote_write ? WindowAccess::RemoteWrite : WindowAccess::RemoteRead, cookie);
+  if (!w) return Result<RemoteKey>::fail(w.status);
+  return Result<RemoteKey>::ok(RemoteKey{w.value.slot, w.value.rkey});
 }
 
-void RemoteKeys::close(std::uint32_t slot) noexcept {
-  if (slot != 0 && windows_ != nullptr) windows_->close(transport::rdma::Window{slot, 0});
+void RemoteKeys::close(RemoteKey key, std::uint64_t cookie) noexcept {
+  if (key.slot != 0 && windows_ != nullptr) windows_->unbind(transport::rdma::Window{key.slot, key.rkey}, cookie);
 }
 
+std::size_t RemoteKeys::poll(std::span<KeyDone> out) noexcept {
+  if (windows_ == nullptr || windows_->pending() == 0) return 0;
+  std::array<transport::rdma::WindowDone, 32> done;
+  const std::size_t n =
+      windows_->poll(std::span<transport::rdma::WindowDone>(done.data(), std::min(done.size(), out.size())));
+  for (std::size_t i = 0; i < n; ++i) out[i] = KeyDone{done[i].cookie, done[i].unbind, done[i].ok};
+  return n;
+}
+
+std::uint32_t RemoteKeys::pending() const noexcept { return windows_ != nullptr ? windows_->pending() : 0; }
 std::uint32_t RemoteKeys::open_count() const noexcept { return windows_ != nullptr ? windows_->open_count() : 0; }
 
 #else
@@ -57,11 +69,12 @@ std::uint32_t RemoteKeys::open_count() const noexcept { return windows_ != nullp
 RemoteKeys::~RemoteKeys() = default;
 void RemoteKeys::disable() noexcept {}
 bool RemoteKeys::enable(ibv_pd*, int, std::uint32_t) { return false; }
-Status RemoteKeys::open(const SegmentMr&, const std::byte*, std::uint32_t, bool, std::uint32_t*,
-                        std::uint32_t*) noexcept {
-  return Status::NotSupported;
+Result<RemoteKey> RemoteKeys::open(const SegmentMr&, const std::byte*, std::uint32_t, bool, std::uint64_t) noexcept {
+  return Result<RemoteKey>::fail(Status::NotSupported);
 }
-void RemoteKeys::close(std::uint32_t) noexcept {}
+void RemoteKeys::close(RemoteKey, std::uint64_t) noexcept {}
+std::size_t RemoteKeys::poll(std::span<KeyDone>) noexcept { return 0; }
+std::uint32_t RemoteKeys::pending() const noexcept { return 0; }
 std::uint32_t RemoteKeys::open_count() const noexcept { return 0; }
 
 #endif

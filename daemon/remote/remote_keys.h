@@ -3,22 +3,27 @@
 // With memory windows (rdma, the default where the device has them) every
 // buffer a call exposes gets its own key, for that buffer only, with only
 // the access it needs (the response buffer: remote write; a rendezvous
-// source: remote read), opened just before the call is posted and closed
-// when the peer has answered (remote_send.cpp, finish_remote_op). The tx
-// arena's MR itself then grants nothing remote (segment_mr.h). Without them
-// (rdma-windows 0, or a device without type 1 windows) the key is the tx
-// arena's, as before. transport/rdma/memory_windows.h has the mechanics.
+// source: remote read): bound before the call is sent, invalidated once the
+// peer has answered (remote_sender.h). The tx arena's MR itself then grants
+// nothing remote (segment_mr.h). Without them (rdma-windows 0, or a device
+// without type 1 windows) the key is the tx arena's.
+//
+// Binding never waits (transport/rdma/memory_windows.h): open() and close()
+// post, and poll() reports each one done with the cookie it was posted
+// with. A key is sent only once its open is reported, and the memory goes
+// back to its client (or its MR away) only once its close is.
 //
 // enable() runs before the engine thread starts; per_call() is then read by
-// the attach thread too (how to register a segment). open/close: engine
+// the attach thread too (how to register a segment). The rest: engine
 // thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 
-#include "ferry/status.h"
+#include "ferry/result.h"
 
 struct ibv_pd;
 
@@ -29,6 +34,18 @@ class MemoryWindows;
 namespace ferry::daemon {
 
 class SegmentMr;
+
+struct RemoteKey {
+  std::uint32_t slot = 0;  // 0: none
+  std::uint32_t rkey = 0;
+};
+
+// An open or close that finished.
+struct KeyDone {
+  std::uint64_t cookie = 0;
+  bool closed = false;  // a close; else an open
+  bool ok = true;       // an open that failed: its key opens nothing (close it anyway)
+};
 
 class RemoteKeys {
  public:
@@ -54,11 +71,15 @@ class RemoteKeys {
   void disable() noexcept;
 
   // A key to [addr, addr + len) of `mr`'s tx arena: remote write (a response
-  // buffer) or remote read (a rendezvous source). Busy when every window is
-  // open (the op waits); ProtocolError when the device refused the bind.
-  [[nodiscard]] Status open(const SegmentMr& mr, const std::byte* addr, std::uint32_t len, bool remote_write,
-                            std::uint32_t* slot, std::uint32_t* rkey) noexcept;
-  void close(std::uint32_t slot) noexcept;  // 0: nothing
+  // buffer) or remote read (a rendezvous source); usable once poll()
+  // reports `cookie` opened. Busy when every window is in use.
+  [[nodiscard]] Result<RemoteKey> open(const SegmentMr& mr, const std::byte* addr, std::uint32_t len, bool remote_write,
+                                       std::uint64_t cookie) noexcept;
+  // Every key open() returned is closed once; it is dead when poll()
+  // reports `cookie` closed.
+  void close(RemoteKey key, std::uint64_t cookie) noexcept;
+  [[nodiscard]] std::size_t poll(std::span<KeyDone> out) noexcept;
+  std::uint32_t pending() const noexcept;  // opens and closes not reported yet
   std::uint32_t open_count() const noexcept;
 
  private:

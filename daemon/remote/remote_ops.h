@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/remote/remote_keys.h"
 #include "daemon/remote/wr_tag.h"
 #include "daemon/session/operation.h"
 
@@ -44,10 +45,20 @@ struct RemoteOp {
   // handed back to the client or an MR already gone.
   bool exposed = false;
   bool resp_buffer = false;  // Call: the peer writes the response with RDMA WRITE with immediate
-  // Memory-window slots of its per-call keys (0: none; remote_keys.h):
-  // the rendezvous source's, the response buffer's.
-  std::uint32_t key_src = 0;
-  std::uint32_t key_resp = 0;
+  // Its per-call keys (remote_keys.h; slot 0: none): the rendezvous
+  // source's, the response buffer's. Opened before the request goes (it
+  // goes once `opening` is 0), closed before the op ends (it ends, and its
+  // client hears `outcome`, once `closing` is 0).
+  RemoteKey key_src{};
+  RemoteKey key_resp{};
+  std::uint8_t opening = 0;
+  std::uint8_t closing = 0;
+  bool key_failed = false;  // an open failed: the op ends ProtocolError without being sent
+  bool posted = false;      // the request went out: the peer may answer it
+  bool concluding = false;  // ended, waiting for its keys to close
+  bool notify = true;       // the client hears `outcome` at the end (false: it goes again, or nobody waits)
+  Status outcome = Status::Ok;
+  std::uint32_t outcome_length = 0;
   bool cancelled = false;  // completes Cancelled when the answer comes
   // Call: no answer by then means the peer lost it (remote_sender.h); 0: none.
   std::uint64_t answer_by_ns = 0;
@@ -55,6 +66,8 @@ struct RemoteOp {
   // Send/Call: what goes again if the peer refuses it Busy (remote_sender.h).
   Operation entry{};
   std::uint64_t seq = 0;
+  bool again = false;    // sent before (refused Busy) or with a given-up op's number
+  bool charged = false;  // counted in the send windows (released when it ends)
   std::uint64_t deadline_ns = 0;
 };
 

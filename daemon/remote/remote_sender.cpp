@@ -62,6 +62,7 @@ void RemoteSender::stall(std::uint32_t channel, Attempt& at) noexcept {
 
 Outcome RemoteSender::admit(peer::Channel& ch, Endpoint& ep, const Operation& op, Attempt& at, bool zero_copy) {
   RemoteLink& r = ep.remote;
+  if (r.keys_opening) return Outcome::blocked();  // an earlier op waits for its keys: keep the order
   if (deadlines_.now() < r.paused_until_ns) return Outcome::blocked();  // backing off after a Busy
   if (r.resend_wait) {
     if (r.inflight != 0) return Outcome::blocked();  // answers still coming: they may be refusals too
@@ -82,33 +83,34 @@ Outcome RemoteSender::admit(peer::Channel& ch, Endpoint& ep, const Operation& op
   return Outcome::done();
 }
 
-Status RemoteSender::open_keys(ClientSession& c, const Operation& op, const Shape& s, RemoteOp& rop,
-                               std::uint32_t& src_rkey, std::uint32_t& resp_rkey) {
-  src_rkey = resp_rkey = c.mr.tx().rkey;  // without windows: the tx arena's key
+Status RemoteSender::open_keys(ClientSession& c, const Operation& op, const Shape& s, std::uint64_t token,
+                               RemoteOp& rop) {
+  rop.key_src.rkey = rop.key_resp.rkey = c.mr.tx().rkey;  // without windows: the tx arena's key
   if (!keys_.per_call() || !s.exposed()) return Status::Ok;
+  auto open = [&](const std::byte* addr, std::uint32_t len, bool write, RemoteKey& key, std::uint64_t which) {
+    auto k = keys_.open(c.mr, addr, len, write, key_cookie(token, which));
+    if (!k) return k.status;
+    key = k.value;
+    ++rop.opening;
+    return Status::Ok;
+  };
   Status k = Status::Ok;
-  if (s.rendezvous) k = keys_.open(c.mr, c.at(op.offset), op.length, false, &rop.key_src, &src_rkey);
-  if (k == Status::Ok && s.resp_buffer) {
-    k = keys_.open(c.mr, c.at(op.resp_offset), op.resp_length, true, &rop.key_resp, &resp_rkey);
-  }
-  if (k != Status::Ok) {
-    keys_.close(rop.key_src);
-    rop.key_src = 0;
-    return k;
-  }
-  bump(counters_.key_windows, (rop.key_src != 0) + (rop.key_resp != 0));
-  return Status::Ok;
+  if (s.rendezvous) k = open(c.at(op.offset), op.length, false, rop.key_src, 0);
+  if (k == Status::Ok && s.resp_buffer) k = open(c.at(op.resp_offset), op.resp_length, true, rop.key_resp, 1);
+  if (k == Status::Ok) bump(counters_.key_windows, (rop.key_src.slot != 0) + (rop.key_resp.slot != 0));
+  return k;
 }
 
-transport::SendWr RemoteSender::request_wr(ClientSession& c, const Endpoint& ep, const Operation& op, const Shape& s,
-                                           std::uint64_t token, std::uint64_t seq, bool again, std::uint32_t src_rkey,
-                                           std::uint32_t resp_rkey) const noexcept {
+transport::SendWr RemoteSender::request_wr(ClientSession& c, const Endpoint& ep, const Shape& s, std::uint64_t token,
+                                           const RemoteOp& rop) const noexcept {
+  const Operation& op = rop.entry;
+  const std::uint32_t src_rkey = rop.key_src.rkey, resp_rkey = rop.key_resp.rkey;
   transport::SendWr wr;
   wr.header.src_ep = ep.id;
   wr.header.dst_ep = ep.remote.remote_ep;
   wr.header.token = token;
-  wr.header.seq = seq;
-  if (again) wr.header.flags |= wire::kFlagRetransmit;  // informational: sent again
+  wr.header.seq = rop.seq;
+  if (rop.again) wr.header.flags |= wire::kFlagRetransmit;  // informational: sent again
   if (s.rendezvous) {
     wr.header.type = wire::MsgType::RendezvousReq;
     wr.header.aux = static_cast<std::uint8_t>(s.is_call ? wire::MsgType::Call : wire::MsgType::Send);
@@ -125,6 +127,27 @@ transport::SendWr RemoteSender::request_wr(ClientSession& c, const Endpoint& ep,
                wire::RemoteBuffer{reinterpret_cast<std::uintptr_t>(c.at(op.resp_offset)), resp_rkey, op.resp_length});
   }
   return wr;
+}
+
+Outcome RemoteSender::post_request(ClientSession& c, const Endpoint& ep, peer::Channel& ch, std::uint64_t token,
+                                   RemoteOp& rop) {
+  const Shape s = shape_of(c, rop.entry);
+  transport::SendWr wr = request_wr(c, ep, s, token, rop);
+  // The peer's answer completes the op; a failed WR still reports
+  // (on_send_done) and fails it. A payload from the client's arena goes
+  // signaled and tracked (zero_copy.h); otherwise unsignaled.
+  const std::uint64_t zc = wr.payload_len != 0 ? sessions_.track_wr(c, WrTag::remote_op(token)) : 0;
+  if (wr.payload_len != 0 && zc == 0) return Outcome::blocked();  // every tracking slot busy: never post untracked
+  wr.user_data = zc != 0 ? zc : WrTag::remote_op(token);
+  wr.signaled = zc != 0;
+  if (zc != 0 && s.rdma) wr.local = c.mr.tx();
+  const transport::PostResult posted = peers_.post(ch, ep.id, wr);
+  if (posted.accepted != 1) {
+    (void)sessions_.wr_done(zc);  // never posted: its slot is free again
+    return posted.status == Status::Busy ? Outcome::blocked() : Outcome::failed(Status::PeerReset);
+  }
+  rop.posted = true;
+  return Outcome::done();
 }
 
 Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) {
@@ -153,46 +176,34 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   // with its own number first), else the op's own (a resend) or a new one.
   const bool resync = r.resync_seq != 0 && (at.seq == 0 || r.resync_seq < at.seq);
   rop.seq = resync ? r.resync_seq : at.seq != 0 ? at.seq : r.next_seq++;
+  rop.again = at.seq != 0 || resync;
   rop.deadline_ns = at.deadline_ns != 0 ? at.deadline_ns : deadlines_.now() + deadlines_.delivery_timeout_ns();
-  std::uint32_t src_rkey = 0, resp_rkey = 0;
-  if (const Status k = open_keys(c, op, s, rop, src_rkey, resp_rkey); k != Status::Ok) {
-    // Every window open: wait like a full send window.
+  rop.answer_by_ns = s.is_call ? deadlines_.backstop(op.timeout_ms) : 0;
+  const std::uint64_t token = ops_.insert(std::move(rop));
+  RemoteOp& held = *ops_.find(token);  // the table is a deque: the reference stays put
+  // A peer may READ or WRITE the client's memory until it answers: the
+  // session (its MR) outlives that, and the keys opened for it.
+  if (held.exposed) sessions_.hold(c);
+  if (const Status k = open_keys(c, op, s, token, held); k != Status::Ok) {
+    // Every window in use: wait like a full send window (keys opened
+    // already close first; nobody hears of this op).
+    if (conclude(token, held, k, 0, false)) ops_.erase(token);
     return k == Status::Busy ? Outcome::blocked() : Outcome::failed(k);
   }
-  const std::uint32_t key_src = rop.key_src, key_resp = rop.key_resp;
-  rop.answer_by_ns = s.is_call ? deadlines_.backstop(op.timeout_ms) : 0;
-  const std::uint64_t seq = rop.seq;
-  const std::uint64_t token = ops_.insert(std::move(rop));
-  auto undo = [&] {
-    ops_.erase(token);
-    keys_.close(key_src);
-    keys_.close(key_resp);
-  };
-  transport::SendWr wr = request_wr(c, ep, op, s, token, seq, at.seq != 0 || resync, src_rkey, resp_rkey);
-  // The peer's answer completes the op; a failed WR still reports
-  // (on_send_done) and fails it. A payload from the client's arena goes
-  // signaled and tracked (zero_copy.h); otherwise unsignaled.
-  const std::uint64_t zc = wr.payload_len != 0 ? sessions_.track_wr(c, WrTag::remote_op(token)) : 0;
-  if (wr.payload_len != 0 && zc == 0) {  // every tracking slot busy: wait rather than post untracked
-    undo();
-    return Outcome::blocked();
-  }
-  wr.user_data = zc != 0 ? zc : WrTag::remote_op(token);
-  wr.signaled = zc != 0;
-  if (zc != 0 && s.rdma) wr.local = c.mr.tx();
-  const transport::PostResult posted = peers_.post(*ch, ep.id, wr);
-  if (posted.accepted != 1) {
-    (void)sessions_.wr_done(zc);  // never posted: its slot is free again
-    undo();
-    if (posted.status == Status::Busy) {  // the lane's ring filled after all: wait like a full window
-      stall(ch->id, at);
-      return Outcome::blocked();
+  if (held.opening == 0) {
+    const Outcome o = post_request(c, ep, *ch, token, held);
+    if (!o.is_done()) {
+      if (held.exposed) sessions_.release_hold(c.id());
+      ops_.erase(token);
+      if (o.is_blocked()) stall(ch->id, at);  // the lane's ring filled after all: wait like a full window
+      return o;
     }
-    return Outcome::failed(Status::PeerReset);
   }
+  // Its keys are being opened: the request goes once they are (poll_keys).
+  if (held.opening != 0) r.keys_opening = true;
   windows_.charge(ch->id, ep.id % ch->lane_count, r, op.length);
+  held.charged = true;
   if (resync) r.resync_seq = 0;
-  if (s.exposed()) sessions_.hold(c);
   if (s.rendezvous) bump(counters_.rendezvous_sends);
   bump(s.is_call ? counters_.remote_calls : counters_.remote_sends);
   return Outcome::done();

@@ -94,6 +94,10 @@ class RemoteSender final : public Sink {
   void channel_down(peer::Channel& ch, Status why);
   // Backstops passed: their channels fail.
   [[nodiscard]] Sweep expire(std::uint64_t now_ns);
+  // Keys opened or closed (remote_keys.h): requests that waited for their
+  // keys go, ops that waited for theirs to close end. Returns the work done.
+  std::size_t poll_keys();
+  bool keys_pending() const noexcept { return keys_.pending() != 0 || !postable_.empty(); }
 
   std::size_t inflight() const noexcept { return ops_.size(); }
   void fill(peer::PeerInfo& p) const noexcept { windows_.fill(p); }
@@ -102,15 +106,23 @@ class RemoteSender final : public Sink {
   struct Shape;
   Shape shape_of(const ClientSession& c, const Operation& op) const noexcept;
   Outcome admit(peer::Channel& ch, Endpoint& ep, const Operation& op, Attempt& at, bool zero_copy);
-  [[nodiscard]] Status open_keys(ClientSession& c, const Operation& op, const Shape& s, RemoteOp& rop,
-                                 std::uint32_t& src_rkey, std::uint32_t& resp_rkey);
-  transport::SendWr request_wr(ClientSession& c, const Endpoint& ep, const Operation& op, const Shape& s,
-                               std::uint64_t token, std::uint64_t seq, bool again, std::uint32_t src_rkey,
-                               std::uint32_t resp_rkey) const noexcept;
+  [[nodiscard]] Status open_keys(ClientSession& c, const Operation& op, const Shape& s, std::uint64_t token,
+                                 RemoteOp& rop);
+  static std::uint64_t key_cookie(std::uint64_t token, std::uint64_t which) noexcept { return token << 1 | which; }
+  transport::SendWr request_wr(ClientSession& c, const Endpoint& ep, const Shape& s, std::uint64_t token,
+                               const RemoteOp& rop) const noexcept;
+  Outcome post_request(ClientSession& c, const Endpoint& ep, peer::Channel& ch, std::uint64_t token, RemoteOp& rop);
+  // Its keys are open: the request goes (or the op ends, if it cannot).
+  void opened(std::uint64_t token, RemoteOp& op);
   void send_open(std::uint64_t token, RemoteOp& op, peer::Channel& ch);
-  // Ends a Send/Call's hold on the windows and on its client's memory; every
-  // path that erases one from ops_ calls it once.
-  void finish(const RemoteOp& op) noexcept;
+  // Every path that ends a Send/Call goes through conclude(): it leaves the
+  // send windows, closes its keys, and once they are closed the client
+  // hears `outcome` (when `notify`) and the session's hold is released.
+  // Returns true when the op has ended now (the caller erases it); false
+  // while its keys close (poll_keys erases it then).
+  bool conclude(std::uint64_t token, RemoteOp& op, Status outcome, std::uint32_t length, bool notify);
+  void end(RemoteOp& op) noexcept;
+  void unblock(const RemoteOp& op) noexcept;  // an op that waited for its keys no longer holds its endpoint back
   void refused(ClientSession& c, Endpoint& ep, const RemoteOp& op, std::uint64_t now_ns);
   void stall(std::uint32_t channel, Attempt& at) noexcept;
   void say_close(peer::Channel& ch, std::uint32_t lane, std::uint32_t from_ep, std::uint32_t to_ep);
@@ -124,8 +136,9 @@ class RemoteSender final : public Sink {
   bool remote_access_;
   std::uint32_t lane_max_message_;
   SendWindows windows_;
-  RemoteOpTable ops_{1024};             // Open, Send, Call
-  std::vector<std::uint32_t> overdue_;  // scratch for expire
+  RemoteOpTable ops_{1024};              // Open, Send, Call
+  std::vector<std::uint64_t> postable_;  // keys open, the lane had no room: posted again each poll_keys
+  std::vector<std::uint32_t> overdue_;   // scratch for expire
 };
 
 }  // namespace ferry::daemon
