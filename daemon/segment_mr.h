@@ -4,7 +4,8 @@
 // destroyed. Eager remote Sends/Calls/Replies then post the payload SGE
 // straight from the client's tx arena with its lkey: no bounce copy.
 //
-// Scoped as narrowly as the device allows (DESIGN.md "Trust"): with memory
+// Scoped as narrowly as the device allows (a peer is trusted with no more
+// than the call needs): with memory
 // windows the tx arena is registered for window binds only and a peer gets a
 // key per exposed buffer per call (remote_keys.h); without them only the tx
 // arena is reachable by peers (remote read: rendezvous sources; remote

@@ -66,7 +66,7 @@ struct Transports {
 void make_transports(const Config& config, Transports& out);
 
 // Largest payload a data lane carries in one message: the eager threshold on
-// rdma (larger ones are NotSupported until rendezvous/zero-copy land),
+// rdma (larger ones go by rendezvous: the peer RDMA-READs them),
 // max-message-bytes on tcp.
 std::uint32_t lane_max_message(const Config& config, const transport::Transport* data) noexcept;
 

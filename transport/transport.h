@@ -1,6 +1,6 @@
-// The transport interface: a small abstract class with batch-shaped calls
-// (STYLE.md habit 1), so one virtual call covers a burst. Backends are
-// `final` and live in their own folders (tcp/, rdma/). An operation a backend
+// The transport interface: a small abstract class with batch-shaped calls,
+// so one virtual call covers a burst. Backends are `final` and live in
+// their own folders (tcp/, rdma/). An operation a backend
 // cannot do returns Status::NotSupported; there are no optional hooks.
 //
 // Threading: a Transport has one owner thread (habit 3). Every method except

@@ -1,5 +1,5 @@
 // How long the engine spins on an idle stretch before it sleeps (adaptive
-// back-off, DESIGN.md "daemon/"). A daemon with nothing in flight spins
+// back-off to eventfd sleep). A daemon with nothing in flight spins
 // engine-spin-us, so an idle daemon costs ~0 CPU. After a turn that did
 // work, while calls or remote operations the engine handled are in flight,
 // an answer is due soon: it spins engine-spin-inflight-us instead, sparing

@@ -29,7 +29,7 @@ ferry_compile() {
   ninja -C "$dir" -j "$(ferry_jobs)" "$@"
 }
 
-# ferry_build [--werror]: the main tree, build/ (DESIGN.md: targets land there).
+# ferry_build [--werror]: the main tree, build/ (where the tools and tests expect the targets).
 ferry_build() {
   local -a opts=()
   [[ "${1:-}" == --werror ]] && opts+=(-Dwerror=true)

@@ -17,7 +17,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache=${FERRY_VM_CACHE:-$repo/.vm-cache}
 init_src=$repo/scripts/vm/guest-init.sh
 
-# Load order from RDMA-VM.md. crc32_generic is not a hard dependency of
+# Load order as modprobe --show-depends lists it. crc32_generic is not a hard dependency of
 # rdma_rxe, but without it rxe fails with "failed to init crc32 algorithm".
 modules=(crc32_generic virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev
   virtio_pci 9pnet 9pnet_virtio netfs fscache 9p udp_tunnel ip6_udp_tunnel

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke check of ferry-bench's --json contract (DESIGN.md "Contracts").
+"""Smoke check of ferry-bench's --json contract (the fields scripts rely on).
 
 Runs one scenario for a few hundred operations and checks that the last
 stdout line is one JSON object with the contract fields, that the numbers

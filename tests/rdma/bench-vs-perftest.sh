@@ -3,7 +3,7 @@
 # through run-vm-suite.sh --checks, e.g. tests/rdma/bench.list), compares
 # ferry's remote-rpc over rdma lanes with perftest on the same rxe devices
 # and with kernel TCP between the same two addresses, all in the same run.
-# Emulation makes absolute times meaningless (RDMA-VM.md): the summary gives
+# Emulation makes absolute times meaningless (Soft-RoCE under TCG): the summary gives
 # ratios (the raw medians are printed too, for the record).
 #   ferry-bench remote-rpc: client on daemon A (ADDR0/rxe0) -> echo server on
 #   daemon B (ADDR1/rxe1), one call outstanding, SIZE bytes each way; two

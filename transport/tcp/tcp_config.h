@@ -1,4 +1,4 @@
-// Tunables of the tcp backend: the one home for them (STYLE.md habit 12).
+// Tunables of the tcp backend: the one home for them.
 // The daemon fills this from its config file/flags; validate() checks ranges.
 #pragma once
 

@@ -1,4 +1,4 @@
-// A Transport for protocol-logic tests (STYLE.md habit 9): it records every
+// A Transport for protocol-logic tests: it records every
 // WR it is asked to send (header and a copy of the payload) and returns the
 // completions a test scripts for it. Protocol code under test sees a normal
 // Transport; the test inspects what was sent instead of private members.
