@@ -148,7 +148,7 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   }
   reply.client_id = conn->id;
   reply.segment_bytes = session->view().layout.segment_bytes;
-  const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.fd()};
+  const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.peer_fd()};
   if (!send_message(fd, &reply, sizeof(reply), fds, shm::kAttachFdCount)) {
     spdlog::warn("client {}: attach reply failed ({}); dropping it", conn->id, std::strerror(errno));
     delete session;
@@ -201,7 +201,7 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   auto seg = shm::create_segment(sizes, id, epoch_, config_.max_message_bytes);
   if (!seg) return seg.status;
   auto sq_bell = shm::Doorbell::create();
-  auto cq_bell = shm::Doorbell::create();
+  auto cq_bell = shm::Doorbell::create_ringer_pipe();  // the daemon's end of its own: ring() never blocks
   if (!sq_bell || !cq_bell) return Status::NoMemory;
   // rdma lanes: the arenas are registered once, here, so remote traffic
   // leaves from and lands in them without per-message registration (only

@@ -43,7 +43,7 @@ struct EngineFault {
 };
 
 // Parses a FERRY_FAULT_ENGINE value; nullopt when malformed.
-std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
+[[nodiscard]] std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
 
 // One start-up line: in a build with fault injection, that it is a test
 // build; without it, a warning for each FERRY_FAULT_* variable that is set
@@ -53,6 +53,6 @@ void log_fault_injection_state();
 // Reads FERRY_FAULT_ENGINE: off when unset or empty, and always off in a
 // build without fault injection. On a malformed value returns the error
 // message (and leaves *out alone).
-std::optional<std::string> engine_fault_from_env(EngineFault* out);
+[[nodiscard]] std::optional<std::string> engine_fault_from_env(EngineFault* out);
 
 }  // namespace ferry::daemon

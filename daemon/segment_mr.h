@@ -45,8 +45,8 @@ class SegmentMr {
   // [rx, rx+rx_len) for local write only, on `pd`. NoMemory (with *why) when
   // the device refuses (pinned-memory limit, MR count); NotSupported without
   // rdma support.
-  static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
-                     SegmentMr* out, std::string* why);
+  [[nodiscard]] static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
+                                   SegmentMr* out, std::string* why);
 
   bool valid() const noexcept { return tx_ != nullptr; }
   // Keys of the tx arena: lkey for payloads sent from it, rkey for the

@@ -46,9 +46,9 @@ constexpr bool is_data_wr(const SendWr& wr) noexcept {
   return t == wire::MsgType::Send || t == wire::MsgType::Call || t == wire::MsgType::Response;
 }
 
-Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept;
+[[nodiscard]] Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept;
 // after == 0 when FERRY_FAULT_RDMA is unset or empty, and always in a build
 // without fault injection.
-Result<RdmaFault> rdma_fault_from_env();
+[[nodiscard]] Result<RdmaFault> rdma_fault_from_env();
 
 }  // namespace ferry::transport::rdma

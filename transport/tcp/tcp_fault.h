@@ -69,11 +69,11 @@ constexpr bool is_data_frame(wire::MsgType t) noexcept {
 }
 
 // Parses a FERRY_FAULT_TCP value; BadRequest when malformed.
-Result<TcpFault> parse_tcp_fault(std::string_view spec) noexcept;
+[[nodiscard]] Result<TcpFault> parse_tcp_fault(std::string_view spec) noexcept;
 
 // Reads FERRY_FAULT_TCP: kind None when unset or empty (and always in a
 // build without fault injection); BadRequest (logged as an error) when
 // malformed; a warning is logged when armed.
-Result<TcpFault> tcp_fault_from_env();
+[[nodiscard]] Result<TcpFault> tcp_fault_from_env();
 
 }  // namespace ferry::transport::tcp
