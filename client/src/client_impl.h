@@ -1,8 +1,8 @@
 // Client::Impl: everything one attached client holds. Private to libferry;
-// the public API in ferry/client.h forwards to it. Concerns live in their own
-// files: attach.cpp (handshake, mapping), submit.cpp (tx arena, SQ),
-// completion.cpp (CQ, validation, daemon-gone sweep), wait.cpp (sleep
-// protocol, hang-up), control_ops.cpp (blocking serve/open/...).
+// the public API in ferry/client.h forwards to it. Three files, one side of
+// the client each: attach.cpp (handshake, mapping, lifetime), submit.cpp
+// (tx arena, SQ, the blocking serve/open/... control ops), completion.cpp
+// (CQ, validation, daemon-gone sweep, the sleep protocol, hang-up).
 //
 // Not thread safe by design: one owner thread, no locks on the datapath.
 #pragma once
@@ -23,6 +23,11 @@
 
 namespace ferry {
 
+namespace client_detail {
+// The public OpKind and the wire Op share their numbering (checked in completion.cpp).
+constexpr shm::Op wire_op(OpKind k) noexcept { return static_cast<shm::Op>(static_cast<std::uint8_t>(k)); }
+}  // namespace client_detail
+
 class Client::Impl {
  public:
   // user_data of quiet ReleaseRx entries; only a failure comes back with it.
@@ -39,7 +44,7 @@ class Client::Impl {
   bool init_events() noexcept;
   void set_busy_poll(bool on) noexcept { busy_poll_ = on; }
 
-  // submit.cpp
+  // submit.cpp: the submission side
   Buffer alloc(std::size_t bytes) noexcept;
   Status free(Buffer buffer) noexcept;
   Status send(EndpointId ep, const Buffer& msg, std::uint32_t length, std::uint64_t user_data) noexcept;
@@ -52,14 +57,13 @@ class Client::Impl {
   void flush_releases() noexcept;
   bool tx_range_ok(const Buffer& b, std::uint32_t length) const noexcept;
 
-  // completion.cpp
+  // completion.cpp: the completion side, and waiting for it
   std::size_t poll(std::span<Completion> out) noexcept;
   // Translates one CQ entry; false when it is dropped (invalid or internal).
   bool translate(const shm::CqEntry& e, Completion& out) noexcept;
   // Completes every live op with state_ (DaemonGone, or Cancelled after detach()).
   std::size_t sweep_gone(std::span<Completion> out) noexcept;
 
-  // wait.cpp
   std::size_t wait(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
   // Closes the attach socket (the daemon frees our resources); keeps the mapping.
   void detach() noexcept;
@@ -68,7 +72,7 @@ class Client::Impl {
   // Blocks on the epoll fd up to timeout_ms using the CQ sleep protocol.
   void sleep_for_cq(int timeout_ms) noexcept;
 
-  // control_ops.cpp
+  // submit.cpp: blocking control ops (submit, then wait for their own OpDone)
   Result<std::uint32_t> control(OpKind op, std::uint32_t handle, std::string_view payload,
                                 std::chrono::milliseconds timeout) noexcept;
 
