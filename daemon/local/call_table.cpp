@@ -1,5 +1,7 @@
 #include "daemon/local/call_table.h"
 
+#include "daemon/loop/free_slots.h"
+
 namespace ferry::daemon {
 
 CallTable::CallTable(std::uint64_t key, std::size_t reserve) : key_(key) {
@@ -8,14 +10,7 @@ CallTable::CallTable(std::uint64_t key, std::size_t reserve) : key_(key) {
 }
 
 std::uint64_t CallTable::insert(const PendingCall& call) {
-  std::uint32_t index;
-  if (!free_.empty()) {
-    index = free_.back();
-    free_.pop_back();
-  } else {
-    index = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();  // grows only past the high-water mark
-  }
+  const std::uint32_t index = take_free_slot(slots_, free_).index;
   Slot& s = slots_[index];
   s.call = call;
   s.live = true;

@@ -30,16 +30,11 @@
 #include "daemon/local/calls.h"
 #include "daemon/local/local_delivery.h"
 #include "daemon/loop/deadlines.h"
+#include "daemon/remote/peer_fwd.h"
 #include "daemon/remote/rendezvous.h"
 #include "transport/wire/header.h"
 
 namespace ferry::daemon {
-
-namespace peer {
-class ChannelManager;
-struct Channel;
-struct PeerInfo;
-}  // namespace peer
 
 // `source` of a delivery that came from a peer: this bit | the proxy id.
 inline constexpr std::uint32_t kRemoteSourceBit = 1u << 31;

@@ -1,5 +1,7 @@
 #include "daemon/remote/remote_ops.h"
 
+#include "daemon/loop/free_slots.h"
+
 namespace ferry::daemon {
 
 RemoteOpTable::RemoteOpTable(std::size_t reserve, std::uint32_t first_generation)
@@ -8,15 +10,9 @@ RemoteOpTable::RemoteOpTable(std::size_t reserve, std::uint32_t first_generation
 }
 
 std::uint64_t RemoteOpTable::insert(RemoteOp op) {
-  std::uint32_t index;
-  if (!free_.empty()) {
-    index = free_.back();
-    free_.pop_back();
-  } else {
-    index = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();  // grows only past the high-water mark
-    slots_.back().generation = first_generation_;
-  }
+  const TakenSlot taken = take_free_slot(slots_, free_);
+  const std::uint32_t index = taken.index;
+  if (taken.fresh) slots_[index].generation = first_generation_;
   Slot& s = slots_[index];
   s.op = std::move(op);
   s.live = true;

@@ -45,6 +45,7 @@
 #include "daemon/config.h"
 #include "daemon/counters.h"
 #include "daemon/loop/deadlines.h"
+#include "daemon/remote/peer_fwd.h"
 #include "daemon/remote/remote_keys.h"
 #include "daemon/remote/remote_ops.h"
 #include "daemon/remote/send_windows.h"
@@ -55,12 +56,6 @@
 #include "transport/wire/header.h"
 
 namespace ferry::daemon {
-
-namespace peer {
-class ChannelManager;
-struct Channel;
-struct PeerInfo;
-}  // namespace peer
 
 class RemoteSender final : public Sink {
  public:

@@ -18,18 +18,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/remote/peer_fwd.h"
 #include "daemon/session/outcome.h"
 #include "daemon/session/sessions.h"
 #include "transport/wire/header.h"
 #include "transport/wire/remote_buffer.h"
 
 namespace ferry::daemon {
-
-namespace peer {
-class ChannelManager;
-struct Channel;
-struct PeerInfo;
-}  // namespace peer
 
 class Rendezvous {
  public:

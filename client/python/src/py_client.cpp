@@ -254,6 +254,15 @@ void close_client(const std::shared_ptr<ClientCore>& core) {
   core->retired = std::move(core->client);
 }
 
+// A blocking control op (serve, open, ...): f(client) without the GIL, under
+// the client's lock; `gone` once the client is detached.
+template <class R, class F>
+R control_op(const std::shared_ptr<ClientCore>& core, R gone, F&& f) {
+  pyb::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> g(core->mu);
+  return core->client ? f(*core->client) : gone;
+}
+
 }  // namespace
 
 void bind_client(pyb::module_& m) {
@@ -290,12 +299,8 @@ submitting or collecting.)")
       .def(
           "serve",
           [](const std::shared_ptr<ClientCore>& core, const std::string& name, double timeout) {
-            Result<ServiceId> r;
-            {
-              pyb::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(core->mu);
-              r = core->client ? core->client->serve(name, ms_of(timeout)) : Result<ServiceId>::fail(Status::Cancelled);
-            }
+            const auto r = control_op(core, Result<ServiceId>::fail(Status::Cancelled),
+                                      [&](Client& c) { return c.serve(name, ms_of(timeout)); });
             if (!r) raise(r.status, "serve('" + name + "'): " + std::string(to_string(r.status)));
             return r.value;
           },
@@ -303,25 +308,15 @@ submitting or collecting.)")
       .def(
           "unserve",
           [](const std::shared_ptr<ClientCore>& core, ServiceId id, double timeout) {
-            Status s;
-            {
-              pyb::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(core->mu);
-              s = core->client ? core->client->unserve(id, ms_of(timeout)) : Status::Cancelled;
-            }
-            check(s, "unserve");
+            check(control_op(core, Status::Cancelled, [&](Client& c) { return c.unserve(id, ms_of(timeout)); }),
+                  "unserve");
           },
           "service"_a, "timeout"_a = 10.0)
       .def(
           "open",
           [](const std::shared_ptr<ClientCore>& core, const std::string& target, double timeout) {
-            Result<EndpointId> r;
-            {
-              pyb::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(core->mu);
-              r = core->client ? core->client->open(target, ms_of(timeout))
-                               : Result<EndpointId>::fail(Status::Cancelled);
-            }
+            const auto r = control_op(core, Result<EndpointId>::fail(Status::Cancelled),
+                                      [&](Client& c) { return c.open(target, ms_of(timeout)); });
             if (!r) raise(r.status, "open('" + target + "'): " + std::string(to_string(r.status)));
             return r.value;
           },
@@ -329,13 +324,8 @@ submitting or collecting.)")
       .def(
           "close_endpoint",
           [](const std::shared_ptr<ClientCore>& core, EndpointId ep, double timeout) {
-            Status s;
-            {
-              pyb::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(core->mu);
-              s = core->client ? core->client->close(ep, ms_of(timeout)) : Status::Cancelled;
-            }
-            check(s, "close_endpoint");
+            check(control_op(core, Status::Cancelled, [&](Client& c) { return c.close(ep, ms_of(timeout)); }),
+                  "close_endpoint");
           },
           "endpoint"_a, "timeout"_a = 10.0)
       .def(

@@ -11,6 +11,7 @@ import numpy as np
 
 from ferry import _ferry
 from ferry.ps import tables as _tables
+from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
 
@@ -20,22 +21,24 @@ except ImportError:  # the shard side and numpy users need no torch
     torch = None
 
 
+def _flat(x, dtype):
+    """x (a tensor, array or sequence) as a contiguous 1-D numpy array of
+    dtype, without a copy where it already is one."""
+    if torch is not None and isinstance(x, torch.Tensor):
+        x = x.detach()
+        want = torch.int64 if dtype == np.int64 else torch.float32
+        if x.dtype != want:
+            x = x.to(want)
+        return x.contiguous().reshape(-1).numpy()
+    return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+
+
 def _keys(keys):
-    if torch is not None and isinstance(keys, torch.Tensor):
-        keys = keys.detach()
-        if keys.dtype != torch.int64:
-            keys = keys.to(torch.int64)
-        return keys.contiguous().reshape(-1).numpy()
-    return np.ascontiguousarray(keys, dtype=np.int64).reshape(-1)
+    return _flat(keys, np.int64)
 
 
 def _floats(values):
-    if torch is not None and isinstance(values, torch.Tensor):
-        values = values.detach()
-        if values.dtype != torch.float32:
-            values = values.to(torch.float32)
-        return values.contiguous().reshape(-1).numpy()
-    return np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+    return _flat(values, np.float32)
 
 
 def _view(op, count, shape):
@@ -115,7 +118,7 @@ class Pending:
         return self.wait(0)
 
 
-class Worker:
+class Worker(Unwaited):
     """A parameter-server worker: one ferry client with an endpoint to every
     shard (``target``: the shards' ferryd HOST:PORT, None: this host)."""
 
@@ -189,20 +192,7 @@ class Worker:
         tid, s = self._id(table, True)
         return self._finish(Pending(self._w.assign_dense(tid, _floats(values))), wait)
 
-    # -- completion
-    def _finish(self, pending, wait):
-        if wait:
-            pending.wait()
-            return None
-        self._unwaited = [p for p in self._unwaited if not p.done()]
-        self._unwaited.append(pending)
-        return pending
-
-    def synchronize(self, timeout=None):
-        """Wait for every operation started with wait=False (raises the first failure)."""
-        pending, self._unwaited = self._unwaited, []
-        for p in pending:
-            p.wait(timeout)
+    # -- completion: _finish() and synchronize() come from Unwaited
 
     @property
     def live_ops(self):
