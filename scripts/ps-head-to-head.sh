@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/ps-head-to-head.sh [--local|--netns] [--small] [--python|--train] [--rounds R]
 #                            [--workers N] [--shards M] [--keys K] [--dim D] [--iters I] [--batch B]
-#                            [--epochs E] [--build DIR] [--out DIR]
+#                            [--epochs E] [--prefetch P] [--build DIR] [--out DIR]
 #
 # The parameter-server head-to-heads.
 #
@@ -18,9 +18,12 @@
 # medians and the ratios ferry/torch-rpc and Python/C++.
 #
 # --train (issue 16): the DLRM-style training (python3 -m ferry.ps.train
-# --compare): through ferry, then through torch.distributed.rpc, the same
-# data and model; loss per epoch, held-out AUC, samples/s, CPU per sample,
-# and the loss-curve PNG.
+# --compare): through ferry, then through torch.distributed.rpc, then with
+# the tables local in the workers (no parameter server: the compute
+# ceiling), the same data and model; loss per epoch, held-out AUC,
+# samples/s, CPU per sample (split into model compute and communication),
+# and the loss-curve PNG. --prefetch P: batches whose pulls are in flight
+# while one computes (default 1).
 #
 #   --local  everything on loopback (default): one ferryd for the default
 #            mode; two ferryds (workers on A, shards on B, joined over TCP
@@ -39,7 +42,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=local
 job=cpp
 workers=4 shards=2 keys=1000000 dim=64 iters=2000 batch=512 warmup=50
-rounds=3 epochs=3
+rounds=3 epochs=3 prefetch=1
 small=0
 explicit_workers=0 explicit_keys=0 explicit_iters=0
 build="$repo/build"
@@ -55,6 +58,7 @@ while [[ $# -gt 0 ]]; do
     --train) job=train ;;
     --rounds) rounds=$2; shift ;;
     --epochs) epochs=$2; shift ;;
+    --prefetch) prefetch=$2; shift ;;
     --workers) workers=$2; explicit_workers=1; shift ;;
     --shards) shards=$2; shift ;;
     --keys) keys=$2; explicit_keys=1; shift ;;
@@ -200,8 +204,8 @@ else
 fi
 
 if [[ $job == train ]]; then
-  echo "== DLRM-style training ($where): ferry.ps vs torch.distributed.rpc, same data, model and run"
-  "$python" -m ferry.ps.train --compare --workers "$workers" --shards "$shards" --epochs "$epochs" \
+  echo "== DLRM-style training ($where): ferry.ps vs torch.distributed.rpc vs local tables, same data, model and run"
+  "$python" -m ferry.ps.train --compare --workers "$workers" --shards "$shards" --epochs "$epochs" --prefetch "$prefetch" \
     "${ferry_args[@]}" "${netns_args[@]}" \
     --out "$out/train" --plot "$out/loss-curve.png" --json >"$out/train.out" 2>"$out/train.err" || {
       cat "$out/train.out" "$out/train.err" >&2; exit 1; }

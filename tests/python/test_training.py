@@ -72,3 +72,32 @@ def test_two_workers_two_shards_learn_the_planted_truth(daemon, tmp_path):
     assert r["samples"] == 2 * 2 * (20000 // 256) * 256
     assert r["samples_per_s"] > 0 and r["cpu_us_per_sample"] > 0 and r["cpu_daemons_us"] > 0
     assert os.path.getsize(report["plot"]) > 10000
+
+
+def test_local_tables_mode_is_the_compute_ceiling_without_a_daemon(tmp_path):
+    # --ps local: the same workers and model with the table in each worker
+    # (no parameter server, no ferryd): it must learn and report its own CPU.
+    out = tmp_path / "local"
+    cmd = [sys.executable, "-m", "ferry.ps.train", "--ps", "local", "--workers", "2", "--epochs", "1",
+           "--train", "30000", "--test", "5000", "--socket", str(tmp_path / "no-daemon.sock"), "--out", str(out),
+           "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    print(p.stdout)
+    print(p.stderr[-3000:])
+    assert p.returncode == 0
+    r = json.loads(p.stdout.strip().splitlines()[-1])["results"][0]
+    assert r["system"] == "local" and r["shards"] == 0
+    assert r["auc"] > 0.75, r
+    assert r["samples"] == 2 * (15000 // 256) * 256
+    assert r["cpu_workers_us"] > 0 and r["cpu_shards_us"] == 0 and r["cpu_daemons_us"] == 0
+    assert r["of_ceiling"] == 1.0 and r["cpu_comm_us_per_sample"] == 0.0
+
+
+def test_split_cpu_parts_add_up():
+    ceiling = {"cpu_workers_us": 1000.0, "samples": 100, "samples_per_s": 200.0}
+    r = {"cpu_workers_us": 1500.0, "samples": 100, "samples_per_s": 100.0, "cpu_us_per_sample": 25.0}
+    train.split_cpu(r, ceiling)
+    assert r["of_ceiling"] == 0.5
+    assert r["cpu_compute_us_per_sample"] == 10.0
+    assert r["cpu_comm_workers_us_per_sample"] == 5.0
+    assert r["cpu_comm_us_per_sample"] == 15.0

@@ -212,7 +212,9 @@ def _worker_main(a):
         cfg = json.load(f)
     text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
     tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
-    if cfg["system"] == "ferry":
+    if cfg["system"] == "local":
+        worker = None  # ferry.ps.train --ps local: the table is in the worker, no parameter server
+    elif cfg["system"] == "ferry":
         from ferry.ps.worker import Worker
         worker = Worker(tables, cfg["shards"], cfg.get("socket"), cfg.get("target"),
                         name="ferry.ps %s %d" % (a.role, a.rank))
@@ -229,7 +231,8 @@ def _worker_main(a):
         return 1
     report = job.run()
     print("report " + json.dumps(report), flush=True)
-    worker.close()
+    if worker is not None:
+        worker.close()
     return 0
 
 
