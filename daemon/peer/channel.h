@@ -84,6 +84,13 @@ struct Channel {
   // breaks lanes over and over loses the channel instead.
   std::uint32_t rebuilds_recent = 0;
   std::uint64_t rebuild_window_ns = 0;
+  // Channels on demand (channel_lifecycle.cpp): past max_channels we asked the
+  // peer to close this idle channel; new work waits until it answers.
+  std::uint64_t last_active_ns = 0;  // last data message posted or received
+  bool evicting = false;
+  bool wanted = false;  // an Open waited for it while evicting: a new channel takes the Open over
+  std::uint64_t evict_since_ns = 0;
+  std::uint64_t evict_refused_ns = 0;  // the peer was busy: not asked again for a while
 
   // Shared-secret authentication (channel_auth.cpp; unused when it is off).
   wire::AuthNonce local_nonce{};

@@ -274,6 +274,8 @@ void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
   ch.was_up = true;
   if (!ch.address.empty()) by_address_.forget_redial(ch.address);
   bump(counters_.peer_connects);
+  bump(counters_.channels_opened);
+  ch.last_active_ns = now_ns;
   ch.last_heard_ns = now_ns;
   ch.next_ping_ns = now_ns;  // first heartbeat right away gives an RTT early
   resolve_duplicate(ch);

@@ -5,35 +5,30 @@
 // with PeerReset; a handshake that has not finished by connect_timeout_ms
 // fails with PeerUnreachable.
 //
-// Rebuilding a broken data lane through the bootstrap connection
-// (docs/reliability.md). A lane breaks when its connection closes or
-// reports a failed WR (a QP in error, a reset socket), when a message is
-// missing (a lane_seq gap), or when the peer leaves a message unacknowledged
-// for twice peer_timeout_ms while it is otherwise alive (the retransmission
-// timeout). TCP and RC deliver in order or fail the connection, so this only
-// catches a message lost above them (a bug, the test-only drop switch) with
-// nothing after it to show the gap; it is that long so the transport's own
-// retries (RC's retry budget under a lossy link) finish first. While the
-// bootstrap connection lives and the peer is the same daemon instance, the
-// channel stays Up and its endpoints stay open:
+// Rebuilding a broken data lane (docs/reliability.md): a lane whose
+// connection closed, failed a WR, missed a lane_seq or left a message
+// unacknowledged for twice peer_timeout_ms is dropped with its ring kept;
+// the initiator dials a new connection and sends a rejoin Hello (token
+// lane+1, kFlagRetransmit, ack = the last lane_seq it got); the acceptor
+// answers with its own ack; each side completes what the other confirmed
+// and posts the rest again with the same numbers (Lane::replay). A lane not
+// rebuilt within peer_timeout_ms, more than kMaxRebuilds rebuilds within
+// kRebuildWindowNs, or an ack outside what we sent fails the channel.
 //
-//   1. Both sides drop the lane's connection and keep its ring: every WR
-//      the peer has not confirmed (lane.h). New WRs queue behind them.
-//      Credits start over: a new connection has new receives.
-//   2. The initiator dials a new connection for that lane (never waiting for
-//      it; a failed dial is tried again every 200 ms) and sends a rejoin
-//      Hello (token lane+1, kFlagRetransmit, ack = the last lane_seq it got
-//      in order). The acceptor (dropping its old connection now if it had
-//      not noticed) answers with a rejoin HelloAck carrying its own ack.
-//   3. Each side completes what the other confirmed and posts the rest again
-//      first, with the same lane_seq numbers (Lane::replay); the receiver
-//      drops any copy it already has by lane_seq. Nothing is lost, nothing
-//      arrives twice.
-//
-// A lane not rebuilt within peer_timeout_ms, more than kMaxRebuilds rebuilds
-// of one channel within kRebuildWindowNs, or a peer whose ack does not match
-// what we sent fails the whole channel: its operations complete with
-// PeerReset.
+// Channels on demand (max-channels; docs/operations.md). Past the cap,
+// each tick asks the peer of the idlest channel with nothing in flight to
+// close it: Goodbye(Ok, token kIdleClose) on the bootstrap connection. The
+// peer agrees when nothing is in flight on its side either, by ending the
+// channel the ordinary orderly way (its plain Goodbye, then close), or
+// refuses with Goodbye(Busy, kIdleClose). While we ask, new Opens to that
+// peer wait (route() skips the channel); when the peer agrees and an Open
+// waits, a new channel is dialled at once and the Open moves to it
+// (RemoteSender::channel_down takes the successor): its endpoint sees a
+// short delay. A channel with an endpoint or proxy, a WR kept or queued on
+// a lane, or a remote op of the engine's is never closed, on either side,
+// so with every channel busy the cap is a target, not a limit. A daemon
+// without this feature hears the ask as a Goodbye and ends the channel
+// orderly: the same outcome.
 #include <spdlog/spdlog.h>
 
 #include "daemon/peer/channel_manager.h"
@@ -78,6 +73,7 @@ std::size_t ChannelManager::tick(std::uint64_t now_ns) {
     channel_tick(*ch, now_ns);
     if (ch->unused_since_ns != 0) close_if_unused(*ch, now_ns);
   }
+  if (cfg_.max_channels != 0) evict_idle(now_ns);
   reap();
   return work;
 }
@@ -346,6 +342,100 @@ void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Hea
   l.credits_from(remote.initial_credits, false);
   l.rejoin(l.conn());
   replay(ch, lane, h.ack, now_ns);
+}
+
+bool ChannelManager::idle(const Channel& ch) {
+  if (ch.state != ChannelState::Up || ch.endpoints != 0 || ch.superseded_by != 0) return false;
+  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
+    if (!ch.lanes[i].settled() || ch.lanes[i].broken()) return false;
+  }
+  return events_.channel_idle(ch);
+}
+
+void ChannelManager::evict_idle(std::uint64_t now_ns) {
+  const std::uint64_t patience_ns = std::uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
+  std::size_t open = 0;
+  bool asking = false;
+  Channel* idlest = nullptr;
+  for (auto& [id, ch] : channels_) {
+    if (ch->finished()) continue;
+    if (ch->evicting) {
+      // Unanswered for a peer-timeout (an old peer, a lost message): kept.
+      if (now_ns - ch->evict_since_ns > patience_ns) keep(*ch, now_ns);
+      asking = true;  // one ask at a time
+      continue;
+    }
+    ++open;
+    // Only a channel we can dial again if our clients want it back.
+    if (ch->address.empty() || ch->bootstrap == transport::kInvalidConn) continue;
+    if (ch->evict_refused_ns != 0 && now_ns - ch->evict_refused_ns < patience_ns) continue;
+    if (idlest != nullptr && ch->last_active_ns >= idlest->last_active_ns) continue;
+    if (idle(*ch)) idlest = ch.get();
+  }
+  if (asking || open <= cfg_.max_channels || idlest == nullptr) return;
+  wire::Header ask;
+  ask.type = wire::MsgType::Goodbye;
+  ask.status = Status::Ok;
+  ask.token = kIdleClose;
+  if (!post_on_bootstrap(transport_, *idlest, ask)) return;  // the next tick asks again
+  idlest->evicting = true;
+  idlest->wanted = false;
+  idlest->evict_since_ns = now_ns;
+  changed_ = true;
+  spdlog::info("channel {} ({}): {} channels open, cap {}: asking the peer to close this idle one", idlest->id,
+               idlest->address, open, cfg_.max_channels);
+}
+
+void ChannelManager::on_idle_close(Channel& ch, Status status, std::uint64_t now_ns) {
+  if (status != Status::Ok) {
+    spdlog::info("channel {} ({}): the peer keeps it ({})", ch.id, ch.address.empty() ? "accepted" : ch.address,
+                 to_string(status));
+    keep(ch, now_ns);
+    return;
+  }
+  if (ch.evicting) {  // both asked at once: both close
+    evicted(ch, now_ns);
+    return;
+  }
+  if (!idle(ch)) {
+    wire::Header no;
+    no.type = wire::MsgType::Goodbye;
+    no.status = Status::Busy;
+    no.token = kIdleClose;
+    // Not taken: the peer's ask times out and it keeps the channel too.
+    (void)post_on_bootstrap(transport_, ch, no);
+    return;
+  }
+  spdlog::info("channel {} ({}): closed at the peer's request (idle, over its channel cap)", ch.id,
+               ch.address.empty() ? "accepted" : ch.address);
+  bump(counters_.channels_evicted);
+  if (!ch.address.empty()) by_address_.at(ch.address).evicted = true;
+  finish(ch, Status::Ok, true, now_ns);
+}
+
+void ChannelManager::evicted(Channel& ch, std::uint64_t now_ns) {
+  bump(counters_.channels_evicted);
+  spdlog::info("channel {} ({}): evicted (idle, over the cap of {} channels){}", ch.id,
+               ch.address.empty() ? "accepted" : ch.address, cfg_.max_channels,
+               ch.wanted ? "; an Open waits: dialling a new channel" : "");
+  if (!ch.address.empty()) {
+    by_address_.route(ch.address, 0);
+    by_address_.at(ch.address).evicted = true;
+    // The Opens waiting for this channel move to the new one in
+    // on_channel_down (RemoteSender::channel_down takes the successor).
+    if (ch.wanted) (void)connect(ch.address, ch.host, ch.port, now_ns);  // a failure fails those Opens there
+  }
+  finish(ch, Status::Ok, true, now_ns);
+}
+
+void ChannelManager::keep(Channel& ch, std::uint64_t now_ns) {
+  ch.evicting = false;
+  ch.evict_refused_ns = now_ns;
+  changed_ = true;
+  if (ch.wanted) {
+    ch.wanted = false;
+    events_.on_channel_up(ch);  // the Opens that waited go now
+  }
 }
 
 }  // namespace ferry::daemon::peer

@@ -65,13 +65,22 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
     if (e->channel != 0) {
       if (Channel* ch = route(e->channel)) return Result<std::uint32_t>::ok(ch->id);
       Channel* ch = find(e->channel);
-      if (ch != nullptr && !ch->finished()) return Result<std::uint32_t>::ok(ch->id);  // still handshaking
+      if (ch != nullptr && !ch->finished()) {
+        // Still handshaking, or being evicted: the Open waits for it (or
+        // for the channel that replaces it).
+        if (ch->evicting) ch->wanted = true;
+        return Result<std::uint32_t>::ok(ch->id);
+      }
       e->channel = 0;
     }
     if (e->redial.waits(now_ns)) {
       bump(counters_.redials_deferred);
       return Result<std::uint32_t>::fail(Status::PeerUnreachable);
     }
+  }
+  if (AddressBook::Entry* e = by_address_.find(address); e != nullptr && e->evicted) {
+    e->evicted = false;
+    bump(counters_.channels_reopened);
   }
   Channel& ch = create(true, now_ns);
   ch.address = address;
@@ -95,7 +104,7 @@ Channel* ChannelManager::find(std::uint32_t id) noexcept {
 Channel* ChannelManager::route(std::uint32_t id) noexcept {
   Channel* ch = find(id);
   for (int hops = 0; ch != nullptr && ch->superseded_by != 0 && hops < 4; ++hops) ch = find(ch->superseded_by);
-  if (ch == nullptr || ch->state != ChannelState::Up) return nullptr;
+  if (ch == nullptr || ch->state != ChannelState::Up || ch->evicting) return nullptr;
   return ch;
 }
 
@@ -230,6 +239,14 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
       return;
     }
     case wire::MsgType::Goodbye:
+      if (c.header.token == kIdleClose) {
+        on_idle_close(*ch, c.header.status, now_ns);
+        return;
+      }
+      if (ch->evicting) {
+        evicted(*ch, now_ns);
+        return;
+      }
       if (c.header.status == Status::PermissionDenied) {
         // The peer checked our proof (or our lack of one) and refused it.
         spdlog::warn("channel {} ({}): authentication failed: the peer refused our proof (the auth secrets differ?)",
@@ -275,7 +292,10 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
   if (c.header.type == wire::MsgType::Credit) return;  // its grant and ack are taken: nothing for the engine
   const std::uint32_t expect = l.rx_seq() + 1;
   switch (l.accept_seq(implicit ? expect : c.header.lane_seq)) {
-    case RxOrder::Next: events_.on_message(ch, lane, c.header, c.payload); return;
+    case RxOrder::Next:
+      ch.last_active_ns = now_ns;
+      events_.on_message(ch, lane, c.header, c.payload);
+      return;
     case RxOrder::Duplicate:
       bump(counters_.duplicates_dropped);
       spdlog::debug("channel {} lane {}: lane_seq {} again (have {}); dropped", ch.id, lane, c.header.lane_seq,
@@ -339,6 +359,7 @@ bool ChannelManager::has_room(const Channel& ch, std::uint32_t lane) const noexc
 
 transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept {
   if (!ch.usable() || ch.lane_count == 0) return transport::PostResult{0, Status::PeerReset};
+  ch.last_active_ns = last_now_ns_;
   return ch.lanes[lane % ch.lane_count].post(wr, last_now_ns_);
 }
 

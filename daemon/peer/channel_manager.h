@@ -65,6 +65,9 @@ struct ChannelConfig {
   std::uint32_t lanes = 1;
   std::uint32_t max_message_bytes = 1u << 20;
   std::uint16_t listen_port = 0;  // set by listen(); sent in the bootstrap Hello
+  // Open channels kept at most (0: no cap); past it the idlest idle one is
+  // closed by agreement with its peer (channel_lifecycle.cpp).
+  std::uint32_t max_channels = 0;
   // Shared secret for peer authentication (channel_auth.cpp); empty: off.
   // Both daemons must agree: one with a secret refuses a peer without one
   // and vice versa (PermissionDenied), so a missing file fails loudly
@@ -86,6 +89,9 @@ class ChannelEvents : public LaneCompletions {
   // A message on a lane of an Up/Draining channel. `payload` is valid until
   // the next ChannelManager::poll().
   virtual void on_message(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) = 0;
+  // Whether nothing of the engine's waits on `ch` (no remote op on it): it
+  // may then be evicted. Asked at tick rate, for channels with no endpoint.
+  virtual bool channel_idle(const Channel& ch) = 0;
 };
 
 // One row of `ferryctl peers`, copied out for the control thread.
@@ -192,6 +198,8 @@ class ChannelManager {
 
   // WRs a lane holds at most: posted and unconfirmed plus waiting.
   static constexpr std::uint32_t kBacklogCapacity = Lane::kCapacity;
+  // Goodbye token of the idle-close exchange (channels on demand).
+  static constexpr std::uint64_t kIdleClose = 1;
 
   // Endpoint/proxy bookkeeping: a Draining duplicate closes when it has none.
   void bind_endpoint(Channel& ch) noexcept {
@@ -292,6 +300,20 @@ class ChannelManager {
   // Per Up channel each tick: liveness, rebuild deadlines and the
   // retransmission timeout, idle grants.
   void channel_tick(Channel& ch, std::uint64_t now_ns);
+
+  // Channels on demand (channel_lifecycle.cpp).
+  // Past max_channels: asks the peer to close the idlest idle channel.
+  void evict_idle(std::uint64_t now_ns);
+  // Nothing in flight on `ch` on our side: no endpoint or proxy, nothing
+  // kept or queued on its lanes, no remote op of the engine's.
+  bool idle(const Channel& ch);
+  // A Goodbye carrying kIdleClose: the peer's request (Ok) or refusal (Busy).
+  void on_idle_close(Channel& ch, Status status, std::uint64_t now_ns);
+  // The peer agreed (its plain Goodbye while we ask): closes ours, and
+  // opens a new channel at once when an Open waits for this one.
+  void evicted(Channel& ch, std::uint64_t now_ns);
+  // Our ask was refused or not answered: the channel carries work again.
+  void keep(Channel& ch, std::uint64_t now_ns);
 
   transport::Transport& transport_;  // bootstrap connections
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)

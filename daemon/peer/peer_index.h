@@ -62,6 +62,7 @@ class AddressBook {
   struct Entry {
     std::uint32_t channel = 0;
     Redial redial;
+    bool evicted = false;  // its last channel was evicted: the next one counts as a re-open
   };
   Entry* find(const std::string& address) noexcept {
     auto it = entries_.find(address);
@@ -94,7 +95,7 @@ class AddressBook {
 
  private:
   void tidy(const std::string& address, const Entry& e) noexcept {
-    if (e.channel == 0 && e.redial.delay_ns == 0) entries_.erase(address);
+    if (e.channel == 0 && e.redial.delay_ns == 0 && !e.evicted) entries_.erase(address);
   }
   std::unordered_map<std::string, Entry> entries_;
 };
