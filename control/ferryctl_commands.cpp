@@ -63,6 +63,25 @@ int show(const Options& o, const CallResult& r, Command c, std::string (*render)
 
 std::string render_peers(const json::Value& v) { return render_object_list(v, kPeerColumns, "no peers"); }
 std::string render_channels(const json::Value& v) { return render_object_list(v, kChannelColumns, "no channels"); }
+
+// Below a non-empty channel table: the daemon's channel churn (opened,
+// evicted past max-channels, re-opened), from its status counters; nothing
+// when the daemon does not report them.
+std::string channel_churn(const Options& o) {
+  CallResult s = control::call(o.control_path, Command::Status, timeout_of(o));
+  const json::Value* c = s.ok() ? s.result.find("counters") : nullptr;
+  if (c == nullptr) return {};
+  std::string out = "channels:";
+  const char* sep = " ";
+  for (const auto& [name, label] : {std::pair{"channels_opened", "opened"}, std::pair{"channels_evicted", "evicted"},
+                                    std::pair{"channels_reopened", "re-opened"}}) {
+    const json::Value* v = c->find(name);
+    if (v == nullptr || !v->as_int()) return {};
+    out += sep + std::string(label) + " " + std::to_string(*v->as_int());
+    sep = ", ";
+  }
+  return out + "\n";
+}
 std::string render_drain(const json::Value& v) { return "drain: " + json::dump(v) + "\n"; }
 std::string render_resume(const json::Value& v) { return "resume: " + json::dump(v) + "\n"; }
 
@@ -102,8 +121,13 @@ int run_command(const Options& o) {
       return show(o, fetch_with_fallback(o, Command::Counters, "counters"), Command::Counters, render_counters);
     case CtlCommand::Peers:
       return show(o, fetch_with_fallback(o, Command::Peers, "peers"), Command::Peers, render_peers);
-    case CtlCommand::Channels:
-      return show(o, fetch_with_fallback(o, Command::Channels, "channels"), Command::Channels, render_channels);
+    case CtlCommand::Channels: {
+      const CallResult r = fetch_with_fallback(o, Command::Channels, "channels");
+      if (!r.ok() || o.json) return show(o, r, Command::Channels, render_channels);
+      const json::Array* rows = r.result.as_array();
+      print(render_channels(r.result) + (rows != nullptr && !rows->empty() ? channel_churn(o) : std::string()));
+      return kExitOk;
+    }
     case CtlCommand::Drain:
       return show(o, control::call(o.control_path, Command::Drain, timeout_of(o)), Command::Drain, render_drain);
     case CtlCommand::Resume:

@@ -81,6 +81,7 @@ struct Config {
   std::uint32_t heartbeat_ms = 500;
   std::uint32_t peer_timeout_ms = 3000;
   std::uint32_t connect_timeout_ms = 2000;
+  std::uint32_t max_channels = 0;  // 0: no cap
   std::uint32_t channel_conns = 1;
   std::uint64_t staging_bytes = 8 * kMiB;
 

@@ -308,6 +308,12 @@ constexpr ConfigKey kKeys[] = {
     {.name = "connect-timeout-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 1, .max = 60000, .summary = "bound on connecting and handshaking with a peer",
      .access = number<&Config::connect_timeout_ms>()},
+    {.name = "max-channels", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 0, .max = 1'000'000, .summary = "open peer channels kept at most (0: no cap)",
+     .details = "Past it the idlest channel with nothing in flight (no endpoint, nothing unacknowledged) is "
+                "closed by agreement with its peer; the next Open to that peer opens a new one. A cap that "
+                "every channel's traffic exceeds is not enforced: busy channels are never closed.",
+     .access = number<&Config::max_channels>()},
     {.name = "channel-conns", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Count,
      .value_name = "N", .min = 1, .max = 8, .summary = "data connections per channel",
      .access = number<&Config::channel_conns>()},

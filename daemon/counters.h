@@ -62,6 +62,10 @@ struct Counters {
   Counter redials_deferred{0};    // Opens refused PeerUnreachable without a dial: the address failed just before
   Counter lane_breaks{0};         // data lane connections lost or dropped (recoveries: those rebuilt)
   Counter duplicates_dropped{0};  // lane messages received twice (by lane_seq) and dropped
+  // Channels on demand (max-channels).
+  Counter channels_opened{0};    // channels that came Up (first or again)
+  Counter channels_evicted{0};   // idle channels closed by agreement past the cap (both sides count)
+  Counter channels_reopened{0};  // channels dialled to an address whose last channel was evicted
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -116,6 +120,9 @@ void for_each_counter(const Counters& c, F&& f) {
   f("redials_deferred", c.redials_deferred);
   f("lane_breaks", c.lane_breaks);
   f("duplicates_dropped", c.duplicates_dropped);
+  f("channels_opened", c.channels_opened);
+  f("channels_evicted", c.channels_evicted);
+  f("channels_reopened", c.channels_reopened);
 }
 
 }  // namespace ferry::daemon

@@ -29,6 +29,7 @@ peer::ChannelConfig channel_config(const Config& config, std::uint64_t epoch, st
   cc.peer_timeout_ms = config.peer_timeout_ms;
   cc.connect_timeout_ms = config.connect_timeout_ms;
   cc.lanes = config.channel_conns;
+  cc.max_channels = config.max_channels;
   cc.max_message_bytes = std::max<std::uint32_t>(lane_max_message, wire::kMinMessageBytes);
   if (auto bad = peer::load_auth_secret(config.auth_secret_file, cc.auth_secret)) throw std::runtime_error(*bad);
   return cc;
@@ -159,6 +160,8 @@ void Engine::detach(std::uint32_t id) {
 }
 
 void Engine::on_channel_up(peer::Channel& ch) { remote_.on_channel_up(ch); }
+
+bool Engine::channel_idle(const peer::Channel& ch) { return !remote_.has_ops_on(ch.id); }
 
 void Engine::on_channel_down(peer::Channel& ch, Status why) {
   // Exactly once per channel: everything that depended on it ends.

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "daemon/peer/lane.h"
 #include "transport/transport.h"
 #include "transport/wire/handshake.h"
 
@@ -53,53 +54,6 @@ constexpr bool can_transition(ChannelState from, ChannelState to) noexcept {
 inline constexpr std::uint32_t kMaxLanes = 8;
 static_assert(kMaxLanes <= wire::kMaxQpsPerChannel);
 
-struct LaneStats {
-  std::uint64_t tx_msgs = 0;
-  std::uint64_t rx_msgs = 0;
-  std::uint64_t tx_bytes = 0;
-  std::uint64_t rx_bytes = 0;
-  std::uint64_t inflight = 0;  // snapshots only: remote ops awaiting an answer on this lane (the sender's books)
-  // Receive credits (channel_credits.cpp): a message that consumes a receive
-  // at the peer (SEND, WRITE with immediate) is posted only with a credit.
-  std::uint32_t credits = 0;        // receives the peer has posted for us that we may still use
-  std::uint32_t credits_owed = 0;   // receives we consumed and reposted, not yet granted back
-  std::uint32_t backlog = 0;        // messages waiting here for a credit
-  std::uint64_t credit_stalls = 0;  // messages that had to wait for a credit
-  // Reliability (channel_lane_queue.cpp, channel_rebuild.cpp).
-  std::uint32_t unconfirmed = 0;  // posted WRs kept until the peer confirms them
-  std::uint64_t retransmits = 0;  // messages posted again after a rebuild
-  std::uint64_t rebuilds = 0;     // times this lane's connection was replaced
-  // Snapshots only (ChannelManager::snapshot copies them from the Lane).
-  std::uint32_t tx_seq = 0, rx_seq = 0, acked = 0;
-};
-
-struct Lane {
-  transport::ConnId conn = transport::kInvalidConn;
-  bool joined = false;  // handshake on this connection done
-  LaneStats stats;
-  // Credit bookkeeping beside the stats (channel_credits.cpp).
-  std::uint32_t peer_credits = 0;        // the peer's initial_credits here; 0 until its Hello/HelloAck
-  std::uint32_t recv_unposted = 0;       // receives used since the last lanes poll: not reposted yet
-  std::uint32_t unposted_by_credit = 0;  // ... of them used by pure Credit messages
-  std::uint32_t owed_by_credit = 0;      // part of stats.credits_owed used by pure Credit messages
-  // Sequence numbers (header lane_seq/ack; serial arithmetic, they wrap).
-  // Every WR that uses a receive at the peer is numbered; the WR stays in
-  // the lane's ring until the peer's cumulative ack covers it, so a rebuilt
-  // lane can post again exactly what the peer did not get.
-  std::uint32_t tx_seq = 0;  // lane_seq of the last numbered WR posted
-  std::uint32_t rx_seq = 0;  // lane_seq of the last message received in order
-  std::uint32_t acked = 0;   // the peer's cumulative ack
-  // The connection died while the channel lives on: posts queue until a new
-  // connection joins (channel_rebuild.cpp).
-  bool broken = false;
-  std::uint64_t broken_ns = 0;
-  std::uint64_t redial_ns = 0;  // initiator, broken, no connect under way: dial again then
-};
-
-// Serial-number order for lane_seq/ack (RFC 1982 style, 32 bits).
-constexpr bool seq_before(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) < 0; }
-constexpr bool seq_at_most(std::uint32_t a, std::uint32_t b) noexcept { return !seq_before(b, a); }
-
 struct Channel {
   std::uint32_t id = 0;  // nonzero, never reused: a restarted peer gets a new channel
   ChannelState state = ChannelState::Connecting;
@@ -126,10 +80,17 @@ struct Channel {
   std::uint32_t endpoints = 0;        // local endpoints + proxies bound to it
   std::uint64_t unused_since_ns = 0;  // Draining initiator: when endpoints reached 0 (close_if_unused)
   bool was_up = false;                // reached Up at least once (redial rate limit)
-  // Lane rebuilds in the current window (channel_rebuild.cpp): a peer that
+  // Lane rebuilds in the current window (channel_lifecycle.cpp): a peer that
   // breaks lanes over and over loses the channel instead.
   std::uint32_t rebuilds_recent = 0;
   std::uint64_t rebuild_window_ns = 0;
+  // Channels on demand (channel_lifecycle.cpp): past max_channels we asked the
+  // peer to close this idle channel; new work waits until it answers.
+  std::uint64_t last_active_ns = 0;  // last data message posted or received
+  bool evicting = false;
+  bool wanted = false;  // an Open waited for it while evicting: a new channel takes the Open over
+  std::uint64_t evict_since_ns = 0;
+  std::uint64_t evict_refused_ns = 0;  // the peer was busy: not asked again for a while
 
   // Shared-secret authentication (channel_auth.cpp; unused when it is off).
   wire::AuthNonce local_nonce{};
@@ -145,7 +106,7 @@ struct Channel {
   bool finished() const noexcept { return state == ChannelState::Down || state == ChannelState::Failed; }
   bool all_lanes_joined() const noexcept {
     for (std::uint32_t i = 0; i < lane_count; ++i) {
-      if (!lanes[i].joined) return false;
+      if (!lanes[i].joined()) return false;
     }
     return lane_count != 0;
   }

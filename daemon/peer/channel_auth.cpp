@@ -16,7 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/peer/channel_manager.h"
+#include "daemon/peer/channel_auth.h"
 #include "transport/wire/auth_proof.h"
 
 namespace ferry::daemon::peer {
@@ -41,10 +41,9 @@ std::span<const std::uint8_t> bytes_of(const std::string& s) noexcept {
 
 const char* name_of(const Channel& ch) noexcept { return ch.address.empty() ? "accepted" : ch.address.c_str(); }
 
-}  // namespace
-
-void ChannelManager::encode_channel_hello(Channel& ch, bool with_proof) noexcept {
-  wire::Handshake hs = local_handshake();
+// Our Hello/HelloAck payload for this channel: the shared one plus its nonce (and proof).
+void encode_channel_hello(Channel& ch, const wire::Handshake& local, bool with_proof) noexcept {
+  wire::Handshake hs = local;
   hs.has_nonce = true;
   hs.auth_nonce = ch.local_nonce;
   hs.has_proof = with_proof;
@@ -52,26 +51,27 @@ void ChannelManager::encode_channel_hello(Channel& ch, bool with_proof) noexcept
   ch.hello_len = static_cast<std::uint32_t>(wire::encode_handshake(hs, ch.hello));
 }
 
-bool ChannelManager::auth_start(Channel& ch, std::uint64_t now_ns) {
-  if (!auth_on()) return true;
+}  // namespace
+
+bool ChannelAuth::start(Channel& ch, const wire::Handshake& local) const noexcept {
+  if (!on()) return true;
   if (!random_nonce(ch.local_nonce)) {
     spdlog::error("channel {} ({}): getrandom failed ({}): cannot authenticate", ch.id, name_of(ch),
                   std::strerror(errno));
-    fail(ch, Status::PermissionDenied, now_ns);
     return false;
   }
-  encode_channel_hello(ch, false);
+  encode_channel_hello(ch, local, false);
   return true;
 }
 
-bool ChannelManager::auth_check_hello(transport::ConnId conn, const wire::Handshake& remote, bool on_lanes) {
+bool ChannelAuth::check_hello(const wire::Handshake& remote) const noexcept {
   const bool peer_auth = (remote.capabilities & wire::kCapAuth) != 0 && remote.has_nonce;
-  if (auth_on() && !peer_auth) {
+  if (on() && !peer_auth) {
     spdlog::warn(
         "peer Hello (epoch {:#018x}) refused: authentication failed: the peer does not authenticate "
         "(no auth-secret-file there, or a build without authentication)",
         remote.daemon_epoch);
-  } else if (!auth_on() && (peer_auth || (remote.capabilities & wire::kCapAuth) != 0)) {
+  } else if (!on() && (peer_auth || (remote.capabilities & wire::kCapAuth) != 0)) {
     spdlog::warn(
         "peer Hello (epoch {:#018x}) refused: authentication failed: the peer requires authentication "
         "and this daemon has no auth-secret-file",
@@ -79,66 +79,53 @@ bool ChannelManager::auth_check_hello(transport::ConnId conn, const wire::Handsh
   } else {
     return true;
   }
-  bump(counters_.peer_auth_failures);
-  refuse(conn, 0, Status::PermissionDenied, on_lanes);
   return false;
 }
 
-bool ChannelManager::auth_accept(Channel& ch, const wire::Handshake& remote, std::uint64_t now_ns) {
-  if (!auth_on()) return true;
+bool ChannelAuth::accept(Channel& ch, const wire::Handshake& remote, const wire::Handshake& local) const noexcept {
+  if (!on()) return true;
   ch.peer_nonce = remote.auth_nonce;
   if (!random_nonce(ch.local_nonce)) {
     spdlog::error("channel {} ({}): getrandom failed ({}): cannot authenticate", ch.id, name_of(ch),
                   std::strerror(errno));
-    fail(ch, Status::PermissionDenied, now_ns);
     return false;
   }
-  const wire::AuthTranscript t{ch.peer_nonce, ch.local_nonce, remote.daemon_epoch, cfg_.epoch};
-  ch.local_proof = wire::make_auth_proof(bytes_of(cfg_.auth_secret), wire::AuthRole::Acceptor, t);
-  encode_channel_hello(ch, true);
+  const wire::AuthTranscript t{ch.peer_nonce, ch.local_nonce, remote.daemon_epoch, epoch_};
+  ch.local_proof = wire::make_auth_proof(bytes_of(secret_), wire::AuthRole::Acceptor, t);
+  encode_channel_hello(ch, local, true);
   return true;
 }
 
-bool ChannelManager::auth_check_ack(Channel& ch, const wire::Handshake& remote, std::uint64_t now_ns) {
+const char* ChannelAuth::check_ack(Channel& ch, const wire::Handshake& remote,
+                                   const wire::Handshake& local) const noexcept {
   const bool peer_auth = (remote.capabilities & wire::kCapAuth) != 0;
-  if (!auth_on()) {
-    if (!peer_auth) return true;
+  if (!on()) {
+    if (!peer_auth) return nullptr;
     // A peer with a secret refuses us before answering; one that answers
     // anyway does not follow the policy, so the refusal is ours.
-    auth_failed(ch, "the peer requires authentication and this daemon has no auth-secret-file", now_ns);
-    return false;
+    return "the peer requires authentication and this daemon has no auth-secret-file";
   }
   if (!peer_auth || !remote.has_proof) {
-    auth_failed(ch, "the peer did not authenticate (no auth-secret-file there, or a build without authentication)",
-                now_ns);
-    return false;
+    return "the peer did not authenticate (no auth-secret-file there, or a build without authentication)";
   }
   ch.peer_nonce = remote.auth_nonce;
-  const wire::AuthTranscript t{ch.local_nonce, ch.peer_nonce, cfg_.epoch, remote.daemon_epoch};
-  const auto secret = bytes_of(cfg_.auth_secret);
+  const wire::AuthTranscript t{ch.local_nonce, ch.peer_nonce, epoch_, remote.daemon_epoch};
+  const auto secret = bytes_of(secret_);
   if (!wire::verify_auth_proof(secret, wire::AuthRole::Acceptor, t, remote.auth_proof)) {
-    auth_failed(ch, "the peer's proof does not match our secret (the auth secrets differ)", now_ns);
-    return false;
+    return "the peer's proof does not match our secret (the auth secrets differ)";
   }
   // Our proof rides on every lane Hello: the acceptor joins no lane without it.
   ch.local_proof = wire::make_auth_proof(secret, wire::AuthRole::Initiator, t);
-  encode_channel_hello(ch, true);
+  encode_channel_hello(ch, local, true);
   spdlog::info("channel {} ({}): peer authenticated", ch.id, name_of(ch));
-  return true;
+  return nullptr;
 }
 
-bool ChannelManager::auth_check_lane(Channel& ch, const wire::Handshake& remote) const noexcept {
-  if (!auth_on()) return true;
+bool ChannelAuth::check_lane(const Channel& ch, const wire::Handshake& remote) const noexcept {
+  if (!on()) return true;
   if (!remote.has_proof || remote.auth_nonce != ch.peer_nonce) return false;
-  const wire::AuthTranscript t{ch.peer_nonce, ch.local_nonce, ch.peer_epoch, cfg_.epoch};
-  return wire::verify_auth_proof(bytes_of(cfg_.auth_secret), wire::AuthRole::Initiator, t, remote.auth_proof);
-}
-
-void ChannelManager::auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns) {
-  spdlog::warn("channel {} ({}): authentication failed: {}; channel refused", ch.id, name_of(ch), why);
-  bump(counters_.peer_auth_failures);
-  say_goodbye(ch, Status::PermissionDenied);  // the peer's log says why too (fail() then closes)
-  fail(ch, Status::PermissionDenied, now_ns);
+  const wire::AuthTranscript t{ch.peer_nonce, ch.local_nonce, ch.peer_epoch, epoch_};
+  return wire::verify_auth_proof(bytes_of(secret_), wire::AuthRole::Initiator, t, remote.auth_proof);
 }
 
 }  // namespace ferry::daemon::peer

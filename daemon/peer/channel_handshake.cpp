@@ -11,9 +11,18 @@
 // without another message. The loser goes Draining: it serves endpoints
 // already on it, new work routes to the winner, and its initiator closes it
 // once it has no endpoints.
+//
+// Connecting (start_connect): every connect goes through the transport's
+// connect_async (tcp: the socket connects in the background; rdma: rdma_cm
+// steps driven by its events), so the engine thread never waits for a
+// peer's answer: a connection is ours once the transport reports it
+// Connected, and a refused or timed-out one comes back Closed
+// (PeerUnreachable). A transport without connect_async connects within its
+// own bounded timeout instead.
 #include <spdlog/spdlog.h>
 
 #include "daemon/peer/channel_manager.h"
+#include "daemon/peer/heartbeat.h"
 
 namespace ferry::daemon::peer {
 
@@ -23,9 +32,9 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.qp_count = static_cast<std::uint16_t>(cfg_.lanes);
   hs.daemon_epoch = cfg_.epoch;
   hs.capabilities = lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma : wire::kCapTcp;
-  hs.initial_credits = recv_depth_;  // receives each lane posts: the peer's credits (channel_credits.cpp)
+  hs.initial_credits = recv_depth_;  // receives each lane posts: the peer's credits (lane.h)
   hs.max_message_bytes = cfg_.max_message_bytes;
-  if (auth_on()) hs.capabilities |= wire::kCapAuth;
+  if (auth_.on()) hs.capabilities |= wire::kCapAuth;
   return hs;
 }
 
@@ -46,10 +55,10 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   // channel for its own Opens to us instead of building a duplicate.
   if (!ack && token == 0) h.ack = cfg_.listen_port;
   // A lane handshake on a channel already Up replaces a broken lane
-  // (channel_rebuild.cpp): it says so, with the last lane_seq we got there.
+  // (channel_lifecycle.cpp): it says so, with the last lane_seq we got there.
   if (token != 0 && token <= kMaxLanes && ch.usable()) {
     h.flags = wire::kFlagRetransmit;
-    h.ack = ch.lanes[token - 1].rx_seq;
+    h.ack = ch.lanes[token - 1].rx_seq();
   }
   transport::SendWr wr;
   wr.conn = conn;
@@ -60,6 +69,7 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   wr.payload_len = own ? ch.hello_len : hello_len_;
   wr.signaled = false;
   const auto r = via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));
+  // Not taken: the connection is closing; its Closed ends what waits for it.
   if (r.accepted == 1) {
     ++ch.bootstrap_stats.tx_msgs;
     ch.bootstrap_stats.tx_bytes += wire::kHeaderBytes + wr.payload_len;
@@ -69,7 +79,7 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
 void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes) {
   Channel scratch;  // stats of a refused connection are not kept
   send_hello(scratch, conn, token, true, status, on_lanes);
-  conns_.erase(key(conn, on_lanes));
+  conns_.erase(conn, on_lanes);
   via(on_lanes).close(conn);
 }
 
@@ -107,36 +117,48 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     refuse(conn, h.token, Status::NotSupported, on_lanes);
     return;
   }
-  if (h.token == 0 && !auth_check_hello(conn, remote, on_lanes)) return;
+  if (h.token == 0 && !auth_.check_hello(remote)) {
+    bump(counters_.peer_auth_failures);
+    refuse(conn, 0, Status::PermissionDenied, on_lanes);
+    return;
+  }
   if (h.token == 0) {
     Channel& ch = create(false, now_ns);
     ch.bootstrap = conn;
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
-    conns_[key(conn, false)] = ConnRef{ch.id, -1};
+    conns_.set(conn, false, ConnTable::Ref{ch.id, -1});
     if (h.ack != 0 && h.ack <= 0xFFFF) {
       const std::string host = transport_.peer_address(conn);
       if (!host.empty()) {
         ch.host = host;
         ch.port = static_cast<std::uint16_t>(h.ack);
         ch.address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(ch.port);
-        by_address_.try_emplace(ch.address, ch.id);  // an Open of ours already under way keeps its channel
+        by_address_.route_if_free(ch.address, ch.id);  // an Open of ours already under way keeps its channel
       }
     }
     spdlog::info("channel {} from peer epoch {:#018x}: {}", ch.id, ch.peer_epoch, to_string(ch.state));
     set_state(ch, ChannelState::Handshaking, now_ns);
-    if (!auth_accept(ch, remote, now_ns)) return;
+    if (!auth_.accept(ch, remote, local_handshake())) {
+      fail(ch, Status::PermissionDenied, now_ns);
+      return;
+    }
     send_hello(ch, conn, 0, true, Status::Ok, false);
     return;
   }
+  on_lane_hello(conn, h, remote, on_lanes, now_ns);
+}
+
+void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h, const wire::Handshake& remote,
+                                   bool on_lanes, std::uint64_t now_ns) {
   const std::uint64_t lane = h.token - 1;
   if ((h.flags & wire::kFlagRetransmit) != 0) {
     // A rejoin: a new connection for a lane of a channel that is Up.
     for (auto& [id, ch] : channels_) {
       if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || !ch->usable() || lane >= ch->lane_count) continue;
-      if (auth_on() && (!remote.has_nonce || remote.auth_nonce != ch->peer_nonce)) continue;
-      if (!auth_check_lane(*ch, remote)) {
+      if (!auth_.names(*ch, remote)) continue;
+      if (!auth_.check_lane(*ch, remote)) {
         refuse(conn, h.token, Status::PermissionDenied, on_lanes);
         auth_failed(*ch, "a rebuilt lane's proof does not match our secret", now_ns);
         return;
@@ -150,20 +172,21 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
   }
   for (auto& [id, ch] : channels_) {
     if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || ch->state != ChannelState::Handshaking) continue;
-    if (lane >= ch->lane_count || ch->lanes[lane].joined) continue;
+    if (lane >= ch->lane_count || ch->lanes[lane].joined()) continue;
     // With auth, the lane names its channel by the initiator's nonce and
     // joins only with the initiator's proof: nothing flows before it.
-    if (auth_on() && (!remote.has_nonce || remote.auth_nonce != ch->peer_nonce)) continue;
-    if (!auth_check_lane(*ch, remote)) {
+    if (!auth_.names(*ch, remote)) continue;
+    if (!auth_.check_lane(*ch, remote)) {
       refuse(conn, h.token, Status::PermissionDenied, on_lanes);
       auth_failed(*ch, "a data lane's proof does not match our secret (the auth secrets differ)", now_ns);
       return;
     }
     Lane& l = ch->lanes[lane];
-    l.conn = conn;
-    l.joined = true;
-    conns_[key(conn, on_lanes)] = ConnRef{ch->id, static_cast<std::int32_t>(lane)};
-    lane_credits_from(*ch, static_cast<std::uint32_t>(lane), remote.initial_credits, true);
+    l.set_conn(conn);
+    l.join();
+    conns_.set(conn, on_lanes, ConnTable::Ref{ch->id, static_cast<std::int32_t>(lane)});
+    l.credits_from(remote.initial_credits, true);
+    reposts_due_ = true;  // the Hello used one of our receives
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
     if (ch->all_lanes_joined()) become_up(*ch, now_ns);
     return;
@@ -179,7 +202,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     return;
   }
   lane_credits_from_ack(ch, lane, h, payload);
-  if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined) {
+  if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined()) {
     // A lane's ack overtaken by data on another lane (see on_recv): the
     // channel already went Up on the strength of that data.
     if (h.status != Status::Ok) fail(ch, h.status, now_ns);
@@ -220,7 +243,10 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
       fail(ch, Status::NotSupported, now_ns);
       return;
     }
-    if (!auth_check_ack(ch, remote, now_ns)) return;
+    if (const char* why = auth_.check_ack(ch, remote, local_handshake())) {
+      auth_failed(ch, why, now_ns);
+      return;
+    }
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
@@ -232,7 +258,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     fail(ch, Status::PeerReset, now_ns);
     return;
   }
-  ch.lanes[static_cast<std::uint32_t>(lane)].joined = true;
+  ch.lanes[static_cast<std::uint32_t>(lane)].join();
   if (ch.all_lanes_joined()) become_up(ch, now_ns);
 }
 
@@ -243,11 +269,13 @@ void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
 }
 
 void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
-  start_credits(ch);
+  for (std::uint32_t i = 0; i < ch.lane_count; ++i) ch.lanes[i].open();
   set_state(ch, ChannelState::Up, now_ns);
   ch.was_up = true;
-  if (!ch.address.empty()) redial_.erase(ch.address);
+  if (!ch.address.empty()) by_address_.forget_redial(ch.address);
   bump(counters_.peer_connects);
+  bump(counters_.channels_opened);
+  ch.last_active_ns = now_ns;
   ch.last_heard_ns = now_ns;
   ch.next_ping_ns = now_ns;  // first heartbeat right away gives an RTT early
   resolve_duplicate(ch);
@@ -271,7 +299,7 @@ void ChannelManager::resolve_duplicate(Channel& ch) {
                  ch.id, o.id, ch.peer_epoch, winner.id, initiator_epoch(winner));
     loser.superseded_by = winner.id;
     if (!loser.address.empty()) {
-      by_address_[loser.address] = winner.id;
+      by_address_.route(loser.address, winner.id);
       if (winner.address.empty()) {
         winner.address = loser.address;
         winner.host = loser.host;
@@ -281,6 +309,89 @@ void ChannelManager::resolve_duplicate(Channel& ch) {
     set_state(loser, ChannelState::Draining, last_now_ns_);
     if (&loser == &ch) return;
   }
+}
+
+void ChannelManager::auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns) {
+  spdlog::warn("channel {} ({}): authentication failed: {}; channel refused", ch.id,
+               ch.address.empty() ? "accepted" : ch.address, why);
+  bump(counters_.peer_auth_failures);
+  wire::Header bye;
+  bye.type = wire::MsgType::Goodbye;
+  bye.status = Status::PermissionDenied;
+  (void)post_on_bootstrap(transport_, ch, bye);  // best effort: the peer's log says why too (fail() then closes)
+  fail(ch, Status::PermissionDenied, now_ns);
+}
+
+bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
+  const bool on_lanes = lane >= 0;
+  transport::Transport& t = via(on_lanes);
+  bool pending = true;
+  auto conn = t.connect_async(ch.host, ch.port);
+  if (conn.status == Status::NotSupported) {
+    conn = t.connect(ch.host, ch.port);
+    pending = false;
+  }
+  if (!conn) {
+    spdlog::warn("channel {} to {}: {} connect failed ({})", ch.id, ch.address, on_lanes ? "lane" : "bootstrap",
+                 to_string(conn.status));
+    if (on_lanes) return lane_connect_failed(ch, static_cast<std::uint32_t>(lane), now_ns);
+    // Nothing was reported up to anyone yet: the caller gets the status.
+    bump(counters_.peer_failures);
+    if (AddressBook::Entry* e = by_address_.find(ch.address); e != nullptr && e->channel == ch.id) {
+      by_address_.route(ch.address, 0);
+    }
+    ch.state = ChannelState::Failed;
+    changed_ = true;
+    finished_.push_back(ch.id);
+    return false;
+  }
+  conns_.set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
+  if (on_lanes) {
+    ch.lanes[static_cast<std::uint32_t>(lane)].set_conn(conn.value);
+  } else {
+    ch.bootstrap = conn.value;  // connecting: finish() abandons it with the channel
+  }
+  if (!pending) connected(ch, lane, conn.value, now_ns);
+  return true;
+}
+
+void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns) {
+  if (lane < 0) {
+    ch.bootstrap = conn;
+    set_state(ch, ChannelState::Handshaking, now_ns);
+    send_hello(ch, conn, 0, false, Status::Ok, false);
+    return;
+  }
+  const auto i = static_cast<std::uint32_t>(lane);
+  ch.lanes[i].set_conn(conn);
+  send_hello(ch, conn, i + 1, false, Status::Ok, true);
+}
+
+bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) {
+  Lane& l = ch.lanes[lane];
+  if (l.conn() != transport::kInvalidConn) conns_.erase(l.conn(), true);
+  l.set_conn(transport::kInvalidConn);
+  if (ch.usable() && l.broken()) {
+    spdlog::info("channel {} ({}) lane {}: connect for the rebuild failed; dialling again in {} ms", ch.id, ch.address,
+                 lane, kLaneRedialNs / 1'000'000);
+    // Rebuilding: dial again shortly, within the rebuild budget (channel_tick).
+    l.set_redial_ns(now_ns + kLaneRedialNs);
+    return false;
+  }
+  fail(ch, Status::PeerUnreachable, now_ns);
+  return false;
+}
+
+void ChannelManager::on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
+  const ConnTable::Ref* ref = conns_.find(c.conn, on_lanes);
+  Channel* ch = ref == nullptr ? nullptr : find(ref->channel);
+  if (ch == nullptr || ch->finished()) {
+    if (ref != nullptr) conns_.erase(c.conn, on_lanes);
+    (void)via(on_lanes).close(c.conn);  // nobody waits for it any more; EndpointClosed: gone already
+    return;
+  }
+  const std::int32_t lane = ref->lane;
+  connected(*ch, lane, c.conn, now_ns);
 }
 
 }  // namespace ferry::daemon::peer

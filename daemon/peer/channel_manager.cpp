@@ -1,6 +1,8 @@
 // ChannelManager: connect (get-or-create), accept, the completion pump,
-// and the status snapshot. Posting on lanes: channel_credits.cpp.
+// posting on a lane, and the status snapshot.
 #include "daemon/peer/channel_manager.h"
+
+#include "daemon/peer/heartbeat.h"
 
 #include <spdlog/spdlog.h>
 
@@ -15,7 +17,9 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       split_(lanes != nullptr && lanes != &t),
       events_(events),
       cfg_(cfg),
-      counters_(counters) {
+      counters_(counters),
+      auth_(cfg.auth_secret, cfg.epoch),
+      conns_(split_) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
@@ -24,7 +28,6 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
   recv_depth_ = std::clamp<std::uint32_t>(lanes_.caps().recv_depth, 2, wire::kMaxInitialCredits);
   grant_threshold_ = std::max<std::uint32_t>(1, recv_depth_ / 4);
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
-  conns_.reserve(256);
 }
 
 ChannelManager::~ChannelManager() = default;
@@ -49,6 +52,7 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
   ch->created_ns = ch->state_since_ns = ch->last_heard_ns = now_ns;
   ch->deadline_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
   ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
+  for (Lane& l : ch->lanes) l.attach(lanes_, events_, counters_);
   Channel& ref = *ch;
   channels_.emplace(ref.id, std::move(ch));
   changed_ = true;
@@ -57,23 +61,37 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
 
 Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::string_view host, std::uint16_t port,
                                               std::uint64_t now_ns) {
-  if (auto it = by_address_.find(address); it != by_address_.end()) {
-    if (Channel* ch = route(it->second)) return Result<std::uint32_t>::ok(ch->id);
-    Channel* ch = find(it->second);
-    if (ch != nullptr && !ch->finished()) return Result<std::uint32_t>::ok(ch->id);  // still handshaking
-    by_address_.erase(it);
+  if (AddressBook::Entry* e = by_address_.find(address)) {
+    if (e->channel != 0) {
+      if (Channel* ch = route(e->channel)) return Result<std::uint32_t>::ok(ch->id);
+      Channel* ch = find(e->channel);
+      if (ch != nullptr && !ch->finished()) {
+        // Still handshaking, or being evicted: the Open waits for it (or
+        // for the channel that replaces it).
+        if (ch->evicting) ch->wanted = true;
+        return Result<std::uint32_t>::ok(ch->id);
+      }
+      e->channel = 0;
+    }
+    if (e->redial.waits(now_ns)) {
+      bump(counters_.redials_deferred);
+      return Result<std::uint32_t>::fail(Status::PeerUnreachable);
+    }
   }
-  if (auto r = redial_.find(address); r != redial_.end() && now_ns < r->second.not_before_ns) {
-    bump(counters_.redials_deferred);
-    return Result<std::uint32_t>::fail(Status::PeerUnreachable);
+  if (AddressBook::Entry* e = by_address_.find(address); e != nullptr && e->evicted) {
+    e->evicted = false;
+    bump(counters_.channels_reopened);
   }
   Channel& ch = create(true, now_ns);
   ch.address = address;
   ch.host = std::string(host);
   ch.port = port;
   spdlog::info("channel {} to {}: {}", ch.id, address, to_string(ch.state));
-  by_address_[address] = ch.id;  // later Opens to it join this channel while it connects
-  if (!auth_start(ch, now_ns)) return Result<std::uint32_t>::fail(Status::PermissionDenied);
+  by_address_.route(address, ch.id);  // later Opens to it join this channel while it connects
+  if (!auth_.start(ch, local_handshake())) {
+    fail(ch, Status::PermissionDenied, now_ns);
+    return Result<std::uint32_t>::fail(Status::PermissionDenied);
+  }
   if (!start_connect(ch, -1, now_ns)) return Result<std::uint32_t>::fail(Status::PeerUnreachable);
   return Result<std::uint32_t>::ok(ch.id);
 }
@@ -86,7 +104,7 @@ Channel* ChannelManager::find(std::uint32_t id) noexcept {
 Channel* ChannelManager::route(std::uint32_t id) noexcept {
   Channel* ch = find(id);
   for (int hops = 0; ch != nullptr && ch->superseded_by != 0 && hops < 4; ++hops) ch = find(ch->superseded_by);
-  if (ch == nullptr || ch->state != ChannelState::Up) return nullptr;
+  if (ch == nullptr || ch->state != ChannelState::Up || ch->evicting) return nullptr;
   return ch;
 }
 
@@ -104,9 +122,9 @@ Channel* ChannelManager::successor(const Channel& ch) noexcept {
   return best;
 }
 
-LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
-  if (lane < 0) return &ch.bootstrap_stats;
-  return &ch.lanes[static_cast<std::uint32_t>(lane)].stats;
+LaneStats& ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
+  if (lane < 0) return ch.bootstrap_stats;
+  return ch.lanes[static_cast<std::uint32_t>(lane)].traffic();
 }
 
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
@@ -122,23 +140,9 @@ std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
     n += drain(false, now_ns);
   }
   if (split_) n += drain(true, now_ns);
-  if (!held_.empty()) n += flush_held();
+  if (!held_.empty()) n += held_.flush(*this);
   reap();
   return n;
-}
-
-void ChannelManager::send_control(Channel& ch, std::uint32_t lane, const wire::Header& h) noexcept {
-  if (!ch.usable()) return;
-  const std::uint32_t li = ch.lane_count != 0 ? lane % ch.lane_count : 0;
-  // Behind messages of this lane already held: they keep their order.
-  const bool waits =
-      std::any_of(held_.begin(), held_.end(), [&](const HeldControl& m) { return m.channel == ch.id && m.lane == li; });
-  if (!waits && has_room(ch, li)) {
-    const transport::PostResult r = send(ch, li, h, nullptr, 0, 0, false);
-    if (r.accepted == 1 || r.status != Status::Busy) return;  // sent, or the channel is ending
-  }
-  held_.push_back(HeldControl{ch.id, li, h});  // only under back-pressure
-  bump(counters_.answer_stalls);
 }
 
 void ChannelManager::answer(std::uint32_t channel, std::uint32_t lane, std::uint32_t dst_ep, std::uint64_t token,
@@ -151,32 +155,6 @@ void ChannelManager::answer(std::uint32_t channel, std::uint32_t lane, std::uint
   h.dst_ep = dst_ep;
   h.token = token;
   send_control(*ch, lane, h);
-}
-
-std::size_t ChannelManager::flush_held() noexcept {
-  std::size_t sent = 0;
-  held_blocked_.clear();
-  for (auto it = held_.begin(); it != held_.end();) {
-    Channel* ch = find(it->channel);
-    if (ch == nullptr || !ch->usable()) {
-      it = held_.erase(it);  // the channel ended: the peer's side of it ended too
-      continue;
-    }
-    // A lane whose earlier message still waits keeps the later ones behind it.
-    const std::uint64_t lane_key = (std::uint64_t{it->channel} << 32) | it->lane;
-    const bool earlier_waits = std::find(held_blocked_.begin(), held_blocked_.end(), lane_key) != held_blocked_.end();
-    if (!earlier_waits && has_room(*ch, it->lane)) {
-      const transport::PostResult r = send(*ch, it->lane, it->header, nullptr, 0, 0, false);
-      if (r.accepted == 1 || r.status != Status::Busy) {
-        sent += r.accepted;
-        it = held_.erase(it);
-        continue;
-      }
-    }
-    if (!earlier_waits) held_blocked_.push_back(lane_key);
-    ++it;
-  }
-  return sent;
 }
 
 bool ChannelManager::prepare_to_sleep() noexcept {
@@ -193,7 +171,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
   for (std::size_t i = 0; i < n; ++i) {
     const transport::Completion& c = batch_[i];
     switch (c.kind) {
-      case transport::CompletionKind::Accepted: conns_[key(c.conn, on_lanes)] = ConnRef{0, -1}; break;
+      case transport::CompletionKind::Accepted: conns_.set(c.conn, on_lanes, ConnTable::Ref{0, -1}); break;
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
       case transport::CompletionKind::SendDone: on_send_done(c, on_lanes, now_ns); break;
       case transport::CompletionKind::Closed: on_closed(c, on_lanes); break;
@@ -204,35 +182,42 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
 }
 
 void ChannelManager::on_send_done(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
-  auto it = conns_.find(key(c.conn, on_lanes));
-  if (it == conns_.end()) {
+  const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
+  if (found == nullptr) {
     // A lane connection already dropped (break_lane, finish): every WR it
     // carried is in its lane's ring, settled there. Others carry none.
     return;
   }
-  const ConnRef ref = it->second;
+  const ConnTable::Ref ref = *found;
   Channel* ch = ref.channel == 0 || ref.lane < 0 ? nullptr : find(ref.channel);
-  if (ch != nullptr && ch->usable() && rings_.find(ch->id) != rings_.end()) {
-    lane_send_done(*ch, static_cast<std::uint32_t>(ref.lane), c, now_ns);
+  if (ch != nullptr && ch->usable() && ch->lanes[static_cast<std::uint32_t>(ref.lane)].is_open()) {
+    const auto lane = static_cast<std::uint32_t>(ref.lane);
+    if (c.status != Status::Ok) {
+      // A failed WR means the connection is gone (QP in error, socket dead):
+      // nothing the WR names is lost, it goes again on the rebuilt lane.
+      break_lane(*ch, lane, fmt::format("a WR failed ({})", to_string(c.status)), now_ns);
+      return;
+    }
+    ch->lanes[lane].send_done(c.user_data);
     return;
   }
   events_.on_send_done(c.user_data, c.status);  // handshake and bootstrap WRs (user_data 0)
 }
 
 void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
-  auto it = conns_.find(key(c.conn, on_lanes));
-  if (it == conns_.end()) {
+  const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
+  if (found == nullptr) {
     spdlog::debug("{} on connection {}, which is not (or no longer) ours: dropped", to_string(c.header.type), c.conn);
     return;  // a connection we already let go of
   }
-  const ConnRef ref = it->second;
+  const ConnTable::Ref ref = *found;
   if (ref.channel == 0) {
     // First message on an accepted connection: must be Hello.
     if (c.header.type == wire::MsgType::Hello) {
       on_hello(c.conn, c.header, c.payload, on_lanes, now_ns);
     } else {
       spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
-      conns_.erase(it);
+      conns_.erase(c.conn, on_lanes);
       via(on_lanes).close(c.conn);
     }
     return;
@@ -241,14 +226,27 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
   if (ch == nullptr || ch->finished()) return;
   ch->last_heard_ns = now_ns;
   ch->missed = 0;
-  LaneStats* st = stats_of(*ch, ref.lane);
-  ++st->rx_msgs;
-  st->rx_bytes += wire::kHeaderBytes + c.header.payload_len;
+  LaneStats& st = stats_of(*ch, ref.lane);
+  ++st.rx_msgs;
+  st.rx_bytes += wire::kHeaderBytes + c.header.payload_len;
   if (ref.lane >= 0 && !credits_in(*ch, static_cast<std::uint32_t>(ref.lane), c.header, now_ns)) return;
   switch (c.header.type) {
     case wire::MsgType::HelloAck: on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
-    case wire::MsgType::Heartbeat: on_heartbeat(*ch, c.header, now_ns); return;
+    case wire::MsgType::Heartbeat: {
+      wire::Header pong;
+      // A pong not taken: the peer's next ping gets one.
+      if (take_heartbeat(*ch, c.header, now_ns, pong)) (void)post_on_bootstrap(transport_, *ch, pong);
+      return;
+    }
     case wire::MsgType::Goodbye:
+      if (c.header.token == kIdleClose) {
+        on_idle_close(*ch, c.header.status, now_ns);
+        return;
+      }
+      if (ch->evicting) {
+        evicted(*ch, now_ns);
+        return;
+      }
       if (c.header.status == Status::PermissionDenied) {
         // The peer checked our proof (or our lack of one) and refused it.
         spdlog::warn("channel {} ({}): authentication failed: the peer refused our proof (the auth secrets differ?)",
@@ -264,13 +262,13 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     default: break;
   }
   if (ch->state == ChannelState::Handshaking && ch->initiated && ref.lane >= 0 &&
-      ch->lanes[static_cast<std::uint32_t>(ref.lane)].joined) {
+      ch->lanes[static_cast<std::uint32_t>(ref.lane)].joined()) {
     // Data on a joined lane of ours while others still wait for their
     // HelloAck: the acceptor sends data only once every lane joined on its
     // side, so those acks are already on their way (TCP orders each
     // connection, not across connections). The channel is Up; the late acks
     // are accepted by on_hello_ack.
-    for (std::uint32_t i = 0; i < ch->lane_count; ++i) ch->lanes[i].joined = true;
+    for (std::uint32_t i = 0; i < ch->lane_count; ++i) ch->lanes[i].join();
     become_up(*ch, now_ns);
   }
   if (!ch->usable() || ref.lane < 0) {
@@ -292,38 +290,42 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
   const bool implicit = c.header.type == wire::MsgType::WriteDone && c.header.lane_seq == 0;
   if (!implicit && !take_ack(ch, lane, c.header.ack, now_ns)) return;
   if (c.header.type == wire::MsgType::Credit) return;  // its grant and ack are taken: nothing for the engine
-  const std::uint32_t expect = l.rx_seq + 1;
-  const std::uint32_t got = implicit ? expect : c.header.lane_seq;
-  if (got != expect) {
-    if (seq_before(got, expect)) {
-      bump(counters_.duplicates_dropped);
-      spdlog::debug("channel {} lane {}: lane_seq {} again (have {}); dropped", ch.id, lane, got, l.rx_seq);
+  const std::uint32_t expect = l.rx_seq() + 1;
+  switch (l.accept_seq(implicit ? expect : c.header.lane_seq)) {
+    case RxOrder::Next:
+      ch.last_active_ns = now_ns;
+      events_.on_message(ch, lane, c.header, c.payload);
       return;
-    }
-    break_lane(ch, lane, fmt::format("lane_seq {} arrived, {} expected: a message is missing", got, expect), now_ns);
-    return;
+    case RxOrder::Duplicate:
+      bump(counters_.duplicates_dropped);
+      spdlog::debug("channel {} lane {}: lane_seq {} again (have {}); dropped", ch.id, lane, c.header.lane_seq,
+                    l.rx_seq());
+      return;
+    case RxOrder::Gap:
+      break_lane(ch, lane,
+                 fmt::format("lane_seq {} arrived, {} expected: a message is missing", c.header.lane_seq, expect),
+                 now_ns);
+      return;
   }
-  l.rx_seq = got;
-  events_.on_message(ch, lane, c.header, c.payload);
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
-  auto it = conns_.find(key(c.conn, on_lanes));
-  if (it == conns_.end()) return;
-  const ConnRef ref = it->second;
-  conns_.erase(it);
+  const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
+  if (found == nullptr) return;
+  const ConnTable::Ref ref = *found;
+  conns_.erase(c.conn, on_lanes);
   if (ref.channel == 0) return;
   Channel* ch = find(ref.channel);
   if (ch == nullptr || ch->finished()) return;
   if (ref.lane >= 0 && ch->usable()) {
     // A data lane of a channel that is Up: rebuilt through the bootstrap
-    // connection (channel_rebuild.cpp), or the channel fails if it cannot.
+    // connection (channel_lifecycle.cpp), or the channel fails if it cannot.
     Lane& l = ch->lanes[static_cast<std::uint32_t>(ref.lane)];
-    if (l.broken && l.conn == c.conn) {  // the new connection of a rebuild failed (connect_async)
+    if (l.broken() && l.conn() == c.conn) {  // the new connection of a rebuild failed (connect_async)
       lane_connect_failed(*ch, static_cast<std::uint32_t>(ref.lane), last_now_ns_);
       return;
     }
-    if (l.conn == c.conn) l.conn = transport::kInvalidConn;  // gone already: nothing to close
+    if (l.conn() == c.conn) l.set_conn(transport::kInvalidConn);  // gone already: nothing to close
     break_lane(*ch, static_cast<std::uint32_t>(ref.lane), fmt::format("connection closed ({})", to_string(c.status)),
                last_now_ns_);
     return;
@@ -350,26 +352,15 @@ transport::PostResult ChannelManager::send(Channel& ch, std::uint32_t lane, cons
   return post(ch, lane, wr);
 }
 
-void ChannelManager::unbind_endpoint(Channel& ch) {
-  if (ch.endpoints != 0) --ch.endpoints;
-  close_if_unused(ch, last_now_ns_);
+bool ChannelManager::has_room(const Channel& ch, std::uint32_t lane) const noexcept {
+  if (!ch.usable() || ch.lane_count == 0) return true;  // post() reports PeerReset, not Busy
+  return ch.lanes[lane % ch.lane_count].has_room();
 }
 
-void ChannelManager::close_if_unused(Channel& ch, std::uint64_t now_ns) {
-  if (ch.state != ChannelState::Draining || !ch.initiated || ch.endpoints != 0 || ch.finished()) return;
-  if (ch.unused_since_ns == 0) ch.unused_since_ns = now_ns;
-  // Not while a lane still holds a WR the peer has not confirmed: a Reply
-  // it has received would otherwise complete PeerReset here. The last
-  // endpoint's Close carries our ack of the peer's last messages, and the
-  // peer's ack of the Close (its next message or Credit, within a tick)
-  // settles ours.
-  bool settled = true;
-  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
-    if (ch.lanes[i].stats.unconfirmed != 0 || ch.lanes[i].stats.backlog != 0) settled = false;
-  }
-  if (settled || now_ns - ch.unused_since_ns >= std::uint64_t{cfg_.peer_timeout_ms} * 1'000'000) {
-    finish(ch, Status::Ok, true, now_ns);  // erased at the end of the next poll/tick
-  }
+transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept {
+  if (!ch.usable() || ch.lane_count == 0) return transport::PostResult{0, Status::PeerReset};
+  ch.last_active_ns = last_now_ns_;
+  return ch.lanes[lane % ch.lane_count].post(wr, last_now_ns_);
 }
 
 void ChannelManager::close_all() {
@@ -390,11 +381,8 @@ void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) 
     p.state = ch->state;
     p.lane_count = ch->lane_count;
     for (std::uint32_t i = 0; i < ch->lane_count; ++i) {
-      p.lanes[i] = ch->lanes[i].stats;
-      p.lanes[i].tx_seq = ch->lanes[i].tx_seq;
-      p.lanes[i].rx_seq = ch->lanes[i].rx_seq;
-      p.lanes[i].acked = ch->lanes[i].acked;
-      p.lane_ids[i] = ch->lanes[i].conn;
+      p.lanes[i] = ch->lanes[i].snapshot();
+      p.lane_ids[i] = ch->lanes[i].conn();
     }
     p.rnr_naks = read(counters_.rnr_naks);
     p.endpoints = ch->endpoints;

@@ -69,6 +69,15 @@ void RemoteSender::on_channel_up(peer::Channel& ch) {
   });
 }
 
+bool RemoteSender::has_ops_on(std::uint32_t id) {
+  bool found = false;
+  ops_.sweep([&](std::uint64_t, RemoteOp& op) {
+    found = found || op.channel == id;
+    return false;
+  });
+  return found;
+}
+
 void RemoteSender::on_open_ack(peer::Channel& ch, const wire::Header& h) {
   RemoteOp* found = ops_.find(h.token);
   if (found == nullptr || found->kind != RemoteOpKind::Open || found->channel != ch.id) return;

@@ -70,6 +70,8 @@ class RemoteSender final : public Sink {
   void open(ClientSession& c, const Operation& op, const Target& t);
   void on_channel_up(peer::Channel& ch);
   void on_open_ack(peer::Channel& ch, const wire::Header& h);
+  // Whether an op of ours (an Open included) is on channel `id`. Control rate.
+  bool has_ops_on(std::uint32_t id);
 
   // remote_sender.cpp: a Send or Call on a remote endpoint (Sink).
   Outcome offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) override;

@@ -32,6 +32,7 @@ struct Listener final : ChannelEvents {
   std::vector<std::uint32_t> up;
   std::vector<std::pair<std::uint32_t, Status>> down;
   void on_channel_up(Channel& ch) override { up.push_back(ch.id); }
+  bool channel_idle(const Channel&) override { return true; }
   void on_channel_down(Channel& ch, Status why) override { down.emplace_back(ch.id, why); }
   void on_message(Channel&, std::uint32_t, const wire::Header&, const std::byte*) override {}
   void on_send_done(std::uint64_t, Status) override {}

@@ -26,6 +26,7 @@ struct Listener final : ChannelEvents {
   std::vector<wire::Header> messages;
   std::vector<std::pair<std::uint64_t, Status>> done;
   void on_channel_up(Channel&) override { log.emplace_back("up"); }
+  bool channel_idle(const Channel&) override { return true; }
   void on_channel_down(Channel& ch, Status why) override {
     log.emplace_back("down");
     down.emplace_back(ch.id, why);

@@ -26,6 +26,7 @@ struct Listener final : ChannelEvents {
   std::vector<wire::MsgType> messages;
   std::map<std::uint64_t, std::vector<Status>> completions;  // op token -> statuses
   void on_channel_up(Channel& ch) override { up.push_back(ch.id); }
+  bool channel_idle(const Channel&) override { return true; }
   void on_channel_down(Channel& ch, Status why) override {
     down.emplace_back(ch.id, why);
     if (ops == nullptr) return;

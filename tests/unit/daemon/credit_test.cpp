@@ -1,4 +1,4 @@
-// Receive credits on the data lanes (daemon/peer/channel_credits.cpp),
+// Receive credits on the data lanes (daemon/peer/lane.cpp),
 // through the recording transport (STYLE habit 9): initial credits from the
 // handshake, the backlog and its release, grants only after the next poll,
 // explicit Credit messages for one-way traffic, bad grants, and backlogged
@@ -30,12 +30,12 @@ TEST_CASE("credits: initial credits come from the peer's handshake; ours are the
     REQUIRE(wire::decode_handshake(a.t.sent()[1].payload, ours) == wire::WireError::None);
     CHECK(ours.initial_credits == 64);
     // The peer's 16, less the lane Hello we sent it.
-    CHECK(a.lane(id).stats.credits == 15);
-    CHECK(a.lane(id).peer_credits == 16);
+    CHECK(a.lane(id).stats().credits == 15);
+    CHECK(a.lane(id).peer_credits() == 16);
     // The peer's HelloAck used a receive of ours: owed once reposted.
-    CHECK(a.lane(id).stats.credits_owed == 0);
+    CHECK(a.lane(id).stats().credits_owed == 0);
     a.pump();
-    CHECK(a.lane(id).stats.credits_owed == 1);
+    CHECK(a.lane(id).stats().credits_owed == 1);
   }
   SECTION("acceptor") {
     Side b(100);
@@ -55,9 +55,9 @@ TEST_CASE("credits: initial credits come from the peer's handshake; ours are the
     REQUIRE(b.t.sent().back().header.type == wire::MsgType::HelloAck);
     REQUIRE(wire::decode_handshake(b.t.sent().back().payload, ack) == wire::WireError::None);
     CHECK(ack.initial_credits == 128);
-    CHECK(ch->lanes[0].stats.credits == 31);  // less our HelloAck
+    CHECK(ch->lanes[0].stats().credits == 31);  // less our HelloAck
     b.pump();
-    CHECK(ch->lanes[0].stats.credits_owed == 1);  // the lane Hello
+    CHECK(ch->lanes[0].stats().credits_owed == 1);  // the lane Hello
   }
 }
 
@@ -70,9 +70,9 @@ TEST_CASE("credits: posting beyond the credits backlogs, a grant releases the ba
     CHECK(r.accepted == 1);  // queued WRs count as accepted
   }
   CHECK(a.sent_tokens(wire::MsgType::Send, 2) == std::vector<std::uint64_t>{1, 2});
-  CHECK(a.lane(id).stats.credits == 1);
-  CHECK(a.lane(id).stats.backlog == 4);
-  CHECK(a.lane(id).stats.credit_stalls == 4);
+  CHECK(a.lane(id).stats().credits == 1);
+  CHECK(a.lane(id).stats().backlog == 4);
+  CHECK(a.lane(id).stats().credit_stalls == 4);
   CHECK(read(a.counters.credit_stalls) == 4);
 
   // An RDMA READ needs no credit, but waits behind the backlog (lane order).
@@ -80,13 +80,13 @@ TEST_CASE("credits: posting beyond the credits backlogs, a grant releases the ba
   rd.op = transport::WrOp::RdmaRead;
   rd.user_data = 77;
   CHECK(a.mgr->post(*a.mgr->find(id), 0, rd).accepted == 1);
-  CHECK(a.lane(id).stats.backlog == 5);
+  CHECK(a.lane(id).stats().backlog == 5);
 
   // The peer grants 2 (on a Credit message): two more go, in order.
   a.t.inject_recv(2, header(wire::MsgType::Credit, 0, 2));
   a.pump();
   CHECK(a.sent_tokens(wire::MsgType::Send, 2) == std::vector<std::uint64_t>{1, 2, 3, 4});
-  CHECK(a.lane(id).stats.backlog == 3);
+  CHECK(a.lane(id).stats().backlog == 3);
   CHECK(a.ev.messages.empty());  // a Credit message never reaches the engine
 
   // The rest, grant by grant; the READ goes right after token 6.
@@ -96,11 +96,11 @@ TEST_CASE("credits: posting beyond the credits backlogs, a grant releases the ba
   a.t.inject_recv(2, header(wire::MsgType::Credit, 0, 1));
   a.pump();
   CHECK(a.sent_tokens(wire::MsgType::Send, 2) == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6});
-  CHECK(a.lane(id).stats.backlog == 0);
+  CHECK(a.lane(id).stats().backlog == 0);
   REQUIRE(!a.t.sent().empty());
   CHECK(a.t.sent().back().op == transport::WrOp::RdmaRead);
   CHECK(a.t.sent().back().user_data == 77);
-  CHECK(a.lane(id).stats.credits == 1);  // the reserve stays
+  CHECK(a.lane(id).stats().credits == 1);  // the reserve stays
   CHECK(read(a.counters.credit_stalls) == 5);
   CHECK(a.ev.down.empty());
 
@@ -116,12 +116,12 @@ TEST_CASE("credits: posting beyond the credits backlogs, a grant releases the ba
       accepted += last.accepted;
     }
     // The ring holds posted-unconfirmed and waiting WRs together.
-    const std::uint32_t posted = a.lane(id).stats.unconfirmed;
+    const std::uint32_t posted = a.lane(id).stats().unconfirmed;
     CHECK(posted != 0);
     CHECK(accepted + posted == ChannelManager::kBacklogCapacity);
     CHECK(last.accepted == 0);
     CHECK(last.status == Status::Busy);
-    CHECK(a.lane(id).stats.backlog + posted == ChannelManager::kBacklogCapacity);
+    CHECK(a.lane(id).stats().backlog + posted == ChannelManager::kBacklogCapacity);
   }
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("credits: a receive is granted only after the next poll reposted it", 
   a.mgr->tick(a.now);
   REQUIRE(a.sent_tokens(wire::MsgType::Credit, 2).size() == 1);  // idle: granted explicitly
   CHECK(a.t.sent().back().header.credit == 1);
-  CHECK(a.lane(id).stats.credits_owed == 0);
+  CHECK(a.lane(id).stats().credits_owed == 0);
   a.t.clear_sent();
 
   wire::Header first = header(wire::MsgType::Send, 5);
@@ -140,17 +140,17 @@ TEST_CASE("credits: a receive is granted only after the next poll reposted it", 
   a.t.inject_recv(2, first);
   a.pump();  // delivered in this poll: its receive is reposted by the next one
   CHECK(a.ev.messages.size() == 1);
-  CHECK(a.lane(id).stats.credits_owed == 0);
+  CHECK(a.lane(id).stats().credits_owed == 0);
   a.mgr->tick(a.now);
   CHECK(a.sent_tokens(wire::MsgType::Credit, 2).empty());
   REQUIRE(a.send(id, 9).accepted == 1);
   CHECK(a.t.sent().back().header.credit == 0);  // nothing grantable yet
 
   a.pump();
-  CHECK(a.lane(id).stats.credits_owed == 1);
+  CHECK(a.lane(id).stats().credits_owed == 1);
   REQUIRE(a.send(id, 10).accepted == 1);
   CHECK(a.t.sent().back().header.credit == 1);  // piggybacked
-  CHECK(a.lane(id).stats.credits_owed == 0);
+  CHECK(a.lane(id).stats().credits_owed == 0);
   a.mgr->tick(a.now);
   CHECK(a.sent_tokens(wire::MsgType::Credit, 2).empty());  // nothing left to grant
 }
@@ -158,11 +158,11 @@ TEST_CASE("credits: a receive is granted only after the next poll reposted it", 
 TEST_CASE("credits: a grant beyond the peer's initial credits fails the channel", "[credits]") {
   Side a(100);
   const std::uint32_t id = a.connect_up(16);
-  REQUIRE(a.lane(id).stats.credits == 15);
+  REQUIRE(a.lane(id).stats().credits == 15);
   a.t.inject_recv(2, header(wire::MsgType::Credit, 0, 1));  // gives back the lane Hello's receive: fine
   a.pump();
   CHECK(a.ev.down.empty());
-  CHECK(a.lane(id).stats.credits == 16);
+  CHECK(a.lane(id).stats().credits == 16);
   SECTION("on a Credit message") { a.t.inject_recv(2, header(wire::MsgType::Credit, 0, 1)); }
   SECTION("piggybacked on data") { a.t.inject_recv(2, header(wire::MsgType::Send, 3, 1)); }
   a.pump();
@@ -176,7 +176,7 @@ TEST_CASE("credits: a failing channel completes each backlogged WR once, before 
   Side a(100);
   const std::uint32_t id = a.connect_up(4);
   for (std::uint64_t tok = 101; tok <= 105; ++tok) REQUIRE(a.send(id, tok).accepted == 1);
-  REQUIRE(a.lane(id).stats.backlog == 3);  // 101, 102 went out (unsignaled: their ops fail with the channel)
+  REQUIRE(a.lane(id).stats().backlog == 3);  // 101, 102 went out (unsignaled: their ops fail with the channel)
   transport::Completion closed;
   closed.kind = transport::CompletionKind::Closed;
   closed.status = Status::PeerReset;
@@ -199,7 +199,7 @@ TEST_CASE("credits: one-way traffic is paced by explicit Credit messages, never 
   const std::uint32_t id = p.up();
   constexpr std::uint64_t kMessages = 1000;  // ~8x the peer's receives, within the backlog
   for (std::uint64_t tok = 1; tok <= kMessages; ++tok) REQUIRE(p.a.send(id, tok).accepted == 1);
-  CHECK(p.a.lane(id).stats.backlog > 0);
+  CHECK(p.a.lane(id).stats().backlog > 0);
   for (int i = 0; i < 2000 && p.b.ev.messages.size() < kMessages; ++i) p.step();
 
   REQUIRE(p.b.ev.messages.size() == kMessages);
@@ -210,7 +210,7 @@ TEST_CASE("credits: one-way traffic is paced by explicit Credit messages, never 
   const std::size_t credits_sent = count(p.b.t.sent(), wire::MsgType::Credit);
   CHECK(credits_sent >= kMessages / depth);  // explicit grants: the peer had nothing to piggyback on
   CHECK(read(p.a.counters.credit_stalls) > 0);
-  CHECK(p.a.lane(id).stats.backlog == 0);
+  CHECK(p.a.lane(id).stats().backlog == 0);
   CHECK(p.a.ev.down.empty());
   CHECK(p.b.ev.down.empty());
 
@@ -231,7 +231,7 @@ TEST_CASE("credits: one-way traffic is paced by explicit Credit messages, never 
   CHECK(p.rnr == 0);
   // Everything the data used was given back: the sender holds all but the
   // receives its own Credit messages took.
-  CHECK(p.a.lane(id).stats.credits + p.b.mgr->find(1)->lanes[0].stats.credits_owed >= depth - 1);
+  CHECK(p.a.lane(id).stats().credits + p.b.mgr->find(1)->lanes[0].stats().credits_owed >= depth - 1);
 }
 
 TEST_CASE("credits: status JSON shows lane credits and the channel window", "[credits]") {

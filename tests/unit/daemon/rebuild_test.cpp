@@ -1,5 +1,5 @@
-// Lane rebuild and retransmission (daemon/peer/channel_rebuild.cpp,
-// channel_lane_queue.cpp) through recording transports: a broken lane is
+// Lane rebuild and retransmission (daemon/peer/channel_lifecycle.cpp,
+// lane_ring.cpp) through recording transports: a broken lane is
 // replaced through the bootstrap connection, the messages the peer did not
 // get go again once and in order, duplicates are dropped by lane_seq, a gap
 // or a message left unacknowledged breaks the lane, and nothing completes
@@ -64,7 +64,7 @@ TEST_CASE("rebuild: a broken lane is replaced; what the peer missed goes again o
   p.b.pump();
   p.a.pump();  // the new connection comes up (connect_async): the rejoin Hello goes
   CHECK(p.a.mgr->find(id)->state == ChannelState::Up);  // the channel lives on
-  CHECK(p.a.mgr->find(id)->lanes[0].broken);
+  CHECK(p.a.mgr->find(id)->lanes[0].broken());
   const auto& rejoin = p.a.t.sent().back();
   CHECK(rejoin.conn == 3);
   CHECK(rejoin.header.type == wire::MsgType::Hello);
@@ -86,7 +86,7 @@ TEST_CASE("rebuild: a broken lane is replaced; what the peer missed goes again o
   CHECK(read(p.b.counters.duplicates_dropped) == 0);
   CHECK(p.a.ev.down.empty());
   CHECK(p.b.ev.down.empty());
-  CHECK(p.a.mgr->find(id)->lanes[0].stats.unconfirmed == 0);
+  CHECK(p.a.mgr->find(id)->lanes[0].stats().unconfirmed == 0);
 
   // Traffic flows on the new connection both ways.
   REQUIRE(p.b.mgr->send(*p.b.mgr->find(1), 0, header(wire::MsgType::Send, 99), nullptr, 0, 0, false).accepted == 1);

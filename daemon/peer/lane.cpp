@@ -1,0 +1,184 @@
+// A lane's credits and posting (the protocol: lane.h). Datapath parts
+// allocate nothing: the ring is allocated by open().
+#include "daemon/peer/lane.h"
+
+#include <array>
+#include <span>
+
+namespace ferry::daemon::peer {
+
+void Lane::open() {
+  if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(kCapacity);
+}
+
+void Lane::credits_from(std::uint32_t peer_initial, bool hello_received) noexcept {
+  if (peer_credits_ != 0) return;  // told once per connection
+  peer_credits_ = peer_initial;    // >= 1: decode_handshake refuses 0
+  // Our handshake message on this lane (initiator: the Hello already sent;
+  // acceptor: the HelloAck about to go) used one of the peer's receives.
+  stats_.credits = peer_initial - 1;
+  if (hello_received) note_used(false);
+}
+
+transport::PostResult Lane::post(const transport::SendWr& wr, std::uint64_t now_ns) noexcept {
+  transport::PostResult r;
+  if (!has_room()) {
+    r.status = Status::Busy;
+    return r;
+  }
+  at(head_ + stats_.unconfirmed + stats_.backlog) = Slot{wr, 0, 0, false};
+  const bool waits = stats_.backlog != 0;  // older WRs wait: the lane keeps its order
+  ++stats_.backlog;
+  if (!waits && !broken_ && (!uses_receive(wr.op) || stats_.credits > kCreditReserve)) {
+    r = post_backlog(1, now_ns);
+    if (r.accepted == 1) return r;
+    // Refused by the transport: its send queue is full (Busy), or the
+    // connection is closing under us (its Closed or failed WRs break the
+    // lane soon). Either way the WR waits in the backlog like one without a
+    // credit: the next flush (tick, grant, rebuilt lane) posts it, and a
+    // refusal for good there breaks the lane. The caller's op stays whole.
+  }
+  ++stats_.credit_stalls;
+  bump(counters_->credit_stalls);
+  r.accepted = 1;
+  r.status = Status::Ok;
+  return r;
+}
+
+transport::PostResult Lane::post_backlog(std::uint32_t n, std::uint64_t now_ns) noexcept {
+  std::array<transport::SendWr, transport::kPostBatch> batch;
+  if (n > batch.size()) n = static_cast<std::uint32_t>(batch.size());
+  // Owed grants ride on the first Send; no other header may carry one (a
+  // header copied from a received message would grant the peer's number).
+  std::uint32_t carrier = n;
+  std::uint32_t seq = tx_seq_;
+  const std::uint32_t first = head_ + stats_.unconfirmed;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    transport::SendWr& w = at(first + k).wr;
+    w.conn = conn_;
+    if (w.op == transport::WrOp::Send) {
+      w.header.credit = 0;
+      if (carrier == n && stats_.credits_owed != 0) {
+        carrier = k;
+        w.header.credit = stats_.credits_owed;
+      }
+      w.header.ack = rx_seq_;
+    }
+    w.header.lane_seq = uses_receive(w.op) ? ++seq : 0;
+    batch[k] = w;
+  }
+  const transport::PostResult r = transport_->post_send(std::span<const transport::SendWr>(batch.data(), n));
+  if (carrier < r.accepted) {
+    stats_.credits_owed = 0;
+    owed_by_credit_ = 0;
+  }
+  for (std::uint32_t k = 0; k < r.accepted; ++k) {
+    Slot& s = at(first + k);
+    s.seq = batch[k].header.lane_seq;
+    s.posted_ns = now_ns;
+    s.done = false;
+    if (uses_receive(batch[k].op)) {
+      --stats_.credits;
+      tx_seq_ = s.seq;
+    }
+    ++stats_.tx_msgs;
+    stats_.tx_bytes += wire::kHeaderBytes + batch[k].payload_len;
+  }
+  stats_.unconfirmed += r.accepted;
+  stats_.backlog -= r.accepted;
+  return r;
+}
+
+Flush Lane::flush(std::uint64_t now_ns) noexcept {
+  while (stats_.backlog != 0 && is_open() && !broken_ && joined_) {
+    std::uint32_t n = 0;
+    std::uint32_t credits = stats_.credits;
+    const std::uint32_t first = head_ + stats_.unconfirmed;
+    while (n < transport::kPostBatch && n < stats_.backlog) {
+      if (uses_receive(at(first + n).wr.op)) {
+        if (credits <= kCreditReserve) break;
+        --credits;
+      }
+      ++n;
+    }
+    if (n == 0) return Flush::Done;  // waits for more credits
+    const transport::PostResult r = post_backlog(n, now_ns);
+    if (r.accepted == n) continue;
+    // Busy: the send queue is full, the next tick retries. Anything else:
+    // the connection is closing under us; its WRs are kept for a rebuilt one.
+    return r.status == Status::Busy ? Flush::Busy : Flush::Refused;
+  }
+  return Flush::Done;
+}
+
+bool Lane::on_received(bool is_credit, std::uint32_t grant) noexcept {
+  note_used(is_credit);
+  if (grant == 0) return true;
+  // credits + what we used and were not granted back == peer_credits, so a
+  // larger grant returns receives we never used: the peer miscounts.
+  if (peer_credits_ == 0 || grant > peer_credits_ - stats_.credits) return false;
+  stats_.credits += grant;
+  return true;
+}
+
+bool Lane::reposted() noexcept {
+  if (recv_unposted_ == 0) return false;
+  stats_.credits_owed += recv_unposted_;
+  owed_by_credit_ += unposted_by_credit_;
+  recv_unposted_ = unposted_by_credit_ = 0;
+  return true;
+}
+
+bool Lane::post_credit() noexcept {
+  // The reserve credit exists for this message: a Credit may use the last one.
+  if (stats_.credits_owed == 0 || stats_.credits == 0 || conn_ == transport::kInvalidConn) return false;
+  transport::SendWr wr;
+  wr.conn = conn_;
+  wr.header.type = wire::MsgType::Credit;
+  wr.header.credit = stats_.credits_owed;
+  wr.header.ack = rx_seq_;
+  wr.header.lane_seq = 0;
+  wr.signaled = false;
+  const transport::PostResult r = transport_->post_send(std::span<const transport::SendWr>(&wr, 1));
+  if (r.accepted != 1) return false;
+  stats_.credits_owed = 0;
+  owed_by_credit_ = 0;
+  --stats_.credits;
+  ++stats_.tx_msgs;
+  stats_.tx_bytes += wire::kHeaderBytes;
+  return true;
+}
+
+RxOrder Lane::accept_seq(std::uint32_t got) noexcept {
+  const std::uint32_t expect = rx_seq_ + 1;
+  if (got == expect) {
+    rx_seq_ = got;
+    return RxOrder::Next;
+  }
+  return seq_before(got, expect) ? RxOrder::Duplicate : RxOrder::Gap;
+}
+
+void Lane::break_conn(std::uint64_t now_ns, std::uint64_t redial_ns) noexcept {
+  conn_ = transport::kInvalidConn;
+  joined_ = false;
+  broken_ = true;
+  broken_ns_ = now_ns;
+  redial_ns_ = redial_ns;
+  // Receives and credits belong to a connection: a new one starts afresh.
+  peer_credits_ = 0;
+  stats_.credits = 0;
+  stats_.credits_owed = 0;
+  owed_by_credit_ = 0;
+  recv_unposted_ = 0;
+  unposted_by_credit_ = 0;
+}
+
+LaneStats Lane::snapshot() const noexcept {
+  LaneStats s = stats_;
+  s.tx_seq = tx_seq_;
+  s.rx_seq = rx_seq_;
+  s.acked = acked_;
+  return s;
+}
+
+}  // namespace ferry::daemon::peer
