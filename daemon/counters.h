@@ -62,6 +62,10 @@ struct Counters {
   Counter redials_deferred{0};    // Opens refused PeerUnreachable without a dial: the address failed just before
   Counter lane_breaks{0};         // data lane connections lost or dropped (recoveries: those rebuilt)
   Counter duplicates_dropped{0};  // lane messages received twice (by lane_seq) and dropped
+  // Accepted peer connections closed by the tcp transport's admission rules.
+  Counter peer_accepts_refused{0};  // no room for a new one
+  Counter peer_accepts_evicted{0};  // silent ones closed to make room
+  Counter peer_hello_timeouts{0};   // silent past peer-hello-timeout-ms
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -116,6 +120,9 @@ void for_each_counter(const Counters& c, F&& f) {
   f("redials_deferred", c.redials_deferred);
   f("lane_breaks", c.lane_breaks);
   f("duplicates_dropped", c.duplicates_dropped);
+  f("peer_accepts_refused", c.peer_accepts_refused);
+  f("peer_accepts_evicted", c.peer_accepts_evicted);
+  f("peer_hello_timeouts", c.peer_hello_timeouts);
 }
 
 }  // namespace ferry::daemon

@@ -94,6 +94,15 @@ struct Lane {
   bool broken = false;
   std::uint64_t broken_ns = 0;
   std::uint64_t redial_ns = 0;  // initiator, broken, no connect under way: dial again then
+  // Auth: this connection's handshake (daemon/peer/hello_proof.h). Dialer:
+  // the acceptor's Challenge (Hello waits for it and for the connect) and
+  // our nonce; both sides: the lane Hello/HelloAck payload with its proof.
+  bool dialed = false;
+  bool challenged = false;
+  wire::AuthNonce challenge{};
+  wire::AuthNonce conn_nonce{};
+  std::array<std::byte, wire::kHandshakeMaxBytes> hello{};
+  std::uint32_t hello_len = 0;
 };
 
 // Serial-number order for lane_seq/ack (RFC 1982 style, 32 bits).

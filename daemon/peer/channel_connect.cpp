@@ -34,7 +34,10 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
   }
   conns_[key(conn.value, on_lanes)] = ConnRef{ch.id, lane};
   if (on_lanes) {
-    ch.lanes[static_cast<std::uint32_t>(lane)].conn = conn.value;
+    Lane& l = ch.lanes[static_cast<std::uint32_t>(lane)];
+    l.conn = conn.value;
+    l.dialed = false;  // a new connection: its own Challenge and nonce
+    l.challenged = false;
   } else {
     ch.bootstrap = conn.value;  // connecting: finish() abandons it with the channel
   }
@@ -51,6 +54,9 @@ void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId
   }
   const auto i = static_cast<std::uint32_t>(lane);
   ch.lanes[i].conn = conn;
+  ch.lanes[i].dialed = true;
+  // With auth the Hello answers the acceptor's Challenge (on_challenge).
+  if (auth_on() && !ch.lanes[i].challenged) return;
   send_hello(ch, conn, i + 1, false, Status::Ok, true);
 }
 

@@ -31,8 +31,10 @@ void ChannelManager::lane_credits_from(Channel& ch, std::uint32_t lane, std::uin
   if (l.peer_credits != 0) return;  // told once per lane
   l.peer_credits = peer_initial;    // >= 1: decode_handshake refuses 0
   // Our handshake message on this lane (initiator: the Hello already sent;
-  // acceptor: the HelloAck about to go) used one of the peer's receives.
-  l.stats.credits = peer_initial - 1;
+  // acceptor: the HelloAck about to go, and with auth the Challenge before
+  // it) used one of the peer's receives each.
+  const std::uint32_t used = 1 + (auth_on() && !ch.initiated ? 1 : 0);
+  l.stats.credits = peer_initial > used ? peer_initial - used : 0;
   if (hello_received) note_used(l, false, reposts_due_);
 }
 

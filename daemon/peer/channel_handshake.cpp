@@ -54,10 +54,12 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   transport::SendWr wr;
   wr.conn = conn;
   wr.header = h;
-  // A channel with its own payload (auth: nonce, proof) sends that one.
+  // A lane's handshake with auth carries a proof bound to its connection;
+  // else a channel with its own payload (auth: nonce, proof) sends that one.
+  const bool lane_own = encode_lane_hello(ch, conn, h, on_lanes);
   const bool own = ch.hello_len != 0;
-  wr.payload = own ? ch.hello.data() : hello_.data();
-  wr.payload_len = own ? ch.hello_len : hello_len_;
+  wr.payload = lane_own ? ch.lanes[token - 1].hello.data() : own ? ch.hello.data() : hello_.data();
+  wr.payload_len = lane_own ? ch.lanes[token - 1].hello_len : own ? ch.hello_len : hello_len_;
   wr.signaled = false;
   const auto r = via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));
   if (r.accepted == 1) {
@@ -136,11 +138,12 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     for (auto& [id, ch] : channels_) {
       if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || !ch->usable() || lane >= ch->lane_count) continue;
       if (auth_on() && (!remote.has_nonce || remote.auth_nonce != ch->peer_nonce)) continue;
-      if (!auth_check_lane(*ch, remote)) {
-        refuse(conn, h.token, Status::PermissionDenied, on_lanes);
-        auth_failed(*ch, "a rebuilt lane's proof does not match our secret", now_ns);
+      if (!lane_hello_ok(*ch, conn, on_lanes, h, remote)) {
+        lane_proof_refused(*ch, conn, h, on_lanes);
         return;
       }
+      ch->lanes[lane].conn_nonce = remote.conn_nonce;  // our HelloAck's proof covers it
+      via(on_lanes).vouch(conn);                       // the transport's limits on unauthenticated connections end here
       rejoin_accept(*ch, static_cast<std::uint32_t>(lane), conn, h, remote, on_lanes, now_ns);
       return;
     }
@@ -154,14 +157,18 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     // With auth, the lane names its channel by the initiator's nonce and
     // joins only with the initiator's proof: nothing flows before it.
     if (auth_on() && (!remote.has_nonce || remote.auth_nonce != ch->peer_nonce)) continue;
-    if (!auth_check_lane(*ch, remote)) {
-      refuse(conn, h.token, Status::PermissionDenied, on_lanes);
-      auth_failed(*ch, "a data lane's proof does not match our secret (the auth secrets differ)", now_ns);
+    if (!lane_hello_ok(*ch, conn, on_lanes, h, remote)) {
+      lane_proof_refused(*ch, conn, h, on_lanes);
       return;
     }
     Lane& l = ch->lanes[lane];
+    l.conn_nonce = remote.conn_nonce;  // our HelloAck's proof covers it
     l.conn = conn;
     l.joined = true;
+    // A joined lane vouches for its channel (after the proof, with auth): the
+    // transport's limits on unauthenticated connections end for both.
+    via(on_lanes).vouch(conn);
+    transport_.vouch(ch->bootstrap);
     conns_[key(conn, on_lanes)] = ConnRef{ch->id, static_cast<std::int32_t>(lane)};
     lane_credits_from(*ch, static_cast<std::uint32_t>(lane), remote.initial_credits, true);
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
@@ -174,6 +181,10 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
 
 void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                                   std::uint64_t now_ns) {
+  if (lane >= 0 && ch.initiated && !lane_ack_ok(ch, static_cast<std::uint32_t>(lane), h, payload)) {
+    auth_failed(ch, "a data lane's HelloAck proof does not match our secret or this connection", now_ns);
+    return;
+  }
   if (lane >= 0 && ch.initiated && ch.usable() && (h.flags & wire::kFlagRetransmit) != 0) {
     rejoin_ack(ch, static_cast<std::uint32_t>(lane), h, payload, now_ns);
     return;

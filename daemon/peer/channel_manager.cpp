@@ -193,7 +193,10 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
   for (std::size_t i = 0; i < n; ++i) {
     const transport::Completion& c = batch_[i];
     switch (c.kind) {
-      case transport::CompletionKind::Accepted: conns_[key(c.conn, on_lanes)] = ConnRef{0, -1}; break;
+      case transport::CompletionKind::Accepted:
+        conns_[key(c.conn, on_lanes)] = ConnRef{0, -1};
+        send_challenge(c.conn, on_lanes);  // auth: the nonce this connection's Hello must prove over
+        break;
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
       case transport::CompletionKind::SendDone: on_send_done(c, on_lanes, now_ns); break;
       case transport::CompletionKind::Closed: on_closed(c, on_lanes); break;
@@ -261,6 +264,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
       finish(*ch, Status::PeerReset, true, now_ns);
       return;
     case wire::MsgType::Hello: fail(*ch, Status::ProtocolError, now_ns); return;
+    case wire::MsgType::Challenge: on_challenge(*ch, ref.lane, c, now_ns); return;
     default: break;
   }
   if (ch->state == ChannelState::Handshaking && ch->initiated && ref.lane >= 0 &&
@@ -308,6 +312,7 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
+  challenges_.erase(key(c.conn, on_lanes));  // no WR of the connection points at its nonce any more
   auto it = conns_.find(key(c.conn, on_lanes));
   if (it == conns_.end()) return;
   const ConnRef ref = it->second;

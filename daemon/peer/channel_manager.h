@@ -268,9 +268,25 @@ class ChannelManager {
   bool auth_check_hello(transport::ConnId conn, const wire::Handshake& remote, bool on_lanes);
   bool auth_accept(Channel& ch, const wire::Handshake& remote, std::uint64_t now_ns);  // acceptor: nonce + proof
   bool auth_check_ack(Channel& ch, const wire::Handshake& remote, std::uint64_t now_ns);
-  bool auth_check_lane(Channel& ch, const wire::Handshake& remote) const noexcept;
   void auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns);
   void encode_channel_hello(Channel& ch, bool with_proof) noexcept;
+  // Lane handshakes bound to their connection (hello_proof.h). Acceptor:
+  // a Challenge on every accepted connection; the lane Hello's proof over
+  // it. Dialer: the Hello waits for the Challenge; the HelloAck's proof.
+  void send_challenge(transport::ConnId conn, bool on_lanes);
+  void on_challenge(Channel& ch, std::int32_t lane, const transport::Completion& c, std::uint64_t now_ns);
+  [[nodiscard]] bool lane_hello_ok(const Channel& ch, transport::ConnId conn, bool on_lanes, const wire::Header& h,
+                                   const wire::Handshake& remote) const noexcept;
+  [[nodiscard]] bool lane_ack_ok(const Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                 const std::byte* payload) const noexcept;
+  // Our lane Hello/HelloAck payload with its proof, in the lane's buffer;
+  // false when auth is off or none is due (the shared payload goes).
+  bool encode_lane_hello(Channel& ch, transport::ConnId conn, const wire::Header& h, bool on_lanes);
+  // A lane Hello whose proof fails: refused on its own connection, counted
+  // and logged; the channel and its live lanes are left alone (a replay
+  // must not cost them anything).
+  void lane_proof_refused(const Channel& ch, transport::ConnId conn, const wire::Header& h, bool on_lanes);
+  std::unordered_map<ConnKey, wire::AuthNonce> challenges_;  // acceptor: per accepted connection, until Closed
 
   // channel_connect.cpp
   // Starts the bootstrap (lane -1) or a lane connect; false when the channel
