@@ -230,6 +230,7 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   *out = new ClientSession(info, std::move(seg.value), std::move(sq_bell.value), std::move(cq_bell.value),
                            config_.max_message_bytes);
   (*out)->mr = std::move(mr);
+  (*out)->max_endpoints = config_.max_endpoints_per_client;
   return Status::Ok;
 }
 

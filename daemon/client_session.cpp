@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 namespace ferry::daemon {
 
 ClientSession::ClientSession(std::shared_ptr<ClientInfo> info, shm::CreatedSegment segment, shm::Doorbell sq_bell_in,
@@ -34,6 +36,18 @@ Endpoint* ClientSession::find_endpoint(std::uint32_t id) noexcept {
 void ClientSession::remove_endpoint(std::uint32_t id) {
   endpoints.erase(id);
   info_->endpoints.store(static_cast<std::uint32_t>(endpoints.size()), std::memory_order_relaxed);
+}
+
+bool ClientSession::endpoint_cap_reached() noexcept {
+  if (endpoints.size() < max_endpoints && endpoints.size() < kMaxEndpointsPerClient) return false;
+  if (!endpoint_cap_logged) {
+    endpoint_cap_logged = true;  // once per client: a loop of refused Opens must not flood the log
+    spdlog::warn(
+        "client {} ('{}', pid {}, uid {}): {} endpoints open, the max-endpoints-per-client limit; further "
+        "Opens fail NoMemory",
+        id(), info_->name, info_->pid, info_->uid, endpoints.size());
+  }
+  return true;
 }
 
 }  // namespace ferry::daemon

@@ -120,8 +120,13 @@ class ClientSession {
 
   std::unordered_map<std::uint32_t, Endpoint> endpoints;
   std::vector<std::uint32_t> services;
+  // max-endpoints-per-client (at most kMaxEndpointsPerClient): an Open past
+  // it fails NoMemory, logged once per client (endpoint_cap_reached).
+  std::uint32_t max_endpoints = kMaxEndpointsPerClient;
+  bool endpoint_cap_logged = false;
+  [[nodiscard]] bool endpoint_cap_reached() noexcept;
   // A new endpoint bound to `sink`, with a fresh nonzero id (ids wrap,
-  // skipping live ones). The caller checks kMaxEndpointsPerClient first.
+  // skipping live ones). The caller checks endpoint_cap_reached() first.
   Endpoint& add_endpoint(Sink& sink);
   Endpoint* find_endpoint(std::uint32_t id) noexcept;
   void remove_endpoint(std::uint32_t id);

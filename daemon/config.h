@@ -47,6 +47,7 @@ struct Config {
   LogLevel log_level = LogLevel::Info;
   std::string socket_group;      // empty = ferryd's own group
   std::string admin_group;       // empty = root (and ferryd's own user) only
+  std::string service_owners;    // "NAME:USER,..." names reserved to a uid (daemon/local/services.h)
   std::string auth_secret_file;  // empty = no peer auth
   std::int32_t gid_index = -1;   // -1 = auto
 
@@ -83,6 +84,11 @@ struct Config {
   std::uint32_t connect_timeout_ms = 2000;
   std::uint32_t max_channels = 0;  // 0: no cap
   std::uint32_t channel_conns = 1;
+  // Endpoints one client may have open (daemon/client_session.h).
+  std::uint32_t max_endpoints_per_client = 4096;
+  // Accepted peer connections not yet taken by a channel (transport/tcp/tcp_accept_guard.h).
+  std::uint32_t peer_hello_timeout_ms = 2000;
+  std::uint32_t peer_max_unauthenticated_per_source = 16;
   std::uint64_t staging_bytes = 8 * kMiB;
 
   // rdma data lanes (daemon/transport_choice.h). 8 KiB keeps a QP's slabs

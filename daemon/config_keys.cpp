@@ -194,6 +194,12 @@ constexpr ConfigKey kKeys[] = {
                 "gets PermissionDenied. Membership is read from the connecting process's credentials "
                 "(SO_PEERCRED and its supplementary groups). The group must exist.",
      .access = text<&Config::admin_group>()},
+    {.name = "service-owners", .section = kAccess, .value_name = "NAME:USER,...",
+     .summary = "service names reserved to a user (name or uid); empty: every name is first come, first served",
+     .details = "A Serve of a reserved name by a client of another uid fails PermissionDenied and is logged, so "
+                "no other user can take a well-known name and receive its callers' requests. Names not listed "
+                "stay first come, first served. Example: ps-shard-0:alice,ps-shard-1:1001",
+     .access = text<&Config::service_owners>()},
     {.name = "auth-secret-file", .section = kAccess, .value_name = "FILE",
      .summary = "shared secret that peer daemons must prove they know; empty: no peer authentication",
      .details = "With it every channel to another ferryd starts with a challenge-response (HMAC-SHA256 over fresh "
@@ -239,6 +245,12 @@ constexpr ConfigKey kKeys[] = {
      .details = "An attach past it is refused with Busy and a log line naming the uid and the quota. Where it is "
                 "above max-clients, max-clients binds.",
      .access = number<&Config::max_clients_per_uid>()},
+    {.name = "max-endpoints-per-client", .section = kQuotas, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 1, .max = 65536, .reload = Reload::NewClients,
+     .summary = "most endpoints one client may have open (local and remote Opens together)",
+     .details = "An Open past it completes NoMemory, logged once per client. Each endpoint costs the daemon "
+                "about 1 KB of heap (4096 endpoints: 3.4 MB).",
+     .access = number<&Config::max_endpoints_per_client>()},
     {.name = "max-memory-bytes", .section = kQuotas, .kind = ValueKind::Number, .unit = Unit::Bytes,
      .value_name = "BYTES", .min = 4 * kMiB, .max = 4 * kTiB, .reload = Reload::NewClients,
      .summary = "shared-memory segments of all attached clients together (rings and arenas)",
@@ -317,6 +329,19 @@ constexpr ConfigKey kKeys[] = {
     {.name = "channel-conns", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Count,
      .value_name = "N", .min = 1, .max = 8, .summary = "data connections per channel",
      .access = number<&Config::channel_conns>()},
+    {.name = "peer-hello-timeout-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
+     .value_name = "MS", .min = 1, .max = 60000,
+     .summary = "an accepted peer connection that sends no complete first message within this is closed",
+     .details = "Idle connections to the --listen port cannot hold its connection slots; refusals and "
+                "closings are counted (peer_accepts_refused, peer_accepts_evicted, peer_hello_timeouts) and "
+                "logged at most once per 10 s.",
+     .access = number<&Config::peer_hello_timeout_ms>()},
+    {.name = "peer-max-unauthenticated-per-source", .section = kChannels, .kind = ValueKind::Number,
+     .unit = Unit::Count, .value_name = "N", .min = 1, .max = 64,
+     .summary = "accepted peer connections from one address that no channel has taken yet",
+     .details = "A new one past it replaces that address's oldest silent connection, or is refused. Such "
+                "connections never take the 16 slots kept for dials and working channels.",
+     .access = number<&Config::peer_max_unauthenticated_per_source>()},
     {.name = "staging-bytes", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Bytes,
      .value_name = "BYTES", .min = 0, .max = kGiB,
      .summary = "daemon buffer for remote deliveries to a full receiver; past it the sender gets Busy",

@@ -3,6 +3,7 @@
 #include <grp.h>
 
 #include "daemon/config.h"
+#include "daemon/local/services.h"
 #include "daemon/peer/auth_secret.h"
 
 namespace ferry::daemon {
@@ -25,6 +26,8 @@ std::optional<std::string> check_group(std::string_view key, const std::string& 
 std::optional<std::string> check_system(const Config& c) {
   if (auto bad = check_group("socket-group", c.socket_group)) return bad;
   if (auto bad = check_group("admin-group", c.admin_group)) return bad;
+  std::vector<ServiceOwner> owners;
+  if (auto bad = parse_service_owners(c.service_owners, owners)) return bad;
   // Read here too so --check-config reports a short secret or a loose mode.
   std::string secret;
   return peer::load_auth_secret(c.auth_secret_file, secret);

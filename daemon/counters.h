@@ -66,6 +66,10 @@ struct Counters {
   Counter channels_opened{0};    // channels that came Up (first or again)
   Counter channels_evicted{0};   // idle channels closed by agreement past the cap (both sides count)
   Counter channels_reopened{0};  // channels dialled to an address whose last channel was evicted
+  // Accepted peer connections closed by the tcp transport's admission rules.
+  Counter peer_accepts_refused{0};  // no room for a new one
+  Counter peer_accepts_evicted{0};  // silent ones closed to make room
+  Counter peer_hello_timeouts{0};   // silent past peer-hello-timeout-ms
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -123,6 +127,9 @@ void for_each_counter(const Counters& c, F&& f) {
   f("channels_opened", c.channels_opened);
   f("channels_evicted", c.channels_evicted);
   f("channels_reopened", c.channels_reopened);
+  f("peer_accepts_refused", c.peer_accepts_refused);
+  f("peer_accepts_evicted", c.peer_accepts_evicted);
+  f("peer_hello_timeouts", c.peer_hello_timeouts);
 }
 
 }  // namespace ferry::daemon

@@ -76,6 +76,9 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
   watched = watched && loop_.events.add(transports_.bootstrap->event_fd(), kTransportTag);
   watched = watched && loop_.events.add(peers_->lanes_event_fd(), kTransportTag);
   if (!watched) throw std::runtime_error("engine setup: cannot watch its event fds");  // start-up only
+  std::vector<ServiceOwner> owners;
+  if (auto bad = parse_service_owners(config_.service_owners, owners)) throw std::runtime_error(*bad);  // start-up only
+  local_.reserve_names(std::move(owners));
   listen();
   transports_.release_owner();  // set up on this thread, owned by the engine thread from run() on
 }
@@ -105,6 +108,10 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   // Sends that failed because the peer had no receive: each one is an RNR
   // NAK, i.e. ferry posted beyond the peer's receives (a credit bug).
   counters_.rnr_naks.store(transports_.lane_transport().rnr_naks(), std::memory_order_relaxed);
+  const transport::Transport::AcceptCounts accepts = transports_.bootstrap->accept_counts();
+  counters_.peer_accepts_refused.store(accepts.refused, std::memory_order_relaxed);
+  counters_.peer_accepts_evicted.store(accepts.evicted, std::memory_order_relaxed);
+  counters_.peer_hello_timeouts.store(accepts.timed_out, std::memory_order_relaxed);
   std::vector<peer::PeerInfo> fresh;
   peers_->snapshot(fresh, now_ns);
   for (peer::PeerInfo& p : fresh) {

@@ -200,6 +200,18 @@ class Transport {
   // caller posted beyond the peer's credits). 0 where there is no such thing.
   virtual std::uint64_t rnr_naks() const noexcept { return 0; }
 
+  // The owner trusts an accepted connection (a channel took it): the
+  // backend's limits on unauthenticated connections stop applying to it.
+  virtual void vouch(ConnId conn) noexcept { (void)conn; }
+  // Accepted connections the backend closed to protect its slots: refused at
+  // accept, evicted for a newer one, silent past the first-message deadline.
+  struct AcceptCounts {
+    std::uint64_t refused = 0;
+    std::uint64_t evicted = 0;
+    std::uint64_t timed_out = 0;
+  };
+  virtual AcceptCounts accept_counts() const noexcept { return {}; }
+
   // Hands the transport to another thread: the one that calls it from now
   // on (it was built and set up on this one). No-op where nothing checks.
   virtual void release_owner() noexcept {}

@@ -24,8 +24,14 @@ void LocalDelivery::serve(ClientSession& c, const Operation& op) {
     sessions_.complete(c, shm::Op::Serve, op.user_data, Status::NoMemory);
     return;
   }
-  auto r = services_.add(sv, c.id());
+  auto r = services_.add(sv, c.id(), c.info().uid);
   if (!r) {
+    if (r.status == Status::PermissionDenied) {
+      spdlog::warn(
+          "client {} ('{}', pid {}, uid {}): Serve of '{}' refused: the name is reserved to uid {} "
+          "(service-owners)",
+          c.id(), c.info().name, c.info().pid, c.info().uid, sv, *services_.reserved_to(sv));
+    }
     sessions_.complete(c, shm::Op::Serve, op.user_data, r.status);
     return;
   }
@@ -61,7 +67,7 @@ void LocalDelivery::open(ClientSession& c, const Operation& op, std::string_view
     sessions_.complete(c, shm::Op::Open, op.user_data, Status::ServiceNotFound);
     return;
   }
-  if (c.endpoints.size() >= kMaxEndpointsPerClient) {
+  if (c.endpoint_cap_reached()) {
     sessions_.complete(c, shm::Op::Open, op.user_data, Status::NoMemory);
     return;
   }

@@ -25,6 +25,8 @@ class LocalDelivery final : public Sink {
   LocalDelivery(Sessions& sessions, Calls& calls, Counters& counters);
 
   const ServiceRegistry& services() const noexcept { return services_; }
+  // Names reserved to a uid (service-owners), at start-up.
+  void reserve_names(std::vector<ServiceOwner> owners) { services_.reserve(std::move(owners)); }
   void serve(ClientSession& c, const Operation& op);
   void unserve(ClientSession& c, const Operation& op);
   // A client detached: its services go (deliveries still waiting for them

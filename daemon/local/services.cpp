@@ -1,8 +1,65 @@
 #include "daemon/local/services.h"
 
+#include <pwd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "daemon/session/validate.h"
+
 namespace ferry::daemon {
 
-Result<std::uint32_t> ServiceRegistry::add(std::string_view name, std::uint32_t owner) {
+std::optional<std::string> parse_service_owners(std::string_view text, std::vector<ServiceOwner>& out) {
+  out.clear();
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    const std::string bad = "invalid entry '" + std::string(entry) + "' for service-owners: ";
+    const std::size_t colon = entry.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == entry.size()) {
+      return bad + "expected NAME:USER (a user name or a numeric uid)";
+    }
+    ServiceOwner o;
+    o.name = std::string(entry.substr(0, colon));
+    if (!valid_service_name(o.name)) return bad + "not a valid service name";
+    const std::string user(entry.substr(colon + 1));
+    unsigned long uid = 0;
+    const auto [end, ec] = std::from_chars(user.data(), user.data() + user.size(), uid);
+    if (ec == std::errc{} && end == user.data() + user.size()) {
+      o.uid = static_cast<uid_t>(uid);
+    } else {
+      passwd pw{};
+      passwd* found = nullptr;
+      char buf[16384];
+      if (::getpwnam_r(user.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
+        return bad + "no such user '" + user + "'";
+      }
+      o.uid = found->pw_uid;
+    }
+    for (const ServiceOwner& other : out) {
+      if (other.name == o.name) return bad + "the name is reserved twice";
+    }
+    out.push_back(std::move(o));
+  }
+  return std::nullopt;
+}
+
+void ServiceRegistry::reserve(std::vector<ServiceOwner> owners) {
+  reserved_.clear();
+  for (ServiceOwner& o : owners) reserved_.emplace(std::move(o.name), o.uid);
+}
+
+std::optional<uid_t> ServiceRegistry::reserved_to(std::string_view name) const noexcept {
+  const auto it = reserved_.find(name);
+  if (it == reserved_.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<std::uint32_t> ServiceRegistry::add(std::string_view name, std::uint32_t owner, uid_t uid) {
+  if (const auto to = reserved_to(name); to && *to != uid) return Result<std::uint32_t>::fail(Status::PermissionDenied);
   if (by_name_.find(name) != by_name_.end()) return Result<std::uint32_t>::fail(Status::ServiceExists);
   std::uint32_t id = next_id_++;
   if (next_id_ == 0) next_id_ = 1;  // 2^32 serves later; ids stay nonzero

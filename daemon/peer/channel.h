@@ -54,6 +54,20 @@ constexpr bool can_transition(ChannelState from, ChannelState to) noexcept {
 inline constexpr std::uint32_t kMaxLanes = 8;
 static_assert(kMaxLanes <= wire::kMaxQpsPerChannel);
 
+// Auth: one data lane connection's handshake (daemon/peer/hello_proof.h),
+// beside its Lane (which keeps only the lane's reliability). Dialer: the
+// acceptor's Challenge (the Hello waits for it and for the connect) and our
+// nonce; both sides: the lane Hello/HelloAck payload with its proof. Reset
+// for every new connection of the lane (start_connect).
+struct LaneAuth {
+  bool dialed = false;      // our connect finished
+  bool challenged = false;  // the acceptor's Challenge arrived
+  wire::AuthNonce challenge{};
+  wire::AuthNonce conn_nonce{};  // the dialer's nonce for this connection
+  std::array<std::byte, wire::kHandshakeMaxBytes> hello{};
+  std::uint32_t hello_len = 0;
+};
+
 struct Channel {
   std::uint32_t id = 0;  // nonzero, never reused: a restarted peer gets a new channel
   ChannelState state = ChannelState::Connecting;
@@ -101,6 +115,7 @@ struct Channel {
   // the stack: a posted WR's payload must stay valid until it is sent.
   std::array<std::byte, wire::kHandshakeMaxBytes> hello{};
   std::uint32_t hello_len = 0;
+  std::array<LaneAuth, kMaxLanes> lane_auth{};  // per lane connection: hello_proof.h
 
   bool usable() const noexcept { return state == ChannelState::Up || state == ChannelState::Draining; }
   bool finished() const noexcept { return state == ChannelState::Down || state == ChannelState::Failed; }

@@ -1,5 +1,6 @@
 // Shared-secret authentication of a channel's handshake; the protocol and
-// what it protects against are in transport/wire/auth_proof.h.
+// what it protects against are in transport/wire/auth_proof.h (the
+// bootstrap) and daemon/peer/hello_proof.h (each data lane's connection).
 //
 // Policy: both daemons must run with a secret or both without. A daemon
 // with one refuses a peer that does not authenticate, and a daemon without
@@ -9,31 +10,17 @@
 // "authentication failed" on the side that detects it; the other side hears
 // PermissionDenied (HelloAck status, or Goodbye status once the acceptor has
 // answered) and logs the same words. The secret itself is never logged.
-#include <sys/random.h>
-
 #include <cerrno>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
 #include "daemon/peer/channel_auth.h"
+#include "daemon/peer/hello_proof.h"
 #include "transport/wire/auth_proof.h"
 
 namespace ferry::daemon::peer {
 namespace {
-
-bool random_nonce(wire::AuthNonce& out) noexcept {
-  std::size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t n = ::getrandom(out.data() + got, out.size() - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  return true;
-}
 
 std::span<const std::uint8_t> bytes_of(const std::string& s) noexcept {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
@@ -55,7 +42,7 @@ void encode_channel_hello(Channel& ch, const wire::Handshake& local, bool with_p
 
 bool ChannelAuth::start(Channel& ch, const wire::Handshake& local) const noexcept {
   if (!on()) return true;
-  if (!random_nonce(ch.local_nonce)) {
+  if (!fresh_nonce(ch.local_nonce)) {
     spdlog::error("channel {} ({}): getrandom failed ({}): cannot authenticate", ch.id, name_of(ch),
                   std::strerror(errno));
     return false;
@@ -85,7 +72,7 @@ bool ChannelAuth::check_hello(const wire::Handshake& remote) const noexcept {
 bool ChannelAuth::accept(Channel& ch, const wire::Handshake& remote, const wire::Handshake& local) const noexcept {
   if (!on()) return true;
   ch.peer_nonce = remote.auth_nonce;
-  if (!random_nonce(ch.local_nonce)) {
+  if (!fresh_nonce(ch.local_nonce)) {
     spdlog::error("channel {} ({}): getrandom failed ({}): cannot authenticate", ch.id, name_of(ch),
                   std::strerror(errno));
     return false;
@@ -96,8 +83,7 @@ bool ChannelAuth::accept(Channel& ch, const wire::Handshake& remote, const wire:
   return true;
 }
 
-const char* ChannelAuth::check_ack(Channel& ch, const wire::Handshake& remote,
-                                   const wire::Handshake& local) const noexcept {
+const char* ChannelAuth::check_ack(Channel& ch, const wire::Handshake& remote) const noexcept {
   const bool peer_auth = (remote.capabilities & wire::kCapAuth) != 0;
   if (!on()) {
     if (!peer_auth) return nullptr;
@@ -114,18 +100,90 @@ const char* ChannelAuth::check_ack(Channel& ch, const wire::Handshake& remote,
   if (!wire::verify_auth_proof(secret, wire::AuthRole::Acceptor, t, remote.auth_proof)) {
     return "the peer's proof does not match our secret (the auth secrets differ)";
   }
-  // Our proof rides on every lane Hello: the acceptor joins no lane without it.
-  ch.local_proof = wire::make_auth_proof(secret, wire::AuthRole::Initiator, t);
-  encode_channel_hello(ch, local, true);
+  // Each lane Hello then carries a proof of its own, bound to its
+  // connection (encode_lane): the acceptor joins no lane without it.
   spdlog::info("channel {} ({}): peer authenticated", ch.id, name_of(ch));
   return nullptr;
 }
 
-bool ChannelAuth::check_lane(const Channel& ch, const wire::Handshake& remote) const noexcept {
+bool ChannelAuth::check_lane_hello(const Channel& ch, const wire::AuthNonce* challenge, const wire::Header& h,
+                                   const wire::Handshake& remote) const noexcept {
   if (!on()) return true;
-  if (!remote.has_proof || remote.auth_nonce != ch.peer_nonce) return false;
-  const wire::AuthTranscript t{ch.peer_nonce, ch.local_nonce, ch.peer_epoch, epoch_};
-  return wire::verify_auth_proof(bytes_of(secret_), wire::AuthRole::Initiator, t, remote.auth_proof);
+  if (challenge == nullptr || !remote.has_proof || !remote.has_conn_nonce || remote.auth_nonce != ch.peer_nonce) {
+    return false;
+  }
+  LaneTranscript t;
+  t.initiator_nonce = ch.peer_nonce;
+  t.acceptor_nonce = ch.local_nonce;
+  t.challenge = *challenge;
+  t.dialer_nonce = remote.conn_nonce;
+  t.initiator_epoch = ch.peer_epoch;
+  t.acceptor_epoch = epoch_;
+  t.lane = static_cast<std::uint32_t>(h.token - 1);
+  t.rejoin = (h.flags & wire::kFlagRetransmit) != 0;
+  t.ack = h.ack;
+  return verify_lane_proof(bytes_of(secret_), HelloDir::Hello, t, remote.auth_proof);
+}
+
+bool ChannelAuth::check_lane_ack(const Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                 const std::byte* payload) const noexcept {
+  // A refusal carries no proof; what it does is the same as a reset's.
+  if (!on() || h.status != Status::Ok || lane >= kMaxLanes) return true;
+  const LaneAuth& la = ch.lane_auth[lane];
+  wire::Handshake remote;
+  if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None || !remote.has_proof ||
+      !la.challenged) {
+    return false;
+  }
+  LaneTranscript t;
+  t.initiator_nonce = ch.local_nonce;
+  t.acceptor_nonce = ch.peer_nonce;
+  t.challenge = la.challenge;
+  t.dialer_nonce = la.conn_nonce;
+  t.initiator_epoch = epoch_;
+  t.acceptor_epoch = ch.peer_epoch;
+  t.lane = lane;
+  t.rejoin = (h.flags & wire::kFlagRetransmit) != 0;
+  t.ack = h.ack;
+  t.status = h.status;
+  return verify_lane_proof(bytes_of(secret_), HelloDir::HelloAck, t, remote.auth_proof);
+}
+
+bool ChannelAuth::encode_lane(Channel& ch, const wire::AuthNonce* challenge, const wire::Header& h,
+                              const wire::Handshake& local) const noexcept {
+  if (!on() || ch.id == 0 || h.token == 0 || h.token > kMaxLanes || h.status != Status::Ok) return false;
+  LaneAuth& la = ch.lane_auth[h.token - 1];
+  const bool hello = h.type == wire::MsgType::Hello;
+  LaneTranscript t;
+  if (hello) {
+    if (!la.challenged || !fresh_nonce(la.conn_nonce)) return false;  // then refused by the peer, and logged there
+    t.initiator_nonce = ch.local_nonce;
+    t.acceptor_nonce = ch.peer_nonce;
+    t.initiator_epoch = epoch_;
+    t.acceptor_epoch = ch.peer_epoch;
+  } else {
+    if (challenge == nullptr) return false;
+    la.challenge = *challenge;  // la.conn_nonce: the dialer's, from its Hello (on_lane_hello)
+    t.initiator_nonce = ch.peer_nonce;
+    t.acceptor_nonce = ch.local_nonce;
+    t.initiator_epoch = ch.peer_epoch;
+    t.acceptor_epoch = epoch_;
+  }
+  t.challenge = la.challenge;
+  t.dialer_nonce = la.conn_nonce;
+  t.lane = static_cast<std::uint32_t>(h.token - 1);
+  t.rejoin = (h.flags & wire::kFlagRetransmit) != 0;
+  t.ack = h.ack;
+  t.status = h.status;
+  wire::Handshake hs = local;
+  hs.has_nonce = true;
+  hs.auth_nonce = ch.local_nonce;
+  hs.has_proof = true;
+  hs.auth_proof = make_lane_proof(bytes_of(secret_), hello ? HelloDir::Hello : HelloDir::HelloAck, t);
+  hs.has_conn_nonce = hello;
+  hs.conn_nonce = la.conn_nonce;
+  la.hello_len = static_cast<std::uint32_t>(wire::encode_handshake(hs, la.hello));
+  return la.hello_len != 0;
 }
 
 }  // namespace ferry::daemon::peer

@@ -1,7 +1,9 @@
 // Shared-secret authentication of a channel's handshake (channel_auth.cpp;
-// the protocol is in transport/wire/auth_proof.h). Each step works on one
-// Channel's nonces and proof and says whether the handshake may go on; the
-// ChannelManager refuses or fails the channel when it may not.
+// the protocol is in transport/wire/auth_proof.h for the bootstrap and
+// daemon/peer/hello_proof.h for each data lane's connection). Each step
+// works on one Channel's nonces and proofs and says whether the handshake
+// may go on; the ChannelManager sends the Challenges and refuses or fails
+// the channel when it may not.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +27,26 @@ class ChannelAuth {
   [[nodiscard]] bool check_hello(const wire::Handshake& remote) const noexcept;
   // Acceptor: our nonce and proof into the HelloAck. False: no randomness.
   [[nodiscard]] bool accept(Channel& ch, const wire::Handshake& remote, const wire::Handshake& local) const noexcept;
-  // Initiator, the bootstrap HelloAck: checks the acceptor's proof and puts
-  // ours into the lane Hellos. nullptr when it holds, else why not.
-  [[nodiscard]] const char* check_ack(Channel& ch, const wire::Handshake& remote,
-                                      const wire::Handshake& local) const noexcept;
-  // Acceptor, a lane Hello: the initiator's proof.
-  [[nodiscard]] bool check_lane(const Channel& ch, const wire::Handshake& remote) const noexcept;
+  // Initiator, the bootstrap HelloAck: checks the acceptor's proof (each
+  // lane Hello then carries a proof of its own: encode_lane). nullptr when
+  // it holds, else why not.
+  [[nodiscard]] const char* check_ack(Channel& ch, const wire::Handshake& remote) const noexcept;
+
+  // Lane handshakes bound to their connection (hello_proof.h).
+  // Acceptor, a lane Hello (header `h`) on a connection we sent `challenge`
+  // (nullptr: none was sent): the initiator's proof over it.
+  [[nodiscard]] bool check_lane_hello(const Channel& ch, const wire::AuthNonce* challenge, const wire::Header& h,
+                                      const wire::Handshake& remote) const noexcept;
+  // Initiator, a lane HelloAck (`payload`): the acceptor's proof over this
+  // connection's nonces. A refusal carries none and passes.
+  [[nodiscard]] bool check_lane_ack(const Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                    const std::byte* payload) const noexcept;
+  // Our lane Hello/HelloAck (header `h`, lane h.token - 1) with its proof,
+  // into ch.lane_auth[lane].hello. Acceptor: `challenge` is the one sent on
+  // this connection. False when auth is off or none is due (then the
+  // channel's or the shared payload goes, and the peer refuses a Hello).
+  bool encode_lane(Channel& ch, const wire::AuthNonce* challenge, const wire::Header& h,
+                   const wire::Handshake& local) const noexcept;
   // Acceptor: whether a lane Hello names this channel (by the initiator's nonce).
   bool names(const Channel& ch, const wire::Handshake& remote) const noexcept {
     return !on() || (remote.has_nonce && remote.auth_nonce == ch.peer_nonce);

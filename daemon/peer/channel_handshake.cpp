@@ -19,10 +19,14 @@
 // Connected, and a refused or timed-out one comes back Closed
 // (PeerUnreachable). A transport without connect_async connects within its
 // own bounded timeout instead.
+#include <cerrno>
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/heartbeat.h"
+#include "daemon/peer/hello_proof.h"
 
 namespace ferry::daemon::peer {
 
@@ -63,10 +67,12 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   transport::SendWr wr;
   wr.conn = conn;
   wr.header = h;
-  // A channel with its own payload (auth: nonce, proof) sends that one.
+  // A lane's handshake with auth carries a proof bound to its connection;
+  // else a channel with its own payload (auth: nonce, proof) sends that one.
+  const bool lane_own = auth_.encode_lane(ch, challenges_.find(conn, on_lanes), h, local_handshake());
   const bool own = ch.hello_len != 0;
-  wr.payload = own ? ch.hello.data() : hello_.data();
-  wr.payload_len = own ? ch.hello_len : hello_len_;
+  wr.payload = lane_own ? ch.lane_auth[token - 1].hello.data() : own ? ch.hello.data() : hello_.data();
+  wr.payload_len = lane_own ? ch.lane_auth[token - 1].hello_len : own ? ch.hello_len : hello_len_;
   wr.signaled = false;
   const auto r = via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));
   // Not taken: the connection is closing; its Closed ends what waits for it.
@@ -158,11 +164,12 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     for (auto& [id, ch] : channels_) {
       if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || !ch->usable() || lane >= ch->lane_count) continue;
       if (!auth_.names(*ch, remote)) continue;
-      if (!auth_.check_lane(*ch, remote)) {
-        refuse(conn, h.token, Status::PermissionDenied, on_lanes);
-        auth_failed(*ch, "a rebuilt lane's proof does not match our secret", now_ns);
+      if (!auth_.check_lane_hello(*ch, challenges_.find(conn, on_lanes), h, remote)) {
+        lane_proof_refused(*ch, conn, h, on_lanes);
         return;
       }
+      ch->lane_auth[lane].conn_nonce = remote.conn_nonce;  // our HelloAck's proof covers it
+      via(on_lanes).vouch(conn);  // the transport's limits on unauthenticated connections end here
       rejoin_accept(*ch, static_cast<std::uint32_t>(lane), conn, h, remote, on_lanes, now_ns);
       return;
     }
@@ -176,16 +183,20 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     // With auth, the lane names its channel by the initiator's nonce and
     // joins only with the initiator's proof: nothing flows before it.
     if (!auth_.names(*ch, remote)) continue;
-    if (!auth_.check_lane(*ch, remote)) {
-      refuse(conn, h.token, Status::PermissionDenied, on_lanes);
-      auth_failed(*ch, "a data lane's proof does not match our secret (the auth secrets differ)", now_ns);
+    if (!auth_.check_lane_hello(*ch, challenges_.find(conn, on_lanes), h, remote)) {
+      lane_proof_refused(*ch, conn, h, on_lanes);
       return;
     }
+    ch->lane_auth[lane].conn_nonce = remote.conn_nonce;  // our HelloAck's proof covers it
     Lane& l = ch->lanes[lane];
     l.set_conn(conn);
     l.join();
+    // A joined lane vouches for its channel (after the proof, with auth): the
+    // transport's limits on unauthenticated connections end for both.
+    via(on_lanes).vouch(conn);
+    transport_.vouch(ch->bootstrap);
     conns_.set(conn, on_lanes, ConnTable::Ref{ch->id, static_cast<std::int32_t>(lane)});
-    l.credits_from(remote.initial_credits, true);
+    l.credits_from(remote.initial_credits, true, handshake_sent(*ch));
     reposts_due_ = true;  // the Hello used one of our receives
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
     if (ch->all_lanes_joined()) become_up(*ch, now_ns);
@@ -197,6 +208,10 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
 
 void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
                                   std::uint64_t now_ns) {
+  if (lane >= 0 && ch.initiated && !auth_.check_lane_ack(ch, static_cast<std::uint32_t>(lane), h, payload)) {
+    auth_failed(ch, "a data lane's HelloAck proof does not match our secret or this connection", now_ns);
+    return;
+  }
   if (lane >= 0 && ch.initiated && ch.usable() && (h.flags & wire::kFlagRetransmit) != 0) {
     rejoin_ack(ch, static_cast<std::uint32_t>(lane), h, payload, now_ns);
     return;
@@ -243,7 +258,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
       fail(ch, Status::NotSupported, now_ns);
       return;
     }
-    if (const char* why = auth_.check_ack(ch, remote, local_handshake())) {
+    if (const char* why = auth_.check_ack(ch, remote)) {
       auth_failed(ch, why, now_ns);
       return;
     }
@@ -322,6 +337,54 @@ void ChannelManager::auth_failed(Channel& ch, std::string_view why, std::uint64_
   fail(ch, Status::PermissionDenied, now_ns);
 }
 
+void ChannelManager::send_challenge(transport::ConnId conn, bool on_lanes) {
+  if (!auth_.on()) return;
+  // The nonce lives in challenges_ until the connection's Closed: the WR points at it.
+  wire::AuthNonce& nonce = challenges_.add(conn, on_lanes);
+  if (!fresh_nonce(nonce)) {
+    spdlog::error("peer connection: getrandom failed ({}): cannot authenticate it; closing it", std::strerror(errno));
+    conns_.erase(conn, on_lanes);
+    (void)via(on_lanes).close(conn);
+    return;
+  }
+  transport::SendWr wr;
+  wr.conn = conn;
+  wr.header.type = wire::MsgType::Challenge;
+  wr.payload = reinterpret_cast<const std::byte*>(nonce.data());
+  wr.payload_len = static_cast<std::uint32_t>(nonce.size());
+  wr.signaled = false;
+  (void)via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));  // refused: the Hello never comes
+}
+
+void ChannelManager::on_challenge(Channel& ch, std::int32_t lane, const transport::Completion& c,
+                                  std::uint64_t now_ns) {
+  // The bootstrap's HelloAck proof already covers our fresh nonce: a
+  // Challenge there is ignored (as it is by a daemon without a secret).
+  if (lane < 0 || !auth_.on() || !ch.initiated) return;
+  const auto i = static_cast<std::uint32_t>(lane);
+  LaneAuth& la = ch.lane_auth[i];
+  if (c.conn != ch.lanes[i].conn() || la.challenged) {
+    spdlog::warn("channel {} ({}) lane {}: a second Challenge on one connection; failing the channel", ch.id,
+                 ch.address, lane);
+    fail(ch, Status::ProtocolError, now_ns);
+    return;
+  }
+  std::memcpy(la.challenge.data(), c.payload, la.challenge.size());  // the header check fixed its length
+  la.challenged = true;
+  if (la.dialed) send_hello(ch, c.conn, i + 1, false, Status::Ok, true);
+}
+
+void ChannelManager::lane_proof_refused(const Channel& ch, transport::ConnId conn, const wire::Header& h,
+                                        bool on_lanes) {
+  spdlog::warn(
+      "channel {} ({}): authentication failed: a {} Hello for lane {} has no valid proof for its connection "
+      "(a replayed or forged handshake, or different secrets); that connection refused, the channel kept",
+      ch.id, ch.address.empty() ? "accepted" : ch.address, (h.flags & wire::kFlagRetransmit) != 0 ? "rejoin" : "join",
+      h.token - 1);
+  bump(counters_.peer_auth_failures);
+  refuse(conn, h.token, Status::PermissionDenied, on_lanes);
+}
+
 bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
   const bool on_lanes = lane >= 0;
   transport::Transport& t = via(on_lanes);
@@ -348,6 +411,9 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
   conns_.set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
   if (on_lanes) {
     ch.lanes[static_cast<std::uint32_t>(lane)].set_conn(conn.value);
+    LaneAuth& la = ch.lane_auth[static_cast<std::uint32_t>(lane)];
+    la.dialed = false;  // a new connection: its own Challenge and nonce
+    la.challenged = false;
   } else {
     ch.bootstrap = conn.value;  // connecting: finish() abandons it with the channel
   }
@@ -364,6 +430,9 @@ void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId
   }
   const auto i = static_cast<std::uint32_t>(lane);
   ch.lanes[i].set_conn(conn);
+  ch.lane_auth[i].dialed = true;
+  // With auth the Hello answers the acceptor's Challenge (on_challenge).
+  if (auth_.on() && !ch.lane_auth[i].challenged) return;
   send_hello(ch, conn, i + 1, false, Status::Ok, true);
 }
 

@@ -314,7 +314,7 @@ void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::C
   }
   l.rejoin(conn);
   conns_.set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
-  l.credits_from(remote.initial_credits, true);
+  l.credits_from(remote.initial_credits, true, handshake_sent(ch));
   reposts_due_ = true;                                        // the Hello used one of our receives
   send_hello(ch, conn, h.token, true, Status::Ok, on_lanes);  // rejoin ack: our own ack first, then data
   replay(ch, lane, h.ack, now_ns);

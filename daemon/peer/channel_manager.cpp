@@ -19,7 +19,8 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       cfg_(cfg),
       counters_(counters),
       auth_(cfg.auth_secret, cfg.epoch),
-      conns_(split_) {
+      conns_(split_),
+      challenges_(split_) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
@@ -171,7 +172,10 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
   for (std::size_t i = 0; i < n; ++i) {
     const transport::Completion& c = batch_[i];
     switch (c.kind) {
-      case transport::CompletionKind::Accepted: conns_.set(c.conn, on_lanes, ConnTable::Ref{0, -1}); break;
+      case transport::CompletionKind::Accepted:
+        conns_.set(c.conn, on_lanes, ConnTable::Ref{0, -1});
+        send_challenge(c.conn, on_lanes);  // auth: the nonce this connection's Hello must prove over
+        break;
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
       case transport::CompletionKind::SendDone: on_send_done(c, on_lanes, now_ns); break;
       case transport::CompletionKind::Closed: on_closed(c, on_lanes); break;
@@ -259,6 +263,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
       finish(*ch, Status::PeerReset, true, now_ns);
       return;
     case wire::MsgType::Hello: fail(*ch, Status::ProtocolError, now_ns); return;
+    case wire::MsgType::Challenge: on_challenge(*ch, ref.lane, c, now_ns); return;
     default: break;
   }
   if (ch->state == ChannelState::Handshaking && ch->initiated && ref.lane >= 0 &&
@@ -310,6 +315,7 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
+  challenges_.erase(c.conn, on_lanes);  // no WR of the connection points at its nonce any more
   const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
   if (found == nullptr) return;
   const ConnTable::Ref ref = *found;

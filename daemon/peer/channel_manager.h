@@ -35,7 +35,8 @@
 // connection's small messages), HeldControls (held_controls.cpp).
 //
 // Auth: with auth on, the acceptor joins no lane (so no data flows and no Open is
-// served) until a lane Hello carries the initiator's valid proof.
+// served) until a lane Hello carries the initiator's valid proof, made for
+// that very connection (the acceptor's Challenge on it: hello_proof.h).
 #pragma once
 
 #include <cstdint>
@@ -254,6 +255,18 @@ class ChannelManager {
   void resolve_duplicate(Channel& ch);
   // Refuses the channel for authentication (logged, Goodbye, failed).
   void auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns);
+  // Lane handshakes bound to their connection (hello_proof.h; the proofs
+  // are ChannelAuth's). Acceptor: a Challenge on every accepted connection.
+  // Dialer: the lane Hello waits for it (on_challenge).
+  void send_challenge(transport::ConnId conn, bool on_lanes);
+  void on_challenge(Channel& ch, std::int32_t lane, const transport::Completion& c, std::uint64_t now_ns);
+  // A lane Hello whose proof fails: refused on its own connection, counted
+  // and logged; the channel and its live lanes are left alone (a replay
+  // must not cost them anything).
+  void lane_proof_refused(const Channel& ch, transport::ConnId conn, const wire::Header& h, bool on_lanes);
+  // Our handshake messages on a new lane connection that used the peer's
+  // receives: the Hello or HelloAck, and the acceptor's Challenge with auth.
+  std::uint32_t handshake_sent(const Channel& ch) const noexcept { return 1 + (auth_.on() && !ch.initiated ? 1 : 0); }
   // Starts the bootstrap (lane -1) or a lane connect; false when the channel
   // failed (then already reported down).
   bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
@@ -334,6 +347,7 @@ class ChannelManager {
   std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
   AddressBook by_address_;
   ConnTable conns_;
+  Challenges challenges_;                // acceptor with auth: per accepted connection, until Closed
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.

@@ -11,12 +11,13 @@ void Lane::open() {
   if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(kCapacity);
 }
 
-void Lane::credits_from(std::uint32_t peer_initial, bool hello_received) noexcept {
+void Lane::credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent) noexcept {
   if (peer_credits_ != 0) return;  // told once per connection
   peer_credits_ = peer_initial;    // >= 1: decode_handshake refuses 0
-  // Our handshake message on this lane (initiator: the Hello already sent;
-  // acceptor: the HelloAck about to go) used one of the peer's receives.
-  stats_.credits = peer_initial - 1;
+  // Our handshake messages on this lane (initiator: the Hello already sent;
+  // acceptor: the HelloAck about to go, and with auth the Challenge before
+  // it) used one of the peer's receives each.
+  stats_.credits = peer_initial > sent ? peer_initial - sent : 0;
   if (hello_received) note_used(false);
 }
 

@@ -110,8 +110,10 @@ class Lane {
   void join() noexcept { joined_ = true; }
   // The peer's initial credits on this connection (acceptor: from its Hello,
   // which used one of our receives; initiator: from its HelloAck). Once per
-  // connection. Our own handshake message on it used one of the peer's.
-  void credits_from(std::uint32_t peer_initial, bool hello_received) noexcept;
+  // connection. Our own handshake messages on it (`sent`: the Hello or the
+  // HelloAck, and with auth the acceptor's Challenge before it) used as
+  // many of the peer's.
+  void credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent = 1) noexcept;
   std::uint32_t peer_credits() const noexcept { return peer_credits_; }
 
   // Posting. Accepted means it will go: a WR without a credit, behind a

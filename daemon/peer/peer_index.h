@@ -1,6 +1,7 @@
-// The two lookups the ChannelManager needs beside its channels by id: which
-// channel a connection belongs to, and which channel (and redial wait) an
-// address has. Engine thread only.
+// The lookups the ChannelManager needs beside its channels by id: which
+// channel a connection belongs to, which channel (and redial wait) an
+// address has, and (auth) the Challenge each accepted connection was sent.
+// Engine thread only.
 #pragma once
 
 #include <algorithm>
@@ -9,11 +10,16 @@
 #include <unordered_map>
 
 #include "transport/transport.h"
+#include "transport/wire/handshake.h"
 
 namespace ferry::daemon::peer {
 
 // Connections of the bootstrap transport and of the lane transport, in one
 // key space even when the two transports are separate.
+constexpr std::uint64_t conn_key(bool split, transport::ConnId c, bool on_lanes) noexcept {
+  return (split && on_lanes ? std::uint64_t{1} << 32 : 0) | c;
+}
+
 class ConnTable {
  public:
   struct Ref {
@@ -30,11 +36,29 @@ class ConnTable {
   void erase(transport::ConnId c, bool on_lanes) noexcept { refs_.erase(key(c, on_lanes)); }
 
  private:
-  std::uint64_t key(transport::ConnId c, bool on_lanes) const noexcept {
-    return (split_ && on_lanes ? std::uint64_t{1} << 32 : 0) | c;
-  }
+  std::uint64_t key(transport::ConnId c, bool on_lanes) const noexcept { return conn_key(split_, c, on_lanes); }
   bool split_;
   std::unordered_map<std::uint64_t, Ref> refs_;
+};
+
+// Acceptor with auth: the Challenge nonce sent on each accepted connection
+// (daemon/peer/hello_proof.h), until its Closed: the posted WR points at
+// it, and the connection's lane Hello must prove over it.
+class Challenges {
+ public:
+  explicit Challenges(bool split) : split_(split) {}
+  // The slot for a new connection's nonce (stable until erase()).
+  wire::AuthNonce& add(transport::ConnId c, bool on_lanes) { return nonces_[conn_key(split_, c, on_lanes)]; }
+  // nullptr: none was sent on it.
+  const wire::AuthNonce* find(transport::ConnId c, bool on_lanes) const noexcept {
+    auto it = nonces_.find(conn_key(split_, c, on_lanes));
+    return it == nonces_.end() ? nullptr : &it->second;
+  }
+  void erase(transport::ConnId c, bool on_lanes) noexcept { nonces_.erase(conn_key(split_, c, on_lanes)); }
+
+ private:
+  bool split_;
+  std::unordered_map<std::uint64_t, wire::AuthNonce> nonces_;
 };
 
 // Redial rate limit per address: after a channel we dialled fails, the next

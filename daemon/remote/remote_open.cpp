@@ -15,7 +15,7 @@ void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t) 
     sessions_.complete(c, shm::Op::Open, op.user_data, Status::BadRequest);
     return;
   }
-  if (c.endpoints.size() >= kMaxEndpointsPerClient) {
+  if (c.endpoint_cap_reached()) {
     sessions_.complete(c, shm::Op::Open, op.user_data, Status::NoMemory);
     return;
   }

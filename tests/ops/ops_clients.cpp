@@ -4,11 +4,16 @@
 //
 //   ops-clients --socket PATH --count N [--uid U --gid G] [--tx-bytes B]
 //               [--rx-bytes B] [--name NAME] [--hold-s S]
+//               [--serve SERVICE] [--open TARGET --opens N]
 //
 // --uid/--gid: become that user (and group, with no supplementary groups)
 // before attaching. For each attach it prints "attach I STATUS" and
 // flushes; then "holding K" and keeps the attached clients until stdin
 // reaches EOF or --hold-s seconds pass (default 60), then detaches them.
+// --serve: each attached client serves SERVICE and prints "serve I STATUS".
+// --open/--opens: the first client opens TARGET N times, keeping every
+// endpoint, and prints "opens OK FIRST_FAILURE" (FIRST_FAILURE Ok when none
+// failed).
 // Exit: 0 (whatever the attaches returned: the test reads the lines),
 // 2 usage or a failed setuid.
 #include <ferry/client.h>
@@ -26,7 +31,8 @@
 int main(int argc, char** argv) {
   ferry::AttachOptions opts;
   opts.name = "ops-clients";
-  long count = 1, uid = -1, gid = -1, hold_s = 60;
+  long count = 1, uid = -1, gid = -1, hold_s = 60, opens = 0;
+  std::string serve, target;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const char* v = argv[i + 1];
@@ -46,6 +52,12 @@ int main(int argc, char** argv) {
       opts.name = v;
     } else if (a == "--hold-s") {
       hold_s = std::atol(v);
+    } else if (a == "--serve") {
+      serve = v;
+    } else if (a == "--open") {
+      target = v;
+    } else if (a == "--opens") {
+      opens = std::atol(v);
     } else {
       std::fprintf(stderr, "ops-clients: unknown option %s\n", a.c_str());
       return 2;
@@ -69,6 +81,25 @@ int main(int argc, char** argv) {
     std::printf("attach %ld %s\n", i, std::string(ferry::to_string(c.status)).c_str());
     std::fflush(stdout);
     if (c) clients.push_back(std::move(c.value));
+    if (c && !serve.empty()) {
+      const auto s = clients.back()->serve(serve);
+      std::printf("serve %ld %s\n", i, std::string(ferry::to_string(s.status)).c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (opens > 0 && !clients.empty()) {
+    long ok = 0;
+    ferry::Status first_failure = ferry::Status::Ok;
+    for (long k = 0; k < opens; ++k) {
+      const auto ep = clients.front()->open(target);
+      if (ep) {
+        ++ok;
+      } else if (first_failure == ferry::Status::Ok) {
+        first_failure = ep.status;
+      }
+    }
+    std::printf("opens %ld %s\n", ok, std::string(ferry::to_string(first_failure)).c_str());
+    std::fflush(stdout);
   }
   std::printf("holding %zu\n", clients.size());
   std::fflush(stdout);

@@ -38,7 +38,9 @@ class Clients:
         self.proc = subprocess.Popen([OPS_CLIENTS, "--socket", d.socket, "--count", str(count)] + [str(a) for a in args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         out = read_until(self.proc, "holding", 60)
+        self.out = out
         self.statuses = [l.split()[2] for l in out.splitlines() if l.startswith("attach ")]
+        self.served = [l.split()[2] for l in out.splitlines() if l.startswith("serve ")]
 
     def close(self):
         self.proc.stdin.close()
@@ -200,6 +202,88 @@ def test_accept_out_of_descriptors_backs_off():
             check(time.monotonic() < deadline, "no attach after the flood: " + r.stdout + r.stderr)
             time.sleep(0.2)  # the attach listener may still be backing off
         check(d.stop() == 0, "exit")
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def opens_line(c):
+    out = [l for l in c.out.splitlines() if l.startswith("opens ")]
+    check(len(out) == 1, "no opens line:\n" + c.out)
+    _, ok, first_failure = out[0].split()
+    return int(ok), first_failure
+
+
+def test_endpoints_per_client_capped():
+    need_root()
+    with Daemon(FERRYD, ["--max-endpoints-per-client", "100"], workdir=open_dir()) as d:
+        d.wait_ready()
+        server = Clients(d, 1, "--serve", "ep-cap")
+        try:
+            check(server.served == ["Ok"], "serve: %r" % server.served)
+            c = Clients(d, 1, "--open", "ep-cap", "--opens", "150")
+            ok, failure = opens_line(c)
+            check(ok == 100 and failure == "NoMemory", "opens past the cap: %d Ok, then %s" % (ok, failure))
+            check("max-endpoints-per-client" in d.log_text(), "cap not logged:\n" + d.log_text())
+            c.close()
+            # The endpoints went with their client: a new one has its 100 again.
+            c = Clients(d, 1, "--open", "ep-cap", "--opens", "100")
+            check(opens_line(c) == (100, "Ok"), "opens after the first client left: %r" % (opens_line(c),))
+            c.close()
+        finally:
+            server.close()
+        check(d.stop() == 0, "exit")
+    # The default cap bounds the daemon's heap: one client asking for 20000
+    # endpoints gets 4096 and the daemon grows by a few MB, not tens.
+    with Daemon(FERRYD, [], workdir=open_dir()) as d:
+        d.wait_ready()
+        server = Clients(d, 1, "--serve", "ep-heap")
+        try:
+            before = rss_bytes(d.proc.pid)
+            c = Clients(d, 1, "--open", "ep-heap", "--opens", "20000")
+            grown = rss_bytes(d.proc.pid) - before
+            ok, failure = opens_line(c)
+            c.close()
+            print("endpoints %d, then %s; daemon RSS grew %.1f MB" % (ok, failure, grown / 1e6))
+            check(ok == 4096 and failure == "NoMemory", "default cap: %d Ok, then %s" % (ok, failure))
+            check(grown < 8 * 1024 * 1024, "daemon RSS grew %d bytes for %d endpoints" % (grown, ok))
+        finally:
+            server.close()
+        check(d.stop() == 0, "exit")
+
+
+def test_reserved_service_names():
+    need_root()
+    with Daemon(FERRYD, ["--socket-group", "nogroup", "--service-owners", "ps-shard-0:root, ps-shard-1:%d" % NOBODY],
+                workdir=open_dir()) as d:
+        d.wait_ready()
+        squatter = Clients(d, 1, "--uid", NOBODY, "--gid", NOBODY, "--serve", "ps-shard-0")
+        owner = None
+        try:
+            check(squatter.served == ["PermissionDenied"], "another uid's serve of a reserved name: %r" % squatter.served)
+            check("reserved to uid 0" in d.log_text(), "refusal not logged:\n" + d.log_text())
+            owner = Clients(d, 1, "--serve", "ps-shard-0")  # root, the owner
+            check(owner.served == ["Ok"], "the owner's serve: %r" % owner.served)
+            mine = Clients(d, 1, "--uid", NOBODY, "--gid", NOBODY, "--serve", "ps-shard-1")
+            check(mine.served == ["Ok"], "nobody's own reserved name: %r" % mine.served)
+            mine.close()
+            free = Clients(d, 1, "--uid", NOBODY, "--gid", NOBODY, "--serve", "free-name")
+            check(free.served == ["Ok"], "an unreserved name: %r" % free.served)
+            free.close()
+        finally:
+            squatter.close()
+            if owner is not None:
+                owner.close()
+        check(d.stop() == 0, "exit")
+    # A bad entry is a configuration error, found by --check-config too.
+    r = run([FERRYD, "--check-config", "--runtime-dir", open_dir(), "--service-owners", "x:no-such-user-ferry"])
+    out = r.stdout + r.stderr
+    check(r.returncode != 0 and "no such user" in out, "bad service-owners: exit %d\n%s" % (r.returncode, out))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,14 @@ struct TcpConfig {
   // SO_SNDBUF / SO_RCVBUF: 0 keeps the kernel default, else 1024..64 MiB.
   std::uint32_t sndbuf_bytes = 0;
   std::uint32_t rcvbuf_bytes = 0;
+  // Accepted connections (tcp_accept_guard.h): an accepted connection that
+  // sends no complete frame within hello_timeout_ms (1..60000) is closed; at
+  // most max_unvouched_per_source (1..kMaxConnections) not yet vouched for by
+  // the owner come from one address; reserved_slots (0..kMaxConnections/2)
+  // are never taken by such connections (dials and vouched ones keep them).
+  std::uint32_t hello_timeout_ms = 2000;
+  std::uint32_t max_unvouched_per_source = 16;
+  std::uint32_t reserved_slots = 16;
 
   [[nodiscard]] Status validate() const noexcept {
     auto buf_ok = [](std::uint32_t b) { return b == 0 || (b >= 1024 && b <= (64u << 20)); };
@@ -44,6 +52,9 @@ struct TcpConfig {
     if (connect_timeout_ms < 1 || connect_timeout_ms > 60000) return Status::BadRequest;
     if (listen_backlog < 1 || listen_backlog > 4096) return Status::BadRequest;
     if (!buf_ok(sndbuf_bytes) || !buf_ok(rcvbuf_bytes)) return Status::BadRequest;
+    if (hello_timeout_ms < 1 || hello_timeout_ms > 60000) return Status::BadRequest;
+    if (max_unvouched_per_source < 1 || max_unvouched_per_source > kMaxConnections) return Status::BadRequest;
+    if (reserved_slots > kMaxConnections / 2) return Status::BadRequest;
     return Status::Ok;
   }
 

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,6 +51,15 @@ bool parse_address(std::string_view host, std::uint16_t port, sockaddr_storage& 
   return false;
 }
 
+AcceptGuardConfig guard_config(const TcpConfig& c) noexcept {
+  AcceptGuardConfig g;
+  g.max_connections = c.max_connections;
+  g.reserve = c.reserved_slots;
+  g.per_source = c.max_unvouched_per_source;
+  g.hello_timeout_ms = c.hello_timeout_ms;
+  return g;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const TcpConfig& config) {
@@ -57,13 +67,23 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const TcpConfig& conf
   auto fault = tcp_fault_from_env();  // test-only switch; logs when set
   if (!fault) return Result<std::unique_ptr<TcpTransport>>::fail(fault.status);
   std::unique_ptr<TcpTransport> t(new TcpTransport(config));
-  if (t->epoll_fd_ < 0) return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  if (t->epoll_fd_ < 0 || t->timer_fd_ < 0) return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTimerTag;
+  if (epoll_ctl(t->epoll_fd_, EPOLL_CTL_ADD, t->timer_fd_, &ev) != 0) {
+    return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  }
   t->fault_ = fault.value;
   return Result<std::unique_ptr<TcpTransport>>::ok(std::move(t));
 }
 
 TcpTransport::TcpTransport(const TcpConfig& config)
-    : config_(config), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)), conns_(new TcpConnection[kMaxConnections]) {
+    : config_(config),
+      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+      timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
+      guard_(guard_config(config)),
+      conns_(new TcpConnection[kMaxConnections]) {
   // Receive buffers are allocated now, not on accept: default-initialised
   // bytes are not touched, so untouched capacity costs address space only.
   for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
@@ -76,6 +96,7 @@ TcpTransport::~TcpTransport() {
     if (conns_[i].fd >= 0) ::close(conns_[i].fd);
   }
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (timer_fd_ >= 0) ::close(timer_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
@@ -167,6 +188,7 @@ void TcpTransport::begin_drain(std::uint32_t slot, Status why) noexcept {
   } else if (c.state != ConnState::Open) {
     return;
   }
+  guard_.forget(slot);
   if (c.fd >= 0) {
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
@@ -370,7 +392,9 @@ std::string TcpTransport::peer_address(ConnId conn) const {
 std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
   std::size_t n = 0;
   while (n < out.size()) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       // EAGAIN: backlog empty. EMFILE and friends: stop; epoll reports the
@@ -378,24 +402,81 @@ std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
       accept_pending_ = false;
       break;
     }
-    const int slot = alloc_slot();
-    if (slot < 0) {
-      // Refuse rather than leave it in the backlog, where it would keep the
-      // listener readable and spin the owner.
-      ::close(fd);
-      if constexpr (FERRY_DATAPATH_STATS) ++stats_.accepts_refused;
+    // Refused ones are closed rather than left in the backlog, where they
+    // would keep the listener readable and spin the owner.
+    if (admit(fd, from, out[n])) ++n;
+  }
+  return n;
+}
+
+bool TcpTransport::admit(int fd, const sockaddr_storage& from, Completion& c) noexcept {
+  const AcceptGuard::Source src = AcceptGuard::source_of(from);
+  const std::uint64_t now = mono_now_ns();
+  // Each eviction frees a place in the counts; twice is the most one
+  // admission needs (its source's cap, then the budget). An evicted slot
+  // frees only once its Closed is reported: with no other free slot the new
+  // connection is refused, and the next one finds the room.
+  for (int round = 0; round < 3; ++round) {
+    const AcceptGuard::Decision d = guard_.admit(src, alloc_slot() >= 0);
+    if (d.verdict == AcceptGuard::Verdict::Refuse) break;
+    if (d.verdict == AcceptGuard::Verdict::Evict) {
+      guard_.evicted();
+      begin_drain(d.victim, Status::PeerReset);  // the owner hears Closed
+      if (alloc_slot() < 0) break;
       continue;
     }
+    const int slot = alloc_slot();
+    if (slot < 0) break;
     if (configure_socket(fd) != Status::Ok) {  // no TCP_NODELAY: latency we do not offer
       ::close(fd);
-      continue;
+      return false;
     }
-    Completion& c = out[n++];
     c = Completion{};
     c.kind = CompletionKind::Accepted;
     c.conn = install(slot, fd);
+    guard_.accepted(static_cast<std::uint32_t>(slot), src, now);
+    arm_timer();
+    return true;
   }
-  return n;
+  ::close(fd);
+  guard_.refused(now);
+  if constexpr (FERRY_DATAPATH_STATS) ++stats_.accepts_refused;
+  return false;
+}
+
+void TcpTransport::arm_timer() noexcept {
+  const std::uint64_t at = guard_.next_deadline_ns();
+  itimerspec its{};
+  if (at != 0) {
+    // steady_clock is CLOCK_MONOTONIC here; an absolute time needs no now().
+    its.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000);
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  }
+  (void)timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);  // at 0: disarmed
+}
+
+void TcpTransport::expire_silent() noexcept {
+  std::uint64_t expiry = 0;
+  while (::read(timer_fd_, &expiry, sizeof expiry) > 0) {
+  }
+  timer_due_ = false;
+  std::uint64_t mask = guard_.expired(mono_now_ns());
+  while (mask != 0) {
+    const auto slot = static_cast<std::uint32_t>(__builtin_ctzll(mask));
+    mask &= mask - 1;
+    begin_drain(slot, Status::PeerReset);
+  }
+  arm_timer();
+}
+
+void TcpTransport::vouch(ConnId conn) noexcept {
+  if (lookup(conn) != nullptr) guard_.vouch((conn & 0xFFFFu) - 1);
+}
+
+Transport::AcceptCounts TcpTransport::accept_counts() const noexcept {
+  const AcceptGuardStats& g = guard_.stats();
+  return AcceptCounts{g.refused, g.evicted, g.timed_out};
 }
 
 Status TcpTransport::close(ConnId conn) {

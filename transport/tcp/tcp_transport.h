@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "transport/owner_thread.h"
+#include "transport/tcp/tcp_accept_guard.h"
 #include "transport/tcp/tcp_config.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_fault.h"
@@ -65,6 +66,9 @@ class TcpTransport final : public Transport {
   const TcpStats& stats() const noexcept { return stats_; }
   // The socket of an open connection (-1 otherwise), for diagnostics and tests.
   int conn_fd(ConnId conn) const noexcept;
+  // Accepted connections leave the unauthenticated limits (tcp_accept_guard.h).
+  void vouch(ConnId conn) noexcept override;
+  AcceptCounts accept_counts() const noexcept override;
   // Hands the datapath to another thread (see OwnerThread).
   void release_owner() noexcept override { owner_.release(); }
 
@@ -72,6 +76,7 @@ class TcpTransport final : public Transport {
   explicit TcpTransport(const TcpConfig& config);
 
   static constexpr std::uint64_t kListenerTag = ~0ull;
+  static constexpr std::uint64_t kTimerTag = ~1ull;  // timer_fd_: a silent connection's deadline
 
   // setup (tcp_transport.cpp)
   [[nodiscard]] Status configure_socket(int fd) noexcept;
@@ -84,6 +89,11 @@ class TcpTransport final : public Transport {
   ConnId install(int slot, int fd) noexcept;
   TcpConnection* lookup(ConnId conn) noexcept;
   std::size_t accept_ready(std::span<Completion> out) noexcept;
+  // Admits (or refuses) one accepted socket; true when it took a slot.
+  bool admit(int fd, const sockaddr_storage& from, Completion& c) noexcept;
+  // Closes silent accepted connections past their deadline; re-arms timer_fd_.
+  void expire_silent() noexcept;
+  void arm_timer() noexcept;
   void begin_drain(std::uint32_t slot, Status why) noexcept;
   void free_slot(std::uint32_t slot) noexcept;
   void set_want_write(std::uint32_t slot, bool on) noexcept;
@@ -104,6 +114,9 @@ class TcpTransport final : public Transport {
   TcpConfig config_;
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
+  int timer_fd_ = -1;  // in the epoll set: wakes a sleeping owner for a deadline
+  bool timer_due_ = false;
+  AcceptGuard guard_;
   bool accept_pending_ = false;
   std::uint64_t attention_ = 0;   // bit per slot: work that epoll will not signal
   std::uint32_t next_slot_ = 0;   // where the next service sweep starts (fairness)

@@ -185,6 +185,7 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
       out[n].payload = c.rx.get() + c.rx_begin + wire::kHeaderBytes;
       ++n;
       c.rx_begin += frame;
+      guard_.spoke(slot);  // an accepted connection's first frame ends its deadline
     }
     if (n == out.size()) {
       attention_ |= 1ull << slot;  // buffered frames may remain
@@ -243,13 +244,18 @@ std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
   for (int i = 0; i < ready; ++i) {
     if (events_[i].data.u64 == kListenerTag) {
       accept_pending_ = true;
+    } else if (events_[i].data.u64 == kTimerTag) {
+      timer_due_ = true;
     } else {
       attention_ |= 1ull << events_[i].data.u64;
     }
   }
   std::size_t n = 0;
   if (accept_pending_) n += accept_ready(out);
-  if (connecting_ != 0) expire_connects();  // the deadlines of connects still under way
+  if (connecting_ != 0) expire_connects();
+  if (timer_due_)
+    expire_silent();  // before the sweep: their Closed goes out in this poll  // the deadlines of connects still under
+                      // way
   // Sweep from a rotating start so a busy low slot cannot starve the rest
   // when `out` is small.
   const std::uint32_t count = config_.max_connections;

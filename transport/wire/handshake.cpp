@@ -11,11 +11,12 @@ namespace ferry::wire {
 
 std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept {
   const std::size_t n = handshake_bytes(hs);
-  if (out.size() < n || (hs.has_proof && !hs.has_nonce)) return 0;
+  if (out.size() < n || (hs.has_proof && !hs.has_nonce) || (hs.has_conn_nonce && !hs.has_proof)) return 0;
   std::byte* p = out.data();
   store_le16(p + 0, hs.protocol_version);
   store_le16(p + 2, static_cast<std::uint16_t>((hs.has_nonce ? kHandshakeHasNonce : 0) |
-                                               (hs.has_proof ? kHandshakeHasProof : 0)));
+                                               (hs.has_proof ? kHandshakeHasProof : 0) |
+                                               (hs.has_conn_nonce ? kHandshakeHasConnNonce : 0)));
   store_le16(p + 4, hs.qp_count);
   store_le16(p + 6, 0);
   store_le64(p + 8, hs.daemon_epoch);
@@ -28,11 +29,15 @@ std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noex
   if (hs.has_proof) {
     for (std::size_t i = 0; i < kAuthProofBytes; ++i) p[kHandshakeNonceBytes + i] = std::byte{hs.auth_proof[i]};
   }
+  if (hs.has_conn_nonce) {
+    for (std::size_t i = 0; i < kAuthNonceBytes; ++i) p[kHandshakeProofBytes + i] = std::byte{hs.conn_nonce[i]};
+  }
   return n;
 }
 
 WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept {
-  if (in.size() != kHandshakeBaseBytes && in.size() != kHandshakeNonceBytes && in.size() != kHandshakeMaxBytes) {
+  if (in.size() != kHandshakeBaseBytes && in.size() != kHandshakeNonceBytes && in.size() != kHandshakeProofBytes &&
+      in.size() != kHandshakeMaxBytes) {
     return WireError::BadLength;
   }
   const std::byte* p = in.data();
@@ -40,8 +45,12 @@ WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexce
   if ((flags & ~kHandshakeFlagsKnown) != 0) return WireError::BadFlags;
   const bool has_nonce = (flags & kHandshakeHasNonce) != 0;
   const bool has_proof = (flags & kHandshakeHasProof) != 0;
-  if (has_proof && !has_nonce) return WireError::BadFlags;
-  const std::size_t want = has_proof ? kHandshakeMaxBytes : has_nonce ? kHandshakeNonceBytes : kHandshakeBaseBytes;
+  const bool has_conn_nonce = (flags & kHandshakeHasConnNonce) != 0;
+  if ((has_proof && !has_nonce) || (has_conn_nonce && !has_proof)) return WireError::BadFlags;
+  const std::size_t want = has_conn_nonce ? kHandshakeMaxBytes
+                           : has_proof    ? kHandshakeProofBytes
+                           : has_nonce    ? kHandshakeNonceBytes
+                                          : kHandshakeBaseBytes;
   if (in.size() != want) return WireError::BadLength;
   if (load_le16(p + 6) != 0) return WireError::ReservedNonZero;
 
@@ -54,6 +63,7 @@ WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexce
   hs.max_message_bytes = load_le32(p + 28);
   hs.has_nonce = has_nonce;
   hs.has_proof = has_proof;
+  hs.has_conn_nonce = has_conn_nonce;
   if (has_nonce) {
     for (std::size_t i = 0; i < kAuthNonceBytes; ++i) {
       hs.auth_nonce[i] = std::to_integer<std::uint8_t>(p[kHandshakeBaseBytes + i]);
@@ -62,6 +72,11 @@ WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexce
   if (has_proof) {
     for (std::size_t i = 0; i < kAuthProofBytes; ++i) {
       hs.auth_proof[i] = std::to_integer<std::uint8_t>(p[kHandshakeNonceBytes + i]);
+    }
+  }
+  if (has_conn_nonce) {
+    for (std::size_t i = 0; i < kAuthNonceBytes; ++i) {
+      hs.conn_nonce[i] = std::to_integer<std::uint8_t>(p[kHandshakeProofBytes + i]);
     }
   }
   if (hs.protocol_version == 0) return WireError::BadVersion;

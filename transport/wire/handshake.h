@@ -11,8 +11,10 @@
 //    28    4 max_message_bytes largest payload the sender accepts (kMinMessageBytes..kMaxPayloadBytes)
 //    32   16 auth_nonce        only when kHandshakeHasNonce (payload is then 48 bytes)
 //    48   32 auth_proof        only when kHandshakeHasProof, which needs the nonce (80 bytes)
+//    80   16 conn_nonce        only when kHandshakeHasConnNonce, which needs the proof (96 bytes):
+//                              a lane Hello's nonce for this connection (daemon/peer/hello_proof.h)
 //
-// The three lengths (32, 48, 80) are the only valid ones and must agree with
+// The four lengths (32, 48, 80, 96) are the only valid ones and must agree with
 // the flags: a peer that predates a field never sends it, and one that sends
 // it sets the flag, so old and new builds still talk when auth is off.
 // Authentication (auth_proof.h) uses the nonce and proof; a 16-byte random
@@ -33,11 +35,13 @@ inline constexpr std::size_t kHandshakeBaseBytes = 32;
 inline constexpr std::size_t kAuthNonceBytes = 16;
 inline constexpr std::size_t kAuthProofBytes = 32;  // HMAC-SHA256
 inline constexpr std::size_t kHandshakeNonceBytes = kHandshakeBaseBytes + kAuthNonceBytes;
-inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeNonceBytes + kAuthProofBytes;
+inline constexpr std::size_t kHandshakeProofBytes = kHandshakeNonceBytes + kAuthProofBytes;
+inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeProofBytes + kAuthNonceBytes;
 
 inline constexpr std::uint16_t kHandshakeHasNonce = 1u << 0;
-inline constexpr std::uint16_t kHandshakeHasProof = 1u << 1;  // only together with kHandshakeHasNonce
-inline constexpr std::uint16_t kHandshakeFlagsKnown = kHandshakeHasNonce | kHandshakeHasProof;
+inline constexpr std::uint16_t kHandshakeHasProof = 1u << 1;      // only together with kHandshakeHasNonce
+inline constexpr std::uint16_t kHandshakeHasConnNonce = 1u << 2;  // only together with kHandshakeHasProof
+inline constexpr std::uint16_t kHandshakeFlagsKnown = kHandshakeHasNonce | kHandshakeHasProof | kHandshakeHasConnNonce;
 
 using AuthNonce = std::array<std::uint8_t, kAuthNonceBytes>;
 using AuthProof = std::array<std::uint8_t, kAuthProofBytes>;
@@ -64,9 +68,11 @@ struct Handshake {
   std::uint32_t initial_credits = 0;
   std::uint32_t max_message_bytes = 0;
   bool has_nonce = false;
-  bool has_proof = false;  // implies has_nonce
+  bool has_proof = false;       // implies has_nonce
+  bool has_conn_nonce = false;  // implies has_proof
   AuthNonce auth_nonce{};
   AuthProof auth_proof{};
+  AuthNonce conn_nonce{};
 
   friend bool operator==(const Handshake&, const Handshake&) = default;
 };
@@ -74,16 +80,19 @@ struct Handshake {
 // Bytes encode_handshake() writes: kHandshakeBaseBytes, kHandshakeNonceBytes
 // or kHandshakeMaxBytes.
 constexpr std::size_t handshake_bytes(const Handshake& hs) noexcept {
-  return hs.has_proof ? kHandshakeMaxBytes : hs.has_nonce ? kHandshakeNonceBytes : kHandshakeBaseBytes;
+  return hs.has_conn_nonce ? kHandshakeMaxBytes
+         : hs.has_proof    ? kHandshakeProofBytes
+         : hs.has_nonce    ? kHandshakeNonceBytes
+                           : kHandshakeBaseBytes;
 }
 
 // Writes handshake_bytes(hs) bytes; returns that count, or 0 when `out` is
-// too small or has_proof is set without has_nonce.
+// too small, has_proof is set without has_nonce or has_conn_nonce without has_proof.
 std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept;
 
 // `in` is exactly the Hello/HelloAck payload. Errors: BadLength (size is
-// none of the three forms, or disagrees with the flags), BadFlags (unknown
-// bits, or a proof without a nonce), ReservedNonZero,
+// none of the four forms, or disagrees with the flags), BadFlags (unknown
+// bits, a proof without a nonce, a conn nonce without a proof), ReservedNonZero,
 // BadVersion (0), BadField (qp_count, epoch, credits, max_message out of range).
 // `out` is written only on success.
 [[nodiscard]] WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept;

@@ -48,6 +48,7 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   at(MsgType::WriteDone) =     {0,                   0,                  kFlagRetransmit,                   true,  true,  false, true,  false, true};
   at(MsgType::Resync) =        {0,                   0,                  0,                                 false, false, false, false, true,  false};
   at(MsgType::Goodbye) =       {0,                   0,                  0,                                 true,  false, false, false, true,  false};
+  at(MsgType::Challenge) =     {kAuthNonceBytes,     kAuthNonceBytes,    0,                                 false, false, false, false, true,  false};
   // clang-format on
   return r;
 }

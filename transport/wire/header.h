@@ -32,7 +32,8 @@
 namespace ferry::wire {
 
 inline constexpr std::uint8_t kMagicNibble = 0xF0;
-inline constexpr std::uint8_t kProtocolVersion = 1;
+// 2: lane handshakes are bound to their connection (Challenge, the Hello's conn nonce).
+inline constexpr std::uint8_t kProtocolVersion = 2;
 inline constexpr std::uint8_t kMagicVersion = kMagicNibble | kProtocolVersion;
 
 inline constexpr std::size_t kHeaderBytes = 48;

@@ -26,8 +26,10 @@ enum class MsgType : std::uint8_t {
   WriteDone = 14,      // response body was RDMA-WRITTEN into the caller's buffer; aux = bytes written
   Resync = 15,         // reserved: a lane rebuild resyncs in its rejoin Hello/HelloAck (kFlagRetransmit)
   Goodbye = 16,        // orderly channel shutdown (draining); status = reason
+  Challenge = 17,      // auth only: an acceptor's first message on every accepted connection; payload = 16-byte
+                       // nonce that the dialer's lane Hello proof must cover (daemon/peer/hello_proof.h)
 };
-inline constexpr std::uint8_t kMaxMsgType = static_cast<std::uint8_t>(MsgType::Goodbye);
+inline constexpr std::uint8_t kMaxMsgType = static_cast<std::uint8_t>(MsgType::Challenge);
 
 constexpr std::string_view to_string(MsgType t) noexcept {
   switch (t) {
@@ -47,6 +49,7 @@ constexpr std::string_view to_string(MsgType t) noexcept {
     case MsgType::WriteDone: return "WriteDone";
     case MsgType::Resync: return "Resync";
     case MsgType::Goodbye: return "Goodbye";
+    case MsgType::Challenge: return "Challenge";
   }
   return "Unknown";
 }

@@ -98,8 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Handshake hs;
   bool ok = false;
   fuzz_decode(payload, hs, ok);
-  // Each fixed-size prefix too, so all three forms get exercised.
-  for (std::size_t n : {kHandshakeBaseBytes, kHandshakeNonceBytes, kHandshakeMaxBytes}) {
+  // Each fixed-size prefix too, so all four forms get exercised.
+  for (std::size_t n : {kHandshakeBaseBytes, kHandshakeNonceBytes, kHandshakeProofBytes, kHandshakeMaxBytes}) {
     if (payload.size() > n) {
       Handshake prefix;
       bool prefix_ok = false;

@@ -8,7 +8,7 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus')
 
 
 def header(mtype, flags=0, status=0, plen=0, src=0, dst=0, seq=0, ack=0, token=0, credit=0, aux=0):
-    return struct.pack('<BBBBIIIQQQII', 0xF1, mtype, flags, status, plen, src, dst, seq, ack, token, credit, aux)
+    return struct.pack('<BBBBIIIQQQII', 0xF2, mtype, flags, status, plen, src, dst, seq, ack, token, credit, aux)
 
 
 def handshake(nonce=False):

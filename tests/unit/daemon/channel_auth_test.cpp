@@ -1,6 +1,8 @@
 // Shared-secret authentication in the channel handshake, through the
-// recording transport: what each side sends, and that the acceptor joins no
-// lane (so nothing flows) until the initiator's proof checks out.
+// recording transport: what each side sends, that the acceptor joins no
+// lane (so nothing flows) until the initiator's proof checks out, and that
+// a lane's proof holds only on the connection it was made for (the
+// acceptor's Challenge, daemon/peer/hello_proof.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "daemon/peer/channel_manager.h"
+#include "daemon/peer/hello_proof.h"
 #include "transport/testing/recording_transport.h"
 #include "transport/wire/auth_proof.h"
 
@@ -40,6 +43,7 @@ struct Listener final : ChannelEvents {
 
 wire::Handshake base_handshake(std::uint64_t epoch, bool auth) {
   wire::Handshake hs;
+  hs.protocol_version = wire::kProtocolVersion;
   hs.qp_count = 1;
   hs.daemon_epoch = epoch;
   hs.capabilities = wire::kCapTcp | (auth ? wire::kCapAuth : 0);
@@ -130,12 +134,34 @@ wire::Handshake accept_bootstrap(Rig& rig, const wire::AuthNonce& ni) {
   return decoded(ack);
 }
 
-std::vector<std::byte> lane_hello(const wire::AuthNonce& ni, const wire::AuthProof& proof) {
+wire::AuthNonce nonce_of(const transport::testing::RecordedSend& s) {
+  wire::AuthNonce n{};
+  REQUIRE(s.payload.size() == n.size());
+  for (std::size_t i = 0; i < n.size(); ++i) n[i] = std::to_integer<std::uint8_t>(s.payload[i]);
+  return n;
+}
+
+std::vector<std::byte> lane_hello(const wire::AuthNonce& ni, const wire::AuthProof& proof,
+                                  const wire::AuthNonce& nd = nonce(70)) {
   wire::Handshake hs = base_handshake(kPeerEpoch, true);
-  hs.has_nonce = hs.has_proof = true;
+  hs.has_nonce = hs.has_proof = hs.has_conn_nonce = true;
   hs.auth_nonce = ni;
   hs.auth_proof = proof;
+  hs.conn_nonce = nd;
   return encode(hs);
+}
+
+// The transcript of lane 0's join on a connection with challenge `nc`.
+LaneTranscript lane_join(const wire::AuthNonce& ni, const wire::AuthNonce& na, const wire::AuthNonce& nc,
+                         const wire::AuthNonce& nd, std::uint64_t initiator_epoch, std::uint64_t acceptor_epoch) {
+  LaneTranscript t;
+  t.initiator_nonce = ni;
+  t.acceptor_nonce = na;
+  t.challenge = nc;
+  t.dialer_nonce = nd;
+  t.initiator_epoch = initiator_epoch;
+  t.acceptor_epoch = acceptor_epoch;
+  return t;
 }
 
 }  // namespace
@@ -153,24 +179,55 @@ TEST_CASE("auth acceptor: HelloAck proves the secret over both nonces", "[channe
   CHECK_FALSE(wire::verify_auth_proof(bytes(kOther), wire::AuthRole::Acceptor, t, ack.auth_proof));
   CHECK(rig.ev.up.empty());  // no lane yet
 
-  SECTION("a lane with the initiator's valid proof joins: Up") {
-    const auto pi = wire::make_auth_proof(bytes(kSecret), wire::AuthRole::Initiator, t);
-    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1), lane_hello(ni, pi));
+  // Every accepted connection got its own Challenge.
+  const wire::AuthNonce nc2 = nonce_of(rig.last(wire::MsgType::Challenge, 2));
+  CHECK(nc2 != nonce_of(rig.last(wire::MsgType::Challenge, 1)));
+  const wire::AuthNonce nd = nonce(70);
+  const LaneTranscript lt = lane_join(ni, ack.auth_nonce, nc2, nd, kPeerEpoch, kOurEpoch);
+
+  SECTION("a lane with a valid proof over its connection's Challenge joins: Up, HelloAck proven") {
+    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1),
+                      lane_hello(ni, make_lane_proof(bytes(kSecret), HelloDir::Hello, lt)));
+    rig.pump();
+    const auto& lane_ack = rig.last(wire::MsgType::HelloAck, 2);
+    CHECK(lane_ack.header.status == Status::Ok);
+    CHECK(rig.ev.up.size() == 1);
+    CHECK(rig.ev.down.empty());
+    const wire::Handshake la = decoded(lane_ack);
+    REQUIRE(la.has_proof);
+    CHECK(verify_lane_proof(bytes(kSecret), HelloDir::HelloAck, lt, la.auth_proof));
+    CHECK_FALSE(verify_lane_proof(bytes(kSecret), HelloDir::Hello, lt, la.auth_proof));
+  }
+  SECTION("a lane proven with another secret is refused; the channel is left alone") {
+    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1),
+                      lane_hello(ni, make_lane_proof(bytes(kOther), HelloDir::Hello, lt)));
+    rig.pump();
+    CHECK(rig.last(wire::MsgType::HelloAck, 2).header.status == Status::PermissionDenied);
+    CHECK(rig.count(wire::MsgType::Goodbye) == 0);
+    CHECK(rig.ev.up.empty());
+    CHECK(rig.ev.down.empty());
+    CHECK(read(rig.counters.peer_auth_failures) == 1);
+  }
+  SECTION("a Hello proven for one connection is refused on another; the first still joins") {
+    rig.accept(3);
+    rig.pump();
+    const auto hello2 = lane_hello(ni, make_lane_proof(bytes(kSecret), HelloDir::Hello, lt));
+    rig.t.inject_recv(3, header(wire::MsgType::Hello, 1), hello2);  // the bytes, replayed elsewhere
+    rig.pump();
+    CHECK(rig.last(wire::MsgType::HelloAck, 3).header.status == Status::PermissionDenied);
+    CHECK(rig.ev.down.empty());
+    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1), hello2);
     rig.pump();
     CHECK(rig.last(wire::MsgType::HelloAck, 2).header.status == Status::Ok);
     CHECK(rig.ev.up.size() == 1);
-    CHECK(rig.ev.down.empty());
   }
-  SECTION("a lane proven with another secret is refused and fails the channel") {
-    const auto bad = wire::make_auth_proof(bytes(kOther), wire::AuthRole::Initiator, t);
-    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1), lane_hello(ni, bad));
+  SECTION("a join proof does not pass for a rejoin, nor for another ack") {
+    wire::Header rejoin = header(wire::MsgType::Hello, 1);
+    rejoin.flags = wire::kFlagRetransmit;
+    rig.t.inject_recv(2, rejoin, lane_hello(ni, make_lane_proof(bytes(kSecret), HelloDir::Hello, lt)));
     rig.pump();
-    CHECK(rig.last(wire::MsgType::HelloAck, 2).header.status == Status::PermissionDenied);
-    CHECK(rig.last(wire::MsgType::Goodbye, 1).header.status == Status::PermissionDenied);
+    CHECK(rig.last(wire::MsgType::HelloAck, 2).header.status != Status::Ok);
     CHECK(rig.ev.up.empty());
-    REQUIRE(rig.ev.down.size() == 1);
-    CHECK(rig.ev.down[0].second == Status::PermissionDenied);
-    CHECK(read(rig.counters.peer_auth_failures) == 1);
   }
   SECTION("our own proof reflected back does not join a lane") {
     rig.t.inject_recv(2, header(wire::MsgType::Hello, 1), lane_hello(ni, ack.auth_proof));
@@ -188,9 +245,9 @@ TEST_CASE("auth acceptor: HelloAck proves the secret over both nonces", "[channe
     CHECK(rig.ev.up.empty());
   }
   SECTION("a lane naming another channel's nonce joins nothing") {
-    const wire::AuthTranscript other{nonce(9), ack.auth_nonce, kPeerEpoch, kOurEpoch};
-    const auto pi = wire::make_auth_proof(bytes(kSecret), wire::AuthRole::Initiator, other);
-    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1), lane_hello(nonce(9), pi));
+    const LaneTranscript other = lane_join(nonce(9), ack.auth_nonce, nc2, nd, kPeerEpoch, kOurEpoch);
+    rig.t.inject_recv(2, header(wire::MsgType::Hello, 1),
+                      lane_hello(nonce(9), make_lane_proof(bytes(kSecret), HelloDir::Hello, other)));
     rig.pump();
     CHECK(rig.last(wire::MsgType::HelloAck, 2).header.status != Status::Ok);
     CHECK(rig.ev.up.empty());
@@ -250,17 +307,41 @@ TEST_CASE("auth initiator: checks the acceptor's proof before any lane", "[chann
     rig.t.inject_recv(1, header(wire::MsgType::HelloAck, 0), encode(ack));
     rig.pump();
   };
-  SECTION("valid proof: lane Hello carries ours, then Up") {
+  SECTION("valid proof: the lane Hello answers the lane's Challenge with a proof over it, then Up") {
     ack_with(kSecret, wire::AuthRole::Acceptor);
-    rig.pump();  // the lane's connection comes up (connect_async): its Hello goes
+    rig.pump();  // the lane's connection comes up (connect_async): its Hello waits for the Challenge
+    CHECK(rig.count(wire::MsgType::Hello) == 1);
+    const wire::AuthNonce nc = nonce(90);
+    wire::Header challenge = header(wire::MsgType::Challenge, 0);
+    challenge.payload_len = wire::kAuthNonceBytes;
+    std::vector<std::byte> nc_bytes(nc.size());
+    for (std::size_t i = 0; i < nc.size(); ++i) nc_bytes[i] = std::byte{nc[i]};
+    rig.t.inject_recv(2, challenge, nc_bytes);
+    rig.pump();
     const wire::Handshake lane = decoded(rig.last(wire::MsgType::Hello, 2));
     REQUIRE(lane.has_proof);
+    REQUIRE(lane.has_conn_nonce);
     CHECK(lane.auth_nonce == hello.auth_nonce);
-    CHECK(wire::verify_auth_proof(bytes(kSecret), wire::AuthRole::Initiator, t, lane.auth_proof));
+    const LaneTranscript lt = lane_join(hello.auth_nonce, na, nc, lane.conn_nonce, kOurEpoch, kPeerEpoch);
+    CHECK(verify_lane_proof(bytes(kSecret), HelloDir::Hello, lt, lane.auth_proof));
+    CHECK_FALSE(wire::verify_auth_proof(bytes(kSecret), wire::AuthRole::Initiator, t, lane.auth_proof));
     wire::Handshake lane_ack = base_handshake(kPeerEpoch, true);
-    rig.t.inject_recv(2, header(wire::MsgType::HelloAck, 1), encode(lane_ack));
-    rig.pump();
-    CHECK(rig.ev.up.size() == 1);
+    lane_ack.has_nonce = lane_ack.has_proof = true;
+    lane_ack.auth_nonce = na;
+    SECTION("a HelloAck proven over this connection: Up") {
+      lane_ack.auth_proof = make_lane_proof(bytes(kSecret), HelloDir::HelloAck, lt);
+      rig.t.inject_recv(2, header(wire::MsgType::HelloAck, 1), encode(lane_ack));
+      rig.pump();
+      CHECK(rig.ev.up.size() == 1);
+    }
+    SECTION("a HelloAck without a valid proof (the Hello's echoed) fails the channel") {
+      lane_ack.auth_proof = lane.auth_proof;
+      rig.t.inject_recv(2, header(wire::MsgType::HelloAck, 1), encode(lane_ack));
+      rig.pump();
+      CHECK(rig.ev.up.empty());
+      REQUIRE(rig.ev.down.size() == 1);
+      CHECK(rig.ev.down[0].second == Status::PermissionDenied);
+    }
   }
   SECTION("wrong secret: PermissionDenied, Goodbye says why, no lane dialled") {
     ack_with(kOther, wire::AuthRole::Acceptor);

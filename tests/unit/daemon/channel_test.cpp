@@ -42,8 +42,8 @@ struct Listener final : ChannelEvents {
   void on_send_done(std::uint64_t, Status) override {}
 };
 
-std::vector<std::byte> handshake(std::uint64_t epoch, std::uint16_t lanes = 1, std::uint16_t version = 1,
-                                 std::uint64_t caps = wire::kCapTcp) {
+std::vector<std::byte> handshake(std::uint64_t epoch, std::uint16_t lanes = 1,
+                                 std::uint16_t version = wire::kProtocolVersion, std::uint64_t caps = wire::kCapTcp) {
   wire::Handshake hs;
   hs.protocol_version = version;
   hs.qp_count = lanes;
@@ -199,7 +199,8 @@ TEST_CASE("handshake: a peer whose data lanes run on another transport is refuse
     a.kind = transport::CompletionKind::Accepted;
     a.conn = 9;
     rig.t.inject(a);
-    rig.t.inject_recv(9, hello_header(wire::MsgType::Hello, 0), handshake(50, 1, 1, wire::kCapRdma));
+    rig.t.inject_recv(9, hello_header(wire::MsgType::Hello, 0),
+                      handshake(50, 1, wire::kProtocolVersion, wire::kCapRdma));
     rig.pump();
     REQUIRE(rig.count_sent(wire::MsgType::HelloAck, 9) == 1);
     CHECK(rig.t.sent().back().header.status == Status::NotSupported);
@@ -209,7 +210,8 @@ TEST_CASE("handshake: a peer whose data lanes run on another transport is refuse
     Rig rig(100);
     auto r = rig.mgr->connect("198.18.0.2:7000", "198.18.0.2", 7000, rig.now);
     REQUIRE(r);
-    rig.t.inject_recv(1, hello_header(wire::MsgType::HelloAck, 0), handshake(50, 1, 1, wire::kCapRdma));
+    rig.t.inject_recv(1, hello_header(wire::MsgType::HelloAck, 0),
+                      handshake(50, 1, wire::kProtocolVersion, wire::kCapRdma));
     rig.pump();
     REQUIRE(rig.ev.down.size() == 1);
     CHECK(rig.ev.down[0].second == Status::NotSupported);

@@ -54,13 +54,37 @@ TEST_CASE("handshake round trip with nonce and proof", "[wire][handshake][auth]"
   for (std::size_t i = 0; i < kAuthNonceBytes; ++i) hs.auth_nonce[i] = static_cast<std::uint8_t>(0xA0 + i);
   for (std::size_t i = 0; i < kAuthProofBytes; ++i) hs.auth_proof[i] = static_cast<std::uint8_t>(0x30 + i);
   const auto b = enc(hs);
-  CHECK(b.size() == kHandshakeMaxBytes);
+  CHECK(b.size() == kHandshakeProofBytes);
   CHECK(load_le16(b.data() + 2) == (kHandshakeHasNonce | kHandshakeHasProof));
   CHECK(std::to_integer<int>(b[kHandshakeNonceBytes]) == 0x30);
-  CHECK(std::to_integer<int>(b[kHandshakeMaxBytes - 1]) == 0x30 + kAuthProofBytes - 1);
+  CHECK(std::to_integer<int>(b[kHandshakeProofBytes - 1]) == 0x30 + kAuthProofBytes - 1);
   Handshake back;
   REQUIRE(decode_handshake(b, back) == WireError::None);
   CHECK(back == hs);
+}
+
+TEST_CASE("handshake round trip with nonce, proof and connection nonce", "[wire][handshake][auth]") {
+  Handshake hs = valid_handshake();
+  hs.has_nonce = true;
+  hs.has_proof = true;
+  hs.has_conn_nonce = true;
+  hs.capabilities |= kCapAuth;
+  for (std::size_t i = 0; i < kAuthNonceBytes; ++i) hs.auth_nonce[i] = static_cast<std::uint8_t>(0xA0 + i);
+  for (std::size_t i = 0; i < kAuthProofBytes; ++i) hs.auth_proof[i] = static_cast<std::uint8_t>(0x30 + i);
+  for (std::size_t i = 0; i < kAuthNonceBytes; ++i) hs.conn_nonce[i] = static_cast<std::uint8_t>(0xC0 + i);
+  const auto b = enc(hs);
+  CHECK(b.size() == kHandshakeMaxBytes);
+  CHECK(load_le16(b.data() + 2) == (kHandshakeHasNonce | kHandshakeHasProof | kHandshakeHasConnNonce));
+  CHECK(std::to_integer<int>(b[kHandshakeProofBytes]) == 0xC0);
+  Handshake back;
+  REQUIRE(decode_handshake(b, back) == WireError::None);
+  CHECK(back == hs);
+  // The connection nonce needs the proof, on the wire and when encoding.
+  store_le16(buf.data() + 2, kHandshakeHasNonce | kHandshakeHasConnNonce);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeMaxBytes), back) == WireError::BadFlags);
+  hs.has_proof = false;
+  std::array<std::byte, kHandshakeMaxBytes> out{};
+  CHECK(encode_handshake(hs, out) == 0);
 }
 
 TEST_CASE("handshake proof needs the nonce", "[wire][handshake][auth]") {
@@ -73,7 +97,7 @@ TEST_CASE("handshake proof needs the nonce", "[wire][handshake][auth]") {
   enc(hs);
   store_le16(buf.data() + 2, kHandshakeHasProof);
   Handshake back;
-  for (std::size_t n : {kHandshakeBaseBytes, kHandshakeNonceBytes, kHandshakeMaxBytes}) {
+  for (std::size_t n : {kHandshakeBaseBytes, kHandshakeNonceBytes, kHandshakeProofBytes}) {
     CHECK(decode_handshake(std::span<const std::byte>(buf.data(), n), back) == WireError::BadFlags);
   }
 }
@@ -88,12 +112,13 @@ TEST_CASE("handshake lengths must match the proof flag", "[wire][handshake][auth
   CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeNonceBytes), out) == WireError::BadLength);
   // Only the nonce flagged, proof bytes present.
   store_le16(buf.data() + 2, kHandshakeHasNonce);
-  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeMaxBytes), out) == WireError::BadLength);
+  CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeProofBytes), out) == WireError::BadLength);
   // Lengths between the forms, and past the largest.
   store_le16(buf.data() + 2, kHandshakeHasNonce | kHandshakeHasProof);
   std::array<std::byte, kHandshakeMaxBytes + 1> big{};
   std::copy(buf.begin(), buf.end(), big.begin());
-  for (std::size_t n : {kHandshakeNonceBytes + 1, kHandshakeMaxBytes - 1, kHandshakeMaxBytes + 1}) {
+  for (std::size_t n : {kHandshakeNonceBytes + 1, kHandshakeProofBytes - 1, kHandshakeProofBytes + 1,
+                        kHandshakeMaxBytes, kHandshakeMaxBytes + 1}) {
     CHECK(decode_handshake(std::span<const std::byte>(big.data(), n), out) == WireError::BadLength);
   }
 }

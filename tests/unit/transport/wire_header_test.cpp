@@ -55,7 +55,7 @@ TEST_CASE("header layout is little-endian at the documented offsets", "[wire]") 
   h.token = 0x0807060504030201ull;
   h.credit = 0xDEADBEEF;
   const auto b = encoded(h);
-  CHECK(std::to_integer<int>(b[0]) == 0xF1);
+  CHECK(std::to_integer<int>(b[0]) == (0xF0 | kProtocolVersion));
   CHECK(std::to_integer<int>(b[1]) == static_cast<int>(MsgType::Call));
   CHECK(std::to_integer<int>(b[2]) == kFlagRetransmit);
   CHECK(std::to_integer<int>(b[3]) == 0);
@@ -90,7 +90,9 @@ TEST_CASE("magic, version, type and status bytes are checked", "[wire]") {
     CHECK(to_status(WireError::BadMagic) == Status::ProtocolError);
   }
   SECTION("other version") {
-    b[kOffMagicVersion] = std::byte{0xF2};
+    b[kOffMagicVersion] = std::byte{0xF3};
+    CHECK(decode_bytes(b) == WireError::BadVersion);
+    b[kOffMagicVersion] = std::byte{0xF1};  // version 1: lane proofs not bound to their connection
     CHECK(decode_bytes(b) == WireError::BadVersion);
     CHECK(to_status(WireError::BadVersion) == Status::VersionMismatch);
   }

@@ -69,6 +69,7 @@ inline Header valid_header(MsgType t) {
       break;
     case MsgType::Resync: break;
     case MsgType::Goodbye: h.status = Status::Cancelled; break;
+    case MsgType::Challenge: h.payload_len = kAuthNonceBytes; break;
   }
   return h;
 }
