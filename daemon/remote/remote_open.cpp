@@ -2,6 +2,8 @@
 // the Open sent once it is up, the endpoint made at the peer's OpenAck.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "daemon/peer/channel_manager.h"
 #include "daemon/remote/remote_sender.h"
 #include "daemon/remote/wr_tag.h"
@@ -21,17 +23,23 @@ void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t) 
   }
   const std::string address =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(t.remote.port);
-  auto ch = peers_.connect(address, host, t.remote.port, deadlines_.now());
-  if (!ch) {
-    sessions_.complete(c, shm::Op::Open, op.user_data, ch.status);
-    return;
-  }
+  const std::uint64_t now = deadlines_.now();
+  auto ch = peers_.connect(address, host, t.remote.port, now);
   RemoteOp rop;
   rop.kind = RemoteOpKind::Open;
   rop.client = c.id();
-  rop.channel = ch.value;
   rop.user_data = op.user_data;
   rop.service = std::string(t.service);
+  rop.host = host;
+  rop.port = t.remote.port;
+  rop.retry_until_ns = now + open_retry_ns_;
+  if (!ch) {
+    // Refused at once (locally, or the address failed just before: a dead
+    // peer costs one dial per redial interval, not one per Open).
+    sessions_.complete(c, shm::Op::Open, op.user_data, ch.status);
+    return;
+  }
+  rop.channel = ch.value;
   const std::uint64_t token = ops_.insert(std::move(rop));
   // Up already: ask now. Otherwise on_channel_up sends it.
   if (peer::Channel* up = peers_.route(ch.value)) send_open(token, *ops_.find(token), *up);
@@ -107,6 +115,45 @@ void RemoteSender::say_close(peer::Channel& ch, std::uint32_t lane, std::uint32_
   // Held while the lane has no room: a lost Close would leave the peer's
   // proxy (and its share of staging) in place for the channel's life.
   peers_.send_control(ch, lane, bye);
+}
+
+bool RemoteSender::park_open(RemoteOp& op, std::uint64_t now_ns) noexcept {
+  if (now_ns + kOpenRedialNs >= op.retry_until_ns) return false;
+  op.channel = 0;
+  op.sent = false;
+  op.retry_at_ns = now_ns + kOpenRedialNs;
+  deadlines_.note(op.retry_at_ns);  // expire() comes back for it
+  return true;
+}
+
+void RemoteSender::retry_opens(std::uint64_t now_ns, Sweep& out) {
+  redialled_.clear();
+  ops_.sweep([&](std::uint64_t token, RemoteOp& op) {
+    if (op.kind != RemoteOpKind::Open || op.channel != 0) return false;
+    if (now_ns < op.retry_at_ns) {
+      out.next_ns = std::min(out.next_ns, op.retry_at_ns);
+      return false;
+    }
+    const std::string address =
+        (op.host.find(':') != std::string::npos ? "[" + op.host + "]" : op.host) + ":" + std::to_string(op.port);
+    auto ch = peers_.connect(address, op.host, op.port, now_ns);
+    if (!ch) {
+      if (ch.status == Status::PeerUnreachable && park_open(op, now_ns)) {
+        out.next_ns = std::min(out.next_ns, op.retry_at_ns);
+        return false;
+      }
+      sessions_.complete(op.client, shm::Op::Open, op.user_data, ch.status);
+      return true;
+    }
+    op.channel = ch.value;
+    redialled_.push_back(token);  // Up already: asked below; otherwise on_channel_up asks
+    return false;
+  });
+  for (std::uint64_t token : redialled_) {
+    RemoteOp* op = ops_.find(token);
+    if (op == nullptr || op->sent) continue;
+    if (peer::Channel* up = peers_.route(op->channel)) send_open(token, *op, *up);
+  }
 }
 
 }  // namespace ferry::daemon

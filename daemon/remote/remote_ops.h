@@ -36,6 +36,13 @@ struct RemoteOp {
   std::uint32_t resp_length = 0;  // Call
   bool sent = false;              // Open: false while the channel is still coming up
   std::string service;            // Open only (control path: may allocate)
+  // Open: the daemon it names, and until when a failed set-up (a dial or a
+  // handshake that missed connect-timeout-ms) is dialled again rather than
+  // failing the Open; channel 0 while it waits for the next dial.
+  std::string host;
+  std::uint16_t port = 0;
+  std::uint64_t retry_until_ns = 0;
+  std::uint64_t retry_at_ns = 0;
   // Send/Call: request bytes, charged to the send windows until answered.
   std::uint32_t bytes = 0;
   // rdma: the peer may access the caller's memory until it answers (the

@@ -40,7 +40,8 @@ RemoteSender::RemoteSender(const Config& config, Sessions& sessions, peer::Chann
       counters_(counters),
       remote_access_(remote_access),
       lane_max_message_(lane_max_message),
-      windows_(config) {
+      windows_(config),
+      open_retry_ns_(std::uint64_t{config.connect_timeout_ms} * 4'000'000) {
   overdue_.reserve(64);
 }
 

@@ -136,6 +136,15 @@ class RemoteSender final : public Sink {
   RemoteOpTable ops_{1024};              // Open, Send, Call
   std::vector<std::uint64_t> postable_;  // keys open, the lane had no room: posted again each poll_keys
   std::vector<std::uint32_t> overdue_;   // scratch for expire
+  // Opens (remote_open.cpp): how long failed set-ups are dialled again
+  // (4 x connect-timeout-ms), and how soon after a failure.
+  std::uint64_t open_retry_ns_;
+  static constexpr std::uint64_t kOpenRedialNs = 100'000'000;
+  std::vector<std::uint64_t> redialled_;  // scratch for retry_opens
+  // Waits for the next dial of an Open whose set-up failed; false when its
+  // budget is spent (the caller completes it with `why`).
+  bool park_open(RemoteOp& op, std::uint64_t now_ns) noexcept;
+  void retry_opens(std::uint64_t now_ns, Sweep& out);
 };
 
 }  // namespace ferry::daemon

@@ -262,6 +262,8 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
   // is ignored (on_open_ack matches the channel).
   peer::Channel* next = peers_.successor(ch);
   const bool next_up = next != nullptr && peers_.route(next->id) == next;
+  const bool slow_handshake =
+      why == Status::PeerUnreachable && ch.initiated && !ch.was_up && ch.bootstrap_stats.tx_msgs != 0;
   ops_.sweep([&](std::uint64_t token, RemoteOp& op) {
     if (op.channel != id || op.concluding) return false;
     if (op.kind == RemoteOpKind::Open && next != nullptr) {
@@ -270,6 +272,13 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
       ++moved;
       if (next_up) send_open(token, op, *next);  // erases the op itself if the post fails
       return false;                              // otherwise on_channel_up(next) sends it
+    }
+    // A handshake that missed connect-timeout-ms on a connection the peer's
+    // host answered (our Hello went): a slow peer, not a dead one. Its Opens
+    // ride it out, dialled again shortly, within their budget.
+    if (op.kind == RemoteOpKind::Open && slow_handshake && park_open(op, deadlines_.now())) {
+      ++moved;
+      return false;
     }
     ++failed;
     if (op.kind == RemoteOpKind::Open) {
@@ -312,6 +321,7 @@ Sweep RemoteSender::expire(std::uint64_t now_ns) {
     overdue_.push_back(op.channel);
     return false;
   });
+  retry_opens(now_ns, out);
   std::sort(overdue_.begin(), overdue_.end());
   overdue_.erase(std::unique(overdue_.begin(), overdue_.end()), overdue_.end());
   for (std::uint32_t id : overdue_) {

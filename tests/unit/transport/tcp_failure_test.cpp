@@ -294,7 +294,7 @@ TEST_CASE("garbage bytes close the connection with ProtocolError, server keeps w
     const ConnId conn = accept_one(*server);
     std::array<std::byte, wire::kHeaderBytes> h{};
     wire::encode_header(send_header(1, 1), h);
-    h[wire::kOffMagicVersion] = std::byte{0xF2};
+    h[wire::kOffMagicVersion] = static_cast<std::byte>(0xF0 | (wire::kProtocolVersion + 1));
     REQUIRE(::send(fd, h.data(), h.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(h.size()));
     CHECK(closed_with(*server, conn, Status::VersionMismatch));
     ::close(fd);
