@@ -139,7 +139,7 @@ struct TransportCaps {
   std::uint32_t send_queue_depth = 0;   // WRs outstanding per connection
   // Receives posted per connection: the peer may have this many messages
   // that consume a receive (Send, RdmaWriteImm) in flight to us. Sent as the
-  // handshake's initial_credits (daemon/peer/channel_credits.cpp).
+  // handshake's initial_credits (daemon/peer/lane.h).
   std::uint32_t recv_depth = 0;
   std::uint32_t max_connections = 0;
 };

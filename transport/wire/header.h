@@ -12,7 +12,7 @@
 //    12    4 dst_ep         receiver's endpoint id (0 = channel-level)
 //    16    8 seq            per-endpoint operation number (Send/Call/RendezvousReq: Busy refusal order)
 //    24    4 lane_seq       data lanes: this message's number on its lane (1, 2, ...; wraps), 0 on
-//                           Credit; duplicates are dropped and gaps detected by it (channel_rebuild.cpp)
+//                           Credit; duplicates are dropped and gaps detected by it (daemon/peer/channel_lifecycle.cpp)
 //    28    4 ack            data lanes: cumulative, the last lane_seq received in order;
 //                           bootstrap: Hello = our listen port, Heartbeat answer = 1
 //    32    8 token          request/correlation id (Call/Response/Open/...)

@@ -58,7 +58,7 @@ constexpr std::string_view to_string(MsgType t) noexcept {
 // kFlagRetransmit: on data, sent again (informational: lane_seq drops
 // duplicates); on a lane's Hello/HelloAck, a rejoin: the connection replaces
 // a broken lane of a channel that is Up, and `ack` carries the lane_seq last
-// received there (daemon/peer/channel_rebuild.cpp).
+// received there (daemon/peer/channel_lifecycle.cpp).
 inline constexpr std::uint8_t kFlagRetransmit = 1u << 0;
 inline constexpr std::uint8_t kFlagRespBuffer = 1u << 1;  // Call: payload starts with the response RemoteBuffer
 inline constexpr std::uint8_t kFlagsKnown = kFlagRetransmit | kFlagRespBuffer;
