@@ -15,6 +15,7 @@ FERRY_DEB_PACKAGES=(
   python3
   qemu-system-x86 seabios busybox-static kmod cpio xz-utils gzip
   gnuplot-nox systemd
+  libfabric-bin
 )
 
 # ferry_missing_packages PKG... : prints the names whose dpkg status is not
