@@ -20,10 +20,13 @@
 #     to rxe1 with source ADDR1.
 # Every run must show its packets on both devices (hw_counters sent_pkts and
 # rcvd_pkts of rxe0 and rxe1, at least one per message each way), or it
-# counts as failed. CPU: both processes' /proc/PID/task/*/schedstat, sampled
-# every 50 ms; the rate over the last "time" seconds the tool reports (its
+# counts as failed. CPU: /proc/PID/task/*/schedstat of both tools and every
+# process below them, sampled every 20 ms; the rate over the last "time" seconds the tool reports (its
 # measured phase) times its mean round trip is its CPU per round trip.
 # Results: rows of $results (see bench-vs-perftest.sh).
+
+# shellcheck source=tests/rdma/procs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/procs.sh" # tree_pids
 
 # dev_pkts: "rxe0_sent rxe0_rcvd rxe1_sent rxe1_rcvd"
 dev_pkts() {
@@ -41,8 +44,9 @@ crossed_both() {
   for i in 0 1 2 3; do ((a[i] - b[i] >= $3)) || return 1; done
 }
 
-# cpu_sampler OUT PID...: "epoch_us cpu_ns" every 20 ms while all PIDs live
-# (a sample that misses any thread of them ends it).
+# cpu_sampler OUT PID...: "epoch_us cpu_ns" every 20 ms while all PIDs live:
+# the CPU of every thread of the PIDs and the processes below them (a sample
+# that misses a thread ends it).
 cpu_sampler() {
   local out=$1 fd p t c v ok
   shift
@@ -50,7 +54,7 @@ cpu_sampler() {
   : >"$out"
   while :; do
     c=0 ok=1
-    for p in "$@"; do
+    for p in $(for r in "$@"; do tree_pids "$r"; done); do
       for t in /proc/"$p"/task/*/schedstat; do
         if read -r v _ 2>/dev/null <"$t"; then c=$((c + v)); else ok=0; fi
       done
@@ -73,16 +77,6 @@ cpu_rate() {
   }' "$1"
 }
 
-# child_of PID: the process PID (timeout) started; PID itself if none appears in 5 s.
-child_of() {
-  local c= deadline=$((SECONDS + 5))
-  while [[ -z $c ]] && ((SECONDS < deadline)) && kill -0 "$1" 2>/dev/null; do
-    read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null || c=
-    [[ -n $c ]] || sleep 0.01
-  done
-  echo "${c:-$1}"
-}
-
 # peer_pair NAME SIZE OUT SERVER_CMD... -- CLIENT_CMD...: runs the server,
 # then the client (retried while the server is not yet listening), with the
 # CPU sampler on both; prints "mean_rtt_us cpu_per_rtt_us" from the
@@ -102,8 +96,7 @@ peer_pair() {
   for attempt in 1 2 3 4 5 6; do
     timeout 300 "${ccmd[@]}" >"$out" 2>&1 &
     cli=$!
-    # timeout's children are the tools whose CPU counts.
-    cpu_sampler "$out.cpu" "$(child_of $srv)" "$(child_of $cli)" &
+    cpu_sampler "$out.cpu" "$srv" "$cli" &
     smp=$!
     wait $cli && break
     kill -0 $srv 2>/dev/null || break
