@@ -120,9 +120,9 @@ peer_pair() {
   awk -v u="$us" -v r="$rate" 'BEGIN { if (r == "") printf "%.1f\t\n", 2 * u; else printf "%.1f\t%.1f\n", 2 * u, 2 * u * r }'
 }
 
-# Up to 4 KiB the peers take 4 times ferry's calls, so that their measured
+# Up to 4 KiB the peers take twice ferry's calls, so that their measured
 # phase (a fraction of ferry's) is long enough for the CPU samples.
-peer_iters() { (($1 > 4096)) && iters_for "$1" || echo $((4 * $(iters_for "$1"))); }
+peer_iters() { (($1 > 4096)) && iters_for "$1" || echo $((2 * $(iters_for "$1"))); }
 
 rstream_run() { # rstream_run REPEAT SIZE VARIANT(spin|wait) PORT
   local tool=rstream flags=() v
@@ -161,17 +161,16 @@ fipp_run() { # fipp_run REPEAT SIZE PORT
   ip rule del pref 98
 }
 
-peers_round() { # peers_round REPEAT
-  local size port=7480
-  for size in $sizes; do
-    for peer in $peers; do
-      port=$((port + 1))
-      case $peer in
-        rstream) rstream_run "$1" "$size" spin "$port" ;;
-        rstream-wait) rstream_run "$1" "$size" wait "$port" ;;
-        fi_pingpong) fipp_run "$1" "$size" $((47600 + port - 7480)) ;;
-        *) echo "unknown peer $peer" >&2; failures=$((failures + 1)) ;;
-      esac
-    done
+peer_port=7480
+peers_one() { # peers_one REPEAT SIZE
+  local peer
+  for peer in $peers; do
+    peer_port=$((peer_port + 1)) # a fresh port each run: rdma_cm may hold the last one a while
+    case $peer in
+      rstream) rstream_run "$1" "$2" spin "$peer_port" ;;
+      rstream-wait) rstream_run "$1" "$2" wait "$peer_port" ;;
+      fi_pingpong) fipp_run "$1" "$2" $((47600 + peer_port - 7480)) ;;
+      *) echo "unknown peer $peer" >&2; failures=$((failures + 1)) ;;
+    esac
   done
 }

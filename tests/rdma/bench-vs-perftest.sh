@@ -20,11 +20,11 @@
 #   ferry-bench local-rpc (per mode, daemon A alone) and uds-rpc: the
 #     process hops of a call without the wire, and the machine's cost of one
 #     kernel-mediated round trip between two processes (BENCH_LOCAL=0 skips).
-# Emulation makes absolute times meaningless (RDMA-VM notes in
-# docs/testing.md): the summary (bench_summary.py) gives ratios of medians
+# Emulation makes absolute times meaningless (docs/testing.md, the
+# Soft-RoCE VM; docs/rdma-latency.md): the summary (bench_summary.py) gives ratios of medians
 # over repeats, per size; raw medians are printed too, for the record.
 # Every measurement is repeated BENCH_REPEATS times, interleaved (each repeat
-# runs every tool once per size), so host load drifts hit all tools alike.
+# runs, size by size, every tool once), so host load drifts hit all tools alike.
 # Environment: BENCH_SIZES (default "64 4096 65536 1048576"; BENCH_SIZE, one
 # size, still works), BENCH_ITERS (per size up to 4 KiB; 64 KiB gets 1/4,
 # 1 MiB 1/20), BENCH_REPEATS (3), BENCH_MODES ("default busy"),
@@ -89,46 +89,67 @@ echo "VM: nproc $(nproc), $(grep -c ^processor /proc/cpuinfo) processors in /pro
 echo "sizes: $sizes; repeats: $repeats; modes: $modes; peers: $peers; tools: $tools"
 
 # --- ferry remote-rpc over rdma (modes: ferry-modes.sh) ---------------------
-ferry_round() { # ferry_round REPEAT MODE
-  local size out ok attempt before after n
-  mode_flags "$2" || { failures=$((failures + 1)); return 0; }
-  daemons=()
-  start_daemons "r$1-$2" || { failures=$((failures + 1)); stop_daemons; return 0; }
-  for size in $sizes; do
-    out=$dir/r$1-ferry-$2-$size.out ok=0 n=$(iters_for "$size")
-    before=$(dev_pkts)
-    # The first open also brings the channel up (rdma_cm under emulation may
-    # take seconds when a CM MAD is lost): a failed first try is retried.
-    for attempt in 1 2 3; do
-      if run_bench "$out" remote-rpc --size "$size" --iters "$n" "${bench_flags[@]}" --socket "$run/a/ferryd.sock" \
-        --server-socket "$run/b/ferryd.sock" --target "$ADDR1:$port" --json; then
-        ok=1 && break
-      fi
-      echo "ferry $2 size $size repeat $1: attempt $attempt failed: $(tail -n1 "$out")" >&2
-    done
-    after=$(dev_pkts)
-    if ((ok)) && ! crossed_both "$before" "$after" "$n"; then
-      echo "ferry $2 size $size: packets did not cross both devices ($before -> $after)" >&2
-      ok=0
-    fi
-    if ((ok)); then
-      printf '%s\tferry-%s\t%s\t%s\n' "$1" "$2" "$size" "$(bench_row "$out")" >>"$results"
+# Every mode's pair of daemons runs for the whole bench (on ports of its
+# own; a pair not in use sleeps), so that each repeat can run every tool at
+# one size back to back: host load that drifts over minutes then hits all of
+# them alike.
+declare -A mode_port=()
+start_all_daemons() {
+  local i=0 mode
+  for mode in $modes; do
+    mode_flags "$mode" || { failures=$((failures + 1)); continue; }
+    pair="$mode-" port=$((7610 + i)) daemons=()
+    i=$((i + 1))
+    if start_daemons "$mode"; then
+      mode_port[$mode]=$port
     else
-      failures=$((failures + 1))
-    fi
-    ((with_local)) || continue
-    # The same call through daemon A alone (client -> daemon -> server ->
-    # daemon -> client): the process hops of a remote call without the wire.
-    out=$dir/r$1-local-$2-$size.out
-    if run_bench "$out" local-rpc --size "$size" --iters "$n" "${bench_flags[@]}" --socket "$run/a/ferryd.sock" --json; then
-      printf '%s\tlocal-%s\t%s\t%s\n' "$1" "$2" "$size" "$(bench_row "$out")" >>"$results"
-    else
-      echo "local-rpc $2 size $size repeat $1 failed: $(tail -n1 "$out")" >&2
       failures=$((failures + 1))
     fi
   done
-  grep -q "data lanes on $RXE0" "$dir/r$1-$2-a.log" || { echo "daemon A is not on rdma" >&2; failures=$((failures + 1)); }
-  stop_daemons
+}
+ferry_one() { # ferry_one REPEAT MODE SIZE
+  local size=$3 out ok=0 attempt before after n
+  [[ -n ${mode_port[$2]:-} ]] || return 0
+  mode_flags "$2"
+  pair="$2-" port=${mode_port[$2]}
+  local sock=(--socket "$run/${pair}a/ferryd.sock")
+  out=$dir/r$1-ferry-$2-$size.out n=$(iters_for "$size")
+  before=$(dev_pkts)
+  # The first open also brings the channel up (rdma_cm under emulation may
+  # take seconds when a CM MAD is lost): a failed first try is retried.
+  for attempt in 1 2 3; do
+    if run_bench "$out" remote-rpc --size "$size" --iters "$n" "${bench_flags[@]}" "${sock[@]}" \
+      --server-socket "$run/${pair}b/ferryd.sock" --target "$ADDR1:$port" --json; then
+      ok=1 && break
+    fi
+    echo "ferry $2 size $size repeat $1: attempt $attempt failed: $(tail -n1 "$out")" >&2
+  done
+  after=$(dev_pkts)
+  if ((ok)) && ! crossed_both "$before" "$after" "$n"; then
+    echo "ferry $2 size $size: packets did not cross both devices ($before -> $after)" >&2
+    ok=0
+  fi
+  if ((ok)); then
+    printf '%s\tferry-%s\t%s\t%s\n' "$1" "$2" "$size" "$(bench_row "$out")" >>"$results"
+  else
+    failures=$((failures + 1))
+  fi
+  ((with_local)) || return 0
+  # The same call through daemon A alone (client -> daemon -> server ->
+  # daemon -> client): the process hops of a remote call without the wire.
+  out=$dir/r$1-local-$2-$size.out
+  if run_bench "$out" local-rpc --size "$size" --iters "$n" "${bench_flags[@]}" "${sock[@]}" --json; then
+    printf '%s\tlocal-%s\t%s\t%s\n' "$1" "$2" "$size" "$(bench_row "$out")" >>"$results"
+  else
+    echo "local-rpc $2 size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+    failures=$((failures + 1))
+  fi
+}
+check_lanes() { # every mode's daemon A carried its calls on rdma
+  local mode
+  for mode in "${!mode_port[@]}"; do
+    grep -q "data lanes on $RXE0" "$dir/$mode-a.log" || { echo "$mode: daemon A is not on rdma" >&2; failures=$((failures + 1)); }
+  done
 }
 
 # --- tcp-rpc between the same two addresses ---------------------------------
@@ -151,42 +172,38 @@ start_tcp_server() {
   done
 }
 
-tcp_round() { # tcp_round REPEAT
-  local size out tx0 tx1 s0 s1
-  for size in $sizes; do
-    out=$dir/r$1-tcp-$size.out
-    tx0=$(cat /sys/class/net/veth0/statistics/tx_packets)
-    s0=$(cpu_ns_of "$tcp_server")
-    if "$bench" tcp-rpc --size "$size" --iters "$(iters_for "$size")" --target "$ADDR1:$tcp_port" --json >"$out" 2>&1; then
-      tx1=$(cat /sys/class/net/veth0/statistics/tx_packets)
-      s1=$(cpu_ns_of "$tcp_server")
-      # Proof that the calls crossed the veth pair, not lo.
-      if ((tx1 - tx0 < $(iters_for "$size"))); then
-        echo "tcp-rpc size $size: only $((tx1 - tx0)) packets left veth0" >&2
-        failures=$((failures + 1))
-      else
-        # The server's CPU over the whole run (warm-up included: a slight overcount).
-        printf '%s\ttcp-rpc\t%s\t%s\n' "$1" "$size" "$(bench_row "$out" $(((s1 - s0) / 1000)))" >>"$results"
-      fi
-    else
-      echo "tcp-rpc size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+tcp_one() { # tcp_one REPEAT SIZE
+  local size=$2 out tx0 tx1 s0 s1
+  out=$dir/r$1-tcp-$size.out
+  tx0=$(cat /sys/class/net/veth0/statistics/tx_packets)
+  s0=$(cpu_ns_of "$tcp_server")
+  if "$bench" tcp-rpc --size "$size" --iters "$(iters_for "$size")" --target "$ADDR1:$tcp_port" --json >"$out" 2>&1; then
+    tx1=$(cat /sys/class/net/veth0/statistics/tx_packets)
+    s1=$(cpu_ns_of "$tcp_server")
+    # Proof that the calls crossed the veth pair, not lo.
+    if ((tx1 - tx0 < $(iters_for "$size"))); then
+      echo "tcp-rpc size $size: only $((tx1 - tx0)) packets left veth0" >&2
       failures=$((failures + 1))
+    else
+      # The server's CPU over the whole run (warm-up included: a slight overcount).
+      printf '%s\ttcp-rpc\t%s\t%s\n' "$1" "$size" "$(bench_row "$out" $(((s1 - s0) / 1000)))" >>"$results"
     fi
-  done
+  else
+    echo "tcp-rpc size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+    failures=$((failures + 1))
+  fi
 }
 
 # --- uds-rpc: the machine's floor for one process-to-process round trip ---
-uds_round() { # uds_round REPEAT
-  local size out
-  for size in $sizes; do
-    out=$dir/r$1-uds-$size.out
-    if "$bench" uds-rpc --size "$size" --iters "$(iters_for "$size")" --json >"$out" 2>&1; then
-      printf '%s\tuds-rpc\t%s\t%s\n' "$1" "$size" "$(bench_row "$out")" >>"$results"
-    else
-      echo "uds-rpc size $size repeat $1 failed: $(tail -n1 "$out")" >&2
-      failures=$((failures + 1))
-    fi
-  done
+uds_one() { # uds_one REPEAT SIZE
+  local size=$2 out
+  out=$dir/r$1-uds-$size.out
+  if "$bench" uds-rpc --size "$size" --iters "$(iters_for "$size")" --json >"$out" 2>&1; then
+    printf '%s\tuds-rpc\t%s\t%s\n' "$1" "$size" "$(bench_row "$out")" >>"$results"
+  else
+    echo "uds-rpc size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+    failures=$((failures + 1))
+  fi
 }
 
 # --- perftest ---------------------------------------------------------------
@@ -207,20 +224,18 @@ lat() { # lat TOOL PORT SIZE OUT -> "2*t_typical 2*t_min 2*t_avg" (a round trip)
   awk -v s="$3" '$1 == s && NF >= 6 && $5 ~ /^[0-9.]+$/ && $3 ~ /^[0-9.]+$/ && $6 ~ /^[0-9.]+$/ {
     printf "%.2f\t%.2f\t%.2f\n", 2 * $5, 2 * $3, 2 * $6 }' "$4" | tail -n1
 }
-perftest_round() { # perftest_round REPEAT
-  local size tool port v
-  for size in $sizes; do
-    for tool in ib_send_lat ib_write_lat; do
-      [[ $tool == ib_send_lat ]] && port=18525 || port=18526
-      # perftest now and then prints inf (its cycle count went wrong): once more.
-      if { v=$(lat "$tool" "$port" "$size" "$dir/r$1-$tool-$size.out") && [[ -n "$v" ]]; } ||
-        { v=$(lat "$tool" "$port" "$size" "$dir/r$1-$tool-$size.out") && [[ -n "$v" ]]; }; then
-        printf '%s\t%s\t%s\t%s\t\t\n' "$1" "$tool" "$size" "$v" >>"$results"
-      else
-        echo "$tool size $size repeat $1 failed" >&2
-        failures=$((failures + 1))
-      fi
-    done
+perftest_one() { # perftest_one REPEAT SIZE
+  local size=$2 tool port v
+  for tool in ib_send_lat ib_write_lat; do
+    [[ $tool == ib_send_lat ]] && port=18525 || port=18526
+    # perftest now and then prints inf (its cycle count went wrong): once more.
+    if { v=$(lat "$tool" "$port" "$size" "$dir/r$1-$tool-$size.out") && [[ -n "$v" ]]; } ||
+      { v=$(lat "$tool" "$port" "$size" "$dir/r$1-$tool-$size.out") && [[ -n "$v" ]]; }; then
+      printf '%s\t%s\t%s\t%s\t\t\n' "$1" "$tool" "$size" "$v" >>"$results"
+    else
+      echo "$tool size $size repeat $1 failed" >&2
+      failures=$((failures + 1))
+    fi
   done
 }
 
@@ -240,15 +255,20 @@ machine_round() { # machine_round REPEAT: one JSON line per probe and vCPU into 
 
 has() { [[ " $tools " == *" $1 "* ]]; }
 has tcp && start_tcp_server
+has ferry && start_all_daemons
 for ((r = 1; r <= repeats; r++)); do
   machine_round "$r"
-  if has ferry; then for mode in $modes; do ferry_round "$r" "$mode"; done; fi
-  has tcp && tcp_round "$r"
-  has peers && peers_round "$r"
-  has perftest && perftest_round "$r"
-  has uds && ((with_local)) && uds_round "$r"
-  echo "repeat $r done at ${SECONDS}s"
+  for size in $sizes; do
+    if has ferry; then for mode in $modes; do ferry_one "$r" "$mode" "$size"; done; fi
+    has tcp && tcp_one "$r" "$size"
+    has peers && peers_one "$r" "$size"
+    has perftest && perftest_one "$r" "$size"
+    has uds && ((with_local)) && uds_one "$r" "$size"
+    echo "repeat $r size $size done at ${SECONDS}s"
+  done
 done
+has ferry && check_lanes
+daemons=("${pids[@]}") && stop_daemons
 
 python3 "$here/bench_summary.py" "$results" "$sizes" "$modes" "$dir/machine.jsonl"
 echo "failures: $failures"

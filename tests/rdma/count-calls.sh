@@ -56,29 +56,53 @@ for f in "${probes[@]}"; do triggers+=("kprobes/ferry_$f:hist:keys=common_pid:va
 
 count() { # count NAME: COUNT_SECONDS of hist counts into NAME.counts
   local t ev spec
+  # Set up paused, then counted between one cont and one pause per trigger
+  # (removing a trigger drops its table, and setting one up is slow).
+  for t in "${triggers[@]}"; do
+    ev=${t%%:*} spec=${t#*:}
+    echo "$spec:pause" >>"$T/events/$ev/trigger"
+  done
+  # Each trigger gets its own denominator: the requests the serving
+  # devices had received when its cont and its pause returned (writing a
+  # trigger takes long under emulation, so one bracket for all would count
+  # calls that some triggers never saw).
+  local i=0
   snap "$1" 0
   for t in "${triggers[@]}"; do
-    ev=${t%%:*} spec=${t#*:}
-    echo "$spec" >"$T/events/$ev/trigger"
+    echo "${t#*:}:cont" >>"$T/events/${t%%:*}/trigger"
+    win "$1" 0 $i
+    i=$((i + 1))
   done
   read -r -t "$window" -u "$quiet_fd" _ || true
+  i=0
   for t in "${triggers[@]}"; do
-    ev=${t%%:*} spec=${t#*:}
-    echo "!$spec" >"$T/events/$ev/trigger"
+    echo "${t#*:}:pause" >>"$T/events/${t%%:*}/trigger"
+    win "$1" 1 $i
+    i=$((i + 1))
   done
   snap "$1" 1
   : >"$dir/$1.counts"
   for t in "${triggers[@]}"; do
-    ev=${t%%:*}
+    ev=${t%%:*} spec=${t#*:}
     grep '^{' "$T/events/$ev/hist" | sed "s|^|${ev#*/} |" >>"$dir/$1.counts" || true
+    grep -i dropped "$T/events/$ev/hist" | sed "s|^|dropped ${ev#*/} |" >>"$dir/$1.cpu" || true
+    echo "!$spec" >>"$T/events/$ev/trigger"
   done
+}
+# win NAME TAG INDEX: the serving devices' received requests, now.
+win() {
+  local a b
+  read -r a <"/sys/class/infiniband/$RXE0/ports/1/hw_counters/rdma_recvs"
+  read -r b <"/sys/class/infiniband/$RXE1/ports/1/hw_counters/rdma_recvs"
+  echo "win $2 $3 $a $b" >>"$dir/$1.cpu"
 }
 # snap NAME TAG: on-CPU ns of every thread in NAME.roles and the devices'
 # hw counters, with shell builtins only (a process start under emulation
 # takes longer than many calls). The calls of the window are the messages
 # the serving device received (rdma_recvs: one per request).
 snap() {
-  local t v f
+  local t v f kind
+  echo "time $2 ${EPOCHREALTIME/./}" >>"$dir/$1.cpu"
   while read -r kind _ _ t _; do
     [[ $kind == role ]] || continue
     v=-

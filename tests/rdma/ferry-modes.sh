@@ -1,9 +1,11 @@
 # shellcheck shell=bash
 # Sourced by the Soft-RoCE VM benchmarks (bench-vs-perftest.sh,
 # trace-roundtrip.sh, count-calls.sh): ferry's two daemons on the two rxe
-# devices and the modes they run in. The caller sets build, run (a
-# writable folder for sockets), dir (logs), port, spin_us and arrays pids and
-# daemons; ADDR0/ADDR1 come from the VM suite.
+# devices and the modes they run in. The caller sets build, bench (the
+# ferry-bench binary), run (a writable folder for sockets), dir (logs), port,
+# spin_us, arrays pids and daemons, and optionally pair (a prefix for the
+# daemons' folders: $run/${pair}a and $run/${pair}b, so that several pairs
+# can run at once); ADDR0/ADDR1 come from the VM suite.
 # mode_flags MODE: sets ferryd_flags, bench_flags and the pinning (cpu lists
 # for taskset; empty: unpinned) of daemon A, daemon B, ferry-bench (the
 # client) and its forked echo server.
@@ -36,16 +38,16 @@ start_daemons() { # start_daemons TAG
   local name addr tag=$1 pfx
   for name in a b; do
     [[ $name == a ]] && { addr=$ADDR0; pin_prefix "$pin_a"; } || { addr=$ADDR1; pin_prefix "$pin_b"; }
-    rm -rf "${run:?}/$name" && mkdir -p "$run/$name"
+    rm -rf "${run:?}/${pair:-}$name" && mkdir -p "$run/${pair:-}$name"
     # A simple command in the background: $! is ferryd itself, which stop_daemons kills.
-    "${pfx[@]}" "$build/daemon/ferryd" --runtime-dir "$run/$name" --listen "$addr:$port" --transport rdma \
+    "${pfx[@]}" "$build/daemon/ferryd" --runtime-dir "$run/${pair:-}$name" --listen "$addr:$port" --transport rdma \
       --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 1 \
       "${ferryd_flags[@]}" >"$dir/$tag-$name.log" 2>&1 &
     daemons+=($!)
     pids+=($!)
   done
   local deadline=$((SECONDS + 20))
-  until [[ -S $run/a/ferryd.sock && -S $run/b/ferryd.sock ]]; do
+  until [[ -S $run/${pair:-}a/ferryd.sock && -S $run/${pair:-}b/ferryd.sock ]]; do
     ((SECONDS < deadline)) || { cat "$dir/$tag"-*.log; echo "daemons did not come up" >&2; return 1; }
     sleep 0.1
   done
