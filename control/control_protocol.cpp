@@ -8,13 +8,14 @@
 namespace ferry::control {
 namespace {
 
-constexpr std::array<std::pair<Command, std::string_view>, 6> kCommandNames{{
+constexpr std::array<std::pair<Command, std::string_view>, 7> kCommandNames{{
     {Command::Status, "status"},
     {Command::Clients, "clients"},
     {Command::Counters, "counters"},
     {Command::Peers, "peers"},
     {Command::Channels, "channels"},
     {Command::Drain, "drain"},
+    {Command::Resume, "resume"},
 }};
 
 void set_error(std::string* error, std::string msg) {

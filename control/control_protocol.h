@@ -28,7 +28,8 @@
 //   counters : {name:int, ...}   (same as status.counters)
 //   peers    : [{"addr":str, "state":str, "epoch":int, ...}]
 //   channels : [{"peer":str, "state":str, "qps":int, ...}]
-//   drain    : {"draining":true}
+//   drain    : {"draining":true}    (privileged: root, ferryd's user or admin-group)
+//   resume   : {"draining":false}   (privileged; undoes drain)
 #pragma once
 
 #include <cstddef>
@@ -51,6 +52,7 @@ enum class Command {
   Peers,
   Channels,
   Drain,
+  Resume,
 };
 
 std::string_view to_string(Command c) noexcept;

@@ -64,6 +64,7 @@ int show(const Options& o, const CallResult& r, Command c, std::string (*render)
 std::string render_peers(const json::Value& v) { return render_object_list(v, kPeerColumns, "no peers"); }
 std::string render_channels(const json::Value& v) { return render_object_list(v, kChannelColumns, "no channels"); }
 std::string render_drain(const json::Value& v) { return "drain: " + json::dump(v) + "\n"; }
+std::string render_resume(const json::Value& v) { return "resume: " + json::dump(v) + "\n"; }
 
 // `metrics --json`: the same samples as the text exposition, as one object
 // {"name{labels}": number}, so scripts need no Prometheus parser.
@@ -105,6 +106,8 @@ int run_command(const Options& o) {
       return show(o, fetch_with_fallback(o, Command::Channels, "channels"), Command::Channels, render_channels);
     case CtlCommand::Drain:
       return show(o, control::call(o.control_path, Command::Drain, timeout_of(o)), Command::Drain, render_drain);
+    case CtlCommand::Resume:
+      return show(o, control::call(o.control_path, Command::Resume, timeout_of(o)), Command::Resume, render_resume);
     case CtlCommand::Metrics: {
       CallResult r = control::call(o.control_path, Command::Status, timeout_of(o));
       if (!r.ok()) return fail(r, Command::Status);

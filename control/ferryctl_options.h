@@ -20,6 +20,7 @@ enum class CtlCommand {
   Metrics,
   Top,
   Drain,
+  Resume,
 };
 
 std::string_view to_string(CtlCommand c) noexcept;

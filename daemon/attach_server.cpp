@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "daemon/attach_socket.h"
+#include "daemon/config_keys.h"
 #include "shm/doorbell.h"
 #include "shm/segment.h"
 
@@ -27,7 +28,14 @@ std::string clean_name(const char (&raw)[shm::kClientNameBytes]) {
 }  // namespace
 
 AttachServer::AttachServer(asio::io_context& io, const Config& config, Engine& engine, std::uint64_t epoch)
-    : io_(io), config_(config), engine_(engine), epoch_(epoch), listener_(io), engine_events_(io), retry_timer_(io) {}
+    : io_(io),
+      config_(config),
+      engine_(engine),
+      epoch_(epoch),
+      listener_(io),
+      engine_events_(io),
+      retry_timer_(io),
+      backoff_timer_(io) {}
 
 AttachServer::~AttachServer() { stop(); }
 
@@ -45,6 +53,7 @@ void AttachServer::stop() {
   listener_.close(ec);
   engine_events_.release();  // the engine owns that fd
   retry_timer_.cancel();
+  backoff_timer_.cancel();
   for (const auto& c : handshaking_) c->sock.close(ec);
   for (const auto& [id, c] : conns_) {
     c->timer.cancel();
@@ -62,7 +71,10 @@ std::vector<std::shared_ptr<const ClientInfo>> AttachServer::clients() const {
 }
 
 void AttachServer::accept_next() {
+  if (stopped_ || accept_armed_ || backing_off_ || handshaking_.size() >= kMaxHandshakes) return;
+  accept_armed_ = true;
   listener_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    accept_armed_ = false;
     if (ec || stopped_) return;
     on_accept_ready();
     accept_next();
@@ -70,14 +82,23 @@ void AttachServer::accept_next() {
 }
 
 void AttachServer::on_accept_ready() {
-  for (;;) {
+  while (handshaking_.size() < kMaxHandshakes) {
     int fd = ::accept4(listener_.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        spdlog::warn("attach accept: {}", std::strerror(errno));
+      const int err = errno;
+      if (AcceptBackoff::is_resource_error(err)) {
+        backing_off_ = true;
+        backoff_timer_.expires_after(backoff_.on_failure(err));
+        backoff_timer_.async_wait([this](const boost::system::error_code& ec) {
+          backing_off_ = false;
+          if (!ec) accept_next();
+        });
+      } else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNABORTED) {
+        spdlog::warn("attach accept: {}", std::strerror(err));
       }
       return;
     }
+    backoff_.on_success();
     auto conn = std::make_shared<Conn>(io_, fd);
     handshaking_.insert(conn);
     // A client that connects and says nothing must not hold a slot forever.
@@ -106,6 +127,7 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
     return;
   }
   handshaking_.erase(conn);
+  accept_next();  // a handshake place is free again
   if (n <= 0) {
     close_conn(conn);
     return;
@@ -126,7 +148,7 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   }
   reply.client_id = conn->id;
   reply.segment_bytes = session->view().layout.segment_bytes;
-  const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.fd()};
+  const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.peer_fd()};
   if (!send_message(fd, &reply, sizeof(reply), fds, shm::kAttachFdCount)) {
     spdlog::warn("client {}: attach reply failed ({}); dropping it", conn->id, std::strerror(errno));
     delete session;
@@ -171,13 +193,15 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
     return Status::NoMemory;
   }
   if (!shm::valid_sizes(sizes)) return Status::BadRequest;
+  const std::uint64_t segment_bytes = shm::compute_layout(sizes).segment_bytes;
+  if (const Status q = check_quotas(*info, segment_bytes); q != Status::Ok) return q;
 
   std::uint32_t id = next_id_++;
   while (id == 0 || conns_.count(id) != 0) id = next_id_++;
   auto seg = shm::create_segment(sizes, id, epoch_, config_.max_message_bytes);
   if (!seg) return seg.status;
   auto sq_bell = shm::Doorbell::create();
-  auto cq_bell = shm::Doorbell::create();
+  auto cq_bell = shm::Doorbell::create_ringer_pipe();  // the daemon's end of its own: ring() never blocks
   if (!sq_bell || !cq_bell) return Status::NoMemory;
   // rdma lanes: the arenas are registered once, here, so remote traffic
   // leaves from and lands in them without per-message registration (only
@@ -202,9 +226,42 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   info->rx_bytes = seg.value.view.layout.rx_bytes;
   info->attached_at = std::chrono::steady_clock::now();
   conn->id = id;
+  conn->segment_bytes = segment_bytes;
   *out = new ClientSession(info, std::move(seg.value), std::move(sq_bell.value), std::move(cq_bell.value),
                            config_.max_message_bytes);
   (*out)->mr = std::move(mr);
+  return Status::Ok;
+}
+
+Status AttachServer::check_quotas(const ClientInfo& who, std::uint64_t segment_bytes) const {
+  std::uint32_t uid_clients = 0;
+  std::uint64_t uid_bytes = 0, all_bytes = 0;
+  for (const auto& [id, c] : conns_) {
+    all_bytes += c->segment_bytes;
+    if (c->info->uid != who.uid) continue;
+    ++uid_clients;
+    uid_bytes += c->segment_bytes;
+  }
+  if (uid_clients >= config_.max_clients_per_uid) {
+    spdlog::warn("attach of '{}' (pid {} uid {}) refused Busy: uid {} has {} clients attached (max-clients-per-uid {})",
+                 who.name, who.pid, who.uid, who.uid, uid_clients, config_.max_clients_per_uid);
+    return Status::Busy;
+  }
+  if (uid_bytes + segment_bytes > config_.max_memory_bytes_per_uid) {
+    spdlog::warn(
+        "attach of '{}' (pid {} uid {}) refused NoMemory: its {} byte segment would bring uid {} to {} bytes "
+        "(max-memory-bytes-per-uid {})",
+        who.name, who.pid, who.uid, segment_bytes, who.uid, uid_bytes + segment_bytes,
+        format_size(config_.max_memory_bytes_per_uid));
+    return Status::NoMemory;
+  }
+  if (all_bytes + segment_bytes > config_.max_memory_bytes) {
+    spdlog::warn(
+        "attach of '{}' (pid {} uid {}) refused NoMemory: its {} byte segment would bring all clients to {} bytes "
+        "(max-memory-bytes {})",
+        who.name, who.pid, who.uid, segment_bytes, all_bytes + segment_bytes, format_size(config_.max_memory_bytes));
+    return Status::NoMemory;
+  }
   return Status::Ok;
 }
 
@@ -237,7 +294,7 @@ void AttachServer::close_conn(const ConnPtr& conn) {
   boost::system::error_code ec;
   conn->timer.cancel();
   conn->sock.close(ec);
-  handshaking_.erase(conn);
+  if (handshaking_.erase(conn) != 0) accept_next();
 }
 
 void AttachServer::send_engine(const EngineCommand& cmd) {

@@ -15,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "daemon/accept_backoff.h"
 #include "daemon/client_session.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
@@ -26,6 +27,10 @@ namespace ferry::daemon {
 namespace asio = boost::asio;
 
 inline constexpr int kHandshakeTimeoutMs = 5000;
+// Connections that have not finished their attach request, at most: past
+// it the listener stops accepting until one finishes or times out, so a
+// flood of silent connects holds a bounded number of descriptors.
+inline constexpr std::size_t kMaxHandshakes = 64;
 
 class AttachServer {
  public:
@@ -51,11 +56,15 @@ class AttachServer {
     asio::steady_timer timer;
     std::uint32_t id = 0;
     std::shared_ptr<ClientInfo> info;
+    std::uint64_t segment_bytes = 0;  // counted against the memory quotas while attached
   };
   using ConnPtr = std::shared_ptr<Conn>;
 
   void accept_next();
   void on_accept_ready();
+  // Busy or NoMemory (and a log line) when one more client of `uid` with a
+  // segment of `segment_bytes` would pass a quota (config.h, "Quotas").
+  Status check_quotas(const ClientInfo& who, std::uint64_t segment_bytes) const;
   void on_handshake(const ConnPtr& conn);
   Status attach(const ConnPtr& conn, const shm::AttachRequest& req, ClientSession** session);
   void watch(const ConnPtr& conn);
@@ -71,6 +80,10 @@ class AttachServer {
   asio::posix::stream_descriptor listener_;
   asio::posix::stream_descriptor engine_events_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer backoff_timer_;
+  AcceptBackoff backoff_{"attach socket"};
+  bool accept_armed_ = false;          // an async_wait on the listener is pending
+  bool backing_off_ = false;           // accept failed for want of resources: waiting
   std::vector<EngineCommand> unsent_;  // engine queue was full; retried on a timer
   std::set<ConnPtr> handshaking_;
   std::map<std::uint32_t, ConnPtr> conns_;  // attached

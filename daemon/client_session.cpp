@@ -16,4 +16,24 @@ ClientSession::ClientSession(std::shared_ptr<ClientInfo> info, shm::CreatedSegme
       info_(std::move(info)),
       segment_(std::move(segment)) {}
 
+Endpoint& ClientSession::add_endpoint(Sink& sink) {
+  std::uint32_t id = next_endpoint_id_++;
+  while (id == 0 || endpoints.count(id) != 0) id = next_endpoint_id_++;  // wrapped: skip 0 and live ids
+  Endpoint& ep = endpoints[id];
+  ep.id = id;
+  ep.sink = &sink;
+  info_->endpoints.store(static_cast<std::uint32_t>(endpoints.size()), std::memory_order_relaxed);
+  return ep;
+}
+
+Endpoint* ClientSession::find_endpoint(std::uint32_t id) noexcept {
+  auto it = endpoints.find(id);
+  return it == endpoints.end() ? nullptr : &it->second;
+}
+
+void ClientSession::remove_endpoint(std::uint32_t id) {
+  endpoints.erase(id);
+  info_->endpoints.store(static_cast<std::uint32_t>(endpoints.size()), std::memory_order_relaxed);
+}
+
 }  // namespace ferry::daemon

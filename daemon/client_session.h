@@ -17,13 +17,18 @@
 #include <vector>
 
 #include "daemon/segment_mr.h"
-#include "daemon/validate.h"
+#include "daemon/session/sink.h"
+#include "daemon/session/validate.h"
 #include "shm/doorbell.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 #include "shm/slab_allocator.h"
 
 namespace ferry::daemon {
+
+// Per-client caps so a client cannot grow daemon memory without bound.
+inline constexpr std::size_t kMaxEndpointsPerClient = 65536;
+inline constexpr std::size_t kMaxServicesPerClient = 1024;
 
 struct ClientInfo {
   std::uint32_t id = 0;
@@ -40,32 +45,19 @@ struct ClientInfo {
 
 // A Send/Call waiting for room at its receiver (FIFO per endpoint).
 struct Parked {
-  shm::SqEntry entry;
-  std::uint64_t deadline_ns;           // steady clock
-  std::uint64_t seq = 0;               // remote: its endpoint sequence number once first sent (0: never sent)
-  bool stalled = false;                // counted in window_stalls already (once per op, not per retry)
-  std::uint64_t call_deadline_ns = 0;  // a local Call's timeout (0: none); deadline_ns is no later
+  Operation op;
+  Attempt at;  // at.deadline_ns is set: when it gives up
 };
 
-struct Endpoint {
-  std::uint32_t id = 0;
-  std::uint32_t service_id = 0;  // target; may have gone away since Open
-  // Remote endpoints (channel != 0): the peer's proxy endpoint id, and
-  // whether the channel died (later Send/Call -> PeerReset, Close -> Ok).
+// A remote endpoint's state at the sender (remote/remote_sender.h): the
+// peer's proxy endpoint, the endpoint window and Busy back-off.
+struct RemoteLink {
   std::uint32_t channel = 0;
-  std::uint32_t remote_ep = 0;
-  bool peer_dead = false;
-  std::deque<Parked> parked;
-  bool in_retry_list = false;
-  // The op being tried was already counted in window_stalls: set by
-  // try_send_remote when a window stalls it, carried into Parked::stalled
-  // by park/retry_parked and false again outside them.
-  bool stall_counted = false;
-  std::uint32_t inflight = 0;  // remote: Sends/Calls posted, not answered (endpoint window)
-  // Remote back-pressure (remote_send.cpp): ops are numbered per endpoint;
-  // one the peer refused Busy waits here and goes again after a backoff
-  // that doubles while refusals go on, so a stopped consumer is held at
-  // its senders' daemon instead of crossing the lane again and again.
+  std::uint32_t remote_ep = 0;  // the peer's proxy endpoint id
+  bool peer_dead = false;       // the channel died: later Send/Call -> PeerReset, Close -> Ok
+  std::uint32_t inflight = 0;   // Sends/Calls posted, not answered (endpoint window)
+  // Ops are numbered per endpoint; one the peer refused Busy goes again
+  // after a backoff that doubles while refusals go on.
   std::uint64_t next_seq = 1;
   std::uint64_t paused_until_ns = 0;
   std::uint64_t backoff_ns = 0;
@@ -75,6 +67,19 @@ struct Endpoint {
   // the peer still waits for that number, so the next op sent carries it.
   bool resend_wait = false;
   std::uint64_t resync_seq = 0;
+  // An op whose keys are being bound has not gone yet: later ops of the
+  // endpoint wait behind it, so the endpoint keeps its order.
+  bool keys_opening = false;
+};
+
+struct Endpoint {
+  std::uint32_t id = 0;
+  Sink* sink = nullptr;          // bound at Open: local delivery or the remote sender
+  std::uint32_t service_id = 0;  // local: target; may have gone away since Open
+  RemoteLink remote;             // remote endpoints only (remote.channel != 0)
+  std::deque<Parked> parked;
+  bool in_retry_list = false;
+  bool is_remote() const noexcept { return remote.channel != 0; }
 };
 
 class ClientSession {
@@ -113,11 +118,16 @@ class ClientSession {
   // (RemoteOp::exposed); a detached session also stays retired until 0.
   std::uint32_t remote_holds = 0;
 
-  std::uint32_t next_endpoint_id = 1;
   std::unordered_map<std::uint32_t, Endpoint> endpoints;
   std::vector<std::uint32_t> services;
+  // A new endpoint bound to `sink`, with a fresh nonzero id (ids wrap,
+  // skipping live ones). The caller checks kMaxEndpointsPerClient first.
+  Endpoint& add_endpoint(Sink& sink);
+  Endpoint* find_endpoint(std::uint32_t id) noexcept;
+  void remove_endpoint(std::uint32_t id);
 
  private:
+  std::uint32_t next_endpoint_id_ = 1;
   std::shared_ptr<ClientInfo> info_;
   shm::CreatedSegment segment_;
 };

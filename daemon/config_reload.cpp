@@ -2,9 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <map>
 #include <sstream>
 #include <string_view>
+
+#include "daemon/config_keys.h"
 
 namespace ferry::daemon {
 
@@ -12,32 +13,6 @@ namespace {
 
 int g_argc = 0;
 const char* const* g_argv = nullptr;
-
-constexpr std::string_view kLiveKeys[] = {
-    "log-level",          "tx-arena-bytes", "rx-arena-bytes", "max-tx-arena-bytes",
-    "max-rx-arena-bytes", "sq-entries",     "cq-entries",
-};
-
-bool is_live(std::string_view key) {
-  for (auto k : kLiveKeys) {
-    if (k == key) return true;
-  }
-  return false;
-}
-
-// describe() output back into key -> value: one diff covers every key,
-// including ones added later, without a second list to keep in step.
-std::map<std::string, std::string> settings(const Config& c) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(describe(c));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    auto eq = line.find(" = ");
-    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 3);
-  }
-  return out;
-}
 
 spdlog::level::level_enum to_spdlog(LogLevel l) {
   switch (l) {
@@ -76,27 +51,28 @@ ReloadOutcome reload_config(Config& live) {
     return r;
   }
   const Config& next = parsed.config;
-  const auto before = settings(live);
-  const auto after = settings(next);
-  for (const auto& [key, value] : after) {
-    auto it = before.find(key);
-    const std::string old = it == before.end() ? "" : it->second;
+  // The change is made on a copy and kept only whole.
+  Config updated = live;
+  for (const ConfigKey& k : config_keys()) {
+    if (k.scope != Scope::Anywhere) continue;
+    const std::string old = value_text(k, live);
+    const std::string value = value_text(k, next);
     if (old == value) continue;
-    if (is_live(key)) {
+    if (k.reload == Reload::Live || k.reload == Reload::NewClients) {
+      if (auto bad = k.access.parse(updated, value)) {  // cannot fail: `next` parsed it
+        r.summary = "reload rejected, running configuration kept: " + std::string(k.name) + ": " + *bad;
+        spdlog::error("{}", r.summary);
+        return r;
+      }
       ++r.applied;
-      spdlog::info("reload: {} changed {} -> {} (applied)", key, old, value);
+      spdlog::info("reload: {} changed {} -> {} (applied{})", k.name, old, value,
+                   k.reload == Reload::NewClients ? " to clients attaching from now on" : "");
     } else {
       ++r.need_restart;
-      spdlog::warn("reload: {} changed {} -> {}: needs a restart, keeping {}", key, old, value, old);
+      spdlog::warn("reload: {} changed {} -> {}: needs a restart, keeping {}", k.name, old, value, old);
     }
   }
-  live.log_level = next.log_level;
-  live.tx_arena_bytes = next.tx_arena_bytes;
-  live.rx_arena_bytes = next.rx_arena_bytes;
-  live.max_tx_arena_bytes = next.max_tx_arena_bytes;
-  live.max_rx_arena_bytes = next.max_rx_arena_bytes;
-  live.sq_entries = next.sq_entries;
-  live.cq_entries = next.cq_entries;
+  live = updated;
   apply_log_level(live.log_level);
   r.ok = true;
   r.summary = "reloaded " + (live.config_file.empty() ? std::string("(no config file)") : live.config_file) + ": " +

@@ -1,17 +1,13 @@
 // SIGHUP: parse the command line and the config file again and apply what
 // can change while ferryd runs. Control (asio) thread only.
 //
-// Applied live:
-//   log-level                      at once (spdlog's level is atomic)
-//   tx-arena-bytes, rx-arena-bytes,
-//   max-tx-arena-bytes, max-rx-arena-bytes,
-//   sq-entries, cq-entries         for clients that attach from now on
-//                                  (only the attach server reads them, on
-//                                  this same thread)
-// Everything else (runtime-dir, listen, transport, device, gid-index,
-// socket-group, max-clients, max-message-bytes, timeouts, engine-spin-us,
-// channel keys, ...) is read by the engine or at start-up: a change is
-// logged as "needs a restart" and the running value stays.
+// What may change live is a column of the option table (config_keys.cpp,
+// Reload): Live keys (log-level, admin-group, the control-socket limits)
+// apply at once; NewClients keys (segment sizes and ring entries, the quotas)
+// apply to clients that attach from now on (only the attach server reads
+// them, on this same thread). Everything else is read by the engine or at
+// start-up: a change is logged as "needs a restart" and the running value
+// stays. An invalid configuration is rejected whole.
 #pragma once
 
 #include <string>

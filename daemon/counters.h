@@ -26,6 +26,12 @@ struct Counters {
   Counter key_windows{0};    // per-call remote keys opened (rdma memory windows)
   Counter cq_overflows{0};   // completions that went to a private overflow queue
   Counter engine_sleeps{0};
+  // Busy turns and their length (loop/turn_stats.h); max is a high-water mark.
+  Counter engine_busy_turns{0};
+  Counter engine_turn_max_us{0};
+  Counter engine_turns_over_100us{0};
+  Counter engine_turns_over_1ms{0};
+  Counter engine_turns_over_10ms{0};
   Counter spin_skips{0};  // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
   Counter corrupt_rings{0};
   // Channels between daemons.
@@ -39,7 +45,7 @@ struct Counters {
   Counter busy_rejects{0};       // remote deliveries refused with Busy (staging full)
   // Peer handshakes refused by shared-secret authentication (either side).
   Counter peer_auth_failures{0};
-  // Remote datapath (DESIGN.md contract); flow control and recovery come later.
+  // Remote datapath, flow control and recovery (status JSON contract).
   Counter rnr_naks{0};
   Counter retransmits{0};
   Counter recoveries{0};
@@ -79,6 +85,11 @@ void for_each_counter(const Counters& c, F&& f) {
   f("key_windows", c.key_windows);
   f("cq_overflows", c.cq_overflows);
   f("engine_sleeps", c.engine_sleeps);
+  f("engine_busy_turns", c.engine_busy_turns);
+  f("engine_turn_max_us", c.engine_turn_max_us);
+  f("engine_turns_over_100us", c.engine_turns_over_100us);
+  f("engine_turns_over_1ms", c.engine_turns_over_1ms);
+  f("engine_turns_over_10ms", c.engine_turns_over_10ms);
   f("spin_skips", c.spin_skips);
   f("corrupt_rings", c.corrupt_rings);
   f("peer_connects", c.peer_connects);

@@ -15,7 +15,9 @@
 #include "daemon/attach_server.h"
 #include "daemon/config_reload.h"
 #include "daemon/control_server.h"
+#include "daemon/descriptor_limit.h"
 #include "daemon/engine.h"
+#include "daemon/engine_fault.h"
 #include "daemon/peer/peer_status_json.h"
 #include "daemon/runtime_dir.h"
 #include "daemon/socket_group.h"
@@ -47,6 +49,17 @@ int run_daemon(const Config& config) {
   spdlog::info("ferryd {} starting: pid {} epoch {:#018x} runtime dir {}", FERRY_VERSION, ::getpid(), epoch,
                config.runtime_dir);
   spdlog::info("{} (checked against the device at engine start)", transport.reason);
+  log_fault_injection_state();
+
+  DescriptorLimit fds;
+  if (auto bad = ensure_descriptor_limit(config, &fds)) {
+    spdlog::error("{}", *bad);
+    return 1;
+  }
+  if (fds.soft != fds.soft_before) {
+    spdlog::info("raised the soft descriptor limit from {} to {} (max-clients {} needs about that many; hard limit {})",
+                 fds.soft_before, fds.soft, config.max_clients, fds.hard);
+  }
 
   std::string error;
   if (!ensure_runtime_dir(config.runtime_dir, &error)) {
@@ -92,23 +105,32 @@ int run_daemon(const Config& config) {
   AttachServer attach(io, live, engine, epoch);
   DaemonFacts facts{&live, &counters, engine.transport_name(), epoch, std::chrono::steady_clock::now(), false, {}};
   facts.peers = [&engine] { return peer::peers_json(engine.peers_snapshot()); };
-  ControlServer control(io, [&](std::string_view line) {
-    return handle_control_line(
-        line,
-        [&] {
-          facts.draining = attach.draining();
-          return status_json(facts, attach.client_count());
-        },
-        [&] { return clients_json(attach.clients()); }, [&] { return counters_json(counters); },
-        [&] {
-          attach.set_draining(true);
-          spdlog::info("draining: new attaches are refused");
-          json::Object o;
-          o["draining"] = true;
-          return json::Value(std::move(o));
-        },
-        [&] { return peer::peers_json(engine.peers_snapshot()); },
-        [&] { return peer::channels_json(engine.peers_snapshot()); });
+  ControlCommands commands;
+  commands.status = [&] {
+    facts.draining = attach.draining();
+    return status_json(facts, attach.client_count());
+  };
+  commands.clients = [&] { return clients_json(attach.clients()); };
+  commands.counters = [&] { return counters_json(counters); };
+  commands.peers = [&] { return peer::peers_json(engine.peers_snapshot()); };
+  commands.channels = [&] { return peer::channels_json(engine.peers_snapshot()); };
+  commands.drain = [&] {
+    attach.set_draining(true);
+    spdlog::info("draining: new attaches are refused (ferryctl resume undoes it)");
+    json::Object o;
+    o["draining"] = true;
+    return json::Value(std::move(o));
+  };
+  commands.resume = [&] {
+    const bool was = attach.draining();
+    attach.set_draining(false);
+    spdlog::info("{}", was ? "resumed: attaches are accepted again" : "resume: was not draining");
+    json::Object o;
+    o["draining"] = false;
+    return json::Value(std::move(o));
+  };
+  ControlServer control(io, live, [&](std::string_view line, const ControlCaller& caller) {
+    return handle_control_line(line, caller, commands);
   });
   attach.start(client_fd);
   control.start(control_fd);

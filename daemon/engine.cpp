@@ -1,132 +1,202 @@
-// Engine setup, the control-thread handover, and attach/detach.
+// Engine set-up and teardown, attach/detach, and the channel layer's
+// events routed to the components that own what they concern.
 #include "daemon/engine.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+
+#include "daemon/mono_clock.h"
+#include "daemon/peer/auth_secret.h"
+#include "daemon/remote/wr_tag.h"
 
 namespace ferry::daemon {
 
 namespace {
 
-void ring_eventfd(int fd) noexcept {
-  std::uint64_t one = 1;
-  // EAGAIN only when the counter is near overflow: it is readable anyway.
-  [[maybe_unused]] auto n = ::write(fd, &one, sizeof(one));
+Transports made(const Config& config) {
+  Transports t;
+  make_transports(config, t);
+  return t;
+}
+
+peer::ChannelConfig channel_config(const Config& config, std::uint64_t epoch, std::uint32_t lane_max_message) {
+  peer::ChannelConfig cc;
+  cc.epoch = epoch;
+  cc.heartbeat_ms = config.heartbeat_ms;
+  cc.peer_timeout_ms = config.peer_timeout_ms;
+  cc.connect_timeout_ms = config.connect_timeout_ms;
+  cc.lanes = config.channel_conns;
+  cc.max_message_bytes = std::max<std::uint32_t>(lane_max_message, wire::kMinMessageBytes);
+  if (auto bad = peer::load_auth_secret(config.auth_secret_file, cc.auth_secret)) throw std::runtime_error(*bad);
+  return cc;
+}
+
+EngineFault fault_of(const Config& config) {
+  EngineFault f;
+  f.forget_call_after = config.fault_forget_call_after;
+  if (f.armed()) {
+    spdlog::warn(
+        "engine: TEST-ONLY FAULT INJECTION ARMED ({}=forget-call-after={}): remote Call #{} will be "
+        "forgotten (never delivered nor answered)",
+        kEngineFaultEnv, f.forget_call_after, f.forget_call_after);
+  }
+  return f;
 }
 
 }  // namespace
 
 Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch)
+    : Engine(config, counters, token_key, epoch, made(config)) {}
+
+Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch,
+               Transports transports)
     : config_(config),
       counters_(counters),
-      delivery_timeout_ns_(std::uint64_t{config.delivery_timeout_ms} * 1'000'000),
-      calls_(token_key, 4096) {
-  if (!config.listen.empty()) own_listen_ = parse_host_port(config.listen);
-  fault_.forget_call_after = config.fault_forget_call_after;
-  if (fault_.armed()) {
-    spdlog::warn(
-        "engine: TEST-ONLY FAULT INJECTION ARMED ({}=forget-call-after={}): remote Call #{} will be "
-        "forgotten (never delivered nor answered)",
-        kEngineFaultEnv, fault_.forget_call_after, fault_.forget_call_after);
-  }
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (wake_fd_ < 0 || event_fd_ < 0 || epoll_fd_ < 0) {
-    throw std::runtime_error(std::string("engine setup: ") + std::strerror(errno));  // start-up only
-  }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = 0;  // client ids are nonzero: 0 is the wake fd
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  clients_.reserve(config.max_clients * 2);
-  order_.reserve(config.max_clients);
-  parked_endpoints_.reserve(1024);
-  setup_peers(epoch);
+      transports_(std::move(transports)),
+      control_(),
+      deadlines_(config.delivery_timeout_ms, config.peer_timeout_ms),
+      sessions_(counters, config.max_clients),
+      peers_(std::make_unique<peer::ChannelManager>(*transports_.bootstrap, static_cast<peer::ChannelEvents&>(*this),
+                                                    channel_config(config, epoch, transports_.lane_max_message),
+                                                    counters, transports_.lanes.get())),
+      parking_(sessions_, deadlines_, counters),
+      remote_(config, sessions_, *peers_, parking_, deadlines_, transports_.keys, counters, transports_.remote_access(),
+              transports_.lane_max_message),
+      calls_(sessions_, *peers_, deadlines_, counters, token_key, transports_.lane_max_message),
+      local_(sessions_, calls_, counters),
+      proxy_(config, *peers_, sessions_, local_, calls_, deadlines_, counters, fault_of(config)),
+      dispatcher_(config, sessions_, parking_, deadlines_, local_, calls_, remote_, counters) {
+  bool watched = loop_.events.add(control_.wake_fd(), kWakeTag);
+  // The transports wake the sleep (their connects under way included);
+  // poll_peers() on the next turn consumes what woke it (level-triggered).
+  watched = watched && loop_.events.add(transports_.bootstrap->event_fd(), kTransportTag);
+  watched = watched && loop_.events.add(peers_->lanes_event_fd(), kTransportTag);
+  if (!watched) throw std::runtime_error("engine setup: cannot watch its event fds");  // start-up only
+  listen();
+  transports_.release_owner();  // set up on this thread, owned by the engine thread from run() on
 }
 
 Engine::~Engine() {
-  // Sessions never handed over (queue drained after the thread stopped).
-  EngineCommand cmd;
-  while (commands_.pop(cmd)) {
-    if (cmd.kind == EngineCommand::Kind::Attach) delete cmd.session;
+  transports_.keys.disable();  // windows first: they keep the segments' MRs they are bound to
+}
+
+void Engine::listen() {
+  if (config_.listen.empty()) return;
+  const std::optional<HostPort> at = parse_host_port(config_.listen);
+  if (!at) throw std::runtime_error("cannot parse --listen " + config_.listen);  // start-up only
+  auto r = peers_->listen(at->host, at->port);
+  if (!r) {
+    throw std::runtime_error("cannot listen for peers on " + config_.listen + " (" + std::string(to_string(r.status)) +
+                             "; numeric host, free port)");  // start-up only
   }
-  keys_.disable();  // before the segments' MRs go
-  clients_.clear();
-  for (int fd : {wake_fd_, event_fd_, epoll_fd_}) {
-    if (fd >= 0) ::close(fd);
+  spdlog::info("listening for peer daemons on {}", config_.listen);
+}
+
+std::vector<peer::PeerInfo> Engine::peers_snapshot() const {
+  return snapshot_.request([this] { control_.wake(); });
+}
+
+void Engine::publish_peers(std::uint64_t now_ns, bool force) {
+  if (!snapshot_.due(now_ns, force)) return;
+  // Sends that failed because the peer had no receive: each one is an RNR
+  // NAK, i.e. ferry posted beyond the peer's receives (a credit bug).
+  counters_.rnr_naks.store(transports_.lane_transport().rnr_naks(), std::memory_order_relaxed);
+  std::vector<peer::PeerInfo> fresh;
+  peers_->snapshot(fresh, now_ns);
+  for (peer::PeerInfo& p : fresh) {
+    remote_.fill(p);
+    proxy_.fill(p);
   }
+  snapshot_.publish(std::move(fresh), now_ns);
 }
 
-bool Engine::submit(const EngineCommand& cmd) noexcept {
-  if (!commands_.push(cmd)) return false;
-  ring_eventfd(wake_fd_);
-  return true;
-}
-
-std::optional<std::uint32_t> Engine::pop_event() noexcept {
-  std::uint32_t id = 0;
-  if (events_.pop(id)) return id;
-  return std::nullopt;
-}
-
-void Engine::flush_events() noexcept {
-  if (unsent_events_.empty()) return;
-  std::size_t sent = 0;
-  while (sent < unsent_events_.size() && events_.push(unsent_events_[sent])) ++sent;
-  unsent_events_.erase(unsent_events_.begin(), unsent_events_.begin() + static_cast<std::ptrdiff_t>(sent));
-  if (sent != 0) ring_eventfd(event_fd_);
-}
-
-ClientSession* Engine::client(std::uint32_t id) noexcept {
-  auto it = clients_.find(id);
-  return it == clients_.end() ? nullptr : it->second.get();
+std::size_t Engine::poll_peers() {
+  constexpr std::uint64_t kTickNs = 10'000'000;  // heartbeats and handshake deadlines at most every 10 ms
+  const std::uint64_t now = deadlines_.now();
+  std::size_t work = peers_->poll(now);
+  if (now >= loop_.next_tick_ns) {
+    loop_.next_tick_ns = now + kTickNs;
+    work += peers_->tick(now);
+  }
+  publish_peers(now, peers_->take_changed());
+  return work;
 }
 
 void Engine::adopt(ClientSession* raw) {
-  assert_owner();
   std::unique_ptr<ClientSession> s(raw);
   const std::uint32_t id = s->id();
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = id;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s->sq_bell.fd(), &ev) != 0) {
+  // The client holds the read end of its CQ doorbell now (attach reply).
+  s->cq_bell.release_peer();
+  // Its SQ doorbell is an eventfd it shares with us, flags included: a
+  // client may clear O_NONBLOCK on it. So it is never read here, where a
+  // read could block: edge-triggered, each ring wakes the sleep once.
+  if (!loop_.events.add(s->sq_bell.fd(), id, true)) {
     spdlog::error("client {}: cannot watch its doorbell ({}); detaching", id, std::strerror(errno));
-    unsent_events_.push_back(id);
+    control_.client_thrown_out(id);
     return;
   }
-  order_.push_back(s.get());
-  clients_.emplace(id, std::move(s));
+  sessions_.add(std::move(s));
   bump(counters_.attaches);
 }
 
 void Engine::detach(std::uint32_t id) {
-  assert_owner();
-  ClientSession* c = client(id);
+  ClientSession* c = sessions_.find(id);
   if (c == nullptr) return;  // already gone (engine kicked it, then the hang-up arrived)
-  fail_calls_of(*c);
-  forget_remote_of(*c);
-  for (std::uint32_t sid : c->services) services_.remove(sid);
-  // Its parked sends/calls have nobody to complete to; deliveries parked for
-  // it fail with ServiceGone when retry_parked finds the service missing.
-  parked_endpoints_.erase(std::remove_if(parked_endpoints_.begin(), parked_endpoints_.end(),
-                                         [id](const EndpointRef& r) { return r.client == id; }),
-                          parked_endpoints_.end());
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->sq_bell.fd(), nullptr);
-  order_.erase(std::find(order_.begin(), order_.end(), c));
+  calls_.client_gone(*c);
+  calls_.replier().client_gone(id);
+  remote_.client_gone(*c);
+  local_.client_gone(*c);
+  parking_.client_gone(id);
+  loop_.events.remove(c->sq_bell.fd());
   spdlog::info("client {} ({}, pid {}) detached", id, c->info().name, c->info().pid);
-  auto node = clients_.extract(id);
   // Unmaps the segment (and deregisters its MR) now, or once the rdma WRs
-  // that name its memory have completed (zero_copy.cpp).
-  if (node.mapped()->zc_inflight != 0 || node.mapped()->remote_holds != 0) retire(std::move(node.mapped()));
+  // and peer accesses that name its memory have ended.
+  sessions_.remove(id);
   bump(counters_.detaches);
+}
+
+void Engine::on_channel_up(peer::Channel& ch) { remote_.on_channel_up(ch); }
+
+void Engine::on_channel_down(peer::Channel& ch, Status why) {
+  // Exactly once per channel: everything that depended on it ends.
+  remote_.channel_down(ch, why);
+  calls_.replier().channel_down(ch.id);
+  calls_.channel_down(ch.id);
+  proxy_.channel_down(ch.id);
+}
+
+void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
+  switch (h.type) {
+    case wire::MsgType::Open: proxy_.on_open(ch, lane, h, payload); break;
+    case wire::MsgType::OpenAck: remote_.on_open_ack(ch, h); break;
+    case wire::MsgType::Close: proxy_.on_close(ch, h); break;
+    case wire::MsgType::Send:
+    case wire::MsgType::Call:
+    case wire::MsgType::RendezvousReq: proxy_.on_delivery(ch, lane, h, payload); break;
+    case wire::MsgType::Response: remote_.on_response(ch, h, payload); break;
+    case wire::MsgType::WriteDone: remote_.on_write_done(ch, h); break;
+    default:
+      // Types this daemon does not speak on a lane: a peer that sends them
+      // anyway is ignored rather than trusted.
+      spdlog::debug("channel {}: ignoring {}", ch.id, to_string(h.type));
+      break;
+  }
+}
+
+void Engine::on_send_done(std::uint64_t user_data, Status status) {
+  WrTag tag = WrTag::decode(user_data);
+  // A WR that named a client's memory: releases the client's hold first.
+  if (tag.kind == WrKind::ZeroCopy) tag = WrTag::decode(sessions_.wr_done(user_data));
+  switch (tag.kind) {
+    case WrKind::RemoteOp: remote_.on_send_done(tag.token(), status); break;
+    case WrKind::Reply: calls_.replier().on_send_done(tag.token(), status); break;
+    case WrKind::Read: proxy_.on_read_done(tag.slot, status); break;
+    case WrKind::ZeroCopy:
+    case WrKind::None: break;  // untracked (answers, acks), or a slot already settled
+  }
 }
 
 }  // namespace ferry::daemon

@@ -1,7 +1,10 @@
 // FERRY_FAULT_ENGINE parsing (engine_fault.h). Start-up only.
 #include "daemon/engine_fault.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdlib>
+#include <string>
 
 #include "transport/fault_spec.h"
 
@@ -15,7 +18,21 @@ std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept {
   return f;
 }
 
+void log_fault_injection_state() {
+  if constexpr (transport::kFaultInjection) {
+    spdlog::info("test build: fault injection compiled in (FERRY_FAULT_* switches work; do not deploy this ferryd)");
+  } else {
+    for (const std::string_view env : transport::kFaultSwitchEnvs) {
+      const char* v = std::getenv(std::string(env).c_str());
+      if (v == nullptr || *v == '\0') continue;
+      spdlog::warn("{}={} is ignored: this ferryd was built without fault injection (meson -Dfault_injection=true)",
+                   env, v);
+    }
+  }
+}
+
 std::optional<std::string> engine_fault_from_env(EngineFault* out) {
+  if constexpr (!transport::kFaultInjection) return std::nullopt;  // ferryd logs that it is ignored
   const char* v = std::getenv(kEngineFaultEnv);
   if (v == nullptr || *v == '\0') return std::nullopt;
   const auto f = parse_engine_fault(v);

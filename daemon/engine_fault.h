@@ -1,5 +1,6 @@
-// Test-only fault injection in the engine, off unless ferryd's environment
-// sets FERRY_FAULT_ENGINE (tests/fault/test_lost_answer.cpp does):
+// Test-only fault injection in the engine, compiled in only with
+// -Dfault_injection=true (transport/fault_spec.h) and off unless ferryd's
+// environment sets FERRY_FAULT_ENGINE (tests/fault/test_lost_answer.cpp does):
 //
 //   FERRY_FAULT_ENGINE=forget-call-after=N
 //
@@ -17,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "transport/fault_spec.h"
+
 namespace ferry::daemon {
 
 inline constexpr const char* kEngineFaultEnv = "FERRY_FAULT_ENGINE";
@@ -26,9 +29,13 @@ struct EngineFault {
   std::uint64_t calls_seen = 0;
   bool fired = false;
 
-  bool armed() const noexcept { return forget_call_after != 0 && !fired; }
+  bool armed() const noexcept {
+    if constexpr (!transport::kFaultInjection) return false;
+    return forget_call_after != 0 && !fired;
+  }
   // Counts one arriving remote Call; true for the one to forget.
   bool forget_this_call() noexcept {
+    if constexpr (!transport::kFaultInjection) return false;
     if (!armed() || ++calls_seen < forget_call_after) return false;
     fired = true;
     return true;
@@ -36,10 +43,16 @@ struct EngineFault {
 };
 
 // Parses a FERRY_FAULT_ENGINE value; nullopt when malformed.
-std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
+[[nodiscard]] std::optional<EngineFault> parse_engine_fault(std::string_view spec) noexcept;
 
-// Reads FERRY_FAULT_ENGINE: off when unset or empty. On a malformed value
-// returns the error message (and leaves *out alone).
-std::optional<std::string> engine_fault_from_env(EngineFault* out);
+// One start-up line: in a build with fault injection, that it is a test
+// build; without it, a warning for each FERRY_FAULT_* variable that is set
+// (it does nothing).
+void log_fault_injection_state();
+
+// Reads FERRY_FAULT_ENGINE: off when unset or empty, and always off in a
+// build without fault injection. On a malformed value returns the error
+// message (and leaves *out alone).
+[[nodiscard]] std::optional<std::string> engine_fault_from_env(EngineFault* out);
 
 }  // namespace ferry::daemon

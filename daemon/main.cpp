@@ -1,4 +1,4 @@
-// ferryd: the per-host ferry daemon. See DESIGN.md ("Shape") and daemon/daemon.h.
+// ferryd: the per-host ferry daemon. Its structure: daemon/daemon.h; its options: daemon/config.h.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>

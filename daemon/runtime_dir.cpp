@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace ferry::daemon {
@@ -39,9 +40,28 @@ bool ensure_runtime_dir(const std::string& dir, std::string* error) {
       return false;
     }
   }
+  // One descriptor for every check: what was checked is what was opened.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
     *error = "runtime directory " + dir + " is not a directory";
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  const uid_t self = ::geteuid();
+  if (st.st_uid != 0 && st.st_uid != self) {
+    *error = "runtime directory " + dir + " belongs to uid " + std::to_string(st.st_uid) +
+             ": it must belong to root or to the user ferryd runs as (uid " + std::to_string(self) +
+             "), or that user could replace ferryd.sock; chown it or choose another --runtime-dir";
+    return false;
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    *error = "runtime directory " + dir + " has mode " + mode +
+             ": group or others may write to it and so replace ferryd.sock; chmod 0755 (or stricter) or choose "
+             "another --runtime-dir";
     return false;
   }
   return true;

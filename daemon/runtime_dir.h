@@ -8,8 +8,12 @@
 
 namespace ferry::daemon {
 
-// mkdir -p with mode 0755 for whatever is missing.
-bool ensure_runtime_dir(const std::string& dir, std::string* error);
+// mkdir -p with mode 0755 for whatever is missing, then checks the
+// directory itself: it must belong to root or to the user ferryd runs as,
+// and group and others must not write to it (0755 or stricter). Whoever may
+// write there could unlink ferryd.sock and put their own socket in its
+// place, and every client would attach to them.
+[[nodiscard]] bool ensure_runtime_dir(const std::string& dir, std::string* error);
 
 // Binds and listens on a Unix socket of `type` (SOCK_SEQPACKET or
 // SOCK_STREAM) at `path` with mode 0660. An existing socket file is removed
@@ -21,7 +25,7 @@ struct SocketFile {
   dev_t dev = 0;
   ino_t ino = 0;
 };
-int listen_unix(const std::string& path, int type, std::string* error, SocketFile* file = nullptr);
+[[nodiscard]] int listen_unix(const std::string& path, int type, std::string* error, SocketFile* file = nullptr);
 
 // Removes the socket file only if it is still the one we created: a daemon
 // that lost its path to a newer one must not delete the newer one's socket.

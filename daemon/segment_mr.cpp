@@ -1,39 +1,51 @@
 #include "daemon/segment_mr.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "ferry_config.h"
 #if FERRY_HAVE_RDMA
-#include <infiniband/verbs.h>
+#include "transport/rdma/memory.h"
 #endif
 
 namespace ferry::daemon {
 
-namespace {
-
-transport::MemoryHandle handle_of(ibv_mr* mr) noexcept {
-  transport::MemoryHandle h;
 #if FERRY_HAVE_RDMA
-  if (mr != nullptr) {
-    h.id = reinterpret_cast<std::uintptr_t>(mr);
-    h.lkey = mr->lkey;
-    h.rkey = mr->rkey;
-  }
-#else
-  (void)mr;
-#endif
-  return h;
-}
-
-}  // namespace
 
 SegmentMr::~SegmentMr() {
-#if FERRY_HAVE_RDMA
-  if (tx_ != nullptr) ibv_dereg_mr(tx_);
-  if (rx_ != nullptr) ibv_dereg_mr(rx_);
-#endif
+  transport::rdma::deregister_region(tx_);
+  transport::rdma::deregister_region(rx_);
 }
+
+Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
+                       SegmentMr* out, std::string* why) {
+  namespace rdma = transport::rdma;
+  SegmentMr m;
+  auto t = rdma::register_region(pd, tx, tx_len, windows ? rdma::kWindowAccess : rdma::kRemoteAccess);
+  if (t) m.tx_ = t.value;
+  auto r = t ? rdma::register_region(pd, rx, rx_len, rdma::kLocalAccess) : t;
+  if (!t || !r) {
+    *why = std::string(to_string(!t ? t.status : r.status)) + " (the transport logged why)";
+    return Status::NoMemory;  // `m` deregisters what did succeed
+  }
+  m.rx_ = r.value;
+  *out = std::move(m);
+  return Status::Ok;
+}
+
+transport::MemoryHandle SegmentMr::tx() const noexcept { return transport::rdma::handle_of(tx_); }
+transport::MemoryHandle SegmentMr::rx() const noexcept { return transport::rdma::handle_of(rx_); }
+
+#else
+
+SegmentMr::~SegmentMr() = default;
+
+Status SegmentMr::make(ibv_pd*, void*, std::size_t, void*, std::size_t, bool, SegmentMr*, std::string* why) {
+  *why = "built without rdma support";
+  return Status::NotSupported;
+}
+
+transport::MemoryHandle SegmentMr::tx() const noexcept { return {}; }
+transport::MemoryHandle SegmentMr::rx() const noexcept { return {}; }
+
+#endif
 
 SegmentMr& SegmentMr::operator=(SegmentMr&& o) noexcept {
   if (this != &o) {
@@ -44,28 +56,5 @@ SegmentMr& SegmentMr::operator=(SegmentMr&& o) noexcept {
   }
   return *this;
 }
-
-Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
-                       SegmentMr* out, std::string* why) {
-#if FERRY_HAVE_RDMA
-  SegmentMr m;
-  const int remote = windows ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  m.tx_ = ibv_reg_mr(pd, tx, tx_len, IBV_ACCESS_LOCAL_WRITE | remote);
-  if (m.tx_ != nullptr) m.rx_ = ibv_reg_mr(pd, rx, rx_len, IBV_ACCESS_LOCAL_WRITE);
-  if (m.tx_ == nullptr || m.rx_ == nullptr) {
-    *why = std::strerror(errno);
-    return Status::NoMemory;  // `m` deregisters what did succeed
-  }
-  *out = std::move(m);
-  return Status::Ok;
-#else
-  (void)pd, (void)tx, (void)tx_len, (void)rx, (void)rx_len, (void)windows, (void)out;
-  *why = "built without rdma support";
-  return Status::NotSupported;
-#endif
-}
-
-transport::MemoryHandle SegmentMr::tx() const noexcept { return handle_of(tx_); }
-transport::MemoryHandle SegmentMr::rx() const noexcept { return handle_of(rx_); }
 
 }  // namespace ferry::daemon

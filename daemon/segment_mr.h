@@ -4,7 +4,7 @@
 // destroyed. Eager remote Sends/Calls/Replies then post the payload SGE
 // straight from the client's tx arena with its lkey: no bounce copy.
 //
-// Scoped as narrowly as the device allows (DESIGN.md "Trust"): with memory
+// Scoped as narrowly as the device allows (docs/security.md): with memory
 // windows the tx arena is registered for window binds only and a peer gets a
 // key per exposed buffer per call (remote_keys.h); without them only the tx
 // arena is reachable by peers (remote read: rendezvous sources; remote
@@ -45,8 +45,8 @@ class SegmentMr {
   // [rx, rx+rx_len) for local write only, on `pd`. NoMemory (with *why) when
   // the device refuses (pinned-memory limit, MR count); NotSupported without
   // rdma support.
-  static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
-                     SegmentMr* out, std::string* why);
+  [[nodiscard]] static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
+                                   SegmentMr* out, std::string* why);
 
   bool valid() const noexcept { return tx_ != nullptr; }
   // Keys of the tx arena: lkey for payloads sent from it, rkey for the

@@ -1,5 +1,5 @@
 // What the control socket reports: status, clients and counters as JSON
-// values (shapes in control/control_protocol.h and DESIGN.md's contract).
+// values (shapes in control/control_protocol.h; tools outside the project rely on them).
 // Control thread only; reads engine-written counters with relaxed loads.
 #pragma once
 

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "daemon/validate.h"
+#include "daemon/session/validate.h"
 
 namespace ferry::daemon {
 

@@ -17,7 +17,7 @@ struct HostPort {
 
 // "HOST", "HOST:PORT", "[V6]", "[V6]:PORT". nullopt when malformed (empty
 // host, bad port, port 0, stray brackets or colons).
-std::optional<HostPort> parse_host_port(std::string_view text) noexcept;
+[[nodiscard]] std::optional<HostPort> parse_host_port(std::string_view text) noexcept;
 
 enum class TargetKind : std::uint8_t { Invalid, Local, Remote };
 std::string_view to_string(TargetKind k) noexcept;

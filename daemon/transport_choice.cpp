@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 #include <system_error>
 
 #include "daemon/target.h"
 #include "ferry_config.h"
+#include "transport/tcp/tcp_transport.h"
 #if FERRY_HAVE_RDMA
 #include "transport/rdma/rdma_transport.h"
 #endif
@@ -68,7 +70,8 @@ DataTransport make_data_transport(const Config& config) {
     const std::string dev = t.value->device_name();
     out.choice.reason += "; data lanes on " + dev + " (gid index " + std::to_string(t.value->gid().index) +
                          ", eager threshold " + std::to_string(config.eager_threshold) + " B)";
-    t.value->release_owner();  // created here, owned by the engine thread from run() on
+    out.pd = t.value->pd();
+    out.gid_index = t.value->gid().index;
     out.transport = std::move(t.value);
     return out;
   }
@@ -83,6 +86,34 @@ DataTransport make_data_transport(const Config& config) {
   }
   out.choice = {"tcp", "transport auto -> tcp: " + why};
   return out;
+}
+
+bool Transports::remote_access() const noexcept {
+  if (!lanes) return false;
+  const transport::TransportCaps c = lanes->caps();
+  return c.rdma_read && c.rdma_write_imm;
+}
+
+void Transports::release_owner() noexcept {
+  bootstrap->release_owner();
+  if (lanes) lanes->release_owner();
+}
+
+void make_transports(const Config& config, Transports& out) {
+  transport::tcp::TcpConfig tc;
+  tc.connect_timeout_ms = config.connect_timeout_ms;
+  tc.max_message_bytes = std::max<std::uint32_t>(config.max_message_bytes, wire::kMinMessageBytes);
+  auto t = transport::tcp::TcpTransport::create(tc);
+  if (!t) throw std::runtime_error("tcp transport: cannot create (" + std::string(to_string(t.status)) + ")");
+  out.bootstrap = std::move(t.value);
+  DataTransport data = make_data_transport(config);
+  if (!data.error.empty()) throw std::runtime_error(data.error);  // --transport rdma cannot be had
+  spdlog::info("{}", data.choice.reason);
+  out.name = data.choice.name;
+  out.lanes = std::move(data.transport);
+  out.lane_max_message = lane_max_message(config, out.lanes.get());
+  out.pd = data.pd;
+  if (out.pd != nullptr) (void)out.keys.enable(out.pd, data.gid_index, config.rdma_windows);  // logs either way
 }
 
 std::uint32_t lane_max_message(const Config& config, const transport::Transport* data) noexcept {

@@ -13,7 +13,10 @@
 #include <string>
 
 #include "daemon/config.h"
+#include "daemon/remote/remote_keys.h"
 #include "transport/transport.h"
+
+struct ibv_pd;
 
 namespace ferry::daemon {
 
@@ -29,14 +32,41 @@ struct DataTransport {
   std::unique_ptr<transport::Transport> transport;  // null: lanes share the bootstrap (tcp) transport
   TransportChoice choice;
   std::string error;  // non-empty: --transport rdma was asked for and cannot be had (start-up fails)
+  // rdma: the protection domain client segments are registered on at
+  // attach, and the source GID index memory windows bind with.
+  ibv_pd* pd = nullptr;
+  int gid_index = -1;
 };
 
 // Start-up only. For rdma, the transport is created on this thread; the caller
 // hands ownership to the engine thread (RdmaTransport::release_owner).
 DataTransport make_data_transport(const Config& config);
 
+// Every transport of the engine's channels, made at start-up: the
+// bootstrap connections' (tcp, always) and the data lanes' (null when the
+// lanes run on the bootstrap transport too), with what the daemon needs to
+// know of them. The engine thread owns them from run() on.
+struct Transports {
+  std::unique_ptr<transport::Transport> bootstrap;
+  std::unique_ptr<transport::Transport> lanes;
+  std::string name;                    // what carries the lanes: "rdma" or "tcp" (status JSON)
+  std::uint32_t lane_max_message = 0;  // largest Send/Call/Response payload over a lane
+  ibv_pd* pd = nullptr;                // rdma: segments are registered on it at attach
+  RemoteKeys keys;                     // keys peers get to client memory (closed before the segments' MRs go)
+
+  transport::Transport& lane_transport() noexcept { return lanes ? *lanes : *bootstrap; }
+  // Lanes that can RDMA READ and WRITE with immediate: response buffers and rendezvous.
+  bool remote_access() const noexcept;
+  // Start-up only: hands both to the thread that calls them from now on.
+  void release_owner() noexcept;
+};
+
+// Start-up only; throws std::runtime_error when a transport asked for
+// cannot be had.
+void make_transports(const Config& config, Transports& out);
+
 // Largest payload a data lane carries in one message: the eager threshold on
-// rdma (larger ones are NotSupported until rendezvous/zero-copy land),
+// rdma (larger ones go by rendezvous: the peer RDMA-READs them),
 // max-message-bytes on tcp.
 std::uint32_t lane_max_message(const Config& config, const transport::Transport* data) noexcept;
 

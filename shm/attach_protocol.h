@@ -1,8 +1,10 @@
 // Attach handshake on the client socket (`RUNTIME_DIR/ferryd.sock`, a
 // SOCK_SEQPACKET Unix socket). The client sends one AttachRequest; ferryd
 // answers with one AttachReply carrying, with SCM_RIGHTS and in this order,
-// the segment memfd, the SQ doorbell eventfd (client writes, daemon sleeps on
-// it) and the CQ doorbell eventfd (daemon writes, client sleeps on it). The
+// the segment memfd, the SQ doorbell (an eventfd: client writes, daemon
+// sleeps on it, never reading it) and the CQ doorbell (the read end of a
+// pipe whose write end only the daemon holds: daemon writes, client sleeps
+// on it; shm/doorbell.h). The
 // connection then stays open for the client's lifetime: its hang-up is how
 // ferryd learns a client is gone, and the client learns the daemon is gone.
 #pragma once

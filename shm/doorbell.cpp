@@ -1,8 +1,9 @@
-// Doorbell: a non-blocking eventfd. Ringing never blocks (a counter already
-// at its maximum means a wake-up is pending anyway), waiting polls with a
+// Doorbell: ringing never blocks (an eventfd counter at its maximum, or a
+// full pipe, means a wake-up is pending anyway), waiting polls with a
 // timeout and then drains, so one wait consumes any number of rings.
 #include "shm/doorbell.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -13,14 +14,26 @@
 
 namespace ferry::shm {
 
+namespace {
+
+void close_fd(int& fd) noexcept {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
 Doorbell::~Doorbell() {
-  if (fd_ >= 0) ::close(fd_);
+  close_fd(fd_);
+  close_fd(peer_fd_);
 }
 
 Doorbell& Doorbell::operator=(Doorbell&& o) noexcept {
   if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
+    close_fd(fd_);
+    close_fd(peer_fd_);
     fd_ = std::exchange(o.fd_, -1);
+    peer_fd_ = std::exchange(o.peer_fd_, -1);
   }
   return *this;
 }
@@ -31,14 +44,32 @@ Result<Doorbell> Doorbell::create() {
   return Result<Doorbell>::ok(Doorbell(fd));
 }
 
+Result<Doorbell> Doorbell::create_ringer_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return Result<Doorbell>::fail(Status::NoMemory);
+  Doorbell d(fds[1]);
+  d.peer_fd_ = fds[0];
+  return Result<Doorbell>::ok(std::move(d));
+}
+
+void Doorbell::release_peer() noexcept { close_fd(peer_fd_); }
+
 void Doorbell::ring() const noexcept {
-  // EAGAIN: counter saturated, the sleeper will wake regardless.
-  (void)::eventfd_write(fd_, 1);
+  // eventfd: adds 1; EAGAIN only at the counter's maximum. pipe: 8 bytes;
+  // EAGAIN when full, EPIPE when the reader is gone. Either way nothing is
+  // owed: a full doorbell is a pending wake-up.
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof one);
 }
 
 void Doorbell::drain() const noexcept {
-  eventfd_t value;
-  while (::eventfd_read(fd_, &value) == 0) {
+  // An eventfd read takes the whole counter (8 bytes); a pipe read takes up
+  // to the buffer. A short read leaves it empty. Bounded: a peer that keeps
+  // ringing cannot hold us here (a level-triggered watcher reports it again).
+  std::uint64_t buf[64];
+  for (int i = 0; i < 16; ++i) {
+    const ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n < static_cast<ssize_t>(sizeof buf)) return;
   }
 }
 

@@ -38,6 +38,7 @@ SlabAllocator::SlabAllocator(std::uint64_t base, std::uint64_t bytes, std::uint6
       free_slab_count_(slab_count_),
       slabs_(slab_count_) {
   std::fill(std::begin(partial_), std::end(partial_), kNone);
+  std::fill(std::begin(kept_), std::end(kept_), kNone);
   // Pushed in reverse so the pool hands out low offsets first.
   for (std::uint32_t s = slab_count_; s-- > 0;) list_push(free_pool_, s);
 }
@@ -91,14 +92,18 @@ std::optional<Block> SlabAllocator::alloc(std::uint32_t length) noexcept {
   std::uint32_t slab = partial_[cls];
   if (slab == kNone) {
     slab = free_pool_;
-    if (slab == kNone) {
+    if (slab != kNone) {
+      list_remove(free_pool_, slab);
+    } else if ((slab = take_kept()) == kNone) {
       ++failed_;
       return std::nullopt;
     }
-    list_remove(free_pool_, slab);
     --free_slab_count_;
     format_slab(slab, cls);
     list_push(partial_[cls], slab);
+  } else if (kept_[cls] == slab) {
+    kept_[cls] = kNone;  // in use again
+    --free_slab_count_;
   }
   Slab& s = slabs_[slab];
   const std::uint32_t n = blocks_per_slab(cls);
@@ -127,7 +132,12 @@ Status SlabAllocator::free(std::uint64_t offset) noexcept {
   --s.live;
   allocated_ -= cap;
   --live_blocks_;
-  if (s.live == 0) {
+  if (s.live == 0 && kept_[cls] == kNone) {
+    // Wholly free and the class has none kept: kept formatted (and free).
+    kept_[cls] = slab;
+    ++free_slab_count_;
+    s.free_index[s.free_top++] = index;
+  } else if (s.live == 0) {
     // Wholly free: back to the shared pool so other classes can use it.
     list_remove(partial_[cls], slab);
     s.size_class = kPoolClass;
@@ -138,6 +148,19 @@ Status SlabAllocator::free(std::uint64_t offset) noexcept {
     s.free_index[s.free_top++] = index;
   }
   return Status::Ok;
+}
+
+std::uint32_t SlabAllocator::take_kept() noexcept {
+  for (std::uint32_t cls = 0; cls < kSizeClassCount; ++cls) {
+    const std::uint32_t slab = kept_[cls];
+    if (slab == kNone) continue;
+    kept_[cls] = kNone;
+    list_remove(partial_[cls], slab);
+    slabs_[slab].size_class = kPoolClass;
+    slabs_[slab].free_top = 0;
+    return slab;
+  }
+  return kNone;
 }
 
 std::uint32_t SlabAllocator::live_capacity(std::uint64_t offset) const noexcept {

@@ -6,7 +6,10 @@
 // calls. free() validates: an offset that is not the start of a block
 // currently allocated (out of range, mid-block, or already freed) returns
 // BadRequest and changes nothing. A slab whose blocks are all free goes back
-// to the shared pool, so a burst of one size does not strand memory.
+// to the shared pool, so a burst of one size does not strand memory; each
+// class keeps its last such slab formatted (counted free, and taken by any
+// class when the pool is empty), so one block allocated and freed over and
+// over does not move a slab to the pool and back every time.
 //
 // Used by libferry for the tx arena and by ferryd for each client's rx arena.
 // Not thread safe: one owner.
@@ -87,6 +90,9 @@ class SlabAllocator {
   std::vector<Slab> slabs_;
   std::uint32_t free_pool_ = kNone;
   std::uint32_t partial_[kSizeClassCount];  // slabs of that class with a free block
+  std::uint32_t kept_[kSizeClassCount];     // the class's wholly free slab kept formatted (kNone: none)
+  // The pool is empty: a class's kept slab, out of its class (kNone: none).
+  std::uint32_t take_kept() noexcept;
 };
 
 }  // namespace ferry::shm

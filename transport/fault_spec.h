@@ -1,13 +1,30 @@
-// The test-only fault switches' common syntax (FERRY_FAULT_TCP,
-// FERRY_FAULT_RDMA, FERRY_FAULT_ENGINE): KIND-after=N, N a decimal count in
-// 1..10^12 (no sign, no spaces, nothing after it). Start-up only.
+// The test-only fault switches (FERRY_FAULT_TCP, FERRY_FAULT_RDMA,
+// FERRY_FAULT_ENGINE): whether they are compiled in, and their common
+// syntax, KIND-after=N, N a decimal count in 1..10^12 (no sign, no spaces,
+// nothing after it). Start-up only.
+//
+// They exist only in a tree configured with `-Dfault_injection=true` (the
+// test trees; the project default, and so what a packager's `meson install`
+// installs, is off). Off, every switch's armed() is a compile-time false, so
+// the hooks on the datapath are dead code the compiler drops, the variables
+// are ignored and ferryd says so once at start-up.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
+#include "ferry_config.h"
+
 namespace ferry::transport {
+
+inline constexpr bool kFaultInjection = FERRY_FAULT_INJECTION != 0;
+
+// Every switch's environment variable, for the start-up line of a build
+// without them.
+inline constexpr std::array<std::string_view, 3> kFaultSwitchEnvs = {"FERRY_FAULT_ENGINE", "FERRY_FAULT_TCP",
+                                                                     "FERRY_FAULT_RDMA"};
 
 inline constexpr std::uint64_t kMaxFaultAfter = 1'000'000'000'000ull;
 

@@ -1,5 +1,5 @@
-// Asserts that a datapath object is used by one thread only (STYLE.md
-// habit 3). Binds to the first thread that calls check(), so an object can be
+// Asserts that a datapath object is used by one thread only (its owner).
+// Binds to the first thread that calls check(), so an object can be
 // built on a control thread and handed to its engine thread. Compiles to
 // nothing unless the debug_checks option is on.
 #pragma once

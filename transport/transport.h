@@ -1,5 +1,5 @@
 // The transport interface: a small abstract class with batch-shaped calls
-// (STYLE.md habit 1), so one virtual call covers a burst. Backends are
+// (post a batch, poll a batch), so one virtual call covers a burst. Backends are
 // `final` and live in their own folders (tcp/, rdma/). An operation a backend
 // cannot do returns Status::NotSupported; there are no optional hooks.
 //
@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ferry/result.h"
@@ -123,7 +124,7 @@ struct Completion {
 // not accepted: Busy (send queue full: poll and retry), BadRequest (payload
 // too large or inconsistent WR), EndpointClosed (unknown or closing conn),
 // NotSupported (op the backend lacks). Ok when all were accepted.
-struct PostResult {
+struct [[nodiscard]] PostResult {
   std::uint32_t accepted = 0;
   Status status = Status::Ok;
 };
@@ -158,26 +159,32 @@ class Transport {
 
   // ---- control path (may allocate, may block for a bounded time) ----
   // Listens on a numeric host; port 0 picks one. Returns the bound port.
-  virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
+  [[nodiscard]] virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
   // Connects within the backend's configured timeout; PeerUnreachable after it.
-  virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
+  [[nodiscard]] virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
   // Starts a connect without waiting for it: the id comes back at once, a
   // Connected completion says it is usable, a Closed one (PeerUnreachable)
   // that it failed or timed out; close() abandons it. NotSupported where a
   // backend has no such path (use connect()).
-  virtual Result<ConnId> connect_async(std::string_view host, std::uint16_t port) {
+  [[nodiscard]] virtual Result<ConnId> connect_async(std::string_view host, std::uint16_t port) {
     (void)host;
     (void)port;
     return Result<ConnId>::fail(Status::NotSupported);
   }
+  // The numeric host address of a connection's peer, "" when the backend
+  // cannot tell (a daemon names an accepted peer by it).
+  virtual std::string peer_address(ConnId conn) const {
+    (void)conn;
+    return {};
+  }
   // Starts closing: pending WRs complete with Cancelled, then a Closed
   // completion (status Ok) ends the connection. EndpointClosed when unknown.
-  virtual Status close(ConnId conn) = 0;
-  virtual Result<MemoryHandle> register_memory(void* addr, std::size_t len) = 0;
-  virtual Status deregister_memory(MemoryHandle mr) = 0;
+  [[nodiscard]] virtual Status close(ConnId conn) = 0;
+  [[nodiscard]] virtual Result<MemoryHandle> register_memory(void* addr, std::size_t len) = 0;
+  [[nodiscard]] virtual Status deregister_memory(MemoryHandle mr) = 0;
 
   // ---- datapath (no allocation, no locks, no exceptions) ----
-  virtual PostResult post_send(std::span<const SendWr> wrs) noexcept = 0;
+  [[nodiscard]] virtual PostResult post_send(std::span<const SendWr> wrs) noexcept = 0;
   // Fills up to out.size() completions; returns how many. Never blocks.
   virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
   // The owner found nothing to do and is about to sleep on event_fd(): turn
@@ -186,6 +193,16 @@ class Transport {
   // meanwhile: poll again before sleeping. The next poll() also looks at the
   // backend's slow sources (connection events, device events).
   virtual bool prepare_to_sleep() noexcept { return true; }
+
+  // ---- facts the owner reports (any thread may read them when quiet) ----
+  // Sends that failed because the peer had no receive posted (rdma: RNR
+  // retries exceeded; rnr_retry is 0, so each is one RNR NAK, i.e. the
+  // caller posted beyond the peer's credits). 0 where there is no such thing.
+  virtual std::uint64_t rnr_naks() const noexcept { return 0; }
+
+  // Hands the transport to another thread: the one that calls it from now
+  // on (it was built and set up on this one). No-op where nothing checks.
+  virtual void release_owner() noexcept {}
 
  protected:
   Transport() = default;

@@ -76,6 +76,7 @@ std::size_t Client::wait(std::span<Completion> out, std::chrono::milliseconds ti
 int Client::event_fd() const noexcept { return impl_->epoll_fd_; }
 void Client::set_busy_poll(bool on) noexcept { impl_->set_busy_poll(on); }
 Status Client::state() const noexcept { return impl_->state_; }
+void Client::detach() noexcept { impl_->detach(); }
 ClientStats Client::stats() const noexcept { return impl_->counters_; }
 std::uint32_t Client::client_id() const noexcept { return impl_->client_id_; }
 std::uint64_t Client::daemon_epoch() const noexcept { return impl_->epoch_; }

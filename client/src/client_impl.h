@@ -56,11 +56,13 @@ class Client::Impl {
   std::size_t poll(std::span<Completion> out) noexcept;
   // Translates one CQ entry; false when it is dropped (invalid or internal).
   bool translate(const shm::CqEntry& e, Completion& out) noexcept;
-  // Completes every live op with DaemonGone (once the daemon is gone).
+  // Completes every live op with state_ (DaemonGone, or Cancelled after detach()).
   std::size_t sweep_gone(std::span<Completion> out) noexcept;
 
   // wait.cpp
   std::size_t wait(std::span<Completion> out, std::chrono::milliseconds timeout) noexcept;
+  // Closes the attach socket (the daemon frees our resources); keeps the mapping.
+  void detach() noexcept;
   // Non-blocking look at the socket; turns state_ DaemonGone on hang-up.
   void check_hangup() noexcept;
   // Blocks on the epoll fd up to timeout_ms using the CQ sleep protocol.

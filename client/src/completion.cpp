@@ -97,7 +97,7 @@ std::size_t Client::Impl::sweep_gone(std::span<Completion> out) noexcept {
     if (s.internal) {  // its blocking waiter collects it
       if (!s.done) {
         s.done = true;
-        s.result = Status::DaemonGone;
+        s.result = state_;
       }
       continue;
     }
@@ -109,7 +109,7 @@ std::size_t Client::Impl::sweep_gone(std::span<Completion> out) noexcept {
     Completion& c = out[n++];
     c = Completion{};
     c.kind = Completion::Kind::OpDone;
-    c.status = Status::DaemonGone;
+    c.status = state_;
     c.op = s.op;
     c.user_data = s.user_data;
     inflight_.release(i);

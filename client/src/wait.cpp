@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -28,6 +29,14 @@ void Client::Impl::check_hangup() noexcept {
     spdlog::info("ferry: daemon connection closed; {} operations in flight fail with DaemonGone", inflight_.live());
     state_ = Status::DaemonGone;
   }
+}
+
+void Client::Impl::detach() noexcept {
+  if (socket_fd_ < 0) return;
+  ::close(socket_fd_);  // also leaves the epoll set; the daemon sees the hang-up
+  socket_fd_ = -1;
+  if (state_ == Status::Ok) state_ = Status::Cancelled;
+  spdlog::debug("ferry: detached; {} operations in flight complete Cancelled", inflight_.live());
 }
 
 void Client::Impl::sleep_for_cq(int timeout_ms) noexcept {

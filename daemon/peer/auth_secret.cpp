@@ -1,22 +1,55 @@
-// Reading auth-secret-file.
+// Reading auth-secret-file: one open, then fstat and read on that fd.
 #include "daemon/peer/auth_secret.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "transport/wire/auth_proof.h"
 
 namespace ferry::daemon::peer {
 
+namespace {
+
+// The file's problems as the error's tail, or nullopt when it may be read.
+std::optional<std::string> check_file(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return std::string("not a regular file");
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return "owned by uid " + std::to_string(st.st_uid) + ": must belong to root or to the user ferryd runs as (uid " +
+           std::to_string(::geteuid()) + ")";
+  }
+  if ((st.st_mode & 0077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("mode ") + mode + " lets group or others in; must be 0600 or 0400 (chmod 600)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> load_auth_secret(const std::string& path, std::string& out) {
   out.clear();
   if (path.empty()) return std::nullopt;
   const std::string what = "invalid value '" + path + "' for auth-secret-file: ";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted at the path must not block the open; the
+  // fstat refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return what + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return what + std::strerror(err);
+  }
+  if (auto bad = check_file(st)) {
+    ::close(fd);
+    return what + *bad;
+  }
   std::string buf(kMaxAuthSecretBytes + 1, '\0');
   std::size_t got = 0;
   while (got < buf.size()) {

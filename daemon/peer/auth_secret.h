@@ -1,6 +1,7 @@
 // Loading the peer shared secret (auth-secret-file) once at start-up.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -9,11 +10,13 @@ namespace ferry::daemon::peer {
 // Longest secret file accepted; a secret is a line of text, not a key store.
 inline constexpr std::size_t kMaxAuthSecretBytes = 4096;
 
-// Reads `path` into `out`: the file's bytes with trailing newlines (\n, \r)
-// trimmed, at least wire::kMinAuthSecretBytes and at most
-// kMaxAuthSecretBytes. An empty path leaves `out` empty (auth off). Returns
-// a one-line error naming the file and the key (never the contents), or
-// nullopt on success. The file's mode is checked by check_system().
-std::optional<std::string> load_auth_secret(const std::string& path, std::string& out);
+// Opens `path` once and does every check on that descriptor (no stat-then-
+// open race): a regular file, owned by root or by the user ferryd runs as,
+// that group and others cannot read (mode 0600 or 0400), holding at least
+// wire::kMinAuthSecretBytes and at most kMaxAuthSecretBytes after trailing
+// newlines (\n, \r) are trimmed. Fills `out` with the secret. An empty path
+// leaves `out` empty (auth off). Returns a one-line error naming the file
+// and the key (never the contents), or nullopt on success.
+[[nodiscard]] std::optional<std::string> load_auth_secret(const std::string& path, std::string& out);
 
 }  // namespace ferry::daemon::peer

@@ -1,5 +1,5 @@
 // A channel joins this daemon to one peer daemon: one bootstrap connection
-// (Hello/HelloAck handshake, heartbeats, Goodbye; later recovery RPCs) plus
+// (Hello/HelloAck handshake, heartbeats, lane rebuilds, Goodbye) plus
 // k data connections ("lanes") that carry Open/Send/Call/Response. Every
 // endpoint between any processes of the two hosts is multiplexed over it.
 // Engine thread only (the ChannelManager that owns it runs there).
@@ -58,7 +58,7 @@ struct LaneStats {
   std::uint64_t rx_msgs = 0;
   std::uint64_t tx_bytes = 0;
   std::uint64_t rx_bytes = 0;
-  std::uint64_t inflight = 0;  // remote ops waiting for an answer on this lane
+  std::uint64_t inflight = 0;  // snapshots only: remote ops awaiting an answer on this lane (the sender's books)
   // Receive credits (channel_credits.cpp): a message that consumes a receive
   // at the peer (SEND, WRITE with immediate) is posted only with a credit.
   std::uint32_t credits = 0;        // receives the peer has posted for us that we may still use
@@ -130,13 +130,6 @@ struct Channel {
   // breaks lanes over and over loses the channel instead.
   std::uint32_t rebuilds_recent = 0;
   std::uint64_t rebuild_window_ns = 0;
-
-  // Software send window (engine, daemon/flow_window.cpp): our remote
-  // Sends/Calls posted on this channel and not yet answered.
-  std::uint32_t window_ops = 0;
-  std::uint64_t window_bytes = 0;
-  std::uint64_t window_stalls = 0;   // ops that waited for room in a window
-  std::uint32_t reads_inflight = 0;  // rendezvous READs we issued on it (receiver side)
 
   // Shared-secret authentication (channel_auth.cpp; unused when it is off).
   wire::AuthNonce local_nonce{};

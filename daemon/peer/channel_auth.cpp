@@ -137,17 +137,7 @@ bool ChannelManager::auth_check_lane(Channel& ch, const wire::Handshake& remote)
 void ChannelManager::auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns) {
   spdlog::warn("channel {} ({}): authentication failed: {}; channel refused", ch.id, name_of(ch), why);
   bump(counters_.peer_auth_failures);
-  if (ch.bootstrap != transport::kInvalidConn) {
-    // Tell the peer why, so its log says it too (fail() then closes).
-    wire::Header bye;
-    bye.type = wire::MsgType::Goodbye;
-    bye.status = Status::PermissionDenied;
-    transport::SendWr wr;
-    wr.conn = ch.bootstrap;
-    wr.header = bye;
-    wr.signaled = false;
-    transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
-  }
+  say_goodbye(ch, Status::PermissionDenied);  // the peer's log says why too (fail() then closes)
   fail(ch, Status::PermissionDenied, now_ns);
 }
 

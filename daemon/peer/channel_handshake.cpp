@@ -11,12 +11,9 @@
 // without another message. The loser goes Draining: it serves endpoints
 // already on it, new work routes to the winner, and its initiator closes it
 // once it has no endpoints.
-#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
 #include "daemon/peer/channel_manager.h"
-#include "transport/tcp/tcp_transport.h"
 
 namespace ferry::daemon::peer {
 
@@ -76,22 +73,6 @@ void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status 
   via(on_lanes).close(conn);
 }
 
-std::string ChannelManager::peer_host(transport::ConnId conn) const {
-  // Only the tcp backend has a socket to ask; others leave the address empty.
-  const auto* tcp = dynamic_cast<const transport::tcp::TcpTransport*>(&transport_);
-  const int fd = tcp == nullptr ? -1 : tcp->conn_fd(conn);
-  if (fd < 0) return {};
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* addr = ss.ss_family == AF_INET
-                         ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
-                         : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
-  if (::inet_ntop(ss.ss_family, addr, text, sizeof text) == nullptr) return {};
-  return text;
-}
-
 void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
                               std::uint64_t now_ns) {
   wire::Handshake remote;
@@ -135,7 +116,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
     conns_[key(conn, false)] = ConnRef{ch.id, -1};
     if (h.ack != 0 && h.ack <= 0xFFFF) {
-      const std::string host = peer_host(conn);
+      const std::string host = transport_.peer_address(conn);
       if (!host.empty()) {
         ch.host = host;
         ch.port = static_cast<std::uint16_t>(h.ack);

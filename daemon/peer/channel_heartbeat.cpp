@@ -23,6 +23,7 @@ void ChannelManager::set_state(Channel& ch, ChannelState to, std::uint64_t now_n
                to_string(to));
   ch.state = to;
   ch.state_since_ns = now_ns;
+  changed_ = true;
 }
 
 std::size_t ChannelManager::tick(std::uint64_t now_ns) {
@@ -94,6 +95,21 @@ void ChannelManager::on_heartbeat(Channel& ch, const wire::Header& h, std::uint6
   }
 }
 
+void ChannelManager::say_goodbye(Channel& ch, Status why) noexcept {
+  if (ch.bootstrap == transport::kInvalidConn) return;
+  wire::Header bye;
+  bye.type = wire::MsgType::Goodbye;
+  bye.status = why;
+  transport::SendWr wr;
+  wr.conn = ch.bootstrap;
+  wr.header = bye;
+  wr.signaled = false;
+  const transport::PostResult r = transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
+  // Best effort: the connection closes right after, which the peer sees
+  // as the channel ending either way; only the reason in its log is lost.
+  if (r.accepted != 1) spdlog::debug("channel {}: Goodbye not sent ({})", ch.id, to_string(r.status));
+}
+
 void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
   if (ch.finished()) return;
   bump(counters_.peer_failures);
@@ -102,15 +118,7 @@ void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
 
 void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns) {
   if (ch.finished()) return;
-  if (orderly && ch.bootstrap != transport::kInvalidConn) {
-    wire::Header bye;
-    bye.type = wire::MsgType::Goodbye;
-    transport::SendWr wr;
-    wr.conn = ch.bootstrap;
-    wr.header = bye;
-    wr.signaled = false;
-    transport_.post_send(std::span<const transport::SendWr>(&wr, 1));
-  }
+  if (orderly) say_goodbye(ch, Status::Ok);
   // Forget the connections first: their Closed completions then find no
   // channel, and the channel is reported down exactly once, here.
   auto drop = [this](transport::ConnId c, bool on_lanes) {
@@ -118,8 +126,7 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
     conns_.erase(key(c, on_lanes));
     via(on_lanes).close(c);
   };
-  drop(ch.bootstrap, false);
-  drop_connects(ch.id);
+  drop(ch.bootstrap, false);  // a connect under way is abandoned
   for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn, true);
   if (auto it = by_address_.find(ch.address); it != by_address_.end() && it->second == ch.id) {
     // Later Opens to this address use the peer's other channel if it has one

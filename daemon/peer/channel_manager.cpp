@@ -2,9 +2,6 @@
 // and the status snapshot. Posting on lanes: channel_credits.cpp.
 #include "daemon/peer/channel_manager.h"
 
-#include <sys/epoll.h>
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -18,8 +15,7 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       split_(lanes != nullptr && lanes != &t),
       events_(events),
       cfg_(cfg),
-      counters_(counters),
-      connect_epoll_(epoll_create1(EPOLL_CLOEXEC)) {
+      counters_(counters) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
@@ -31,10 +27,7 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
   conns_.reserve(256);
 }
 
-ChannelManager::~ChannelManager() {
-  for (const PendingConnect& p : pending_) ::close(p.fd);
-  if (connect_epoll_ >= 0) ::close(connect_epoll_);
-}
+ChannelManager::~ChannelManager() = default;
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
   auto r = transport_.listen(host, port);
@@ -58,6 +51,7 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
   ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
   Channel& ref = *ch;
   channels_.emplace(ref.id, std::move(ch));
+  changed_ = true;
   return ref;
 }
 
@@ -117,18 +111,75 @@ LaneStats* ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
 
 std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   last_now_ns_ = now_ns;
-  std::size_t n = pending_.empty() ? 0 : poll_connects(now_ns);
-  if (!split_ || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
+  std::size_t n = 0;
+  // The bootstrap transport every turn only while it carries lanes with
+  // channels on them; otherwise (rdma lanes, or no channel at all, only a
+  // listener) every kControlPollEvery-th turn and after each sleep: each
+  // look is a syscall, which a spinning engine would pay every turn.
+  const bool carries_traffic = !split_ && !channels_.empty();
+  if (carries_traffic || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
     control_due_ = false;
     n += drain(false, now_ns);
   }
   if (split_) n += drain(true, now_ns);
+  if (!held_.empty()) n += flush_held();
   reap();
   return n;
 }
 
+void ChannelManager::send_control(Channel& ch, std::uint32_t lane, const wire::Header& h) noexcept {
+  if (!ch.usable()) return;
+  const std::uint32_t li = ch.lane_count != 0 ? lane % ch.lane_count : 0;
+  // Behind messages of this lane already held: they keep their order.
+  const bool waits =
+      std::any_of(held_.begin(), held_.end(), [&](const HeldControl& m) { return m.channel == ch.id && m.lane == li; });
+  if (!waits && has_room(ch, li)) {
+    const transport::PostResult r = send(ch, li, h, nullptr, 0, 0, false);
+    if (r.accepted == 1 || r.status != Status::Busy) return;  // sent, or the channel is ending
+  }
+  held_.push_back(HeldControl{ch.id, li, h});  // only under back-pressure
+  bump(counters_.answer_stalls);
+}
+
+void ChannelManager::answer(std::uint32_t channel, std::uint32_t lane, std::uint32_t dst_ep, std::uint64_t token,
+                            Status status) noexcept {
+  Channel* ch = find(channel);
+  if (ch == nullptr || !ch->usable()) return;  // the caller's daemon fails the op itself
+  wire::Header h;
+  h.type = wire::MsgType::Response;
+  h.status = status;
+  h.dst_ep = dst_ep;
+  h.token = token;
+  send_control(*ch, lane, h);
+}
+
+std::size_t ChannelManager::flush_held() noexcept {
+  std::size_t sent = 0;
+  held_blocked_.clear();
+  for (auto it = held_.begin(); it != held_.end();) {
+    Channel* ch = find(it->channel);
+    if (ch == nullptr || !ch->usable()) {
+      it = held_.erase(it);  // the channel ended: the peer's side of it ended too
+      continue;
+    }
+    // A lane whose earlier message still waits keeps the later ones behind it.
+    const std::uint64_t lane_key = (std::uint64_t{it->channel} << 32) | it->lane;
+    const bool earlier_waits = std::find(held_blocked_.begin(), held_blocked_.end(), lane_key) != held_blocked_.end();
+    if (!earlier_waits && has_room(*ch, it->lane)) {
+      const transport::PostResult r = send(*ch, it->lane, it->header, nullptr, 0, 0, false);
+      if (r.accepted == 1 || r.status != Status::Busy) {
+        sent += r.accepted;
+        it = held_.erase(it);
+        continue;
+      }
+    }
+    if (!earlier_waits) held_blocked_.push_back(lane_key);
+    ++it;
+  }
+  return sent;
+}
+
 bool ChannelManager::prepare_to_sleep() noexcept {
-  control_due_ = true;
   const bool control = transport_.prepare_to_sleep();
   const bool lanes = !split_ || lanes_.prepare_to_sleep();
   return control && lanes;
@@ -279,7 +330,8 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   }
   // The bootstrap connection (liveness) or a lane still handshaking: the
   // channel goes with it.
-  const Status why = ch->state == ChannelState::Handshaking ? Status::PeerUnreachable : Status::PeerReset;
+  const bool setting_up = ch->state == ChannelState::Connecting || ch->state == ChannelState::Handshaking;
+  const Status why = setting_up ? Status::PeerUnreachable : Status::PeerReset;
   spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address, ref.lane < 0 ? "bootstrap" : "data",
                to_string(c.status));
   fail(*ch, why, last_now_ns_);
@@ -344,10 +396,6 @@ void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) 
       p.lanes[i].acked = ch->lanes[i].acked;
       p.lane_ids[i] = ch->lanes[i].conn;
     }
-    p.window_ops = ch->window_ops;
-    p.window_bytes = ch->window_bytes;
-    p.window_stalls = ch->window_stalls;
-    p.reads_inflight = ch->reads_inflight;
     p.rnr_naks = read(counters_.rnr_naks);
     p.endpoints = ch->endpoints;
     p.rtt_us = ch->rtt_us;

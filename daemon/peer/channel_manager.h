@@ -8,15 +8,11 @@
 // socket layer), lets a peer death seen on either kind of connection fail
 // the channel in the same turn, and gives the RDMA backend the same shape
 // (its bootstrap can be one more RC connection or stay TCP beside it).
-// TCP connects (bootstrap, and tcp data lanes) do not block the engine: the
-// socket connects in the background (TcpTransport::connect_start), poll()
-// looks at every pending connect each turn, and a connected socket becomes a
-// transport connection with TcpTransport::adopt. A connect that fails or is
-// still pending at the channel's deadline fails the channel with
-// PeerUnreachable. The engine sleeps at most kPeerTickMs while any channel
-// exists, and connects_event_fd() (pending sockets, EPOLLOUT) wakes it as
-// soon as one connects or fails. Lanes on another
-// transport (rdma_cm) still connect blocking, bounded by connect_timeout_ms.
+// Connects never block the engine: every connection is made with the
+// transport's connect_async (channel_connect.cpp), which reports Connected
+// or Closed (PeerUnreachable) from poll(); the transports' event fds wake a
+// sleeping engine for it. A connect that fails, or a handshake unfinished
+// at the channel's deadline, fails the channel with PeerUnreachable.
 //
 // Two transports: the bootstrap connection always runs on `t` (tcp); the
 // data lanes run on `lanes` when given (rdma: RC QPs reached at the same
@@ -31,7 +27,7 @@
 // channel_credits.cpp (receive credits on the data lanes),
 // channel_auth.cpp (shared-secret challenge-response, wire/auth_proof.h).
 //
-// Receive credits (DESIGN.md "Flow control", first layer): a WR that uses a
+// Receive credits (the first layer of flow control, docs/flow-control.md): a WR that uses a
 // receive at the peer (Send, RdmaWriteImm) is posted only with a credit, so
 // an RNR NAK cannot happen. A lane starts with the peer's handshake
 // initial_credits (its transport's recv_depth) less the handshake message we
@@ -50,11 +46,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "daemon/counters.h"
@@ -130,15 +128,15 @@ class ChannelManager {
 
   // Bootstrap listener (numeric host). Returns the bound port.
   // With separate lane transport, it listens on the same host and port.
-  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
 
   // Get-or-create the channel to HOST:PORT (`address` is the key). A new one
   // starts its TCP connect without waiting for it: PeerUnreachable here only
   // when the connect fails at once (refused locally); a later failure or
   // connect_timeout_ms without an answer reports on_channel_down(channel,
   // PeerUnreachable). The channel may be Connecting or Handshaking on return.
-  Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
-                                std::uint64_t now_ns);
+  [[nodiscard]] Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
+                                              std::uint64_t now_ns);
 
   Channel* find(std::uint32_t id) noexcept;
   // The channel new work for `id` should use (a superseded duplicate forwards
@@ -155,15 +153,19 @@ class ChannelManager {
   // The engine is about to sleep: arms the transports' notifications. False
   // when it must poll once more first (Transport::prepare_to_sleep).
   bool prepare_to_sleep() noexcept;
+  // The sleep ended. `transports`: by a transport's event or a timeout
+  // (not only by a client's doorbell): the next poll() looks at the
+  // bootstrap transport whatever the turn count.
+  void woke(bool transports) noexcept { control_due_ = control_due_ || transports; }
   // Heartbeats, handshake deadlines, dead-peer timeouts. Cheap when idle.
   std::size_t tick(std::uint64_t now_ns);
 
   // Posts one message on a lane (lane % lane_count) of a usable channel.
   // `local`: the registration holding `payload` (rdma: the payload SGE is
   // then the caller's memory, no bounce copy); empty: the transport copies.
-  transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                             std::uint32_t len, std::uint64_t user_data, bool signaled,
-                             transport::MemoryHandle local = {}) noexcept;
+  [[nodiscard]] transport::PostResult send(Channel& ch, std::uint32_t lane, const wire::Header& h,
+                                           const std::byte* payload, std::uint32_t len, std::uint64_t user_data,
+                                           bool signaled, transport::MemoryHandle local = {}) noexcept;
   // Posts one WR of any op (rdma: RdmaWriteImm, RdmaRead) on a lane of a
   // usable channel; wr.conn is filled in here. send() is post() of a Send.
   // Accepted means it will go: a Send/RdmaWriteImm without a credit, any WR
@@ -174,7 +176,21 @@ class ChannelManager {
   // or with PeerReset when the channel ends: its payload must stay valid
   // until that. Busy only when the lane's ring is full; PeerReset when the
   // channel is not usable.
-  transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
+  [[nodiscard]] transport::PostResult post(Channel& ch, std::uint32_t lane, transport::SendWr wr) noexcept;
+  // A header-only control message (an answer, OpenAck, Close) on a lane of
+  // a usable channel: posted now, or held, in order, until the lane's ring
+  // has room (counted in answer_stalls) and then posted by poll(). Dropped
+  // when the channel ends first: the peer's side of it ends with the
+  // channel too (its ops fail, its proxies go).
+  void send_control(Channel& ch, std::uint32_t lane, const wire::Header& h) noexcept;
+  // A zero-length Response to a peer's op (its endpoint `dst_ep`, its
+  // `token`): a Send's outcome, a refusal, a call's timeout. Sent with
+  // send_control; nothing when the channel is gone.
+  void answer(std::uint32_t channel, std::uint32_t lane, std::uint32_t dst_ep, std::uint64_t token,
+              Status status) noexcept;
+  // Control messages held for room (the engine then polls instead of sleeping long).
+  bool holding() const noexcept { return !held_.empty(); }
+
   // Whether post() on this lane would take one more WR now (not Busy).
   // Callers ask first when a refusal must not cost them work done before
   // the post (memory windows opened, a Reply's token used, an answer lost).
@@ -199,11 +215,12 @@ class ChannelManager {
   void fail_channel(Channel& ch, Status why, std::uint64_t now_ns) { fail(ch, why, now_ns); }
 
   std::size_t channel_count() const noexcept { return channels_.size(); }
+  // A channel was made or changed state since the last call (the engine
+  // then publishes a fresh snapshot).
+  bool take_changed() noexcept { return std::exchange(changed_, false); }
+  std::uint16_t listen_port() const noexcept { return cfg_.listen_port; }
   void snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const;
   int event_fd() const noexcept { return transport_.event_fd(); }
-  // Readable while a pending connect has finished (either way): for the
-  // engine's epoll set, so it does not sleep through a connect.
-  int connects_event_fd() const noexcept { return connect_epoll_; }
   // -1 when the lanes share the bootstrap transport.
   int lanes_event_fd() const noexcept { return split_ ? lanes_.event_fd() : -1; }
   transport::TransportKind lanes_kind() const noexcept { return lanes_.kind(); }
@@ -236,7 +253,6 @@ class ChannelManager {
   wire::Handshake local_handshake() const noexcept;
   void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status, bool on_lanes);
   void refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes);
-  std::string peer_host(transport::ConnId conn) const;
   bool same_data_path(const wire::Handshake& remote) const noexcept;
   void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
                 std::uint64_t now_ns);
@@ -257,31 +273,23 @@ class ChannelManager {
   void encode_channel_hello(Channel& ch, bool with_proof) noexcept;
 
   // channel_connect.cpp
-  struct PendingConnect {
-    int fd = -1;
-    std::uint32_t channel = 0;
-    std::int32_t lane = -1;  // -1: the bootstrap connection
-    std::uint64_t deadline_ns = 0;
-  };
   // Starts the bootstrap (lane -1) or a lane connect; false when the channel
   // failed (then already reported down).
   bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
-  std::size_t poll_connects(std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
-  void drop_connects(std::uint32_t channel) noexcept;
   // A lane's connect failed: a lane being rebuilt dials again after
   // kLaneRedialNs (rebuild_tick), one being set up fails the channel.
   bool lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns);
   // connect_async's Connected (rdma lanes).
   void on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
   static constexpr std::uint64_t kLaneRedialNs = 200'000'000;
-  void unwatch(int fd) noexcept;
 
   // channel_heartbeat.cpp
   void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns);
   void heartbeat(Channel& ch, std::uint64_t now_ns);
   void on_heartbeat(Channel& ch, const wire::Header& h, std::uint64_t now_ns);
   void fail(Channel& ch, Status why, std::uint64_t now_ns);
+  void say_goodbye(Channel& ch, Status why) noexcept;  // on the bootstrap connection, before it closes
   void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
   // A losing duplicate's initiator closes it once no endpoint uses it and
   // its lanes hold nothing unconfirmed (or peer-timeout after that).
@@ -326,10 +334,10 @@ class ChannelManager {
   LaneRing* ring_of(std::uint32_t channel, std::uint32_t lane) noexcept;
   // Posts up to n backlog WRs from the front of the backlog (they become
   // unconfirmed); numbers them, piggybacks ack and owed credits.
-  transport::PostResult post_backlog(Channel& ch, std::uint32_t lane, std::uint32_t n) noexcept;
+  [[nodiscard]] transport::PostResult post_backlog(Channel& ch, std::uint32_t lane, std::uint32_t n) noexcept;
   void flush_backlog(Channel& ch, std::uint32_t lane) noexcept;
   // A pure Credit (or other unkept message) straight to the transport.
-  transport::PostResult post_unkept(Lane& l, transport::SendWr& wr) noexcept;
+  [[nodiscard]] transport::PostResult post_unkept(Lane& l, transport::SendWr& wr) noexcept;
   // The peer's cumulative ack on any lane message; false: it acks what we
   // never sent (the channel failed).
   bool take_ack(Channel& ch, std::uint32_t lane, std::uint32_t ack, std::uint64_t now_ns) noexcept;
@@ -362,8 +370,9 @@ class ChannelManager {
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
   bool split_ = false;
   // With rdma lanes the bootstrap transport carries only handshakes,
-  // heartbeats and goodbyes: poll() looks at it every kControlPollEvery-th
-  // call, after a sleep and, once closing, always; each look is a syscall.
+  // heartbeats and goodbyes, and with no channel only accepts: poll() then
+  // looks at it every kControlPollEvery-th call, after a sleep and, once
+  // closing, always; each look is a syscall.
   static constexpr std::uint32_t kControlPollEvery = 16;
   std::uint32_t polls_ = 0;
   bool control_due_ = true;
@@ -386,9 +395,6 @@ class ChannelManager {
   std::unordered_map<std::string, Redial> redial_;
   void defer_redial(const Channel& ch, std::uint64_t now_ns);
   std::unordered_map<ConnKey, ConnRef> conns_;
-  std::vector<PendingConnect> pending_;  // connects in progress, any channel
-  int connect_epoll_ = -1;               // the pending sockets, EPOLLOUT
-  std::uint64_t next_connect_deadline_ns_ = 0;
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
@@ -400,6 +406,16 @@ class ChannelManager {
   std::uint32_t recv_depth_ = 2;       // receives our lane transport posts per connection
   std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
   bool reposts_due_ = false;           // some lane used receives since the last lanes poll
+  // send_control's messages waiting for room, in order.
+  struct HeldControl {
+    std::uint32_t channel = 0;
+    std::uint32_t lane = 0;
+    wire::Header header;
+  };
+  std::deque<HeldControl> held_;
+  std::vector<std::uint64_t> held_blocked_;  // scratch for flush_held: lanes whose first held message waits
+  std::size_t flush_held() noexcept;
+  bool changed_ = false;
 };
 
 }  // namespace ferry::daemon::peer

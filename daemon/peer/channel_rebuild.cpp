@@ -1,5 +1,5 @@
-// Rebuilding a broken data lane through the bootstrap connection (DESIGN.md
-// "Recovery above the transport"). A lane breaks when its connection closes
+// Rebuilding a broken data lane through the bootstrap connection
+// (docs/reliability.md). A lane breaks when its connection closes
 // or reports a failed WR (a QP in error, a reset socket), when a message is
 // missing (a lane_seq gap), or when the peer leaves a message unacknowledged
 // for twice peer_timeout_ms while it is otherwise alive (the retransmission

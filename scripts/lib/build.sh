@@ -29,11 +29,25 @@ ferry_compile() {
   ninja -C "$dir" -j "$(ferry_jobs)" "$@"
 }
 
-# ferry_build [--werror]: the main tree, build/ (DESIGN.md: targets land there).
+# The options of build/, the one tree scripts/demo and scripts/test share:
+# with the same options, `scripts/test` after `scripts/demo` compiles
+# nothing demo compiled (a changed option would recompile every file). It is
+# a test tree: the fault suites run in it, so the test-only fault switches
+# are compiled in (-Dfault_injection=true; the project default is off, and
+# build-release/ below checks that an install of the default has none).
+ferry_main_opts=(-Dwerror=true -Dfault_injection=true)
+
+# ferry_build [--werror]: the main tree, build/ (the tools and tests land
+# there), always with ferry_main_opts (--werror is accepted and implied).
 ferry_build() {
-  local -a opts=()
-  [[ "${1:-}" == --werror ]] && opts+=(-Dwerror=true)
-  ferry_configure "$FERRY_REPO/build" "${opts[@]}" && ferry_compile "$FERRY_REPO/build"
+  ferry_configure "$FERRY_REPO/build" "${ferry_main_opts[@]}" && ferry_compile "$FERRY_REPO/build"
+}
+
+# ferry_build_release: build-release/, the project's defaults (what a
+# packager's `meson setup` gets: no fault switches) without the tests, for
+# the install check (tests/ops/test_install.sh build-release).
+ferry_build_release() {
+  ferry_configure "$FERRY_REPO/build-release" -Dtests=disabled && ferry_compile "$FERRY_REPO/build-release"
 }
 
 # Sanitizer trees are large (UBSan's per-check data and its relocations, at

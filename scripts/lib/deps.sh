@@ -15,7 +15,11 @@ FERRY_DEB_PACKAGES=(
   python3
   qemu-system-x86 seabios busybox-static kmod cpio xz-utils gzip
   gnuplot-nox systemd
+<<<<<<< HEAD
   libfabric-bin
+=======
+  python3-torch python3-numpy pybind11-dev python3-dev python3-pytest python3-matplotlib
+>>>>>>> main
 )
 
 # ferry_missing_packages PKG... : prints the names whose dpkg status is not
@@ -57,3 +61,6 @@ ferry_install_deps() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
+
+# libcrypto (OpenSSL 3): SHA-256 and HMAC for peer authentication (transport/wire/hmac_sha256.cpp).
+FERRY_DEB_PACKAGES+=(libssl-dev)

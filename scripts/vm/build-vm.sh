@@ -2,7 +2,8 @@
 # Builds the Soft-RoCE test VM: a Debian 6.1 kernel (downloaded, never
 # installed on the host) plus a busybox-static initramfs that loads rdma_rxe
 # and its dependencies, mounts the host root read-only over 9p and runs one
-# command in it. See README.md ("The Soft-RoCE VM") for why it is shaped this way.
+# command in it. See docs/testing.md ("The Soft-RoCE VM") for why it is
+# shaped this way.
 #
 # Output (reused when present): .vm-cache/vmlinuz, .vm-cache/initramfs.gz,
 # .vm-cache/kernel-version. Prints the cache folder on success. The kernel
@@ -17,8 +18,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache=${FERRY_VM_CACHE:-$repo/.vm-cache}
 init_src=$repo/scripts/vm/guest-init.sh
 
-# Load order from RDMA-VM.md. crc32_generic is not a hard dependency of
-# rdma_rxe, but without it rxe fails with "failed to init crc32 algorithm".
+# Load order: `modprobe --show-depends` against the unpacked tree.
+# crc32_generic is not a hard dependency of rdma_rxe, but without it rxe
+# fails with "failed to init crc32 algorithm".
 modules=(crc32_generic virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev
   virtio_pci 9pnet 9pnet_virtio netfs fscache 9p udp_tunnel ip6_udp_tunnel
   ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm rdma_ucm veth sch_netem bridge)

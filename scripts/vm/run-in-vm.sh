@@ -60,7 +60,7 @@ repo=$PWD
   echo
 } >"$results/cmd.sh"
 
-accel=(-accel tcg,thread=multi -cpu max) # KVM does not work here (RDMA-VM.md)
+accel=(-accel tcg,thread=multi -cpu max) # KVM does not work on these machines (docs/testing.md)
 start=$(date +%s.%N)
 set +e
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" \

@@ -3,7 +3,7 @@
 # one guest: veth0 (198.18.0.1, rdma device rxe0) and veth1 (198.18.0.2,
 # rxe1). Kernel 6.1 rxe has no netns support and would route traffic between
 # two local addresses through lo, so policy routing forces it across the veth
-# pair (RDMA-VM.md, "Limits to design around"). Idempotent: does nothing if
+# pair (docs/testing.md, "The Soft-RoCE VM"). Idempotent: does nothing if
 # rxe0 and rxe1 already exist.
 set -euo pipefail
 

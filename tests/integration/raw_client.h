@@ -27,6 +27,9 @@ class RawClient {
   // Pushes (retrying while the SQ is full, up to the deadline) and rings.
   bool submit(const shm::SqEntry& e);
   void ring_sq() { sq_bell_.ring(); }
+  // The doorbell descriptors as received, for tests that tamper with them.
+  int sq_bell_fd() const { return sq_bell_.fd(); }
+  int cq_bell_fd() const { return cq_bell_.fd(); }
   // Pops whatever completions are ready, waiting up to timeout_ms for one.
   std::uint32_t reap(shm::CqEntry* out, std::uint32_t max, int timeout_ms);
   // True once the daemon closed our connection (waits up to timeout_ms).

@@ -14,7 +14,8 @@
 // out at the serving daemon while the caller's daemon is stopped): the ones
 // the lane has no room for are held and sent as it drains, so every call
 // completes Timeout soon after the caller's daemon resumes, not at the
-// backstop 20 s later.
+// backstop 20 s later. The third: a Close that finds that lane full is held
+// the same way, so the peer drops its proxy (it used to be lost).
 #include <signal.h>
 #include <catch2/catch.hpp>
 
@@ -265,6 +266,84 @@ TEST_CASE("answers with no room in their lane are held and sent as it drains: ev
   CHECK(caller_rc == 0);
   CHECK(server_rc == 0);
   CHECK(counter(a, "peer_failures") == 0);  // no call was left to the answer backstop
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+}
+
+namespace {
+
+std::uint64_t endpoints_on(const Node& n) {
+  std::string err;
+  const auto s = read_status(n.control(), &err);
+  std::uint64_t total = 0;
+  if (s) {
+    for (const PeerView& p : s->peers) total += p.endpoints;
+  }
+  return total;
+}
+
+// On B: opens A's "mute" (A then holds a proxy for it), signals `opened`,
+// closes it once `do_close` comes (Close must complete Ok), signals
+// `closed`, stays attached until `stop`.
+int run_closer(const std::string& socket, const std::string& target, const Gate& opened, const Gate& do_close,
+               const Gate& closed, const Gate& stop) {
+  auto c = attach_retry(socket, "closer");
+  if (!c) return fail(110, "closer: attach");
+  auto ep = open_retry(*c, target);
+  if (!ep) return fail(111, "closer: open: %s", std::string(to_string(ep.status)).c_str());
+  opened.signal();
+  if (!do_close.wait(40s)) return fail(112, "closer: never told to close");
+  if (const Status s = c->close(ep.value, 5s); s != Status::Ok)
+    return fail(113, "closer: close: %s", std::string(to_string(s)).c_str());
+  closed.signal();
+  if (!stop.wait(40s)) return fail(114, "closer: never told to stop");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a Close with no room in its lane is held and sent as it drains: the peer drops its proxy") {
+  Cluster cl(2, net_mode_from_env(), one_lane_no_windows());
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  INFO("mode " << to_string(cl.mode()) << ", A " << a.listen() << ", B " << b.listen());
+  // B's lane toward A fills with the Timeout answers of A's calls while A's
+  // daemon is stopped (as above). Meanwhile a client on B closes an
+  // endpoint it had opened to A: its Close finds the same lane full. Before,
+  // its PostResult was dropped, so A kept the proxy for the channel's life.
+  Gate a_ready, a_all_in, a_stop, b_ready, b_all_in, b_stop, opened, do_close, closed;
+  const pid_t a_server = cl.spawn_on(0, [&] { return run_mute_server(a.socket(), a_ready, a_all_in, a_stop); });
+  const pid_t b_server = cl.spawn_on(1, [&] { return run_mute_server(b.socket(), b_ready, b_all_in, b_stop); });
+  REQUIRE(a_ready.wait(10s));
+  REQUIRE(b_ready.wait(10s));
+  const pid_t caller = cl.spawn_on(0, [&] { return run_calls(a.socket(), b.target("mute"), 3s, Status::Timeout); });
+  REQUIRE(b_all_in.wait(40s));
+  const pid_t closer =
+      cl.spawn_on(1, [&] { return run_closer(b.socket(), a.target("mute"), opened, do_close, closed, b_stop); });
+  REQUIRE(opened.wait(10s));
+  CHECK(endpoints_on(a) == 2);  // the caller's endpoint and the closer's proxy
+  REQUIRE(::kill(a.pid, SIGSTOP) == 0);
+  std::uint64_t stalls = 0;
+  for (int i = 0; i < 200 && (stalls = counter(b, "answer_stalls")) == 0; ++i) std::this_thread::sleep_for(50ms);
+  CHECK(stalls > 0);  // B's ring toward A is full: answers are held
+  do_close.signal();
+  const bool close_done = closed.wait(10s);
+  std::this_thread::sleep_for(200ms);
+  ::kill(a.pid, SIGCONT);
+  CHECK(close_done);
+  CHECK(reap(caller, 8s) == 0);
+  // The caller is done (its endpoint closes as it exits); the closer's
+  // Close has reached A by now unless it was lost.
+  std::uint64_t left = ~std::uint64_t{0};
+  for (int i = 0; i < 100 && (left = endpoints_on(a)) != 0; ++i) std::this_thread::sleep_for(50ms);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
+  CHECK(left == 0);
+  a_stop.signal();
+  b_stop.signal();  // one byte each for B's two waiters (the closer takes one, the server looks)
+  b_stop.signal();
+  CHECK(reap(closer, 10s) == 0);
+  CHECK(reap(a_server, 10s) == 0);
+  CHECK(reap(b_server, 10s) == 0);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
 }

@@ -45,9 +45,10 @@ def can_connect(path):
 class Daemon:
     """A real ferryd in its own runtime dir. `env` extras (NOTIFY_SOCKET)."""
 
-    def __init__(self, ferryd, args=(), env=None, workdir=None):
+    def __init__(self, ferryd, args=(), env=None, workdir=None, rt=None, preexec=None):
+        """rt: the runtime dir (default WORKDIR/rt); preexec: run in the child before exec (limits)."""
         self.dir = workdir or tempfile.mkdtemp(prefix="ferry-ops-")
-        self.rt = os.path.join(self.dir, "rt")
+        self.rt = rt or os.path.join(self.dir, "rt")
         self.log_path = os.path.join(self.dir, "ferryd.log")
         self.control = os.path.join(self.rt, "control.sock")
         self.socket = os.path.join(self.rt, "ferryd.sock")
@@ -57,7 +58,7 @@ class Daemon:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [ferryd, "--runtime-dir", self.rt, "--transport", "tcp"] + list(args),
-            stdout=self.log, stderr=subprocess.STDOUT, env=e)
+            stdout=self.log, stderr=subprocess.STDOUT, env=e, preexec_fn=preexec)
 
     def wait_ready(self, timeout=10.0):
         # "ready:" is logged after the signal handlers exist: a SIGTERM sent
@@ -132,6 +133,27 @@ class NotifySocket:
 
     def close(self):
         self.sock.close()
+
+
+def read_until(proc, token, timeout=10.0):
+    """Reads proc's stdout (a binary pipe) until `token` appears or the
+    deadline passes; returns the text read. Never blocks past the deadline."""
+    import select
+    deadline = time.monotonic() + timeout
+    out = b""
+    fd = proc.stdout.fileno()
+    while token.encode() not in out:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Fail("timed out after %.1fs waiting for %r; got %r" % (timeout, token, out.decode(errors="replace")))
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise Fail("process ended before %r; got %r" % (token, out.decode(errors="replace")))
+        out += chunk
+    return out.decode(errors="replace")
 
 
 def run(cmd, timeout=30, **kw):

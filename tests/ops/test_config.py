@@ -4,15 +4,17 @@ precedence, the example file, socket-group and auth-secret-file checks
 (mode, type, minimum length).
 usage: test_config.py FERRYD EXAMPLE_CONF"""
 import grp
+import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 
-from opslib import Daemon, Skip, check, main, run
+from opslib import Daemon, Skip, check, main, run, wait_until
 
 FERRYD, EXAMPLE = [os.path.abspath(a) for a in sys.argv[1:3]]
 TMP = tempfile.mkdtemp(prefix="ferry-ops-config-")
@@ -133,6 +135,92 @@ def test_socket_group_applied():
             check(st.st_gid == g.gr_gid, "%s group %d, expected %d" % (p, st.st_gid, g.gr_gid))
             check(stat.S_IMODE(st.st_mode) == 0o660, "%s mode %o" % (p, stat.S_IMODE(st.st_mode)))
         check(d.stop() == 0, "exit")
+
+
+def test_config_must_be_a_small_regular_file():
+    # A directory used to read as an empty file, /dev/zero hung --check-config.
+    r = check_config("--config", TMP)
+    check(r.returncode == 2 and "is a directory" in r.stderr, "directory as config: %d %s" % (r.returncode, r.stderr))
+    try:
+        r = run([FERRYD, "--check-config", "--config", "/dev/zero"], timeout=5)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("--check-config --config /dev/zero did not finish within 5 s")
+    check(r.returncode == 2 and "is a device" in r.stderr, "/dev/zero as config: %d %s" % (r.returncode, r.stderr))
+    fifo = os.path.join(TMP, "config.fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    try:
+        r = run([FERRYD, "--check-config", "--config", fifo], timeout=5)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("--check-config --config FIFO waited for a writer")
+    check(r.returncode == 2 and "is a FIFO" in r.stderr, "FIFO as config: %d %s" % (r.returncode, r.stderr))
+    big = write("big.conf", "# padding\n" * 200000)  # 2 MB
+    r = check_config("--config", big)
+    check(r.returncode == 2 and "at most" in r.stderr, "2 MB config accepted: " + r.stderr)
+
+
+def test_file_keys_are_checked():
+    cases = [
+        ("help = 1\n", "command-line option"),
+        ("check-config = 1\n", "command-line option"),
+        ("config = /etc/other.conf\n", "command-line option"),
+        ("max-clients = 9\nmax-clients = 10\n", "set twice"),
+        ("[section]\nmax-clients = 9\n", "sections"),
+        ("max-clients 9\n", "key = value"),
+    ]
+    for text, want in cases:
+        r = check_config("--config", write("keys.conf", text))
+        check(r.returncode == 2 and want in r.stderr and "keys.conf:" in r.stderr,
+              "%r: exit %d, %r lacks %r" % (text, r.returncode, r.stderr, want))
+
+
+def test_check_config_agrees_with_start_up():
+    # A name where start-up needs a numeric address: --check-config said OK.
+    r = check_config("--listen", "localhost:7000")
+    check(r.returncode == 2 and "listen" in r.stderr and "numeric" in r.stderr, "localhost accepted: " + r.stderr)
+    check(check_config("--listen", "127.0.0.1:7000").returncode == 0, "numeric IPv4 refused")
+    check(check_config("--listen", "[::1]:7000").returncode == 0, "numeric IPv6 refused")
+    # Cross-field: a peer timeout shorter than the heartbeat kills every channel.
+    r = check_config("--heartbeat-ms", "60000", "--peer-timeout-ms", "20")
+    check(r.returncode == 2 and "peer-timeout-ms" in r.stderr and "heartbeat-ms" in r.stderr,
+          "heartbeat 60000 / peer timeout 20 accepted: " + r.stderr)
+    check(check_config("--heartbeat-ms", "100", "--peer-timeout-ms", "300").returncode == 0, "3 x heartbeat refused")
+    r = check_config("--max-memory-bytes-per-uid", "32m")
+    check(r.returncode == 2 and "no client of the default size" in r.stderr, "quota below one client: " + r.stderr)
+
+
+def test_reload_of_a_broken_file_keeps_the_running_configuration():
+    cfg = write("reload.conf", "log-level = debug\nmax-clients = 9\n")
+    with Daemon(FERRYD, ["--config", cfg]) as d:
+        d.wait_ready()
+        os.remove(cfg)
+        os.mkdir(cfg)  # the path now names a directory
+        try:
+            d.proc.send_signal(signal.SIGHUP)
+            wait_until(lambda: "reload rejected" in d.log_text(), 10, "reload rejected")
+            log = d.log_text()
+            check("is a directory" in log, "reason not logged:\n" + log)
+            check("log-level changed" not in log, "a reload from a directory applied defaults:\n" + log)
+        finally:
+            os.rmdir(cfg)
+        check(d.stop() == 0, "exit")
+
+
+def test_help_and_describe_come_from_one_table():
+    keys = effective(check_config("--config", write("d.conf", "")).stdout)
+    r = run([FERRYD, "--describe"])
+    check(r.returncode == 0, "--describe: " + r.stderr)
+    table = {k["name"]: k for k in json.loads(r.stdout)}
+    for k, v in keys.items():
+        check(k in table, "--describe lacks %s" % k)
+        check(table[k]["default"] == v, "%s: --describe default %r, effective %r" % (k, table[k]["default"], v))
+    for k in ("help", "config", "check-config", "describe", "version"):
+        check(table[k]["scope"] == "command-line", "%s should be command-line only: %r" % (k, table[k]))
+    helptext = run([FERRYD, "--help"]).stdout
+    for k in table:
+        check("--" + k in helptext, "--help lacks --%s" % k)
+    v = run([FERRYD, "--version"])
+    check(v.returncode == 0 and v.stdout.startswith("ferryd ") and "fault injection:" in v.stdout, v.stdout)
 
 
 def test_default_config_path():

@@ -3,6 +3,13 @@
 # build dir, check the layout a Debian admin expects, build the hello
 # example against the *installed* libferry with pkg-config, and run it
 # against the *installed* ferryd.
+#
+# Fault injection: the project's default leaves the test-only fault
+# switches out (checked here on the source's options), and the installed
+# ferryd must say exactly what its tree was configured with. build/ is a
+# test tree (fault_injection on); scripts/test also runs this script on
+# build-release/, a tree of the project defaults, where the installed
+# ferryd must have no fault switches.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -20,7 +27,12 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log" >&2; fail "meson install"; }
 
-prefix=$(meson introspect "$build" --buildoptions | python3 -c 'import json,sys; print({o["name"]: o["value"] for o in json.load(sys.stdin)}["prefix"])')
+option() { # option DIR_OR_MESON_BUILD NAME: a build option's value (true/false for booleans)
+  meson introspect "$1" --buildoptions | python3 -c 'import json,sys; v={o["name"]: o["value"] for o in json.load(sys.stdin)}[sys.argv[1]]; print(str(v).lower())' "$2"
+}
+prefix=$(option "$build" prefix)
+[[ $(cd "$src" && option meson.build fault_injection) == false ]] || fail "the project default of fault_injection is not false"
+tree_faults=$(option "$build" fault_injection)
 root=$dest$prefix
 [[ -x $root/sbin/ferryd ]] || fail "ferryd not in sbin"
 [[ -x $root/bin/ferryctl ]] || fail "ferryctl not in bin"
@@ -42,6 +54,14 @@ find "$dest" -path '*/ferry/ferryd.conf.example' | grep . >/dev/null || fail "sy
 [[ -f $root/share/doc/ferry/examples/ferryd.conf ]] || fail "share/doc/ferry/examples/ferryd.conf"
 echo "layout ok: $(cd "$dest" && find . -type f | wc -l) files"
 
+version=$("$root/sbin/ferryd" --version) || fail "installed ferryd --version"
+echo "$version"
+if [[ $tree_faults == true ]]; then
+  [[ $version == *"fault injection: compiled in"* ]] || fail "tree has fault_injection on, installed ferryd says otherwise"
+else
+  [[ $version == *"fault injection: not compiled in"* ]] || fail "installed ferryd of a default tree has fault injection"
+fi
+
 # Build hello against the installed tree only: pkg-config with the sysroot
 # rewriting the .pc's absolute paths into the destdir.
 export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$dest
@@ -53,7 +73,10 @@ c++ -std=c++20 -Wall -Wextra -Werror -o "$tmp/hello" "$src/tests/ops/example/hel
   fail "hello does not build against the installed library"
 
 rt=$tmp/rt
-"$root/sbin/ferryd" --runtime-dir "$rt" --transport tcp >"$tmp/ferryd.log" 2>&1 &
+# Without fault injection an armed switch must do nothing (and ferryd says so).
+fault_env=()
+[[ $tree_faults == true ]] || fault_env=(FERRY_FAULT_TCP=drop-after=1)
+env "${fault_env[@]}" "$root/sbin/ferryd" --runtime-dir "$rt" --transport tcp >"$tmp/ferryd.log" 2>&1 &
 ferryd_pid=$!
 for _ in $(seq 500); do [[ -S $rt/control.sock ]] && break; sleep 0.02; done # poll, 10 s bound
 [[ -S $rt/control.sock ]] || { cat "$tmp/ferryd.log" >&2; fail "installed ferryd did not start"; }
@@ -63,6 +86,9 @@ echo "$out"
 [[ "$out" == *"reply to 'hello, ferry'"* ]] || fail "unexpected hello output"
 LD_LIBRARY_PATH=$libdir "$root/bin/ferryctl" --control "$rt/control.sock" status --json | grep '"transport":"tcp"' >/dev/null ||
   fail "installed ferryctl status"
+if [[ $tree_faults == false ]]; then
+  grep -q "FERRY_FAULT_TCP=drop-after=1 is ignored" "$tmp/ferryd.log" || fail "ferryd did not say the fault switch is ignored"
+fi
 kill "$ferryd_pid"
 wait "$ferryd_pid" || fail "installed ferryd exit status $?"
 ferryd_pid=

@@ -1,6 +1,7 @@
 #include "bench_options.h"
 
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -113,95 +114,99 @@ std::uint64_t BenchOptions::warmup_ops() const {
 }
 
 std::optional<BenchOptions> parse_options(int argc, char** argv, int* exit_code) {
-  BenchOptions o;
-  bool iters_set = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline = false;
-    if (arg.rfind("--", 0) == 0) {
-      if (const auto eq = arg.find('='); eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg.resize(eq);
-        has_inline = true;
-      }
-    }
-    auto take = [&](std::string* out) {
-      if (has_inline) {
-        *out = value;
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (arg == "-h" || arg == "--help") {
-      std::printf("%s", kUsage);
-      print_scenarios(stdout);
-      *exit_code = 0;
-      return std::nullopt;
-    } else if (arg == "--busy-poll") {
-      o.busy_poll = true;
-    } else if (arg == "--json") {
-      o.json = true;
-    } else if (arg == "--size") {
-      const auto s = take(&v) ? parse_size(v) : std::nullopt;
-      if (!s)
-        return usage_error("--size needs a size in 1.." + std::to_string(kMaxFrameBytes), exit_code), std::nullopt;
-      o.sizes = {*s};
-    } else if (arg == "--sizes") {
-      const auto s = take(&v) ? parse_size_list(v) : std::nullopt;
-      if (!s) return usage_error("--sizes needs a comma-separated list of sizes", exit_code), std::nullopt;
-      o.sizes = *s;
-      o.sweep = true;
-    } else if (arg == "--iters") {
-      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
-      if (!n || *n == 0) return usage_error("--iters needs a positive integer", exit_code), std::nullopt;
-      o.iters = *n;
-      iters_set = true;
-    } else if (arg == "--duration") {
-      char* end = nullptr;
-      const double d = take(&v) ? std::strtod(v.c_str(), &end) : 0;
-      if (!(d > 0) || !end || *end) return usage_error("--duration needs positive seconds", exit_code), std::nullopt;
-      o.duration_s = d;
-    } else if (arg == "--warmup") {
-      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
-      if (!n) return usage_error("--warmup needs a non-negative integer", exit_code), std::nullopt;
-      o.warmup = *n;
-      o.warmup_set = true;
-    } else if (arg == "--concurrency") {
-      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
-      if (!n || *n == 0 || *n > 4096) return usage_error("--concurrency needs 1..4096", exit_code), std::nullopt;
-      o.concurrency = static_cast<std::uint32_t>(*n);
-    } else if (arg == "--server-delay-us") {
-      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
-      if (!n || *n > 10'000'000) return usage_error("--server-delay-us needs 0..10000000", exit_code), std::nullopt;
-      o.server_delay_us = static_cast<std::uint32_t>(*n);
-    } else if (arg == "--senders" || arg == "--stall-senders") {
-      const auto n = take(&v) ? parse_uint(v) : std::nullopt;
-      if (!n || *n > 256 || (arg == "--senders" && *n == 0))
-        return usage_error(arg + " needs " + (arg == "--senders" ? "1" : "0") + "..256", exit_code), std::nullopt;
-      (arg == "--senders" ? o.senders : o.stall_senders) = static_cast<std::uint32_t>(*n);
-    } else if (arg == "--socket") {
-      if (!take(&o.socket)) return usage_error("--socket needs a path", exit_code), std::nullopt;
-    } else if (arg == "--server-socket") {
-      if (!take(&o.server_socket)) return usage_error("--server-socket needs a path", exit_code), std::nullopt;
-    } else if (arg == "--target") {
-      if (!take(&o.target)) return usage_error("--target needs HOST:PORT", exit_code), std::nullopt;
-    } else if (arg == "--listen") {
-      if (!take(&o.listen)) return usage_error("--listen needs HOST:PORT", exit_code), std::nullopt;
-    } else if (arg.rfind("-", 0) == 0) {
-      return usage_error("unknown option " + arg, exit_code), std::nullopt;
-    } else if (o.scenario.empty()) {
-      o.scenario = arg;
-    } else {
-      return usage_error("unexpected argument " + arg, exit_code), std::nullopt;
-    }
+  namespace po = boost::program_options;
+  // Every value is read as text and checked here, so a usage error names
+  // the option and what it takes (and the usage text follows it).
+  po::options_description d;
+  auto text = [] { return po::value<std::string>(); };
+  d.add_options()("help,h", po::bool_switch())("busy-poll", po::bool_switch())("json", po::bool_switch())(
+      "size", text())("sizes", text())("iters", text())("duration", text())("warmup", text())("concurrency", text())(
+      "server-delay-us", text())("senders", text())("stall-senders", text())("socket", text())("server-socket", text())(
+      "target", text())("listen", text())("scenario", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("scenario", -1);
+  po::variables_map vm;
+  try {
+    constexpr int kStyle = po::command_line_style::unix_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(d).positional(positional).style(kStyle).run(), vm);
+  } catch (const po::error& e) {
+    return usage_error(e.what(), exit_code), std::nullopt;
   }
-  if (o.scenario.empty()) return usage_error("missing SCENARIO", exit_code), std::nullopt;
-  if (iters_set && o.duration_s > 0)
-    return usage_error("--iters and --duration exclude each other", exit_code), std::nullopt;
+  if (vm["help"].as<bool>()) {
+    std::printf("%s", kUsage);
+    print_scenarios(stdout);
+    *exit_code = 0;
+    return std::nullopt;
+  }
+  BenchOptions o;
+  o.busy_poll = vm["busy-poll"].as<bool>();
+  o.json = vm["json"].as<bool>();
+  auto has = [&](const char* key) { return vm.count(key) != 0; };
+  auto str = [&](const char* key) { return vm[key].as<std::string>(); };
+  auto fail = [&](const std::string& msg) {
+    usage_error(msg, exit_code);
+    return std::optional<BenchOptions>{};
+  };
+  if (has("scenario")) {
+    const auto& words = vm["scenario"].as<std::vector<std::string>>();
+    if (words.size() > 1) return fail("unexpected argument " + words[1]);
+    o.scenario = words[0];
+  }
+  if (has("size")) {
+    const auto s = parse_size(str("size"));
+    if (!s) return fail("--size needs a size in 1.." + std::to_string(kMaxFrameBytes));
+    o.sizes = {*s};
+  }
+  if (has("sizes")) {
+    const auto s = parse_size_list(str("sizes"));
+    if (!s) return fail("--sizes needs a comma-separated list of sizes");
+    o.sizes = *s;
+    o.sweep = true;
+  }
+  if (has("iters")) {
+    const auto n = parse_uint(str("iters"));
+    if (!n || *n == 0) return fail("--iters needs a positive integer");
+    o.iters = *n;
+  }
+  if (has("duration")) {
+    const std::string v = str("duration");
+    char* end = nullptr;
+    const double dur = std::strtod(v.c_str(), &end);
+    if (!(dur > 0) || end == nullptr || *end != '\0') return fail("--duration needs positive seconds");
+    o.duration_s = dur;
+  }
+  if (has("warmup")) {
+    const auto n = parse_uint(str("warmup"));
+    if (!n) return fail("--warmup needs a non-negative integer");
+    o.warmup = *n;
+    o.warmup_set = true;
+  }
+  if (has("concurrency")) {
+    const auto n = parse_uint(str("concurrency"));
+    if (!n || *n == 0 || *n > 4096) return fail("--concurrency needs 1..4096");
+    o.concurrency = static_cast<std::uint32_t>(*n);
+  }
+  if (has("server-delay-us")) {
+    const auto n = parse_uint(str("server-delay-us"));
+    if (!n || *n > 10'000'000) return fail("--server-delay-us needs 0..10000000");
+    o.server_delay_us = static_cast<std::uint32_t>(*n);
+  }
+  if (has("senders")) {
+    const auto n = parse_uint(str("senders"));
+    if (!n || *n == 0 || *n > 256) return fail("--senders needs 1..256");
+    o.senders = static_cast<std::uint32_t>(*n);
+  }
+  if (has("stall-senders")) {
+    const auto n = parse_uint(str("stall-senders"));
+    if (!n || *n > 256) return fail("--stall-senders needs 0..256");
+    o.stall_senders = static_cast<std::uint32_t>(*n);
+  }
+  if (has("socket")) o.socket = str("socket");
+  if (has("server-socket")) o.server_socket = str("server-socket");
+  if (has("target")) o.target = str("target");
+  if (has("listen")) o.listen = str("listen");
+  if (o.scenario.empty()) return fail("missing SCENARIO");
+  if (has("iters") && o.duration_s > 0) return fail("--iters and --duration exclude each other");
   o.finish();
   return o;
 }

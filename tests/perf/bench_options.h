@@ -1,5 +1,6 @@
-// ferry-bench command line: the option set is a contract (DESIGN.md,
-// "Contracts"), so it lives in one struct read in one place.
+// ferry-bench command line: the option set is a contract that scripts
+// outside the project rely on, so it lives in one struct read in one place
+// (boost.program_options, bench_options.cpp).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke check of ferry-bench's --json contract (DESIGN.md "Contracts").
+"""Smoke check of ferry-bench's --json contract (tests/perf/README.md).
 
 Runs one scenario for a few hundred operations and checks that the last
 stdout line is one JSON object with the contract fields, that the numbers
@@ -210,7 +210,7 @@ def main():
             print("SKIP: %s not built" % a.ferryd)
             sys.exit(SKIP)
         check_remote_rpc(a.bench, a.ferryd)
-    elif a.scenario in ("uds-rpc", "tcp-rpc"):
+    elif a.scenario in ("uds-rpc", "tcp-rpc", "shm-pingpong"):
         check_scenario(a.bench, a.scenario, [], expect_daemon=False)
     else:
         if not os.access(a.ferryd, os.X_OK):

@@ -12,6 +12,9 @@ constexpr std::array kScenarios = {
                  run_uds_rpc, 2},
     ScenarioSpec{"tcp-rpc", "baseline: request/response over kernel TCP (loopback or --target), TCP_NODELAY",
                  run_tcp_rpc, 2},
+    ScenarioSpec{"shm-pingpong",
+                 "baseline: two processes spin on shared memory, one cache line each way (ipc-echo's floor)",
+                 run_shm_pingpong, 1},
     ScenarioSpec{"ipc-echo", "one client sends to a service it serves itself: ring -> daemon -> delivery", run_ipc_echo,
                  1},
     ScenarioSpec{"local-rpc", "calls to a forked server process through the daemon (bench-echo)", run_local_rpc, 2},
@@ -31,9 +34,9 @@ const ScenarioSpec* find_scenario(std::string_view name) {
 
 void print_scenarios(std::FILE* out) {
   for (const auto& s : kScenarios)
-    std::fprintf(out, "  %-11.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
+    std::fprintf(out, "  %-12.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
                  static_cast<int>(s.summary.size()), s.summary.data());
-  std::fprintf(out, "  %-11s %s\n", "tcp-server", "serve tcp-rpc on --listen HOST:PORT until killed");
+  std::fprintf(out, "  %-12s %s\n", "tcp-server", "serve tcp-rpc on --listen HOST:PORT until killed");
 }
 
 }  // namespace ferry::bench

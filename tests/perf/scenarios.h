@@ -8,6 +8,7 @@ namespace ferry::bench {
 
 Outcome run_uds_rpc(ScenarioContext& ctx);
 Outcome run_tcp_rpc(ScenarioContext& ctx);
+Outcome run_shm_pingpong(ScenarioContext& ctx);
 Outcome run_ipc_echo(ScenarioContext& ctx);
 Outcome run_local_rpc(ScenarioContext& ctx);
 Outcome run_remote_rpc(ScenarioContext& ctx);

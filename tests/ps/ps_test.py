@@ -14,6 +14,9 @@
                             shards on B, --target B
   bench-json-ferry / -tcp   `ferry-ps bench --json` prints the contract fields
                             with coherent values and writes the latency dump
+  options                   the command line (boost.program_options) refuses
+                            abbreviations, stray words, bad values and unknown
+                            commands with exit 2 and a message
 Every subprocess runs with a timeout; daemons are stopped on exit.
 """
 import argparse
@@ -190,6 +193,21 @@ def main():
                 cmd += ["--socket", d.socket]
             check_bench_json(run(cmd), transport, dump)
             shutil.rmtree(tmp, ignore_errors=True)
+        elif case == "options":
+            bad = [(["bench", "--worker", "2"], "unrecognised option '--worker'"),
+                   (["bench", "--workers", "2", "stray"], "too many positional"),
+                   (["bench", "--workers", "-1"], "bad value '-1' for --workers"),
+                   (["bench", "--transport", "udp"], "bad value 'udp' for --transport"),
+                   (["server", "--shard", "2/2"], "bad value '2' for --shard"),
+                   (["bench", "--dim"], "--dim"),
+                   (["fly"], "unknown command 'fly'")]
+            for args, want in bad:
+                p = run([a.ps] + args, timeout=10)
+                if p.returncode != 2 or want not in p.stderr:
+                    fail("%s: exit %d, stderr %r (wanted exit 2 and %r)" % (args, p.returncode, p.stderr, want))
+            p = run([a.ps, "--help"], timeout=10)
+            if p.returncode != 0 or "ferry-ps bench" not in p.stdout:
+                fail("--help did not print the usage")
         else:
             fail("unknown case " + case)
     except subprocess.TimeoutExpired as e:

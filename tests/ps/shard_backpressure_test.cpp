@@ -25,9 +25,10 @@
 #include <vector>
 
 #include "ferry/client.h"
-#include "ps_protocol.h"
-#include "ps_transport.h"
-#include "shard_state.h"
+#include "ferry/ps/shard.h"
+#include "ferry/ps/shard_link.h"
+#include "ferry/ps/wire.h"
+#include "ps_workload.h"
 #include "tests/integration/harness.h"
 
 using namespace ferry;
@@ -44,27 +45,43 @@ constexpr std::uint32_t kTouched = 10;  // pushes go to keys 0..9, 20 each
 std::uint64_t key_of(std::uint32_t i) { return i % kTouched; }
 
 std::size_t make_push(std::byte* out, std::uint32_t i) {
-  MsgHeader h;
-  h.op = static_cast<std::uint8_t>(PsOp::Push);
+  Header h;
+  h.op = static_cast<std::uint8_t>(Op::Push);
+  h.table = tool::kRowsTable;
   h.count = 1;
   h.dim = kDim;
   h.request_id = i;
   std::memcpy(out, &h, sizeof h);
-  keys_of(out)[0] = key_of(i);
-  float* g = grads_of(out, 1);
-  for (std::uint32_t d = 0; d < kDim; ++d) g[d] = 1.0f;
-  return push_request_bytes(1, kDim, 0);
+  const Key k = key_of(i);
+  std::memcpy(out + kHeaderBytes, &k, sizeof k);
+  const float g[kDim] = {1.0f, 1.0f, 1.0f, 1.0f};
+  std::memcpy(out + kHeaderBytes + 8, g, sizeof g);
+  return request_bytes(Op::Push, TableKind::Embedding, 1, kDim);
 }
 
-std::size_t make_pull(std::byte* out, std::uint64_t request_id) {
-  MsgHeader h;
-  h.op = static_cast<std::uint8_t>(PsOp::Pull);
+std::size_t make_pull(std::byte* out, std::uint32_t request_id) {
+  Header h;
+  h.op = static_cast<std::uint8_t>(Op::Pull);
+  h.table = tool::kRowsTable;
   h.count = kTouched;
   h.dim = kDim;
   h.request_id = request_id;
   std::memcpy(out, &h, sizeof h);
-  for (std::uint32_t k = 0; k < kTouched; ++k) keys_of(out)[k] = k;
-  return pull_request_bytes(kTouched);
+  for (std::uint32_t k = 0; k < kTouched; ++k) {
+    const Key key = k;
+    std::memcpy(out + kHeaderBytes + 8 * k, &key, sizeof key);
+  }
+  return request_bytes(Op::Pull, TableKind::Embedding, kTouched, kDim);
+}
+
+// The shard `ferry-ps server --shard 0/1 --keys kKeys --dim kDim --batch 16` runs.
+ShardSpec server_spec() {
+  tool::Workload w;
+  w.shards = 1;
+  w.keys = kKeys;
+  w.dim = kDim;
+  w.batch = 16;
+  return tool::workload_shard(w, 0.125, 0);
 }
 
 // `ferry-ps server` for shard 0 of 1 on `socket`, stderr into `log`.
@@ -100,13 +117,13 @@ TEST_CASE(
 
   auto c = attach_retry(d.socket(), "shard-backpressure-worker");
   REQUIRE(c);
-  auto ep = open_retry(*c, shard_service(0), 10s);
+  auto ep = open_retry(*c, shard_service("ps-shard-", 0), 10s);
   REQUIRE(ep);
 
   std::vector<Buffer> req(kPushes), resp(kPushes);
   for (std::uint32_t i = 0; i < kPushes; ++i) {
-    req[i] = c->alloc(push_request_bytes(1, kDim, 0));
-    resp[i] = c->alloc(push_response_bytes());
+    req[i] = c->alloc(request_bytes(Op::Push, TableKind::Embedding, 1, kDim));
+    resp[i] = c->alloc(kAckBytes);
     REQUIRE(req[i]);
     REQUIRE(resp[i]);
   }
@@ -127,7 +144,10 @@ TEST_CASE(
       REQUIRE(x.user_data < kPushes);
       INFO("push " << x.user_data << ": " << to_string(x.status));
       REQUIRE(x.status == Status::Ok);
-      REQUIRE(check_response(resp[x.user_data].data, x.length, PsOp::Push, x.user_data) == PsStatus::Ok);
+      REQUIRE(classify_response(resp[x.user_data].data, x.length, kAckBytes, Op::Push) == PsStatus::Ok);
+      std::uint32_t applied = 0;
+      std::memcpy(&applied, resp[x.user_data].data, sizeof applied);
+      REQUIRE(applied == 1);
       ++done[x.user_data];
       ++completed;
     }
@@ -170,15 +190,16 @@ TEST_CASE(
   CHECK(completed == kPushes);
 
   // 4. Each push applied once: the rows equal a reference that applied them once.
-  ShardState reference({0, 1, kKeys, kDim, 0, 0.125f});
-  std::vector<std::byte> scratch(push_request_bytes(kTouched, kDim, 0) + pull_response_bytes(kTouched, kDim, 0));
-  std::vector<std::byte> ref_resp(pull_response_bytes(kTouched, kDim, 0));
+  Shard reference(server_spec());
+  std::vector<std::byte> scratch(request_bytes(Op::Push, TableKind::Embedding, kTouched, kDim));
+  std::vector<std::byte> ref_resp(response_bytes(Op::Pull, kTouched, kDim));
   for (std::uint32_t i = 0; i < kPushes; ++i) {
     const std::size_t len = make_push(scratch.data(), i);
-    reference.handle({scratch.data(), len}, {ref_resp.data(), ref_resp.size()});
+    REQUIRE(reference.handle({scratch.data(), len}, {ref_resp.data(), ref_resp.size()}) == kAckBytes);
   }
   const std::size_t pull_len = make_pull(scratch.data(), 9999);
   const std::size_t ref_len = reference.handle({scratch.data(), pull_len}, {ref_resp.data(), ref_resp.size()});
+  REQUIRE(ref_len == ref_resp.size());
   Buffer pq = c->alloc(pull_len), pr = c->alloc(ref_resp.size());
   REQUIRE(pq);
   REQUIRE(pr);

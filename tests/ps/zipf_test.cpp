@@ -36,7 +36,7 @@ TEST_CASE("zipf: the guided search picks the rank the whole-CDF search picks", "
   const auto [keys, skew] =
       GENERATE(std::pair<std::uint64_t, double>{1'000'000, 0.99}, std::pair<std::uint64_t, double>{100'000, 1.2},
                std::pair<std::uint64_t, double>{7, 0.5}, std::pair<std::uint64_t, double>{1, 0.99});
-  const ferry::ps::ZipfSampler z(keys, skew);
+  const ferry::ps::tool::ZipfSampler z(keys, skew);
   const Reference ref(keys, skew);
   std::vector<double> us = {0.0, 1e-300, 0.5, 1.0, std::nextafter(1.0, 0.0), 1.5};
   for (std::uint32_t b = 0; b <= 65536; b += 97) {  // slice edges and their neighbours

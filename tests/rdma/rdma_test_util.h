@@ -25,7 +25,7 @@ inline std::string env_or(const char* name, const char* fallback) {
   return v != nullptr ? v : fallback;
 }
 
-// Generous transport timers: rxe under TCG emulation retransmits (RDMA-VM.md).
+// Generous transport timers: rxe under TCG emulation retransmits (docs/testing.md).
 inline RdmaConfig vm_config(const std::string& dev, const std::string& addr) {
   RdmaConfig c;
   c.device = dev;

@@ -9,11 +9,15 @@
 // requires it and NICs check it, but rxe (kernel 6.1, rxe_resp.c
 // check_rkey) checks a window access against the range of the window's MR,
 // not of the window: on Soft-RoCE a window's key reaches its client's whole
-// tx arena while it is open (README "Reliability").
+// tx arena while it is open (docs/reliability.md, "Remote keys").
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "tests/rdma/rdma_test_util.h"
 #include "transport/rdma/memory_windows.h"
@@ -89,10 +93,44 @@ struct Source {
     mh = r.value;
   }
   ~Source() {
-    t->deregister_memory(mh);
+    (void)t->deregister_memory(mh);  // teardown: the test's checks are done
     munmap(data, kLen);
   }
 };
+
+// Binds and waits (bounded) until poll() reports the bind: what the daemon
+// does before it sends the key.
+Result<Window> open_now(MemoryWindows& w, ibv_mr* mr, std::byte* addr, std::uint32_t len, WindowAccess access) {
+  static std::uint64_t cookie = 1000;
+  const std::uint64_t mine = ++cookie;
+  auto r = w.bind(mr, addr, len, access, mine);
+  if (!r) return r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::array<WindowDone, 8> done;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::size_t n = w.poll(done);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i].cookie == mine) return done[i].ok ? r : Result<Window>::fail(Status::ProtocolError);
+    }
+  }
+  return Result<Window>::fail(Status::Timeout);
+}
+
+// Unbinds and waits (bounded) until poll() reports it: the key is dead then.
+bool close_now(MemoryWindows& w, Window win) {
+  static std::uint64_t cookie = 5000;
+  const std::uint64_t mine = ++cookie;
+  w.unbind(win, mine);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::array<WindowDone, 8> done;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::size_t n = w.poll(done);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i].cookie == mine) return done[i].unbind;
+    }
+  }
+  return false;
+}
 
 bool all(const std::byte* p, std::size_t n, std::byte v) {
   for (std::size_t i = 0; i < n; ++i) {
@@ -109,7 +147,7 @@ TEST_CASE("rdma: a memory window admits writes to its range while open, and none
   Source src(*p.b);
   auto windows = MemoryWindows::create(p.a->pd(), 1, p.a->gid().index, 4);
   REQUIRE(windows.status == Status::Ok);
-  auto w = windows.value->open(dst.mr, dst.data + 4096, 8192, IBV_ACCESS_REMOTE_WRITE);
+  auto w = open_now(*windows.value, dst.mr, dst.data + 4096, 8192, WindowAccess::RemoteWrite);
   REQUIRE(w.status == Status::Ok);
   CHECK(w.value.rkey != dst.mr->rkey);
   CHECK(windows.value->open_count() == 1);
@@ -118,7 +156,7 @@ TEST_CASE("rdma: a memory window admits writes to its range while open, and none
   CHECK(all(dst.data + 4096, 8192, std::byte{0x5A}));
   CHECK(all(dst.data, 4096, std::byte{0}));
   CHECK(all(dst.data + 4096 + 8192, kLen - 4096 - 8192, std::byte{0}));
-  windows.value->close(w.value);
+  REQUIRE(close_now(*windows.value, w.value));
   CHECK(windows.value->open_count() == 0);
   // The same key after close: refused by the NIC (the connection then fails).
   std::memset(dst.data + 4096, 0, 8192);
@@ -134,14 +172,14 @@ TEST_CASE("rdma: a read-only window, or the MR's own key, lets nothing be writte
     Source src(*p.b);
     auto windows = MemoryWindows::create(p.a->pd(), 1, p.a->gid().index, 2);
     REQUIRE(windows.status == Status::Ok);
-    auto w =
-        windows.value->open(dst.mr, dst.data, 4096, variant == 0 ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE);
+    auto w = open_now(*windows.value, dst.mr, dst.data, 4096,
+                      variant == 0 ? WindowAccess::RemoteRead : WindowAccess::RemoteWrite);
     REQUIRE(w.status == Status::Ok);
     const std::uint32_t rkey = variant == 0 ? w.value.rkey : dst.mr->rkey;
     CHECK(write_from_b(p, src.data, src.mh, wire::RemoteBuffer{reinterpret_cast<std::uint64_t>(dst.data), rkey, 64},
                        3) != Status::Ok);
     CHECK(all(dst.data, kLen, std::byte{0}));
-    windows.value->close(w.value);
+    CHECK(close_now(*windows.value, w.value));
   }
 }
 
@@ -150,18 +188,64 @@ TEST_CASE("rdma: windows are reused with fresh keys; an exhausted pool says Busy
   BindOnly dst(*p.a);
   auto windows = MemoryWindows::create(p.a->pd(), 1, p.a->gid().index, 2);
   REQUIRE(windows.status == Status::Ok);
-  auto w1 = windows.value->open(dst.mr, dst.data, 64, IBV_ACCESS_REMOTE_READ);
-  auto w2 = windows.value->open(dst.mr, dst.data + 64, 64, IBV_ACCESS_REMOTE_WRITE);
+  auto w1 = open_now(*windows.value, dst.mr, dst.data, 64, WindowAccess::RemoteRead);
+  auto w2 = open_now(*windows.value, dst.mr, dst.data + 64, 64, WindowAccess::RemoteWrite);
   REQUIRE(w1.status == Status::Ok);
   REQUIRE(w2.status == Status::Ok);
-  CHECK(windows.value->open(dst.mr, dst.data, 64, IBV_ACCESS_REMOTE_READ).status == Status::Busy);
+  CHECK(windows.value->bind(dst.mr, dst.data, 64, WindowAccess::RemoteRead, 1).status == Status::Busy);
   const std::uint32_t old = w2.value.rkey;
-  windows.value->close(w2.value);
-  auto w3 = windows.value->open(dst.mr, dst.data + 128, 64, IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(close_now(*windows.value, w2.value));
+  auto w3 = open_now(*windows.value, dst.mr, dst.data + 128, 64, WindowAccess::RemoteWrite);
   REQUIRE(w3.status == Status::Ok);
   CHECK(w3.value.slot == w2.value.slot);
   CHECK(w3.value.rkey != old);  // a stale key never matches the reused window
-  windows.value->close(w1.value);
-  windows.value->close(w3.value);
+  CHECK(close_now(*windows.value, w1.value));
+  CHECK(close_now(*windows.value, w3.value));
   CHECK(windows.value->open_count() == 0);
+}
+
+TEST_CASE("rdma: binds and unbinds only post; their completions come from poll, in order", "[rdma]") {
+  Pair p = connect_pair();
+  BindOnly dst(*p.a);
+  constexpr std::uint32_t kWindows = 64;
+  auto windows = MemoryWindows::create(p.a->pd(), 1, p.a->gid().index, kWindows);
+  REQUIRE(windows.status == Status::Ok);
+  MemoryWindows& w = *windows.value;
+  // Every window bound and unbound again, all posted before any completion
+  // is looked at: no call waits for the device.
+  std::vector<Window> open;
+  using us = std::chrono::duration<double, std::micro>;
+  double longest_us = 0;  // the longest any one call kept its caller (the engine thread)
+  auto timed = [&](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    longest_us = std::max(longest_us, us(std::chrono::steady_clock::now() - t0).count());
+  };
+  for (std::uint32_t i = 0; i < kWindows; ++i) {
+    Result<Window> r;
+    timed([&] { r = w.bind(dst.mr, dst.data + 64 * i, 64, WindowAccess::RemoteWrite, i + 1); });
+    REQUIRE(r.status == Status::Ok);
+    open.push_back(r.value);
+  }
+  for (std::uint32_t i = 0; i < kWindows; ++i) timed([&] { w.unbind(open[i], 1000 + i + 1); });
+  CHECK(w.pending() == 2 * kWindows);  // nothing was waited for
+  INFO("longest bind or unbind call: " << longest_us << " us");
+  CHECK(longest_us < 1000);
+  std::vector<WindowDone> seen;
+  std::array<WindowDone, 16> batch;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (seen.size() < 2 * kWindows && std::chrono::steady_clock::now() < deadline) {
+    const std::size_t n = w.poll(batch);
+    seen.insert(seen.end(), batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  REQUIRE(seen.size() == 2 * kWindows);
+  for (std::uint32_t i = 0; i < kWindows; ++i) {  // post order: the binds, then the unbinds
+    CHECK(seen[i].cookie == i + 1);
+    CHECK_FALSE(seen[i].unbind);
+    CHECK(seen[i].ok);
+    CHECK(seen[kWindows + i].cookie == 1000 + i + 1);
+    CHECK(seen[kWindows + i].unbind);
+  }
+  CHECK(w.pending() == 0);
+  CHECK(w.open_count() == 0);
 }

@@ -8,7 +8,7 @@
 # was switched out inside. A verbs post on rxe is a 32-byte write on the
 # uverbs device (the whole RoCE path runs inside it); an 8-byte write is an
 # eventfd doorbell; a write failing with -11 is an empty rdma_cm event poll.
-# Diagnostic, not a test (README "Over RDMA", "Where the time goes"):
+# Diagnostic, not a test (docs/benchmarks/soft-roce-rdma.md, "Where the time goes"):
 #   post 400 tests/rdma/trace-posts.sh
 # Environment: TRACE_MODES (default "busy-arena default-arena").
 set -euo pipefail

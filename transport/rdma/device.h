@@ -27,7 +27,7 @@ bool parse_sockaddr(std::string_view host, std::uint16_t port, sockaddr_storage&
 // config.address to, else the only device. NotSupported (with an error log
 // naming what was looked for) when none is usable; BadRequest when the name
 // or address does not parse.
-Result<DeviceChoice> pick_device(const RdmaConfig& config);
+[[nodiscard]] Result<DeviceChoice> pick_device(const RdmaConfig& config);
 
 // Number of RDMA devices present (0 when the verbs library finds none).
 int device_count() noexcept;

@@ -33,7 +33,7 @@ std::string ipv4_mapped_gid(std::string_view ipv4);
 // the IPv4-mapped RoCE v2 entry of `address`; NotSupported when the table has
 // none (address not on this device, or RoCE v2 missing). Logs the choice.
 // `sysfs_root` is "/sys" except in tests (a fake tree).
-Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, int port, std::string_view address,
-                             int override_index);
+[[nodiscard]] Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, int port,
+                                           std::string_view address, int override_index);
 
 }  // namespace ferry::transport::rdma

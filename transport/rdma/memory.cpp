@@ -30,6 +30,21 @@ Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int acc
   return Result<ibv_mr*>::fail(Status::BadRequest);
 }
 
+void deregister_region(ibv_mr* mr) noexcept {
+  if (mr == nullptr) return;
+  if (const int rc = ibv_dereg_mr(mr); rc != 0) spdlog::error("rdma: ibv_dereg_mr failed: {}", std::strerror(rc));
+}
+
+MemoryHandle handle_of(const ibv_mr* mr) noexcept {
+  MemoryHandle h;
+  if (mr != nullptr) {
+    h.id = reinterpret_cast<std::uintptr_t>(mr);
+    h.lkey = mr->lkey;
+    h.rkey = mr->rkey;
+  }
+  return h;
+}
+
 void RegisteredSlab::reset() noexcept {
   if (mr_ != nullptr) ibv_dereg_mr(mr_);
   if (data_ != nullptr) munmap(data_, bytes_);

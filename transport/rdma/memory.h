@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ferry/result.h"
+#include "transport/transport.h"
 
 namespace ferry::transport::rdma {
 
@@ -17,7 +18,16 @@ namespace ferry::transport::rdma {
 // with an error log naming RLIMIT_MEMLOCK and its current value, since that
 // limit is the usual cause outside root.
 inline constexpr int kRemoteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int access = kRemoteAccess);
+// Local write only: the NIC may fill it (our READs), a peer can name none of it.
+inline constexpr int kLocalAccess = IBV_ACCESS_LOCAL_WRITE;
+// Local write and memory-window binds: a peer reaches it only through a window.
+inline constexpr int kWindowAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+[[nodiscard]] Result<ibv_mr*> register_region(ibv_pd* pd, void* addr, std::size_t len, int access = kRemoteAccess);
+// Undoes register_region (nullptr: nothing). Fails only while a window is
+// still bound to it, which its owner's ordering rules out (logged).
+void deregister_region(ibv_mr* mr) noexcept;
+// A registration's keys as the transport interface names them.
+MemoryHandle handle_of(const ibv_mr* mr) noexcept;
 
 // A page-aligned, zeroed, registered block carved into fixed slots by its
 // owner. Move-only; deregisters and unmaps on destruction.
@@ -29,7 +39,7 @@ class RegisteredSlab {
   RegisteredSlab& operator=(const RegisteredSlab&) = delete;
 
   // NoMemory when the mapping or the registration fails.
-  Status init(ibv_pd* pd, std::size_t bytes);
+  [[nodiscard]] Status init(ibv_pd* pd, std::size_t bytes);
   // Deregisters and unmaps now (before the PD goes away).
   void reset() noexcept;
 

@@ -1,28 +1,23 @@
 #include "transport/rdma/memory_windows.h"
 
-#include <sched.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 namespace ferry::transport::rdma {
 
 namespace {
 
-// A bind is a local operation of the send queue: it completes without the
-// network. The bound is for a device that stalls; it is never reached on a
-// working one.
-constexpr auto kBindWait = std::chrono::milliseconds(200);
-
 // An RC QP connected to itself, in RTS: what ibv_bind_mw posts on.
-ibv_qp* self_connected_qp(ibv_pd* pd, ibv_cq* cq, std::uint8_t port, int gid_index) {
+ibv_qp* self_connected_qp(ibv_pd* pd, ibv_cq* cq, std::uint8_t port, int gid_index, std::uint32_t depth) {
   ibv_qp_init_attr a{};
   a.send_cq = cq;
   a.recv_cq = cq;
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = 4;
+  a.cap.max_send_wr = depth;
   a.cap.max_recv_wr = 1;
   a.cap.max_send_sge = 1;
   a.cap.max_recv_sge = 1;
@@ -66,6 +61,10 @@ ibv_qp* self_connected_qp(ibv_pd* pd, ibv_cq* cq, std::uint8_t port, int gid_ind
   return qp;
 }
 
+int access_of(WindowAccess a) noexcept {
+  return a == WindowAccess::RemoteWrite ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MemoryWindows>> MemoryWindows::create(ibv_pd* pd, std::uint8_t port, int gid_index,
@@ -80,9 +79,13 @@ Result<std::unique_ptr<MemoryWindows>> MemoryWindows::create(ibv_pd* pd, std::ui
   w->pd_ = pd;
   w->port_ = port;
   w->gid_index_ = gid_index;
-  w->cq_ = ibv_create_cq(pd->context, 8, nullptr, nullptr, 0);
+  // Every window may have a bind and an unbind pending at once.
+  w->depth_ = std::min<std::uint32_t>(2 * count + 8, static_cast<std::uint32_t>(std::max(dev.max_qp_wr, 16)));
+  if (w->depth_ < 2 * count + 8) count = (w->depth_ - 8) / 2;
+  const int cqe = std::min(static_cast<int>(w->depth_), std::max(dev.max_cqe, 16));
+  w->cq_ = ibv_create_cq(pd->context, cqe, nullptr, nullptr, 0);
   if (w->cq_ == nullptr) return R::fail(Status::NotSupported);
-  w->qp_ = self_connected_qp(pd, w->cq_, port, gid_index);
+  w->qp_ = self_connected_qp(pd, w->cq_, port, gid_index, w->depth_);
   if (w->qp_ == nullptr) return R::fail(Status::NotSupported);
   w->mws_.reserve(count);
   w->free_.reserve(count);
@@ -95,6 +98,8 @@ Result<std::unique_ptr<MemoryWindows>> MemoryWindows::create(ibv_pd* pd, std::ui
     w->mws_.push_back(mw);
   }
   w->bound_to_.assign(count, nullptr);
+  w->tainted_.assign(count, false);
+  w->ring_.assign(w->depth_, Pending{});
   for (std::uint32_t slot = count; slot >= 1; --slot) w->free_.push_back(slot);
   return R::ok(std::move(w));
 }
@@ -107,77 +112,104 @@ MemoryWindows::~MemoryWindows() {
   if (cq_ != nullptr) ibv_destroy_cq(cq_);
 }
 
-bool MemoryWindows::bind(ibv_mw* mw, const ibv_mw_bind_info& info) noexcept {
+bool MemoryWindows::post(ibv_mw* mw, const ibv_mw_bind_info& info, std::uint64_t wr_id) noexcept {
+  if (qp_ == nullptr || broken_) return false;
   ibv_mw_bind b{};
-  b.wr_id = 1;
+  b.wr_id = wr_id;
   b.send_flags = IBV_SEND_SIGNALED;
   b.bind_info = info;
-  const std::uint32_t old_rkey = mw->rkey;
   if (const int rc = ibv_bind_mw(qp_, mw, &b); rc != 0) {
     spdlog::error("rdma: memory windows: ibv_bind_mw failed: {}", std::strerror(rc));
+    broken_ = true;
     return false;
   }
   ++binds_;
-  ibv_wc wc{};
-  int n = ibv_poll_cq(cq_, 1, &wc);
-  if (n == 0) {
-    // rxe completes a bind from a tasklet: yield so it runs.
-    const auto deadline = std::chrono::steady_clock::now() + kBindWait;
-    while ((n = ibv_poll_cq(cq_, 1, &wc)) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) break;
-      ::sched_yield();
-    }
-  }
-  if (n == 1 && wc.status == IBV_WC_SUCCESS) return true;
-  // The provider advanced the key before the bind ran; the window's state
-  // is now unknown, so it is not handed out again.
-  spdlog::error("rdma: memory windows: bind (rkey {:#x}) {}; renewing the binder QP", old_rkey,
-                n == 1 ? ibv_wc_status_str(wc.status) : "did not complete");
-  renew_qp();
-  return false;
+  return true;
 }
 
-void MemoryWindows::renew_qp() noexcept {
-  if (qp_ != nullptr) ibv_destroy_qp(qp_);
-  ibv_wc wc[8];
-  while (ibv_poll_cq(cq_, 8, wc) > 0) {
-  }
-  qp_ = self_connected_qp(pd_, cq_, port_, gid_index_);
-}
-
-Result<Window> MemoryWindows::open(ibv_mr* mr, const void* addr, std::uint32_t len, int access) noexcept {
-  if (free_.empty()) return Result<Window>::fail(Status::Busy);
+Result<Window> MemoryWindows::bind(ibv_mr* mr, const void* addr, std::uint32_t len, WindowAccess access,
+                                   std::uint64_t cookie) noexcept {
+  if (free_.empty() || broken_ || qp_ == nullptr) return Result<Window>::fail(Status::Busy);
   const std::uint32_t slot = free_.back();
   ibv_mw* mw = mws_[slot - 1];
   ibv_mw_bind_info info{};
   info.mr = mr;
   info.addr = reinterpret_cast<std::uintptr_t>(addr);
   info.length = len;
-  info.mw_access_flags = access;
-  if (qp_ == nullptr || !bind(mw, info)) return Result<Window>::fail(Status::ProtocolError);
+  info.mw_access_flags = access_of(access);
+  if (!post(mw, info, slot)) return Result<Window>::fail(Status::ProtocolError);
   free_.pop_back();
   bound_to_[slot - 1] = mr;
-  return Result<Window>::ok(Window{slot, mw->rkey});
+  ring_[(head_ + pending_++) % depth_] = Pending{cookie, slot, false, true};
+  return Result<Window>::ok(Window{slot, mw->rkey});  // the new key: ibv_bind_mw sets it at post
 }
 
-void MemoryWindows::close(Window w) noexcept {
+void MemoryWindows::unbind(Window w, std::uint64_t cookie) noexcept {
   if (w.slot == 0 || w.slot > mws_.size() || bound_to_[w.slot - 1] == nullptr) return;
   // A zero-length bind: the window reaches nothing and its key changes. It
   // names the MR (rxe's provider reads the MR's lkey even for an unbind).
   ibv_mw_bind_info none{};
   none.mr = bound_to_[w.slot - 1];
   none.addr = reinterpret_cast<std::uintptr_t>(none.mr->addr);
-  bound_to_[w.slot - 1] = nullptr;
-  ibv_mw*& mw = mws_[w.slot - 1];
-  if (qp_ != nullptr && bind(mw, none)) {
-    free_.push_back(w.slot);
-    return;
-  }
-  // Its key may still be live: trade the window for a fresh one (dealloc
-  // unbinds), so the buffer is closed either way.
-  ibv_dealloc_mw(mw);
+  const bool posted = post(mws_[w.slot - 1], none, w.slot);
+  ring_[(head_ + pending_++) % depth_] = Pending{cookie, w.slot, true, posted};
+}
+
+void MemoryWindows::replace(std::uint32_t slot) noexcept {
+  ibv_mw*& mw = mws_[slot - 1];
+  ibv_dealloc_mw(mw);  // unbinds it, whatever state it was left in
   mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_1);
-  if (mw != nullptr) free_.push_back(w.slot);
+}
+
+bool MemoryWindows::pop(bool ok, WindowDone& out) noexcept {
+  const Pending p = ring_[head_];
+  head_ = (head_ + 1) % depth_;
+  --pending_;
+  out = WindowDone{p.cookie, p.unbind, ok};
+  const std::uint32_t i = p.slot - 1;
+  if (!p.unbind) {
+    if (!ok) tainted_[i] = true;  // its unbind replaces it
+    return true;
+  }
+  bound_to_[i] = nullptr;
+  if (!ok || tainted_[i]) {
+    // Its key may still be live: trade the window for a fresh one, so the
+    // buffer is closed either way.
+    replace(i + 1);
+    tainted_[i] = false;
+    out.ok = true;
+  }
+  if (mws_[i] != nullptr) free_.push_back(p.slot);
+  return true;
+}
+
+std::size_t MemoryWindows::poll(std::span<WindowDone> out) noexcept {
+  std::size_t n = 0;
+  while (n < out.size() && pending_ != 0) {
+    if (!ring_[head_].posted) {  // refused at post: ends here, in its turn
+      pop(false, out[n++]);
+      continue;
+    }
+    ibv_wc wc{};
+    if (ibv_poll_cq(cq_, 1, &wc) != 1) break;
+    const bool ok = wc.status == IBV_WC_SUCCESS;
+    if (!ok && wc.status != IBV_WC_WR_FLUSH_ERR) {
+      spdlog::error("rdma: memory windows: a bind completed {}; renewing the binder QP", ibv_wc_status_str(wc.status));
+    }
+    if (!ok) broken_ = true;
+    pop(ok, out[n++]);
+  }
+  if (broken_ && pending_ == 0) renew_qp();
+  return n;
+}
+
+void MemoryWindows::renew_qp() noexcept {
+  if (qp_ != nullptr) ibv_destroy_qp(qp_);
+  std::array<ibv_wc, 8> wc;
+  while (ibv_poll_cq(cq_, static_cast<int>(wc.size()), wc.data()) > 0) {
+  }
+  qp_ = self_connected_qp(pd_, cq_, port_, gid_index_, depth_);
+  broken_ = qp_ == nullptr;
 }
 
 }  // namespace ferry::transport::rdma

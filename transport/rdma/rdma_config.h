@@ -1,4 +1,4 @@
-// Tunables of the rdma backend: the one home for them (STYLE.md habit 12).
+// Tunables of the rdma backend: the one home for them.
 // The daemon fills this from its config file/flags; validate() checks ranges.
 #pragma once
 
@@ -57,7 +57,7 @@ struct RdmaConfig {
   // means ferry posted a message beyond the peer's credits, a bug that must
   // fail loudly (IBV_WC_RNR_RETRY_EXC_ERR), not be papered over by retries.
 
-  Status validate() const noexcept {
+  [[nodiscard]] Status validate() const noexcept {
     if (gid_index < -1 || gid_index > 255) return Status::BadRequest;
     if (max_connections < 1 || max_connections > kMaxConnections) return Status::BadRequest;
     if (max_eager_bytes < wire::kMinMessageBytes || max_eager_bytes > (1u << 20)) return Status::BadRequest;

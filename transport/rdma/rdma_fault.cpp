@@ -22,6 +22,7 @@ Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept {
 }
 
 Result<RdmaFault> rdma_fault_from_env() {
+  if constexpr (!kFaultInjection) return Result<RdmaFault>::ok(RdmaFault{});  // ferryd logs that it is ignored
   const char* v = std::getenv(kRdmaFaultEnv);
   if (v == nullptr || *v == '\0') return Result<RdmaFault>::ok(RdmaFault{});
   auto f = parse_rdma_fault(v);
@@ -38,6 +39,7 @@ Result<RdmaFault> rdma_fault_from_env() {
 }
 
 void RdmaTransport::inject_fault(std::span<const SendWr> posted) noexcept {
+  if constexpr (!kFaultInjection) return;
   for (const SendWr& wr : posted) {
     if (!is_data_wr(wr) || ++fault_.seen < fault_.after) continue;
     fault_.fired = true;

@@ -1,4 +1,5 @@
-// Test-only fault injection for the rdma backend, off unless ferryd's
+// Test-only fault injection for the rdma backend, compiled in only with
+// -Dfault_injection=true (transport/fault_spec.h) and off unless ferryd's
 // environment sets FERRY_FAULT_RDMA (the VM fault checks do):
 //
 //   FERRY_FAULT_RDMA=qp-error-after=N
@@ -19,6 +20,7 @@
 #include <string_view>
 
 #include "ferry/result.h"
+#include "transport/fault_spec.h"
 #include "transport/transport.h"
 
 namespace ferry::transport::rdma {
@@ -30,7 +32,10 @@ struct RdmaFault {
   std::uint64_t seen = 0;
   bool fired = false;
 
-  bool armed() const noexcept { return after != 0 && !fired; }
+  bool armed() const noexcept {
+    if constexpr (!kFaultInjection) return false;
+    return after != 0 && !fired;
+  }
 };
 
 // Whether the fault counts this WR (see above).
@@ -41,8 +46,9 @@ constexpr bool is_data_wr(const SendWr& wr) noexcept {
   return t == wire::MsgType::Send || t == wire::MsgType::Call || t == wire::MsgType::Response;
 }
 
-Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept;
-// after == 0 when FERRY_FAULT_RDMA is unset or empty.
-Result<RdmaFault> rdma_fault_from_env();
+[[nodiscard]] Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept;
+// after == 0 when FERRY_FAULT_RDMA is unset or empty, and always in a build
+// without fault injection.
+[[nodiscard]] Result<RdmaFault> rdma_fault_from_env();
 
 }  // namespace ferry::transport::rdma

@@ -70,14 +70,14 @@ class RdmaTransport final : public Transport {
   TransportCaps caps() const noexcept override;
   int event_fd() const noexcept override { return epoll_fd_; }
 
-  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
-  Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
-  Result<ConnId> connect_async(std::string_view host, std::uint16_t port) override;
-  Status close(ConnId conn) override;
-  Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
-  Status deregister_memory(MemoryHandle mr) override;
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
+  [[nodiscard]] Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
+  [[nodiscard]] Result<ConnId> connect_async(std::string_view host, std::uint16_t port) override;
+  [[nodiscard]] Status close(ConnId conn) override;
+  [[nodiscard]] Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
+  [[nodiscard]] Status deregister_memory(MemoryHandle mr) override;
 
-  PostResult post_send(std::span<const SendWr> wrs) noexcept override;
+  [[nodiscard]] PostResult post_send(std::span<const SendWr> wrs) noexcept override;
   std::size_t poll(std::span<Completion> out) noexcept override;
   bool prepare_to_sleep() noexcept override;
 
@@ -92,19 +92,20 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const noexcept { return pd_; }
   // The QP of an open connection (nullptr otherwise), for tests/diagnostics.
   ibv_qp* conn_qp(ConnId conn) noexcept;
-  void release_owner() noexcept { owner_.release(); }
+  void release_owner() noexcept override { owner_.release(); }
+  std::uint64_t rnr_naks() const noexcept override { return stats_.rnr_retry_exceeded; }
 
  private:
   explicit RdmaTransport(const RdmaConfig& config);
-  Status init();
+  [[nodiscard]] Status init();
 
   // setup (rdma_transport.cpp, rdma_qp.cpp, rdma_connect.cpp)
   int alloc_slot() noexcept;
   ConnId id_of(std::uint32_t slot) const noexcept;
   RdmaConnection* lookup(ConnId conn) noexcept;
-  Status setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive);
-  Status qp_to_rts(std::uint32_t slot);
-  Status post_all_recvs(std::uint32_t slot) noexcept;
+  [[nodiscard]] Status setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive);
+  [[nodiscard]] Status qp_to_rts(std::uint32_t slot);
+  [[nodiscard]] Status post_all_recvs(std::uint32_t slot) noexcept;
   void conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept;
   void handle_cm_events() noexcept;
   void on_connect_request(rdma_cm_id* id) noexcept;

@@ -1,4 +1,4 @@
-// Tunables of the tcp backend: the one home for them (STYLE.md habit 12).
+// Tunables of the tcp backend: the one home for them.
 // The daemon fills this from its config file/flags; validate() checks ranges.
 #pragma once
 
@@ -35,7 +35,7 @@ struct TcpConfig {
   std::uint32_t sndbuf_bytes = 0;
   std::uint32_t rcvbuf_bytes = 0;
 
-  Status validate() const noexcept {
+  [[nodiscard]] Status validate() const noexcept {
     auto buf_ok = [](std::uint32_t b) { return b == 0 || (b >= 1024 && b <= (64u << 20)); };
     if (max_connections < 1 || max_connections > kMaxConnections) return Status::BadRequest;
     if (max_message_bytes < wire::kMinMessageBytes || max_message_bytes > wire::kMaxPayloadBytes) {

@@ -23,9 +23,10 @@
 namespace ferry::transport::tcp {
 
 enum class ConnState : std::uint8_t {
-  Free = 0,      // slot unused
-  Open = 1,      // fd live
-  Draining = 2,  // fd closed; reporting the remaining WRs, then Closed
+  Free = 0,        // slot unused
+  Open = 1,        // fd live
+  Draining = 2,    // fd closed; reporting the remaining WRs, then Closed
+  Connecting = 3,  // connect_async: the socket connects in the background
 };
 
 constexpr std::string_view to_string(ConnState s) noexcept {
@@ -33,6 +34,7 @@ constexpr std::string_view to_string(ConnState s) noexcept {
     case ConnState::Free: return "Free";
     case ConnState::Open: return "Open";
     case ConnState::Draining: return "Draining";
+    case ConnState::Connecting: return "Connecting";
   }
   return "Unknown";
 }
@@ -51,8 +53,9 @@ struct TcpConnection {
   int fd = -1;
   ConnState state = ConnState::Free;
   std::uint16_t generation = 0;
-  bool want_write = false;           // EPOLLOUT armed
-  Status close_status = Status::Ok;  // reported in Closed
+  bool want_write = false;                // EPOLLOUT armed
+  Status close_status = Status::Ok;       // reported in Closed
+  std::uint64_t connect_deadline_ns = 0;  // Connecting: PeerUnreachable after it
 
   std::array<PendingWr, kSendQueueDepth> sq{};
   std::uint32_t sq_head = 0;

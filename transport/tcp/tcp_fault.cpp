@@ -25,6 +25,7 @@ Result<TcpFault> parse_tcp_fault(std::string_view spec) noexcept {
 }
 
 Result<TcpFault> tcp_fault_from_env() {
+  if constexpr (!kFaultInjection) return Result<TcpFault>::ok(TcpFault{});  // ferryd logs that it is ignored
   const char* v = std::getenv(kTcpFaultEnv);
   if (v == nullptr || *v == '\0') return Result<TcpFault>::ok(TcpFault{});
   auto f = parse_tcp_fault(v);
@@ -42,6 +43,7 @@ Result<TcpFault> tcp_fault_from_env() {
 }
 
 void TcpTransport::inject_fault(TcpConnection& c, PendingWr& p, std::uint32_t slot, wire::MsgType type) noexcept {
+  if constexpr (!kFaultInjection) return;
   if (!is_data_frame(type)) return;
   if (fault_.seen < fault_.after) ++fault_.seen;
   if (fault_.seen < fault_.after) return;

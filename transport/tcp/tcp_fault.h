@@ -1,4 +1,5 @@
-// Test-only fault injection for the tcp backend, off unless ferryd's
+// Test-only fault injection for the tcp backend, compiled in only with
+// -Dfault_injection=true (transport/fault_spec.h) and off unless ferryd's
 // environment sets FERRY_FAULT_TCP (the fault tests in tests/fault/ do):
 //
 //   FERRY_FAULT_TCP=drop-after=N     silently drop one data frame
@@ -32,6 +33,7 @@
 #include <string_view>
 
 #include "ferry/result.h"
+#include "transport/fault_spec.h"
 #include "transport/wire/msg_type.h"
 
 namespace ferry::transport::tcp {
@@ -55,7 +57,10 @@ struct TcpFault {
   std::uint64_t seen = 0;   // data frames counted so far
   bool fired = false;
 
-  bool armed() const noexcept { return kind != TcpFaultKind::None && !fired; }
+  bool armed() const noexcept {
+    if constexpr (!kFaultInjection) return false;
+    return kind != TcpFaultKind::None && !fired;
+  }
 };
 
 // The frame types the fault counts (see above).
@@ -64,10 +69,11 @@ constexpr bool is_data_frame(wire::MsgType t) noexcept {
 }
 
 // Parses a FERRY_FAULT_TCP value; BadRequest when malformed.
-Result<TcpFault> parse_tcp_fault(std::string_view spec) noexcept;
+[[nodiscard]] Result<TcpFault> parse_tcp_fault(std::string_view spec) noexcept;
 
-// Reads FERRY_FAULT_TCP: kind None when unset or empty; BadRequest (logged
-// as an error) when malformed; a warning is logged when armed.
-Result<TcpFault> tcp_fault_from_env();
+// Reads FERRY_FAULT_TCP: kind None when unset or empty (and always in a
+// build without fault injection); BadRequest (logged as an error) when
+// malformed; a warning is logged when armed.
+[[nodiscard]] Result<TcpFault> tcp_fault_from_env();
 
 }  // namespace ferry::transport::tcp

@@ -1,7 +1,7 @@
 // TcpTransport setup: construction, listen, connect (blocking with a deadline,
-// or non-blocking: connect_start/connect_result/adopt), accept, close and the
-// connection slot table. Not on the datapath: may allocate; only connect()
-// blocks, for at most the configured connect timeout.
+// or in the background: connect_async, finished by poll), accept, close and
+// the connection slot table. Not on the datapath: may allocate; only
+// connect() blocks, for at most the configured connect timeout.
 #include "transport/tcp/tcp_transport.h"
 
 #include <arpa/inet.h>
@@ -21,6 +21,12 @@
 
 namespace ferry::transport::tcp {
 namespace {
+
+std::uint64_t mono_now_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 
 // Numeric IPv4 or IPv6 only: name resolution belongs to the caller's control
 // path, not to a transport that must not block unboundedly.
@@ -156,7 +162,11 @@ void TcpTransport::set_want_write(std::uint32_t slot, bool on) noexcept {
 
 void TcpTransport::begin_drain(std::uint32_t slot, Status why) noexcept {
   TcpConnection& c = conns_[slot];
-  if (c.state != ConnState::Open) return;
+  if (c.state == ConnState::Connecting) {
+    --connecting_;
+  } else if (c.state != ConnState::Open) {
+    return;
+  }
   if (c.fd >= 0) {
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
@@ -187,7 +197,10 @@ Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t 
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   // Accepted sockets inherit buffer sizes; setting them here makes them
   // apply before the handshake fixes the window scale.
-  configure_socket(fd);
+  if (configure_socket(fd) != Status::Ok) {
+    ::close(fd);
+    return Result<std::uint16_t>::fail(Status::BadRequest);
+  }
   if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
       ::listen(fd, static_cast<int>(config_.listen_backlog)) != 0) {
     const int err = errno;
@@ -220,7 +233,10 @@ Result<int> TcpTransport::connect_start(std::string_view host, std::uint16_t por
   const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Result<int>::fail(Status::NoMemory);
   // Buffer sizes before connect: the SYN fixes the window scale.
-  configure_socket(fd);
+  if (configure_socket(fd) != Status::Ok) {
+    ::close(fd);
+    return Result<int>::fail(Status::BadRequest);
+  }
   const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
   // EINTR: an interrupted connect goes on in the background, like EINPROGRESS.
   if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
@@ -243,19 +259,10 @@ int TcpTransport::connect_result(int fd) noexcept {
   return err;
 }
 
-Result<ConnId> TcpTransport::adopt(int fd) {
-  owner_.check();
-  const int slot = alloc_slot();
-  if (slot < 0) {
-    ::close(fd);
-    return Result<ConnId>::fail(Status::Busy);
-  }
-  return Result<ConnId>::ok(install(slot, fd));
-}
-
 Result<ConnId> TcpTransport::connect(std::string_view host, std::uint16_t port) {
   owner_.check();
-  if (alloc_slot() < 0) return Result<ConnId>::fail(Status::Busy);
+  const int slot = alloc_slot();
+  if (slot < 0) return Result<ConnId>::fail(Status::Busy);
   auto started = connect_start(host, port);
   if (!started) return Result<ConnId>::fail(started.status);
   const int fd = started.value;
@@ -279,7 +286,85 @@ Result<ConnId> TcpTransport::connect(std::string_view host, std::uint16_t port) 
     spdlog::debug("tcp transport: connect {}:{} failed: {}", host, port, std::strerror(err));
     return Result<ConnId>::fail(Status::PeerUnreachable);
   }
-  return adopt(fd);
+  return Result<ConnId>::ok(install(slot, fd));
+}
+
+Result<ConnId> TcpTransport::connect_async(std::string_view host, std::uint16_t port) {
+  owner_.check();
+  const int slot = alloc_slot();
+  if (slot < 0) return Result<ConnId>::fail(Status::Busy);
+  auto started = connect_start(host, port);
+  if (!started) return Result<ConnId>::fail(started.status);
+  TcpConnection& c = conns_[slot];
+  c.fd = started.value;
+  c.state = ConnState::Connecting;
+  c.want_write = false;
+  c.close_status = Status::Ok;
+  c.sq_head = c.sq_written = c.sq_tail = 0;
+  c.write_offset = 0;
+  c.rx_begin = c.rx_end = 0;
+  c.connect_deadline_ns = mono_now_ns() + std::uint64_t{config_.connect_timeout_ms} * 1'000'000;
+  epoll_event ev{};
+  ev.events = EPOLLOUT | EPOLLRDHUP;  // writable once connected; EPOLLERR/EPOLLHUP: refused, unreachable
+  ev.data.u64 = static_cast<std::uint64_t>(slot);
+  ++connecting_;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd, &ev) != 0) {
+    begin_drain(static_cast<std::uint32_t>(slot), Status::PeerUnreachable);  // reported Closed by poll
+  }
+  return Result<ConnId>::ok(id_of(static_cast<std::uint32_t>(slot)));
+}
+
+void TcpTransport::connecting_done(std::uint32_t slot, std::span<Completion> out, std::size_t& n) noexcept {
+  TcpConnection& c = conns_[slot];
+  if (n == out.size()) {  // no room for its completion: the next poll
+    attention_ |= 1ull << slot;
+    return;
+  }
+  int err = connect_result(c.fd);
+  if (err == EINPROGRESS) {
+    if (mono_now_ns() < c.connect_deadline_ns) return;  // its EPOLLOUT, or the deadline, comes back here
+    err = ETIMEDOUT;
+  }
+  if (err != 0) {
+    spdlog::debug("tcp transport: connect (slot {}) failed: {}", slot,
+                  err == ETIMEDOUT ? "no answer within the connect timeout" : std::strerror(err));
+    begin_drain(slot, Status::PeerUnreachable);  // Closed follows in this service pass
+    return;
+  }
+  --connecting_;
+  c.state = ConnState::Open;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = slot;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) != 0) {
+    begin_drain(slot, Status::PeerUnreachable);
+    return;
+  }
+  out[n] = Completion{};
+  out[n].kind = CompletionKind::Connected;
+  out[n].conn = id_of(slot);
+  ++n;
+}
+
+void TcpTransport::expire_connects() noexcept {
+  const std::uint64_t now = mono_now_ns();
+  for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
+    if (conns_[i].state == ConnState::Connecting && now >= conns_[i].connect_deadline_ns) attention_ |= 1ull << i;
+  }
+}
+
+std::string TcpTransport::peer_address(ConnId conn) const {
+  const int fd = conn_fd(conn);
+  if (fd < 0) return {};
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr = ss.ss_family == AF_INET
+                         ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                         : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+  if (::inet_ntop(ss.ss_family, addr, text, sizeof text) == nullptr) return {};
+  return text;
 }
 
 std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
@@ -301,7 +386,10 @@ std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
       if constexpr (FERRY_DATAPATH_STATS) ++stats_.accepts_refused;
       continue;
     }
-    configure_socket(fd);
+    if (configure_socket(fd) != Status::Ok) {  // no TCP_NODELAY: latency we do not offer
+      ::close(fd);
+      continue;
+    }
     Completion& c = out[n++];
     c = Completion{};
     c.kind = CompletionKind::Accepted;
@@ -313,8 +401,10 @@ std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
 Status TcpTransport::close(ConnId conn) {
   owner_.check();
   TcpConnection* c = lookup(conn);
-  if (c == nullptr || c->state != ConnState::Open) return Status::EndpointClosed;
-  begin_drain((conn & 0xFFFFu) - 1, Status::Ok);
+  if (c == nullptr || (c->state != ConnState::Open && c->state != ConnState::Connecting)) {
+    return Status::EndpointClosed;
+  }
+  begin_drain((conn & 0xFFFFu) - 1, Status::Ok);  // a connect under way is abandoned
   return Status::Ok;
 }
 

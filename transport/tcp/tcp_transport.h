@@ -4,8 +4,8 @@
 // batch and received with large reads into a preallocated buffer; readiness
 // through one epoll fd (event_fd()).
 //
-// Setup (create/listen/connect/accept/close) is in tcp_transport.cpp, the
-// datapath (post_send/poll) in tcp_transport_datapath.cpp.
+// Setup (create/listen/accept/close) is in tcp_transport.cpp, connecting in
+// tcp_connect.cpp, the datapath (post_send/poll) in tcp_transport_datapath.cpp.
 #pragma once
 
 #include <sys/epoll.h>
@@ -43,26 +43,22 @@ class TcpTransport final : public Transport {
   TransportCaps caps() const noexcept override;
   int event_fd() const noexcept override { return epoll_fd_; }
 
-  Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
-  // Blocking for at most connect_timeout_ms: connect_start + wait + adopt.
-  Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
-  // Non-blocking connect in two steps, for owners that must not block: the
-  // caller watches the returned socket for writability (poll/epoll, with its
-  // own deadline), reads the outcome with connect_result(), then either hands
-  // the socket over with adopt() or closes it. connect_start fails with
-  // BadRequest (not a numeric address), NoMemory (no socket) or
-  // PeerUnreachable (refused at once).
-  Result<int> connect_start(std::string_view host, std::uint16_t port);
-  // 0 once connected, the errno of a failed connect, EINPROGRESS while pending.
-  static int connect_result(int fd) noexcept;
-  // Takes ownership of a connected socket from connect_start(): installs it
-  // as an open connection. Busy (socket closed) when no slot is free.
-  Result<ConnId> adopt(int fd);
-  Status close(ConnId conn) override;
-  Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
-  Status deregister_memory(MemoryHandle mr) override;
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
+  // Blocking for at most connect_timeout_ms.
+  [[nodiscard]] Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
+  // The socket connects in the background (tcp_connect.cpp): poll() reports
+  // Connected, or Closed with PeerUnreachable when it is refused or
+  // connect_timeout_ms passes. Fails at once with BadRequest (not a numeric
+  // address), Busy (no free slot), NoMemory (no socket) or PeerUnreachable
+  // (refused locally).
+  [[nodiscard]] Result<ConnId> connect_async(std::string_view host, std::uint16_t port) override;
+  // The numeric address of a connection's peer (getpeername), "" when unknown.
+  std::string peer_address(ConnId conn) const override;
+  [[nodiscard]] Status close(ConnId conn) override;
+  [[nodiscard]] Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
+  [[nodiscard]] Status deregister_memory(MemoryHandle mr) override;
 
-  PostResult post_send(std::span<const SendWr> wrs) noexcept override;
+  [[nodiscard]] PostResult post_send(std::span<const SendWr> wrs) noexcept override;
   std::size_t poll(std::span<Completion> out) noexcept override;
 
   const TcpConfig& config() const noexcept { return config_; }
@@ -70,7 +66,7 @@ class TcpTransport final : public Transport {
   // The socket of an open connection (-1 otherwise), for diagnostics and tests.
   int conn_fd(ConnId conn) const noexcept;
   // Hands the datapath to another thread (see OwnerThread).
-  void release_owner() noexcept { owner_.release(); }
+  void release_owner() noexcept override { owner_.release(); }
 
  private:
   explicit TcpTransport(const TcpConfig& config);
@@ -78,7 +74,12 @@ class TcpTransport final : public Transport {
   static constexpr std::uint64_t kListenerTag = ~0ull;
 
   // setup (tcp_transport.cpp)
-  Status configure_socket(int fd) noexcept;
+  [[nodiscard]] Status configure_socket(int fd) noexcept;
+  // A socket connecting in the background (tcp_connect.cpp).
+  [[nodiscard]] Result<int> connect_start(std::string_view host, std::uint16_t port);
+  static int connect_result(int fd) noexcept;  // 0, the errno of a failed connect, or EINPROGRESS
+  void connecting_done(std::uint32_t slot, std::span<Completion> out, std::size_t& n) noexcept;
+  void expire_connects() noexcept;
   int alloc_slot() noexcept;
   ConnId install(int slot, int fd) noexcept;
   TcpConnection* lookup(ConnId conn) noexcept;
@@ -104,8 +105,9 @@ class TcpTransport final : public Transport {
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
   bool accept_pending_ = false;
-  std::uint64_t attention_ = 0;  // bit per slot: work that epoll will not signal
-  std::uint32_t next_slot_ = 0;  // where the next service sweep starts (fairness)
+  std::uint64_t attention_ = 0;   // bit per slot: work that epoll will not signal
+  std::uint32_t next_slot_ = 0;   // where the next service sweep starts (fairness)
+  std::uint32_t connecting_ = 0;  // slots in Connecting (their deadlines are looked at in poll)
   std::unique_ptr<TcpConnection[]> conns_;
   std::array<epoll_event, kEpollBatch> events_{};
   std::array<iovec, kMaxIov> iov_{};

@@ -217,8 +217,11 @@ bool TcpTransport::needs_attention(const TcpConnection& c) const noexcept {
 std::size_t TcpTransport::service(std::uint32_t slot, std::span<Completion> out) noexcept {
   TcpConnection& c = conns_[slot];
   attention_ &= ~(1ull << slot);  // re-set below by whatever still has work
+  std::size_t n = 0;
+  if (c.state == ConnState::Connecting) connecting_done(slot, out, n);
+  if (c.state == ConnState::Connecting) return n;
   if (c.state == ConnState::Open && c.sq_written != c.sq_tail) flush(slot);
-  std::size_t n = report_sends(slot, out);
+  n += report_sends(slot, out.subspan(n));
   if (c.state == ConnState::Open && n < out.size()) n += receive(slot, out.subspan(n));
   if (c.state == ConnState::Draining && c.sq_head == c.sq_tail && n < out.size()) {
     out[n] = Completion{};
@@ -246,6 +249,7 @@ std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
   }
   std::size_t n = 0;
   if (accept_pending_) n += accept_ready(out);
+  if (connecting_ != 0) expire_connects();  // the deadlines of connects still under way
   // Sweep from a rotating start so a busy low slot cannot starve the rest
   // when `out` is small.
   const std::uint32_t count = config_.max_connections;

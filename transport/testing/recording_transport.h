@@ -1,4 +1,4 @@
-// A Transport for protocol-logic tests (STYLE.md habit 9): it records every
+// A Transport for protocol-logic tests: it records every
 // WR it is asked to send (header and a copy of the payload) and returns the
 // completions a test scripts for it. Protocol code under test sees a normal
 // Transport; the test inspects what was sent instead of private members.
@@ -75,9 +75,19 @@ class RecordingTransport final : public Transport {
   // ---- Transport ----
   TransportCaps caps() const noexcept override { return caps_; }
   int event_fd() const noexcept override { return -1; }
-  Result<std::uint16_t> listen(std::string_view, std::uint16_t) override { return listen_result_; }
-  Result<ConnId> connect(std::string_view, std::uint16_t) override { return connect_result_; }
-  Status close(ConnId conn) override {
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view, std::uint16_t) override { return listen_result_; }
+  [[nodiscard]] Result<ConnId> connect(std::string_view, std::uint16_t) override { return connect_result_; }
+  // The scripted connect result; a good one is Connected on the next poll().
+  [[nodiscard]] Result<ConnId> connect_async(std::string_view, std::uint16_t) override {
+    if (connect_result_) {
+      Completion c;
+      c.kind = CompletionKind::Connected;
+      c.conn = connect_result_.value;
+      pending_.push_back(c);
+    }
+    return connect_result_;
+  }
+  [[nodiscard]] Status close(ConnId conn) override {
     closed_.push_back(conn);
     Completion c;
     c.kind = CompletionKind::Closed;
@@ -85,12 +95,12 @@ class RecordingTransport final : public Transport {
     pending_.push_back(c);
     return Status::Ok;
   }
-  Result<MemoryHandle> register_memory(void*, std::size_t) override {
+  [[nodiscard]] Result<MemoryHandle> register_memory(void*, std::size_t) override {
     return Result<MemoryHandle>::fail(Status::NotSupported);
   }
-  Status deregister_memory(MemoryHandle) override { return Status::NotSupported; }
+  [[nodiscard]] Status deregister_memory(MemoryHandle) override { return Status::NotSupported; }
 
-  PostResult post_send(std::span<const SendWr> wrs) noexcept override {
+  [[nodiscard]] PostResult post_send(std::span<const SendWr> wrs) noexcept override {
     ++post_calls_;
     PostResult r;
     for (const SendWr& wr : wrs) {

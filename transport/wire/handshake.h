@@ -86,7 +86,7 @@ std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noex
 // bits, or a proof without a nonce), ReservedNonZero,
 // BadVersion (0), BadField (qp_count, epoch, credits, max_message out of range).
 // `out` is written only on success.
-WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept;
+[[nodiscard]] WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept;
 
 // What both sides agree on after exchanging handshakes.
 struct Negotiated {
@@ -98,6 +98,6 @@ struct Negotiated {
 
 // min() of versions, QP counts and message sizes; AND of capabilities.
 // BadVersion when the common version is below what this build speaks.
-WireError negotiate(const Handshake& local, const Handshake& remote, Negotiated& out) noexcept;
+[[nodiscard]] WireError negotiate(const Handshake& local, const Handshake& remote, Negotiated& out) noexcept;
 
 }  // namespace ferry::wire

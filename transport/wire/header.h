@@ -12,7 +12,7 @@
 //    12    4 dst_ep         receiver's endpoint id (0 = channel-level)
 //    16    8 seq            per-endpoint operation number (Send/Call/RendezvousReq: Busy refusal order)
 //    24    4 lane_seq       data lanes: this message's number on its lane (1, 2, ...; wraps), 0 on
-//                           Credit; duplicates are dropped and gaps detected by it (channel_replay.cpp)
+//                           Credit; duplicates are dropped and gaps detected by it (channel_rebuild.cpp)
 //    28    4 ack            data lanes: cumulative, the last lane_seq received in order;
 //                           bootstrap: Hello = our listen port, Heartbeat answer = 1
 //    32    8 token          request/correlation id (Call/Response/Open/...)
@@ -134,11 +134,11 @@ void encode_header(const Header& h, std::span<std::byte, kHeaderBytes> out) noex
 
 // Checks a decoded header against the per-type rules (flags, status,
 // endpoints, token, aux, payload length <= min(type limit, max_payload)).
-WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept;
+[[nodiscard]] WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept;
 
 // Decodes and validates the first kHeaderBytes of `in`. Never trusts input:
 // Truncated when in.size() < kHeaderBytes, any other error for bad content.
 // `out` is written only on success.
-WireError decode_header(std::span<const std::byte> in, std::uint32_t max_payload, Header& out) noexcept;
+[[nodiscard]] WireError decode_header(std::span<const std::byte> in, std::uint32_t max_payload, Header& out) noexcept;
 
 }  // namespace ferry::wire

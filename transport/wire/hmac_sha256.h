@@ -1,12 +1,18 @@
-// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the peer
-// authentication proofs (auth_proof.h). Written here because the project
-// takes no crypto library; small inputs only (handshake transcripts), so
-// clarity wins over speed. Not for bulk data.
+// SHA-256 and HMAC-SHA256 for the peer authentication proofs
+// (auth_proof.h), through OpenSSL's libcrypto: a maintained, audited
+// implementation rather than one of our own. Small inputs only (handshake
+// transcripts); never on the datapath.
+//
+// libcrypto fails here only when it cannot allocate. Then a digest comes
+// back filled with random bytes, so a proof made or checked with it never
+// matches: authentication fails closed (the channel is refused) and the
+// process keeps running.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 namespace ferry::wire {
@@ -18,27 +24,30 @@ using Sha256Digest = std::array<std::uint8_t, kSha256Bytes>;
 class Sha256 {
  public:
   Sha256() noexcept;
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void update(std::span<const std::uint8_t> data) noexcept;
-  Sha256Digest final() noexcept;
+  [[nodiscard]] Sha256Digest final() noexcept;
 
  private:
-  void block(const std::uint8_t* p) noexcept;
-
-  std::array<std::uint32_t, 8> h_{};
-  std::array<std::uint8_t, 64> buf_{};
-  std::size_t buf_len_ = 0;
-  std::uint64_t total_bytes_ = 0;
+  struct CtxFree {
+    void operator()(void* ctx) const noexcept;
+  };
+  std::unique_ptr<void, CtxFree> ctx_;  // EVP_MD_CTX, kept opaque so callers need no OpenSSL header
+  bool failed_ = false;
 };
 
-Sha256Digest sha256(std::span<const std::uint8_t> data) noexcept;
+[[nodiscard]] Sha256Digest sha256(std::span<const std::uint8_t> data) noexcept;
 
 // HMAC-SHA256 over the concatenation of `parts` (saves the caller a copy).
-Sha256Digest hmac_sha256(std::span<const std::uint8_t> key,
-                         std::span<const std::span<const std::uint8_t>> parts) noexcept;
-Sha256Digest hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> msg) noexcept;
+[[nodiscard]] Sha256Digest hmac_sha256(std::span<const std::uint8_t> key,
+                                       std::span<const std::span<const std::uint8_t>> parts) noexcept;
+[[nodiscard]] Sha256Digest hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> msg) noexcept;
 
 // Equality whose time does not depend on where the inputs differ, so a MAC
 // check leaks nothing about how much of a forged MAC was right.
-bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) noexcept;
+[[nodiscard]] bool constant_time_equal(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) noexcept;
 
 }  // namespace ferry::wire

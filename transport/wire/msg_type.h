@@ -1,4 +1,4 @@
-// Message types between daemons (DESIGN.md "Protocol between daemons").
+// Message types between daemons (docs/protocol.md).
 // Values are wire ABI: append only, never renumber. 0 is never valid so a
 // zeroed buffer cannot pass for a message.
 #pragma once

@@ -31,6 +31,6 @@ void encode_remote_buffer(const RemoteBuffer& rb, std::span<std::byte, kRemoteBu
 
 // Truncated when in.size() < kRemoteBufferBytes; BadField when length is 0
 // or addr + length wraps around. `out` is written only on success.
-WireError decode_remote_buffer(std::span<const std::byte> in, RemoteBuffer& out) noexcept;
+[[nodiscard]] WireError decode_remote_buffer(std::span<const std::byte> in, RemoteBuffer& out) noexcept;
 
 }  // namespace ferry::wire

@@ -10,19 +10,19 @@
 
 namespace ferry::wire {
 
-enum class WireError : std::uint8_t {
-  None = 0,
-  Truncated,        // fewer bytes than the fixed part needs
-  BadMagic,         // not a ferry frame at all
-  BadVersion,       // a ferry frame of a protocol version we do not speak
-  BadType,          // MsgType out of range
-  BadFlags,         // unknown flag bits, or a flag the type does not allow
-  BadStatus,        // status out of range, or not allowed for the type
-  BadLength,        // payload length outside the type's limits
-  ReservedNonZero,  // a reserved field or aux value the type does not use
-  MissingEndpoint,  // a required endpoint id is 0, or a forbidden one is set
-  MissingToken,     // a request/response without its correlation token
-  BadField,         // a payload field out of its documented range
+enum class [[nodiscard]] WireError : std::uint8_t{
+    None = 0,
+    Truncated,        // fewer bytes than the fixed part needs
+    BadMagic,         // not a ferry frame at all
+    BadVersion,       // a ferry frame of a protocol version we do not speak
+    BadType,          // MsgType out of range
+    BadFlags,         // unknown flag bits, or a flag the type does not allow
+    BadStatus,        // status out of range, or not allowed for the type
+    BadLength,        // payload length outside the type's limits
+    ReservedNonZero,  // a reserved field or aux value the type does not use
+    MissingEndpoint,  // a required endpoint id is 0, or a forbidden one is set
+    MissingToken,     // a request/response without its correlation token
+    BadField,         // a payload field out of its documented range
 };
 
 constexpr std::string_view to_string(WireError e) noexcept {
@@ -43,7 +43,7 @@ constexpr std::string_view to_string(WireError e) noexcept {
   return "Unknown";
 }
 
-constexpr Status to_status(WireError e) noexcept {
+[[nodiscard]] constexpr Status to_status(WireError e) noexcept {
   switch (e) {
     case WireError::None: return Status::Ok;
     case WireError::BadVersion: return Status::VersionMismatch;

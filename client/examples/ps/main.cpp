@@ -1,14 +1,18 @@
-// ferry-ps: a sharded parameter server (embedding rows + dense blob) over
-// ferry or kernel TCP, its benchmark and its deterministic check.
+// ferry-ps: a sharded parameter server (embedding rows + a dense table)
+// over ferry or kernel TCP, built on the parameter-server library
+// (ferry/ps/), its benchmark and its deterministic check.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <stdexcept>
 
+#include "bench_worker.h"
 #include "ps_commands.h"
-#include "shard_server.h"
+#include "ps_fleet.h"
+#include "shard_process.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 namespace {
 
@@ -23,7 +27,6 @@ void on_signal(int) {
 }  // namespace
 
 int run_server(const PsOptions& o) {
-  const Workload& w = o.workload;
   int stop[2];
   if (::pipe(stop) != 0) return 1;
   g_stop_write_fd = stop[1];
@@ -31,43 +34,33 @@ int run_server(const PsOptions& o) {
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  ShardState state({o.shard_index, w.shards, w.keys, w.dim, w.dense, static_cast<float>(o.lr)});
-  ShardServerSpec spec;
+  Shard shard(workload_shard(o.workload, o.lr, o.shard_index));
+  ShardProcessSpec spec;
   spec.kind = o.transport;
   spec.socket = o.socket;
   spec.listen = o.listen.empty() ? "127.0.0.1:0" : o.listen;
-  spec.max_batch = w.batch;
   spec.pool = o.shard_pool != 0 ? o.shard_pool : 64;
   spec.busy_poll = o.busy_poll;
   spec.stop_fd = stop[0];
   spec.ready = [&](const std::string& info) {
-    std::printf("ready %s %s\n", shard_service(o.shard_index).c_str(), info.c_str());
+    std::printf("ready %s %s\n", shard_service("ps-shard-", o.shard_index).c_str(), info.c_str());
     std::fflush(stdout);
   };
   spec.failed = [](const std::string& why) { std::fprintf(stderr, "ferry-ps server: %s\n", why.c_str()); };
-  const int rc = serve_shard(state, spec);
-  std::printf("served %llu requests (%llu rejected)\n", static_cast<unsigned long long>(state.requests()),
-              static_cast<unsigned long long>(state.rejected()));
+  const int rc = serve_shard(shard, spec);
+  std::printf("served %llu requests (%llu rejected)\n", static_cast<unsigned long long>(shard.counters().requests),
+              static_cast<unsigned long long>(shard.counters().rejected));
   return rc;
 }
 
 int run_worker(const PsOptions& o) {
-  TransportSpec spec;
-  spec.kind = o.transport;
-  spec.shards = o.workload.shards;
-  spec.request_bytes = worker_request_bytes(o.workload);
-  spec.response_bytes = worker_response_bytes(o.workload);
-  spec.socket = o.socket;
-  spec.target = o.transport == TransportKind::Ferry ? o.target : "";
-  spec.busy_poll = o.busy_poll;
-  spec.shard_addresses = o.shard_addresses;
   std::string error;
-  auto t = make_transport(spec, &error);
-  if (!t) {
+  auto w = make_worker(o, o.shard_addresses, "ferry-ps worker " + std::to_string(o.worker_id), &error);
+  if (!w) {
     std::fprintf(stderr, "ferry-ps worker: %s\n", error.c_str());
     return 1;
   }
-  PsWorker worker(*t, o.workload, o.worker_id);
+  BenchWorker worker(*w, o.workload, o.worker_id);
   bench::LatencyRecorder pulls(o.iters), pushes(o.iters);
   for (std::uint32_t it = 0; it < o.iters; ++it) {
     if (!worker.iterate(it, &pulls, &pushes, &error)) {
@@ -82,18 +75,23 @@ int run_worker(const PsOptions& o) {
   return 0;
 }
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool
 
 int main(int argc, char** argv) {
-  using namespace ferry::ps;
+  using namespace ferry::ps::tool;
   ::signal(SIGPIPE, SIG_IGN);  // a dead peer is an error return, not a kill
   PsOptions o;
   if (const int rc = parse_options(argc, argv, &o); rc >= 0) return rc;
-  switch (o.command) {
-    case Command::Server: return run_server(o);
-    case Command::Worker: return run_worker(o);
-    case Command::Bench: return run_bench(o);
-    case Command::Check: return run_check(o);
+  try {
+    switch (o.command) {
+      case Command::Server: return run_server(o);
+      case Command::Worker: return run_worker(o);
+      case Command::Bench: return run_bench(o);
+      case Command::Check: return run_check(o);
+    }
+  } catch (const std::invalid_argument& e) {  // a table the options describe cannot be built (configuration)
+    std::fprintf(stderr, "ferry-ps: %s\n", e.what());
+    return 2;
   }
   return 2;
 }

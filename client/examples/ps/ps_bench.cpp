@@ -9,10 +9,11 @@
 #include "control/control_client.h"
 #include "cpu_accounting.h"
 #include "daemon_cpu.h"
+#include "latency_stats.h"
 #include "ps_commands.h"
 #include "ps_fleet.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 namespace {
 
@@ -129,4 +130,4 @@ int run_bench(const PsOptions& o) {
   return 0;
 }
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

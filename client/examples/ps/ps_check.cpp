@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench_worker.h"
 #include "ps_commands.h"
 #include "ps_fleet.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 namespace {
+
+constexpr std::chrono::milliseconds kDeadline{10000};
 
 struct Reference {
   std::vector<double> table;  // keys x dim
@@ -21,12 +24,13 @@ struct Reference {
 
 Reference compute_reference(const PsOptions& o) {
   const Workload& w = o.workload;
+  const auto tables = workload_tables(w, o.lr);
   Reference ref;
   ref.table.resize(w.keys * w.dim);
   for (std::uint64_t k = 0; k < w.keys; ++k)
-    for (std::uint32_t j = 0; j < w.dim; ++j) ref.table[k * w.dim + j] = initial_value(k, j);
+    for (std::uint32_t j = 0; j < w.dim; ++j) ref.table[k * w.dim + j] = initial_value(tables[kRowsTable], k, j);
   ref.dense.resize(std::size_t{w.shards} * w.dense);
-  for (std::size_t e = 0; e < ref.dense.size(); ++e) ref.dense[e] = initial_dense(e);
+  for (std::size_t e = 0; e < ref.dense.size(); ++e) ref.dense[e] = initial_value(tables[kDenseTable], e, 0);
   const ZipfSampler zipf(w.keys, w.skew);
   for (std::uint32_t id = 0; id < o.workers; ++id) {
     auto rng = worker_rng(w.seed, id);
@@ -41,22 +45,58 @@ Reference compute_reference(const PsOptions& o) {
   return ref;
 }
 
-bool exchange_one(PsTransport& t, std::uint32_t shard, std::uint32_t len, std::uint32_t* resp_len, std::string* error) {
-  std::vector<std::uint32_t> req(t.shards(), 0), resp(t.shards(), 0);
-  req[shard] = len;
-  if (!t.exchange(req, resp, error)) return false;
-  *resp_len = resp[shard];
-  return true;
+// One raw request to shard 0 through the worker's link; the error it got back.
+bool raw_call(ShardLink& link, const std::vector<std::byte>& msg, std::size_t resp_cap, PsStatus* got,
+              std::uint32_t* length, std::string* error) {
+  Buffer req = link.alloc(std::max<std::size_t>(msg.size(), 1));
+  Buffer resp = link.alloc(resp_cap);
+  if (!req || !resp) {
+    *error = "no memory for a probe";
+    return false;
+  }
+  std::memcpy(req.data, msg.data(), msg.size());
+  bool ok = link.call(0, req, static_cast<std::uint32_t>(msg.size()), resp, 1) == Status::Ok;
+  LinkDone d;
+  if (ok) {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    std::size_t n = 0;
+    while (n == 0 && std::chrono::steady_clock::now() < deadline)
+      n = link.wait({&d, 1}, std::chrono::milliseconds(100));
+    ok = n == 1 && d.status == Status::Ok;
+    if (!ok) *error = n == 1 ? "probe call failed: " + std::string(to_string(d.status)) : "probe timed out";
+  } else {
+    *error = "probe call rejected";
+  }
+  if (ok) {
+    *length = d.length;
+    *got = PsStatus::Ok;
+    if (d.length == kErrorBytes) {
+      ErrorRecord e;
+      std::memcpy(&e, resp.data, kErrorBytes);
+      *got = e.mark == kErrorMark ? static_cast<PsStatus>(e.status) : PsStatus::BadMagic;
+    }
+  }
+  link.free(req);
+  link.free(resp);
+  return ok;
 }
 
 // Malformed requests to shard 0; each must come back with `want`.
-bool probe_bad_requests(PsTransport& t, const PsOptions& o, std::string* error) {
+bool probe_bad_requests(Worker& worker, const PsOptions& o, std::string* error) {
   const Workload& w = o.workload;
+  Key mine = 0, foreign = w.keys;  // foreign: out of range when there is one shard
+  while (shard_of(kRowsTable, mine, w.shards) != 0) ++mine;
+  for (Key k = 0; w.shards > 1 && k < w.keys; ++k) {
+    if (shard_of(kRowsTable, k, w.shards) != 0) {
+      foreign = k;
+      break;
+    }
+  }
   struct Probe {
     const char* name;
     PsStatus want;
   };
-  const Probe probes[] = {
+  std::vector<Probe> probes = {
       {"bad magic", PsStatus::BadMagic},
       {"bad version", PsStatus::BadVersion},
       {"bad op", PsStatus::BadOp},
@@ -64,55 +104,59 @@ bool probe_bad_requests(PsTransport& t, const PsOptions& o, std::string* error) 
       {"short keys", PsStatus::BadLength},
       {"truncated header", PsStatus::BadLength},
       {"foreign key push", PsStatus::BadKey},
-      {"dense out of range", PsStatus::BadDense},
-      {"status set", PsStatus::BadField},
+      {"unknown table", PsStatus::BadTable},
+      {"flags set", PsStatus::BadField},
+      {"dense out of range", PsStatus::BadRange},
   };
-  std::byte* msg = t.request(0).data();
-  for (std::size_t p = 0; p < std::size(probes); ++p) {
-    MsgHeader h;
-    h.op = static_cast<std::uint8_t>(PsOp::Pull);
+  if (w.dense == 0) probes.pop_back();
+  for (std::size_t p = 0; p < probes.size(); ++p) {
+    Header h;
+    h.op = static_cast<std::uint8_t>(Op::Pull);
+    h.table = kRowsTable;
     h.count = 1;
     h.dim = w.dim;
-    h.request_id = 1000 + p;
-    std::uint32_t len = static_cast<std::uint32_t>(pull_request_bytes(1));
-    const std::uint64_t good_key = 0;  // shard 0 owns key 0
-    std::uint64_t keys[2] = {good_key, good_key};
+    h.request_id = static_cast<std::uint32_t>(1000 + p);
+    std::vector<Key> keys = {mine};
+    std::size_t len = request_bytes(Op::Pull, TableKind::Embedding, 1, w.dim);
     switch (p) {
       case 0: h.magic = 0xdeadbeef; break;
       case 1: h.version = kVersion + 1; break;
       case 2: h.op = 9; break;
       case 3: h.dim = w.dim + 1; break;
-      case 4: h.count = 2; break;  // length says one key
+      case 4: h.count = 2; break;  // the length says one key
       case 5: len = 10; break;
-      case 6:  // a valid key then a key shard 0 does not own (or out of range): nothing may apply
-        h.op = static_cast<std::uint8_t>(PsOp::Push);
+      case 6:  // a valid key, then one shard 0 does not own: nothing may apply
+        h.op = static_cast<std::uint8_t>(Op::Push);
         h.count = 2;
-        h.dense_count = 0;
-        keys[1] = w.shards > 1 ? 1 : w.keys;
-        len = static_cast<std::uint32_t>(push_request_bytes(2, w.dim, 0));
+        keys = {mine, foreign};
+        len = request_bytes(Op::Push, TableKind::Embedding, 2, w.dim);
         break;
-      case 7:
-        h.dense_offset = w.dense;
-        h.dense_count = 1;
+      case 7: h.table = 7; break;
+      case 8: h.flags = 1; break;
+      case 9:
+        h.table = kDenseTable;
+        h.dim = 1;
+        h.offset = w.dense;  // shard 0 holds [0, dense)
+        len = request_bytes(Op::Pull, TableKind::Dense, 1, 1);
         break;
-      case 8: h.status = 1; break;
     }
-    std::memcpy(msg, &h, sizeof(h));
-    std::memcpy(msg + kHeaderBytes, keys, h.count <= 2 ? 8 * std::min<std::uint32_t>(h.count, 2) : 0);
+    std::vector<std::byte> msg(std::max<std::size_t>(len, kHeaderBytes + 8 * keys.size()));
+    std::memcpy(msg.data(), &h, sizeof h);
+    if (p != 9) std::memcpy(msg.data() + kHeaderBytes, keys.data(), 8 * keys.size());
     if (p == 6) {
-      float* g = grads_of(msg, 2);
+      auto* g = reinterpret_cast<float*>(msg.data() + kHeaderBytes + 16);
       for (std::uint32_t j = 0; j < 2 * w.dim; ++j) g[j] = 1000.0f;  // would be visible in the final check
     }
+    msg.resize(len);
+    PsStatus got = PsStatus::Ok;
     std::uint32_t resp_len = 0;
-    if (!exchange_one(t, 0, len, &resp_len, error)) {
+    if (!raw_call(worker.link(), msg, 4 * w.dim + 64, &got, &resp_len, error)) {
       *error = std::string("probe '") + probes[p].name + "': " + *error;
       return false;
     }
-    MsgHeader r{};
-    if (resp_len >= kHeaderBytes) std::memcpy(&r, t.response(0).data(), sizeof(r));
-    if (resp_len != kHeaderBytes || r.magic != kMagic || r.status != static_cast<std::uint8_t>(probes[p].want)) {
+    if (resp_len != kErrorBytes || got != probes[p].want) {
       *error = std::string("probe '") + probes[p].name + "': expected " + std::string(to_string(probes[p].want)) +
-               ", got status " + std::to_string(r.status) + " in " + std::to_string(resp_len) + " bytes";
+               ", got " + std::string(to_string(got)) + " in " + std::to_string(resp_len) + " bytes";
       return false;
     }
     std::printf("  probe %-20s -> %s\n", probes[p].name, std::string(to_string(probes[p].want)).c_str());
@@ -121,45 +165,38 @@ bool probe_bad_requests(PsTransport& t, const PsOptions& o, std::string* error) 
 }
 
 // Pulls every key and dense element and compares with the reference.
-bool compare_all(PsTransport& t, const PsOptions& o, const Reference& ref, std::uint64_t* checked, std::string* error) {
+bool compare_all(Worker& worker, const PsOptions& o, const Reference& ref, std::uint64_t* checked, std::string* error) {
   const Workload& w = o.workload;
   std::uint64_t mismatches = 0;
-  std::uint64_t id = 1u << 30;
-  for (std::uint32_t s = 0; s < w.shards; ++s) {
-    bool dense_done = w.dense == 0;
-    for (std::uint64_t first = s; first < w.keys || !dense_done;) {
-      std::uint32_t count = 0;
-      std::uint64_t* keys = keys_of(t.request(s).data());
-      for (; count < w.batch && first < w.keys; first += w.shards) keys[count++] = first;
-      const std::uint32_t dense = dense_done ? 0 : w.dense;
-      const std::uint32_t len = encode_pull_header(t.request(s), count, w.dim, 0, dense, ++id);
-      std::uint32_t resp_len = 0;
-      if (!exchange_one(t, s, len, &resp_len, error)) return false;
-      const PsStatus st = check_response(t.response(s).data(), resp_len, PsOp::Pull, id);
-      if (st != PsStatus::Ok || resp_len != pull_response_bytes(count, w.dim, dense)) {
-        *error = "final pull from shard " + std::to_string(s) + ": " + std::string(to_string(st));
-        return false;
-      }
-      const float* rows = rows_of(t.response(s).data());
-      for (std::uint32_t i = 0; i < count; ++i) {
-        for (std::uint32_t j = 0; j < w.dim; ++j) {
-          const double want = ref.table[keys[i] * w.dim + j];
-          const float got = rows[std::size_t{i} * w.dim + j];
-          ++*checked;
-          if (static_cast<double>(got) != want && ++mismatches <= 5)
-            std::fprintf(stderr, "  key %llu col %u: got %.9g want %.9g\n", static_cast<unsigned long long>(keys[i]), j,
-                         got, want);
-        }
-      }
-      for (std::uint32_t d = 0; d < dense; ++d) {
-        const double want = ref.dense[std::size_t{s} * w.dense + d];
-        const float got = rows[std::size_t{count} * w.dim + d];
-        ++*checked;
-        if (static_cast<double>(got) != want && ++mismatches <= 5)
-          std::fprintf(stderr, "  shard %u dense %u: got %.9g want %.9g\n", s, d, got, want);
-      }
-      dense_done = true;
+  auto note = [&](double got, double want, const std::string& what) {
+    ++*checked;
+    if (got != want && ++mismatches <= 5) std::fprintf(stderr, "  %s: got %.9g want %.9g\n", what.c_str(), got, want);
+  };
+  std::vector<Key> keys;
+  for (Key first = 0; first < w.keys; first += w.batch) {
+    keys.clear();
+    for (Key k = first; k < std::min<Key>(w.keys, first + w.batch); ++k) keys.push_back(k);
+    const auto t = worker.pull(kRowsTable, keys);
+    if (!t || worker.wait(t.value, kDeadline) != Status::Ok) {
+      *error = t ? describe_failure(worker, t.value, "final pull") : "final pull not started";
+      return false;
     }
+    const PulledRows r = worker.rows(t.value);
+    for (std::size_t row = 0; row < r.keys.size(); ++row)
+      for (std::uint32_t j = 0; j < w.dim; ++j)
+        note(r.rows[row * w.dim + j], ref.table[r.keys[row] * w.dim + j],
+             "key " + std::to_string(r.keys[row]) + " col " + std::to_string(j));
+    worker.release(t.value);
+  }
+  if (w.dense > 0) {
+    const auto t = worker.pull_dense(kDenseTable);
+    if (!t || worker.wait(t.value, kDeadline) != Status::Ok) {
+      *error = t ? describe_failure(worker, t.value, "final dense pull") : "final dense pull not started";
+      return false;
+    }
+    const PulledRows r = worker.rows(t.value);
+    for (std::size_t e = 0; e < r.rows.size(); ++e) note(r.rows[e], ref.dense[e], "dense " + std::to_string(e));
+    worker.release(t.value);
   }
   if (mismatches) *error = std::to_string(mismatches) + " parameters differ from the reference";
   return mismatches == 0;
@@ -195,17 +232,8 @@ int run_check(const PsOptions& o) {
   std::uint64_t checked = 0;
   bool ok = enter_netns(o.worker_netns, &error);
   if (ok) {
-    TransportSpec spec;
-    spec.kind = o.transport;
-    spec.shards = w.shards;
-    spec.request_bytes = worker_request_bytes(w);
-    spec.response_bytes = worker_response_bytes(w);
-    spec.socket = o.socket;
-    spec.target = o.transport == TransportKind::Ferry ? o.target : "";
-    spec.name = "ferry-ps checker";
-    spec.shard_addresses = fleet.shard_addresses();
-    auto t = make_transport(spec, &error);
-    ok = t && probe_bad_requests(*t, o, &error) && compare_all(*t, o, ref, &checked, &error);
+    auto worker = make_worker(o, fleet.shard_addresses(), "ferry-ps checker", &error);
+    ok = worker && probe_bad_requests(*worker, o, &error) && compare_all(*worker, o, ref, &checked, &error);
   }
   std::string stop_error;
   const bool stopped = fleet.stop_shards(&stop_error);
@@ -218,4 +246,4 @@ int run_check(const PsOptions& o) {
   return 0;
 }
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

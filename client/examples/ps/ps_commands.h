@@ -3,11 +3,11 @@
 
 #include "ps_options.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 int run_bench(const PsOptions& o);
 int run_check(const PsOptions& o);
 int run_server(const PsOptions& o);
 int run_worker(const PsOptions& o);
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

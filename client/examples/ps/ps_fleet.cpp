@@ -13,11 +13,14 @@
 #include <cstring>
 #include <fstream>
 
+#include "bench_worker.h"
 #include "cpu_accounting.h"
+#include "ferry/ps/shard_link.h"
 #include "framed_io.h"
-#include "shard_server.h"
+#include "shard_process.h"
+#include "tcp_link.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 namespace {
 
@@ -52,20 +55,6 @@ bool read_line(int fd, std::chrono::steady_clock::time_point deadline, std::stri
   }
 }
 
-TransportSpec worker_spec(const PsOptions& o, const std::vector<std::string>& addresses, std::uint32_t id) {
-  TransportSpec t;
-  t.kind = o.transport;
-  t.shards = o.workload.shards;
-  t.request_bytes = worker_request_bytes(o.workload);
-  t.response_bytes = worker_response_bytes(o.workload);
-  t.socket = o.socket;
-  t.target = o.transport == TransportKind::Ferry ? o.target : "";
-  t.busy_poll = o.busy_poll;
-  t.name = "ferry-ps worker " + std::to_string(id);
-  t.shard_addresses = addresses;
-  return t;
-}
-
 // The worker process body: warm up, say ready, wait for go, run, report.
 int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, std::uint32_t id, int report_fd,
                 int go_fd) {
@@ -77,9 +66,9 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
   };
   std::string error;
   if (!enter_netns(o.worker_netns, &error)) return fail(error);
-  auto transport = make_transport(worker_spec(o, addresses, id), &error);
-  if (!transport) return fail(error);
-  PsWorker worker(*transport, o.workload, id);
+  auto ps_worker = make_worker(o, addresses, "ferry-ps worker " + std::to_string(id), &error);
+  if (!ps_worker) return fail(error);
+  BenchWorker worker(*ps_worker, o.workload, id);
   if (id == 0) worker.skip_push_at(o.fault_skip_push);
   for (std::uint32_t it = 0; it < o.warmup; ++it)
     if (!worker.iterate(it, nullptr, nullptr, &error)) return fail("warm-up: " + error);
@@ -108,6 +97,35 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
 }
 
 }  // namespace
+
+std::unique_ptr<Worker> make_worker(const PsOptions& o, const std::vector<std::string>& shard_addresses,
+                                    const std::string& name, std::string* error) {
+  const Workload& w = o.workload;
+  std::unique_ptr<ShardLink> link;
+  if (o.transport == TransportKind::Ferry) {
+    FerryLinkOptions f;
+    f.socket = o.socket;
+    f.target = o.target;
+    f.shards = w.shards;
+    f.name = name;
+    f.busy_poll = o.busy_poll;
+    // Room for a pull's rows and a push's requests to every shard, twice
+    // over (the allocator's power-of-two classes), plus slack.
+    constexpr std::uint64_t kMiB = 1ull << 20;
+    const std::uint64_t rows = std::uint64_t{w.batch} * w.dim + std::uint64_t{w.dense} * w.shards;
+    const std::uint64_t need = 2 * (4 * rows + 12 * rows + 64 * w.shards) * 2 + 4 * kMiB;
+    f.tx_bytes = need > 32 * kMiB ? (need & ~(kMiB - 1)) : 0;
+    auto connected = connect_ferry(f, error);
+    if (!connected) return nullptr;
+    link = std::move(connected.value);
+  } else {
+    link = connect_tcp(shard_addresses, error);
+    if (!link) return nullptr;
+  }
+  WorkerOptions wo;
+  wo.tables = workload_tables(w, o.lr);
+  return std::make_unique<Worker>(std::move(link), wo);
+}
 
 bool enter_netns(const std::string& name, std::string* error) {
   if (name.empty()) return true;
@@ -160,18 +178,17 @@ bool Fleet::start_shards(std::string* error) {
         ready.failed(err);
         return 1;
       }
-      ShardState state({s, w.shards, w.keys, w.dim, w.dense, static_cast<float>(o_.lr)});
-      ShardServerSpec spec;
+      Shard shard(workload_shard(w, o_.lr, s));
+      ShardProcessSpec spec;
       spec.kind = o_.transport;
       spec.socket = o_.server_socket;
       spec.listen = host + ":0";
-      spec.max_batch = w.batch;
       spec.pool = o_.shard_pool != 0 ? o_.shard_pool : 2 * o_.workers + 4;
       spec.busy_poll = o_.busy_poll;
       spec.stop_fd = ready.stop_fd();
       spec.ready = [&](const std::string& info) { ready.ready(info); };
       spec.failed = [&](const std::string& why) { ready.failed(why); };
-      return serve_shard(state, spec);
+      return serve_shard(shard, spec);
     };
     if (!server->start(body, error)) return false;
     std::string info;
@@ -290,4 +307,4 @@ bool Fleet::stop_shards(std::string* error) {
   return ok;
 }
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

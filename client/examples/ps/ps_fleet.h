@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "ferry/ps/worker.h"
 #include "forked_server.h"
 #include "ps_options.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 struct WorkerReport {
   bool ok = false;
@@ -50,9 +51,15 @@ class Fleet {
   int go_write_fd_ = -1;
 };
 
+// A Worker over the run's transport (ferry: the daemon at --socket and the
+// shards at --target; tcp: one connection per shard address). Null with
+// *error set when it cannot reach every shard.
+std::unique_ptr<Worker> make_worker(const PsOptions& o, const std::vector<std::string>& shard_addresses,
+                                    const std::string& name, std::string* error);
+
 // Enter network namespace /var/run/netns/NAME (empty: stay). For the netns head-to-head.
 bool enter_netns(const std::string& name, std::string* error);
 // VmHWM of a live process, kB (0 when unreadable).
 std::uint64_t peak_rss_kb(pid_t pid);
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 bool lr_is_power_of_two(double lr) {
   for (int k = 0; k <= 30; ++k)
@@ -48,4 +48,4 @@ std::uint64_t ZipfSampler::sample(double u) const {
   return static_cast<std::uint64_t>(it - cdf_.begin());
 }
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

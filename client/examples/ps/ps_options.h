@@ -1,14 +1,15 @@
-// ferry-ps command line: one struct for every subcommand, parsed in one place.
+// ferry-ps command line (boost.program_options): one struct for every
+// subcommand, parsed in one place. Exceptions stay inside parse_options.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "ps_transport.h"
-#include "ps_worker.h"
+#include "ps_workload.h"
 
-namespace ferry::ps {
+namespace ferry::ps::tool {
 
 enum class Command : std::uint8_t { Server, Worker, Bench, Check };
 std::string_view to_string(Command c) noexcept;
@@ -41,4 +42,4 @@ struct PsOptions {
 // Parses argv; returns -1 to go on, or the exit code (usage printed).
 int parse_options(int argc, char** argv, PsOptions* o);
 
-}  // namespace ferry::ps
+}  // namespace ferry::ps::tool

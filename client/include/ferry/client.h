@@ -143,8 +143,15 @@ class Client {
   // Ok while attached; DaemonGone once the daemon hung up (every in-flight
   // operation then completes with DaemonGone, after whatever the daemon had
   // already completed; from then on wait() returns at once and submissions
-  // return DaemonGone).
+  // return DaemonGone); Cancelled after detach().
   Status state() const noexcept;
+  // Hangs up on the daemon now (it frees everything this client held, as
+  // when the Client is destroyed) but keeps the segment mapped until the
+  // Client is destroyed, so memory something still points into (a Python
+  // view, say) stays readable. Afterwards state() is Cancelled,
+  // submissions return Cancelled and every operation still in flight
+  // completes Cancelled. Idempotent.
+  void detach() noexcept;
   ClientStats stats() const noexcept;
   std::uint32_t client_id() const noexcept;
   std::uint64_t daemon_epoch() const noexcept;

@@ -13,12 +13,13 @@ using namespace ferry;
 using namespace ferry::control;
 
 TEST_CASE("protocol: command names round trip and unknown names are nullopt", "[control]") {
-  for (Command c :
-       {Command::Status, Command::Clients, Command::Counters, Command::Peers, Command::Channels, Command::Drain}) {
+  for (Command c : {Command::Status, Command::Clients, Command::Counters, Command::Peers, Command::Channels,
+                    Command::Drain, Command::Resume}) {
     CHECK(command_from_string(to_string(c)) == c);
   }
   CHECK(to_string(Command::Status) == "status");
   CHECK(to_string(Command::Drain) == "drain");
+  CHECK(to_string(Command::Resume) == "resume");
   CHECK_FALSE(command_from_string("Status").has_value());
   CHECK_FALSE(command_from_string("").has_value());
 }

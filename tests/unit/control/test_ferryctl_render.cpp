@@ -38,6 +38,9 @@ TEST_CASE("ferryctl options: commands, options in any order, usage errors", "[fe
   CHECK(parse_options({"help"}).options->command == CtlCommand::Help);
   CHECK(parse_options({"status", "--help"}).options->command == CtlCommand::Help);
   CHECK(parse_options({"--version"}).options->command == CtlCommand::Version);
+  CHECK(parse_options({"drain"}).options->command == CtlCommand::Drain);
+  CHECK(parse_options({"resume", "-c", "/r"}).options->command == CtlCommand::Resume);
+  CHECK(parse_options({"-c", "/r", "resume"}).options->control_path == "/r");
 
   for (std::vector<std::string> bad : {
            std::vector<std::string>{},
@@ -51,6 +54,8 @@ TEST_CASE("ferryctl options: commands, options in any order, usage errors", "[fe
            {"top", "--interval", "-1"},
            {"top", "--interval"},
            {"status", "--json=1"},
+           {"status", "--cont", "/x"},  // a prefix is not taken for --control
+           {"status", "--timeout", "0"},
        }) {
     auto r = parse_options(bad);
     CHECK_FALSE(r.options.has_value());

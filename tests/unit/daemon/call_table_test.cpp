@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "daemon/calls.h"
+#include "daemon/local/call_table.h"
 
 using namespace ferry::daemon;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "daemon/peer/channel_manager.h"
-#include "daemon/peer/remote_ops.h"
+#include "daemon/remote/remote_ops.h"
 #include "transport/testing/recording_transport.h"
 
 using namespace ferry;
@@ -79,7 +79,12 @@ struct Rig {
     cfg.lanes = 1;
     mgr = std::make_unique<ChannelManager>(t, ev, cfg, counters);
   }
-  void pump() { mgr->poll(now); }
+  // As after a wake by the transport: a manager with no channel looks at
+  // its transport only every few polls otherwise.
+  void pump() {
+    mgr->woke(true);
+    (void)mgr->poll(now);
+  }
 
   // We connect to a peer of `peer_epoch`; bootstrap conn `boot`, lane `lane_conn`.
   std::uint32_t connect_up(std::uint64_t peer_epoch, transport::ConnId boot = 1, transport::ConnId lane_conn = 2) {

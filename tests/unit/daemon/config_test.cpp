@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "daemon/config_file.h"
+#include "daemon/config_keys.h"
 #include "daemon/engine_fault.h"
+#include "ferry_config.h"
 
 using namespace ferry::daemon;
 
@@ -125,29 +128,118 @@ TEST_CASE("config file: same keys, flags win") {
 TEST_CASE("help exits 0") { CHECK(parse({"--help"}).exit_code == 0); }
 
 TEST_CASE("FERRY_FAULT_ENGINE: off unless set, forget-call-after=N armed, anything else refused") {
+  // Both kinds of build run this: build/ compiles the switches in
+  // (-Dfault_injection=true), build-asan/ keeps the project default (off).
   ::unsetenv("FERRY_FAULT_ENGINE");
   CHECK(parse({}).config.fault_forget_call_after == 0);
   ::setenv("FERRY_FAULT_ENGINE", "forget-call-after=100", 1);
   const auto armed = parse({});
   CHECK(armed.exit_code < 0);
-  CHECK(armed.config.fault_forget_call_after == 100);
+  if constexpr (ferry::transport::kFaultInjection) {
+    CHECK(armed.config.fault_forget_call_after == 100);
+  } else {
+    CHECK(armed.config.fault_forget_call_after == 0);  // ignored: not compiled in
+  }
   for (const char* bad : {"forget-call-after=", "forget-call-after=0", "forget-call-after=1x", "forget-call",
                           "drop-after=3", "forget-call-after=-1", "forget-call-after=99999999999999"}) {
     INFO(bad);
     ::setenv("FERRY_FAULT_ENGINE", bad, 1);
-    CHECK(parse({}).exit_code == 2);
+    CHECK(parse({}).exit_code == (ferry::transport::kFaultInjection ? 2 : -1));
   }
   ::unsetenv("FERRY_FAULT_ENGINE");
 }
 
-TEST_CASE("EngineFault forgets exactly the Nth call, once") {
+TEST_CASE("EngineFault forgets exactly the Nth call, once, and only where compiled in") {
   auto f = parse_engine_fault("forget-call-after=3");
   REQUIRE(f);
   CHECK_FALSE(f->forget_this_call());
   CHECK_FALSE(f->forget_this_call());
-  CHECK(f->forget_this_call());
+  CHECK(f->forget_this_call() == ferry::transport::kFaultInjection);
   CHECK_FALSE(f->forget_this_call());
   CHECK_FALSE(f->armed());
   EngineFault off;
   CHECK_FALSE(off.forget_this_call());
+}
+
+TEST_CASE("the compiled fault-injection flag is the meson option") {
+  CHECK(ferry::transport::kFaultInjection == (FERRY_FAULT_INJECTION != 0));
+}
+
+TEST_CASE("the option table: every row is consistent and every file key round-trips") {
+  const Config defaults;
+  for (const ConfigKey& k : config_keys()) {
+    INFO(k.name);
+    CHECK(find_key(k.name) == &k);
+    CHECK_FALSE(k.summary.empty());
+    if (k.kind == ValueKind::Flag) continue;
+    REQUIRE(k.access.parse != nullptr);
+    if (k.scope != Scope::Anywhere) continue;
+    CHECK((k.access.text != nullptr) != (k.access.number != nullptr));
+    if (k.kind == ValueKind::Number && k.max_key.empty()) CHECK(k.max >= k.min);
+    if (!k.max_key.empty()) {
+      const ConfigKey* bound = find_key(k.max_key);
+      REQUIRE(bound != nullptr);
+      CHECK(bound->kind == ValueKind::Number);
+    }
+    // The default, written out and read back, is the default.
+    Config c;
+    CHECK_FALSE(k.access.parse(c, default_text(k)));
+    CHECK(value_text(k, c) == value_text(k, defaults));
+  }
+  CHECK_FALSE(check_ranges(defaults));
+}
+
+TEST_CASE("sizes: suffixes in, suffixes out") {
+  CHECK(parse_u64("32m") == 32 * kMiB);
+  CHECK(parse_u64("1G") == kGiB);
+  CHECK(parse_u64("4k") == 4096u);
+  CHECK_FALSE(parse_u64("m"));
+  CHECK_FALSE(parse_u64("-1"));
+  CHECK_FALSE(parse_u64("99999999999g"));
+  CHECK(format_size(32 * kMiB) == "32m");
+  CHECK(format_size(kGiB) == "1g");
+  CHECK(format_size(8192) == "8192");
+  CHECK(format_size(0) == "0");
+}
+
+TEST_CASE("cross-field rules refuse what would fail at run time") {
+  Config c;
+  c.heartbeat_ms = 60000;
+  c.peer_timeout_ms = 20;
+  auto err = check_ranges(c);
+  REQUIRE(err);
+  CHECK(err->find("peer-timeout-ms") != std::string::npos);
+  CHECK(err->find("heartbeat-ms") != std::string::npos);
+  c = Config{};
+  c.heartbeat_ms = 100;
+  c.peer_timeout_ms = 300;
+  CHECK_FALSE(check_ranges(c));
+  c.max_memory_bytes_per_uid = 32 * kMiB;  // below one default client (32m + 32m)
+  err = check_ranges(c);
+  REQUIRE(err);
+  CHECK(err->find("max-memory-bytes-per-uid") != std::string::npos);
+}
+
+TEST_CASE("listen needs a numeric host, as start-up does") {
+  CHECK(parse({"--listen", "localhost:7000"}).exit_code == 2);
+  CHECK(parse({"--listen", "127.0.0.1:7000"}).exit_code == -1);
+  CHECK(parse({"--listen", "[::1]:7000"}).exit_code == -1);
+}
+
+TEST_CASE("config file text: comments, command-line-only keys, duplicates") {
+  std::vector<FileEntry> out;
+  CHECK_FALSE(parse_config_text("f", "# c\n\nmax-clients = 9  # trailing\nlisten =\ndevice = a#b\n", &out));
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].key == "max-clients");
+  CHECK(out[0].value == "9");
+  CHECK(out[0].line == 3);
+  CHECK(out[1].value.empty());
+  CHECK(out[2].value == "a#b");
+  for (const char* bad :
+       {"help = 1\n", "describe = 1\n", "max-clients = 1\nmax-clients = 2\n", "x = 1\n", "[s]\n", "just words\n"}) {
+    INFO(bad);
+    auto err = parse_config_text("f", bad, &out);
+    REQUIRE(err);
+    CHECK(err->rfind("f:", 0) == 0);
+  }
 }

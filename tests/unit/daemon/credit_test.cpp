@@ -238,11 +238,12 @@ TEST_CASE("credits: status JSON shows lane credits and the channel window", "[cr
   Side a(100);
   const std::uint32_t id = a.connect_up(4);
   for (std::uint64_t tok = 1; tok <= 4; ++tok) REQUIRE(a.send(id, tok).accepted == 1);
-  a.mgr->find(id)->window_ops = 3;
-  a.mgr->find(id)->window_stalls = 2;
   a.counters.rnr_naks.store(0);
   std::vector<PeerInfo> peers;
   a.mgr->snapshot(peers, a.now);
+  REQUIRE(peers.size() == 1);
+  peers[0].window_ops = 3;  // the remote sender's books (send_windows.h), filled in by the engine
+  peers[0].window_stalls = 2;
   const json::Value v = peers_json(peers);
   const json::Array* arr = v.as_array();
   REQUIRE(arr != nullptr);

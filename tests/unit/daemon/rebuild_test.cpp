@@ -62,6 +62,7 @@ TEST_CASE("rebuild: a broken lane is replaced; what the peer missed goes again o
   p.b.t.inject(closed_on(12));
   p.a.pump();
   p.b.pump();
+  p.a.pump();  // the new connection comes up (connect_async): the rejoin Hello goes
   CHECK(p.a.mgr->find(id)->state == ChannelState::Up);  // the channel lives on
   CHECK(p.a.mgr->find(id)->lanes[0].broken);
   const auto& rejoin = p.a.t.sent().back();
@@ -124,6 +125,7 @@ TEST_CASE("rebuild: duplicates are dropped by lane_seq, a gap breaks the lane", 
   h.lane_seq = 3;  // 2 is missing
   a.t.inject_recv(2, h);
   a.pump();
+  a.pump();  // the new connection comes up (connect_async): the rejoin Hello goes
   CHECK(a.ev.messages.size() == 1);
   CHECK(read(a.counters.lane_breaks) == 1);
   CHECK(a.ev.down.empty());

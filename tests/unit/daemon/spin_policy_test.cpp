@@ -1,4 +1,4 @@
-#include "daemon/spin_policy.h"
+#include "daemon/loop/spin_policy.h"
 
 #include <catch2/catch.hpp>
 

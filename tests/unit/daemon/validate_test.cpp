@@ -1,7 +1,7 @@
 // Every rejection validate_entry can make, and the edges that must pass.
 #include <catch2/catch.hpp>
 
-#include "daemon/validate.h"
+#include "daemon/session/validate.h"
 
 using namespace ferry;
 using namespace ferry::daemon;

@@ -273,3 +273,27 @@ TEST_CASE("allocator over a 4 GiB arena", "[allocator]") {
   for (const Block& b : blocks) REQUIRE(a.free(b.offset) == Status::Ok);
   REQUIRE(a.stats().free_slabs == 4096);
 }
+
+TEST_CASE("allocator keeps one wholly free slab per class formatted, free to any class", "[allocator]") {
+  SlabAllocator a(0, 2 * kSlabBytes);
+  // One block allocated and freed over and over: the same block, and the
+  // slab counted free each time it is empty.
+  auto first = a.alloc(100);
+  REQUIRE(first.has_value());
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(a.free(first->offset) == Status::Ok);
+    REQUIRE(a.stats().free_slabs == 2);
+    auto again = a.alloc(100);
+    REQUIRE(again.has_value());
+    REQUIRE(again->offset == first->offset);
+  }
+  REQUIRE(a.free(first->offset) == Status::Ok);
+  REQUIRE(a.free(first->offset) == Status::BadRequest);  // still no double free
+  // The kept slab is free to another class once the pool is empty.
+  auto big1 = a.alloc(kSlabBytes);
+  auto big2 = a.alloc(kSlabBytes);
+  REQUIRE(big1.has_value());
+  REQUIRE(big2.has_value());
+  REQUIRE(a.stats().free_slabs == 0);
+  REQUIRE_FALSE(a.alloc(64).has_value());
+}

@@ -1,4 +1,4 @@
-// Doorbell: an eventfd that never blocks on ring and coalesces rings.
+// Doorbell: an eventfd or a pipe end that never blocks on ring and coalesces rings.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -49,4 +49,32 @@ TEST_CASE("doorbell moves own the fd", "[doorbell]") {
   REQUIRE(b.fd() == fd);
   { Doorbell c = std::move(b); }
   REQUIRE(::fcntl(fd, F_GETFD) == -1);
+}
+
+TEST_CASE("a ringer pipe never blocks its ringer, whatever the other end does", "[doorbell]") {
+  auto r = Doorbell::create_ringer_pipe();
+  REQUIRE(r);
+  Doorbell ours = std::move(r.value);
+  REQUIRE(ours.peer_fd() >= 0);
+  Doorbell theirs(::fcntl(ours.peer_fd(), F_DUPFD_CLOEXEC, 0));  // what the other process receives
+  ours.release_peer();
+  REQUIRE(ours.peer_fd() == -1);
+
+  // The other side clears O_NONBLOCK on its end: its open file description
+  // only, never ours.
+  REQUIRE(::fcntl(theirs.fd(), F_SETFL, ::fcntl(theirs.fd(), F_GETFL) & ~O_NONBLOCK) == 0);
+  REQUIRE((::fcntl(ours.fd(), F_GETFL) & O_NONBLOCK) != 0);
+
+  ours.ring();
+  REQUIRE(theirs.wait(0));
+  REQUIRE_FALSE(theirs.wait(0));
+
+  // Never read: the pipe fills and further rings return at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20000; ++i) ours.ring();  // 160 KB of rings into a 64 KiB pipe
+  REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  int wakes = 0;  // each drain is bounded; a few of them empty the pipe
+  while (theirs.wait(0) && wakes < 100) ++wakes;
+  REQUIRE(wakes >= 1);
+  REQUIRE(wakes < 100);
 }

@@ -167,6 +167,103 @@ TEST_CASE("connect to a peer that never answers gives up at the configured timeo
   ::close(lfd);
 }
 
+TEST_CASE("connect_async: Connected from poll, then traffic; the caller never waits", "[tcp]") {
+  auto server = make_transport();
+  auto client = make_transport();
+  auto l = server->listen("127.0.0.1", 0);
+  REQUIRE(l);
+  const auto start = Clock::now();
+  auto c = client->connect_async("127.0.0.1", l.value);
+  REQUIRE(c);
+  CHECK(Clock::now() - start < 100ms);
+  // Not usable before it is Connected.
+  SendWr early;
+  early.conn = c.value;
+  early.header = send_header(1, 1);
+  CHECK(client->post_send(std::span<const SendWr>(&early, 1)).status == Status::EndpointClosed);
+  REQUIRE(poll_for(*client,
+                   [&](const Completion& cp) { return cp.kind == CompletionKind::Connected && cp.conn == c.value; }));
+  ConnId accepted = kInvalidConn;
+  REQUIRE(poll_for(*server, [&](const Completion& cp) {
+    if (cp.kind != CompletionKind::Accepted) return false;
+    accepted = cp.conn;
+    return true;
+  }));
+  CHECK(!client->peer_address(c.value).empty());
+  SendWr wr;
+  wr.conn = c.value;
+  wr.header = send_header(1, 77);
+  wr.signaled = false;
+  REQUIRE(client->post_send(std::span<const SendWr>(&wr, 1)).accepted == 1);
+  REQUIRE(poll_for(*server, [&](const Completion& cp) {
+    return cp.kind == CompletionKind::Recv && cp.conn == accepted && cp.header.token == 77;
+  }));
+}
+
+TEST_CASE("connect_async: a refused connect comes back Closed with PeerUnreachable", "[tcp][fault]") {
+  const int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // bound, not listening
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(holder, reinterpret_cast<sockaddr*>(&a), &len);
+  auto t = make_transport();
+  auto c = t->connect_async("127.0.0.1", ntohs(a.sin_port));
+  if (c) {  // refused at once (loopback may answer inside connect()) is the other correct outcome
+    REQUIRE(poll_for(*t, [&](const Completion& cp) {
+      return cp.kind == CompletionKind::Closed && cp.conn == c.value && cp.status == Status::PeerUnreachable;
+    }));
+  } else {
+    CHECK(c.status == Status::PeerUnreachable);
+  }
+  ::close(holder);
+  CHECK(t->connect_async("not-an-address", 1).status == Status::BadRequest);
+}
+
+TEST_CASE("connect_async: a peer that never answers times out; close() abandons a connect", "[tcp][fault]") {
+  // A listener with a full accept queue drops further SYNs (see above).
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(lfd, 0) == 0);
+  socklen_t len = sizeof a;
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::uint16_t port = ntohs(a.sin_port);
+  TcpConfig fill_cfg;
+  fill_cfg.connect_timeout_ms = 200;
+  auto filler = make_transport(fill_cfg);
+  bool stalled = false;
+  for (int i = 0; i < 8 && !stalled; ++i) stalled = filler->connect("127.0.0.1", port).status != Status::Ok;
+  REQUIRE(stalled);
+
+  TcpConfig cfg;
+  cfg.connect_timeout_ms = 300;
+  auto t = make_transport(cfg);
+  const auto start = Clock::now();
+  auto c = t->connect_async("127.0.0.1", port);
+  REQUIRE(c);
+  REQUIRE(poll_for(*t, [&](const Completion& cp) {
+    return cp.kind == CompletionKind::Closed && cp.conn == c.value && cp.status == Status::PeerUnreachable;
+  }));
+  const auto took = Clock::now() - start;
+  CHECK(took >= 280ms);
+  CHECK(took < 1500ms);
+
+  auto d = t->connect_async("127.0.0.1", port);
+  REQUIRE(d);
+  REQUIRE(t->close(d.value) == Status::Ok);
+  REQUIRE(poll_for(
+      *t,
+      [&](const Completion& cp) {
+        return cp.kind == CompletionKind::Closed && cp.conn == d.value && cp.status == Status::Ok;
+      },
+      200ms));
+  ::close(lfd);
+}
+
 TEST_CASE("garbage bytes close the connection with ProtocolError, server keeps working", "[tcp][fault]") {
   auto server = make_transport();
   auto l = server->listen("127.0.0.1", 0);

@@ -1,0 +1,40 @@
+#include "shard_process.h"
+
+#include <cstdio>
+
+#include "ferry/ps/shard_server.h"
+#include "tcp_link.h"
+
+namespace ferry::ps::tool {
+
+int serve_shard(Shard& shard, const ShardProcessSpec& spec) {
+  if (spec.kind == TransportKind::Tcp)
+    return serve_shard_tcp(shard, spec.listen, spec.stop_fd, spec.ready, spec.failed);
+  ShardServerOptions o;
+  o.socket = spec.socket;
+  o.pool = spec.pool;
+  o.busy_poll = spec.busy_poll;
+  std::string why;
+  auto started = ShardServer::start(shard, o, &why);
+  if (!started) {
+    spec.failed(why);
+    return 1;
+  }
+  spec.ready("");
+  const Status st = started.value->run(spec.stop_fd);
+  const ShardServerCounters& c = started.value->counters();
+  const unsigned index = shard.spec().index;
+  if (c.waited != 0)
+    std::fprintf(stderr, "ferry-ps shard %u: %llu requests waited for a response buffer (pool %u)\n", index,
+                 static_cast<unsigned long long>(c.waited), spec.pool);
+  if (c.refusals != 0)
+    std::fprintf(stderr, "ferry-ps shard %u: %llu replies refused Busy and sent again\n", index,
+                 static_cast<unsigned long long>(c.refusals));
+  if (st != Status::Ok) {
+    spec.failed("ferryd went away (" + std::string(to_string(st)) + ")");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ferry::ps::tool

@@ -1,0 +1,79 @@
+// A shard served over ferry: attaches to ferryd, serves PREFIX<index>, and
+// answers each request (Shard::handle) with a Reply from a pool of response
+// buffers preallocated in the tx arena. A request that finds the pool empty
+// waits, unreleased, until a Reply completes (bounded by the rx arena). A
+// request is applied once: its answer stays in its buffer until the Reply
+// completes, and a Reply the submission ring refuses, or that completes
+// Busy (no room toward a remote caller now; the call is still open), goes
+// again from that buffer with the same token.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/client.h"
+#include "ferry/ps/shard.h"
+
+namespace ferry::ps {
+
+struct ShardServerOptions {
+  std::string socket;  // the shard's ferryd; empty: $FERRY_SOCKET or the default
+  std::string service_prefix = "ps-shard-";
+  std::string name;         // shown by ferryctl clients; empty: the service name
+  std::uint32_t pool = 64;  // response buffers: Replies in flight at once
+  bool busy_poll = false;
+};
+
+struct ShardServerCounters {
+  std::uint64_t waited = 0;    // requests that queued for a response buffer
+  std::uint64_t refusals = 0;  // Replies refused Busy (ring full, or at completion), each sent again
+};
+
+class ShardServer {
+ public:
+  // Attaches, allocates the pool and serves the shard's service. On
+  // failure *why says what failed. `shard` must outlive the server.
+  [[nodiscard]] static Result<std::unique_ptr<ShardServer>> start(Shard& shard, const ShardServerOptions& options,
+                                                                  std::string* why);
+  ~ShardServer();
+  ShardServer(const ShardServer&) = delete;
+  ShardServer& operator=(const ShardServer&) = delete;
+
+  // Serves until stop_fd becomes readable (or hangs up): Ok then; the
+  // daemon's status (DaemonGone) when ferryd went away.
+  [[nodiscard]] Status run(int stop_fd) noexcept;
+
+  const ShardServerCounters& counters() const noexcept { return counters_; }
+  const std::string& service() const noexcept { return service_; }
+
+ private:
+  ShardServer(Shard& shard, const ShardServerOptions& options, std::unique_ptr<Client> client);
+  void on_completion(const Completion& c) noexcept;
+  bool answer(const Completion& c) noexcept;
+  void resend_refused() noexcept;
+  void drain_pending() noexcept;
+
+  static constexpr std::size_t kBatch = 64;
+  struct Sent {
+    std::uint64_t token = 0;
+    std::uint32_t length = 0;
+  };
+
+  Shard& shard_;
+  ShardServerOptions options_;
+  std::unique_ptr<Client> client_;
+  std::string service_;
+  std::size_t response_bytes_ = 0;
+  std::vector<Buffer> buffers_;
+  std::vector<std::uint32_t> free_;
+  std::vector<Sent> sent_;              // per buffer: the Reply it carries
+  std::vector<std::uint32_t> refused_;  // buffers whose Reply was refused Busy
+  std::vector<Completion> pending_;     // requests waiting for a buffer, oldest first
+  ShardServerCounters counters_;
+  std::array<Completion, kBatch> batch_{};
+};
+
+}  // namespace ferry::ps

@@ -1,0 +1,152 @@
+#include "ferry/ps/shard_server.h"
+
+#include <poll.h>
+
+#include "ferry/ps/shard_link.h"
+
+namespace ferry::ps {
+
+namespace {
+
+// Requests that wait for a response buffer: the capacity reserved up front.
+// The queue may grow past it (it never drops a request); what bounds it is
+// the rx arena, where each waiting request still holds its bytes.
+constexpr std::size_t kPendingReserve = 4096;
+constexpr std::uint64_t kMiB = 1ull << 20;
+
+}  // namespace
+
+Result<std::unique_ptr<ShardServer>> ShardServer::start(Shard& shard, const ShardServerOptions& o, std::string* why) {
+  using R = Result<std::unique_ptr<ShardServer>>;
+  if (o.pool == 0) {
+    *why = "the response pool needs at least one buffer";
+    return R::fail(Status::BadRequest);
+  }
+  const std::string service = shard_service(o.service_prefix, shard.spec().index);
+  AttachOptions a;
+  a.socket_path = o.socket;
+  a.name = o.name.empty() ? service : o.name;
+  a.busy_poll = o.busy_poll;
+  const std::uint64_t need = 2 * std::uint64_t{o.pool} * shard.max_response_bytes() + 4 * kMiB;
+  a.tx_bytes = need > 32 * kMiB ? (need & ~(kMiB - 1)) : 0;
+  // Requests land in the rx arena: room for a few per buffer of the pool.
+  const std::uint64_t rx_need = 2 * std::uint64_t{o.pool} * shard.max_request_bytes() + 4 * kMiB;
+  a.rx_bytes = rx_need > 32 * kMiB ? (rx_need & ~(kMiB - 1)) : 0;
+  auto attached = Client::attach(a);
+  if (!attached) {
+    *why = "cannot attach to ferryd at '" + (o.socket.empty() ? default_socket_path() : o.socket) +
+           "': " + std::string(to_string(attached.status));
+    return R::fail(attached.status);
+  }
+  std::unique_ptr<ShardServer> server(new ShardServer(shard, o, std::move(attached.value)));
+  server->service_ = service;
+  Client& c = *server->client_;
+  server->response_bytes_ = shard.max_response_bytes();
+  if (server->response_bytes_ > c.max_message_bytes()) {
+    *why = "responses of " + std::to_string(server->response_bytes_) + " bytes exceed the daemon's max message size " +
+           std::to_string(c.max_message_bytes()) + " (lower max_count)";
+    return R::fail(Status::BadRequest);
+  }
+  for (std::uint32_t i = 0; i < o.pool; ++i) {
+    Buffer b = c.alloc(server->response_bytes_);
+    if (!b) {
+      *why = "tx arena too small for a response pool of " + std::to_string(o.pool);
+      return R::fail(Status::NoMemory);
+    }
+    server->buffers_.push_back(b);
+    server->free_.push_back(i);
+  }
+  server->sent_.resize(o.pool);
+  server->refused_.reserve(o.pool);
+  server->pending_.reserve(kPendingReserve);
+  const auto served = c.serve(service);
+  if (!served) {
+    *why = "serve " + service + ": " + std::string(to_string(served.status));
+    return R::fail(served.status);
+  }
+  return R::ok(std::move(server));
+}
+
+ShardServer::ShardServer(Shard& shard, const ShardServerOptions& options, std::unique_ptr<Client> client)
+    : shard_(shard), options_(options), client_(std::move(client)) {}
+
+ShardServer::~ShardServer() = default;
+
+Status ShardServer::run(int stop_fd) noexcept {
+  for (;;) {
+    resend_refused();
+    drain_pending();
+    const std::size_t n = client_->poll(batch_);
+    if (n == 0) {
+      if (client_->state() != Status::Ok) return client_->state();
+      const bool idle = pending_.empty() && refused_.empty();
+      if (options_.busy_poll && idle) {
+        pollfd p{stop_fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0) return Status::Ok;
+        continue;
+      }
+      // Sleep on the completion doorbell; a short timeout while requests wait.
+      pollfd p[2] = {{client_->event_fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+      ::poll(p, 2, idle ? -1 : 1);
+      if (p[1].revents != 0) return Status::Ok;
+      continue;
+    }
+    for (std::size_t i = 0; i < n; ++i) on_completion(batch_[i]);
+  }
+}
+
+void ShardServer::on_completion(const Completion& c) noexcept {
+  if (c.kind == Completion::Kind::Request) {
+    if (!pending_.empty() || !answer(c)) {
+      pending_.push_back(c);
+      ++counters_.waited;
+    }
+    return;
+  }
+  if (c.kind == Completion::Kind::Message) {
+    client_->release(c);  // the protocol has no one-way messages
+    return;
+  }
+  if (c.op != OpKind::Reply) return;
+  const auto b = static_cast<std::uint32_t>(c.user_data);
+  if (c.status == Status::Busy) {
+    refused_.push_back(b);  // the call is still open: the same answer goes again
+    ++counters_.refusals;
+  } else {
+    free_.push_back(b);  // Ok, or CallerGone: nothing more to do for it
+  }
+}
+
+bool ShardServer::answer(const Completion& c) noexcept {
+  if (free_.empty()) return false;
+  const std::uint32_t b = free_.back();
+  const std::size_t len = shard_.handle({c.data, c.length}, buffers_[b].span().first(response_bytes_));
+  // handle() has applied the request (a push changed the shard): from here
+  // its answer is kept, and a refused Reply only delays it.
+  free_.pop_back();
+  sent_[b] = Sent{c.token, static_cast<std::uint32_t>(len)};
+  client_->release(c);
+  if (client_->reply(c.token, buffers_[b], sent_[b].length, b) == Status::Busy) {
+    refused_.push_back(b);
+    ++counters_.refusals;
+  }
+  return true;
+}
+
+void ShardServer::resend_refused() noexcept {
+  std::size_t done = 0;
+  while (done < refused_.size()) {
+    const std::uint32_t b = refused_[done];
+    if (client_->reply(sent_[b].token, buffers_[b], sent_[b].length, b) == Status::Busy) break;
+    ++done;
+  }
+  if (done > 0) refused_.erase(refused_.begin(), refused_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void ShardServer::drain_pending() noexcept {
+  std::size_t done = 0;
+  while (done < pending_.size() && answer(pending_[done])) ++done;
+  if (done > 0) pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+}  // namespace ferry::ps

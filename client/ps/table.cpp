@@ -1,0 +1,66 @@
+#include "ferry/ps/table.h"
+
+#include <cmath>
+
+namespace ferry::ps {
+
+std::string_view to_string(TableKind k) noexcept {
+  switch (k) {
+    case TableKind::Embedding: return "embedding";
+    case TableKind::Dense: return "dense";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(OptimizerKind k) noexcept {
+  switch (k) {
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Adagrad: return "adagrad";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(InitKind k) noexcept {
+  switch (k) {
+    case InitKind::Zeros: return "zeros";
+    case InitKind::Uniform: return "uniform";
+    case InitKind::Pattern: return "pattern";
+  }
+  return "unknown";
+}
+
+float initial_value(const TableSpec& t, Key key, std::uint32_t col) noexcept {
+  switch (t.init.kind) {
+    case InitKind::Zeros: return 0.0f;
+    case InitKind::Uniform: {
+      const std::uint64_t h = mix64(t.init.seed ^ mix64(key ^ table_salt(t.id)) ^ (col * 0xD6E8FEB86659FD93ull));
+      const float u = static_cast<float>(h >> 40) * 0x1p-24f;  // exact: 24 bits
+      return (u * 2.0f - 1.0f) * t.init.scale;
+    }
+    case InitKind::Pattern:
+      return static_cast<float>(static_cast<int>((key * 31 + std::uint64_t{col} * 7) % 17) - 8) * 0.25f;
+  }
+  return 0.0f;
+}
+
+std::string table_error(const TableSpec& t) {
+  const std::string what = "table " + std::to_string(t.id) + (t.name.empty() ? "" : " '" + t.name + "'");
+  if (t.kind != TableKind::Embedding && t.kind != TableKind::Dense) return what + ": unknown kind";
+  if (t.kind == TableKind::Embedding && (t.dim == 0 || t.dim > kMaxDim))
+    return what + ": dim must be in [1, " + std::to_string(kMaxDim) + "]";
+  if (t.kind == TableKind::Dense && t.dim != 1) return what + ": a dense table has dim 1";
+  if (t.kind == TableKind::Dense && (t.rows == 0 || t.rows > UINT32_MAX))
+    return what + ": a dense table needs a size in [1, 2^32 - 1]";
+  if (t.optimizer.kind != OptimizerKind::Sgd && t.optimizer.kind != OptimizerKind::Adagrad)
+    return what + ": unknown optimizer";
+  if (!(std::isfinite(t.optimizer.lr) && t.optimizer.lr > 0)) return what + ": lr must be a positive number";
+  if (!(std::isfinite(t.optimizer.eps) && t.optimizer.eps >= 0)) return what + ": eps must be >= 0";
+  if (!(std::isfinite(t.optimizer.initial_accumulator) && t.optimizer.initial_accumulator >= 0))
+    return what + ": initial_accumulator must be >= 0";
+  if (t.init.kind != InitKind::Zeros && t.init.kind != InitKind::Uniform && t.init.kind != InitKind::Pattern)
+    return what + ": unknown init";
+  if (!std::isfinite(t.init.scale)) return what + ": init scale must be finite";
+  return {};
+}
+
+}  // namespace ferry::ps

@@ -1,0 +1,217 @@
+#include "client/ps/table_store.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace ferry::ps::detail {
+
+namespace {
+
+Key key_at(const std::byte* keys, std::uint32_t i) noexcept {
+  Key k;
+  std::memcpy(&k, keys + 8 * std::size_t{i}, sizeof k);  // requests may be unaligned (TCP rx)
+  return k;
+}
+
+// Rows a shard can expect of a bounded table: its share plus a few standard deviations.
+std::uint64_t expected_rows(const TableSpec& t, std::uint32_t shards) {
+  if (t.rows == 0) return 1024;
+  const std::uint64_t share = t.rows / shards;
+  return share + 4 * static_cast<std::uint64_t>(std::sqrt(static_cast<double>(share))) + 64;
+}
+
+}  // namespace
+
+TableStore::TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count)
+    : spec_(spec), shard_(shard), shards_(shards), index_(spec.kind == TableKind::Embedding ? 8 : 0) {
+  const bool adagrad = spec.optimizer.kind == OptimizerKind::Adagrad;
+  if (spec.kind == TableKind::Dense) {
+    slice_ = dense_slice(spec.rows, shard, shards);
+    values_.resize(slice_.size());
+    for (std::uint64_t e = 0; e < slice_.size(); ++e) values_[e] = initial_value(spec, slice_.begin + e, 0);
+    if (adagrad) accum_.assign(slice_.size(), spec.optimizer.initial_accumulator);
+    return;
+  }
+  const std::uint64_t rows = expected_rows(spec, shards);
+  index_.reserve(rows);
+  values_.reserve(rows * spec.dim);
+  if (adagrad) accum_.reserve(rows * spec.dim);
+  stamp_.reserve(rows);
+  first_.reserve(rows);
+  mapped_.resize(max_count);
+  distinct_.resize(max_count);
+  sum_.resize(std::size_t{max_count} * spec.dim);
+}
+
+bool TableStore::owns(Key key) const noexcept {
+  if (spec_.rows != 0 && key >= spec_.rows) return false;
+  return shard_of(spec_.id, key, shards_) == shard_;
+}
+
+std::uint32_t TableStore::row_for(Key key) {
+  bool inserted = false;
+  const std::uint32_t r = index_.insert(key, &inserted);
+  if (inserted) {
+    const std::uint32_t dim = spec_.dim;
+    for (std::uint32_t j = 0; j < dim; ++j) values_.push_back(initial_value(spec_, key, j));
+    if (spec_.optimizer.kind == OptimizerKind::Adagrad)
+      accum_.insert(accum_.end(), dim, spec_.optimizer.initial_accumulator);
+    stamp_.push_back(0);
+    first_.push_back(0);
+  }
+  return r;
+}
+
+bool TableStore::map_keys(const std::byte* keys, std::uint32_t count) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (!owns(key_at(keys, i))) return false;
+  // Every key is ours: map them (creating rows is not a change anyone can
+  // see: a pull of a new row returns its initial values either way).
+  if (++epoch_ == 0) {  // wrapped: forget every stamp
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    epoch_ = 1;
+  }
+  std::uint32_t distinct = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint32_t r = row_for(key_at(keys, i));
+    mapped_[i] = r;
+    if (stamp_[r] != epoch_) {
+      stamp_[r] = epoch_;
+      first_[r] = distinct;
+      distinct_[distinct++] = r;
+    }
+  }
+  distinct_count_ = distinct;
+  return true;
+}
+
+namespace {
+
+// torch.optim's arithmetic, rounding for rounding: torch's CPU kernels
+// (AVX2 / AVX-512 builds) fuse `w + alpha * g` (SGD's add_) and
+// `a + g * g` (Adagrad's addcmul_) into one multiply-add, and divide
+// before they add in addcdiv_. std::fma rounds once on every machine; the
+// "fma" clone makes it one instruction where the CPU has it.
+__attribute__((target_clones("default", "fma"))) void apply_sgd(float* w, const float* g, std::uint32_t n,
+                                                                float neg_lr) noexcept {
+  for (std::uint32_t j = 0; j < n; ++j) w[j] = std::fma(neg_lr, g[j], w[j]);
+}
+
+__attribute__((target_clones("default", "fma"))) void apply_adagrad(float* w, float* acc, const float* g,
+                                                                    std::uint32_t n, float neg_lr, float eps) noexcept {
+  for (std::uint32_t j = 0; j < n; ++j) {
+    acc[j] = std::fma(g[j], g[j], acc[j]);                      // state_sum.addcmul_(g, g)
+    w[j] = w[j] + (neg_lr * g[j]) / (std::sqrt(acc[j]) + eps);  // w.addcdiv_(g, sqrt(state) + eps, value=-lr)
+  }
+}
+
+}  // namespace
+
+void TableStore::apply(float* w, float* acc, const float* g, std::uint32_t n) const noexcept {
+  const Optimizer& o = spec_.optimizer;
+  if (o.kind == OptimizerKind::Sgd) {
+    apply_sgd(w, g, n, -o.lr);
+  } else {
+    apply_adagrad(w, acc, g, n, -o.lr, o.eps);
+  }
+}
+
+PsStatus TableStore::pull(const std::byte* keys, std::uint32_t count, float* out) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (!owns(key_at(keys, i))) return PsStatus::BadKey;
+  const std::size_t dim = spec_.dim;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint32_t r = row_for(key_at(keys, i));
+    std::memcpy(out + i * dim, &values_[r * dim], 4 * dim);
+  }
+  return PsStatus::Ok;
+}
+
+PsStatus TableStore::push(const std::byte* keys, std::uint32_t count, const std::byte* grads,
+                          std::uint32_t* applied) noexcept {
+  if (!map_keys(keys, count)) return PsStatus::BadKey;
+  const std::size_t dim = spec_.dim;
+  const bool adagrad = spec_.optimizer.kind == OptimizerKind::Adagrad;
+  if (distinct_count_ == count) {
+    // The common case (ferry workers coalesce before they send): apply each
+    // key's gradient straight from the request, through an aligned copy.
+    float* g = sum_.data();
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::size_t r = mapped_[i];
+      std::memcpy(g, grads + 4 * i * dim, 4 * dim);
+      apply(&values_[r * dim], adagrad ? &accum_[r * dim] : nullptr, g, spec_.dim);
+    }
+  } else {
+    // Sum each key's gradients (in request order), then apply once per key.
+    std::uint32_t seen = 0;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t r = mapped_[i];
+      float* s = &sum_[first_[r] * dim];
+      if (first_[r] == seen) {  // first occurrence: positions were handed out in this order
+        std::memcpy(s, grads + 4 * i * dim, 4 * dim);
+        ++seen;
+      } else {
+        float g[kMaxDim];
+        std::memcpy(g, grads + 4 * i * dim, 4 * dim);
+        for (std::size_t j = 0; j < dim; ++j) s[j] += g[j];
+      }
+    }
+    for (std::uint32_t u = 0; u < distinct_count_; ++u) {
+      const std::size_t r = distinct_[u];
+      apply(&values_[r * dim], adagrad ? &accum_[r * dim] : nullptr, &sum_[u * dim], spec_.dim);
+    }
+  }
+  *applied = distinct_count_;
+  return PsStatus::Ok;
+}
+
+PsStatus TableStore::assign(const std::byte* keys, std::uint32_t count, const std::byte* values,
+                            std::uint32_t* applied) noexcept {
+  if (!map_keys(keys, count)) return PsStatus::BadKey;
+  const std::size_t dim = spec_.dim;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::size_t r = mapped_[i];
+    std::memcpy(&values_[r * dim], values + 4 * i * dim, 4 * dim);  // a later duplicate wins
+    if (!accum_.empty()) std::fill_n(&accum_[r * dim], dim, spec_.optimizer.initial_accumulator);
+  }
+  *applied = distinct_count_;
+  return PsStatus::Ok;
+}
+
+PsStatus TableStore::pull_dense(std::uint32_t offset, std::uint32_t count, float* out) const noexcept {
+  if (offset < slice_.begin || std::uint64_t{offset} + count > slice_.end) return PsStatus::BadRange;
+  std::memcpy(out, &values_[offset - slice_.begin], 4 * std::size_t{count});
+  return PsStatus::Ok;
+}
+
+PsStatus TableStore::push_dense(std::uint32_t offset, std::uint32_t count, const std::byte* grads) noexcept {
+  if (offset < slice_.begin || std::uint64_t{offset} + count > slice_.end) return PsStatus::BadRange;
+  const std::size_t base = offset - slice_.begin;
+  constexpr std::uint32_t kChunk = 1024;
+  float g[kChunk];
+  for (std::uint32_t done = 0; done < count; done += kChunk) {
+    const std::uint32_t n = std::min(kChunk, count - done);
+    std::memcpy(g, grads + 4 * std::size_t{done}, 4 * std::size_t{n});
+    apply(&values_[base + done], accum_.empty() ? nullptr : &accum_[base + done], g, n);
+  }
+  return PsStatus::Ok;
+}
+
+PsStatus TableStore::assign_dense(std::uint32_t offset, std::uint32_t count, const std::byte* values) noexcept {
+  if (offset < slice_.begin || std::uint64_t{offset} + count > slice_.end) return PsStatus::BadRange;
+  const std::size_t base = offset - slice_.begin;
+  std::memcpy(&values_[base], values, 4 * std::size_t{count});
+  if (!accum_.empty()) std::fill_n(&accum_[base], count, spec_.optimizer.initial_accumulator);
+  return PsStatus::Ok;
+}
+
+const float* TableStore::find_row(Key key) const noexcept {
+  if (spec_.kind == TableKind::Dense) {
+    if (key < slice_.begin || key >= slice_.end) return nullptr;
+    return &values_[key - slice_.begin];
+  }
+  const std::uint32_t r = index_.find(key);
+  return r == KeyIndex::kNone ? nullptr : &values_[std::size_t{r} * spec_.dim];
+}
+
+}  // namespace ferry::ps::detail

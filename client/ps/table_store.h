@@ -1,0 +1,65 @@
+// One table's part on one shard: embedding rows (created on first touch
+// from the table's init function, found through a KeyIndex) or a dense
+// slice, plus the optimizer state (Adagrad accumulators), and the three
+// operations the wire carries. Callers (Shard::handle) have validated the
+// request's header and length; the store validates keys and ranges itself
+// and reports a bad one before it changes anything.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "client/ps/key_index.h"
+#include "ferry/ps/table.h"
+#include "ferry/ps/wire.h"
+
+namespace ferry::ps::detail {
+
+class TableStore {
+ public:
+  TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count);
+
+  const TableSpec& spec() const noexcept { return spec_; }
+  DenseSlice slice() const noexcept { return slice_; }
+  std::uint64_t rows_held() const noexcept { return index_.size(); }
+
+  // keys: `count` unaligned u64; out: count * dim floats.
+  PsStatus pull(const std::byte* keys, std::uint32_t count, float* out) noexcept;
+  // values: count * dim floats (unaligned). *applied: distinct keys updated.
+  PsStatus push(const std::byte* keys, std::uint32_t count, const std::byte* grads, std::uint32_t* applied) noexcept;
+  PsStatus assign(const std::byte* keys, std::uint32_t count, const std::byte* values, std::uint32_t* applied) noexcept;
+  // Dense: elements [offset, offset + count) of the whole table.
+  PsStatus pull_dense(std::uint32_t offset, std::uint32_t count, float* out) const noexcept;
+  PsStatus push_dense(std::uint32_t offset, std::uint32_t count, const std::byte* grads) noexcept;
+  PsStatus assign_dense(std::uint32_t offset, std::uint32_t count, const std::byte* values) noexcept;
+
+  // A row's current values, or nullptr when it was never touched (tests, checkpoints).
+  const float* find_row(Key key) const noexcept;
+
+ private:
+  bool owns(Key key) const noexcept;
+  // Checks every key and maps it to its row (created if new); false on a foreign key.
+  bool map_keys(const std::byte* keys, std::uint32_t count) noexcept;
+  std::uint32_t row_for(Key key);
+  void apply(float* w, float* acc, const float* g, std::uint32_t n) const noexcept;
+
+  TableSpec spec_;
+  std::uint32_t shard_;
+  std::uint32_t shards_;
+  DenseSlice slice_;
+  KeyIndex index_;
+  std::vector<float> values_;  // rows x dim (embedding) or the slice (dense)
+  std::vector<float> accum_;   // Adagrad: same layout; empty for SGD
+  // Per request: the row of each key, and duplicate detection by stamp.
+  std::vector<std::uint32_t> mapped_;
+  std::vector<std::uint32_t> stamp_;  // per row: request number that last saw it
+  std::vector<std::uint32_t> first_;  // per row: its position among the request's distinct rows
+  std::vector<std::uint32_t> distinct_;
+  std::vector<float> sum_;  // coalesced gradients, distinct rows x dim
+  std::uint32_t epoch_ = 0;
+  std::uint32_t distinct_count_ = 0;
+};
+
+}  // namespace ferry::ps::detail

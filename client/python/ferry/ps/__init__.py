@@ -1,0 +1,40 @@
+"""ferry.ps: a sharded parameter server over ferry.
+
+Tables (``Embedding`` rows addressed by 64-bit keys, ``Dense`` flat tensors)
+are split over shard processes by a documented hash; shards apply SGD or
+Adagrad to the gradients workers push. A ``Worker`` pulls rows zero-copy
+into the ferry arena (a ``torch.Tensor`` over the response block) and pushes
+gradients back, synchronously or asynchronously; ``ferry.ps.torch`` has the
+``EmbeddingBag`` / ``Embedding`` modules whose forward pulls and whose
+backward pushes.
+
+The protocol, the hash and the optimizers are one C++ implementation
+(libferry-ps) that this package calls through its binding.
+"""
+
+import numpy as np
+
+from ferry import _ferry
+from ferry.ps.shard import ShardServer, serve
+from ferry.ps.tables import SGD, Adagrad, Dense, Embedding, Table, Uniform, Zeros, specs
+from ferry.ps.worker import Pending, Rows, Worker
+
+_ps = _ferry.ps
+
+
+def shard_of(table_id, keys, shards):
+    """The shard owning each key of embedding table ``table_id`` (numpy uint32)."""
+    return _ps.shard_of(table_id, np.ascontiguousarray(keys, dtype=np.int64), shards)
+
+
+def initial_values(tables, name, keys):
+    """The values the shards give ``keys`` of table ``name`` before any push,
+    [n, dim] float32 (for a dense table, elements: [n, 1])."""
+    s = next((s for s in specs(tables) if s.name == name), None)
+    if s is None:
+        raise KeyError(name)
+    return _ps.initial_values(s, np.ascontiguousarray(keys, dtype=np.int64))
+
+
+__all__ = ["Table", "Embedding", "Dense", "SGD", "Adagrad", "Zeros", "Uniform", "Worker", "Rows", "Pending",
+           "ShardServer", "serve", "shard_of", "initial_values", "specs"]

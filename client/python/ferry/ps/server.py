@@ -1,0 +1,37 @@
+"""``python3 -m ferry.ps.server``: one parameter-server shard as a process
+(for launchers: it prints ``ready SERVICE`` once serving, ``served {...}``
+when SIGTERM or SIGINT stops it)."""
+
+import argparse
+import json
+import sys
+
+from ferry.ps import tables as _tables
+from ferry.ps.shard import serve
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m ferry.ps.server", description="serve one parameter-server shard")
+    ap.add_argument("--tables", required=True, help="JSON list of Table.to_dict() objects, or @FILE")
+    ap.add_argument("--shard", required=True, help="i/n")
+    ap.add_argument("--socket", default=None)
+    ap.add_argument("--pool", type=int, default=64)
+    ap.add_argument("--max-count", type=int, default=None)
+    ap.add_argument("--busy-poll", action="store_true")
+    ap.add_argument("--service-prefix", default="ps-shard-")
+    a = ap.parse_args(argv)
+    text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
+    tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
+    index, shards = (int(x) for x in a.shard.split("/"))
+
+    def ready(server):
+        print("ready %s" % server.service, flush=True)
+
+    counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
+                     busy_poll=a.busy_poll, service_prefix=a.service_prefix)
+    print("served %s" % json.dumps(counters), flush=True)
+    return 0 if counters.get("result") == "Ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+// The ferry._ferry.ps submodule's parts (py_ps_shard.cpp: tables and shard
+// servers; py_ps_worker.cpp: workers and their operations).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace ferry::py {
+
+void bind_ps_tables(pybind11::module_& ps);
+void bind_ps_worker(pybind11::module_& ps);
+
+}  // namespace ferry::py

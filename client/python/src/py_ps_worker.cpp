@@ -1,0 +1,400 @@
+// ferry._ferry.ps.Worker and .Op: the parameter-server worker for Python.
+// Operations are tickets of ps::Worker; a pull's Op lends its rows through
+// the buffer protocol (torch.frombuffer(op, dtype=torch.float32) is a view
+// of the response block in the tx arena: zero copy). The ticket is released
+// when the Op object dies, which cannot happen while a view holds it; an
+// explicit release() refuses while views are alive.
+#include <poll.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "client_core.h"
+#include "errors.h"
+#include "ferry/ps/worker.h"
+#include "leases.h"
+#include "py_ps.h"
+
+namespace ferry::py {
+
+namespace pyb = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+constexpr auto kSlice = std::chrono::milliseconds(50);
+
+struct PsOp;
+
+struct WorkerCore {
+  std::mutex mu;
+  std::unique_ptr<ps::Worker> worker;   // null once closed
+  std::unique_ptr<ps::Worker> retired;  // closed while rows were viewed: detached, mapped until the views die
+  int event_fd = -1;
+  std::vector<std::weak_ptr<PsOp>> ops;  // to refuse close() while rows are viewed
+};
+
+struct PsOp {
+  std::shared_ptr<WorkerCore> core;
+  ps::Ticket ticket = 0;
+  ps::Op kind = ps::Op::Pull;
+  bool released = false;
+  int exports = 0;
+  ~PsOp() {
+    if (released || !core) return;
+    auto lk = lock_from_python(core->mu);
+    if (core->worker) core->worker->release(ticket);
+  }
+};
+
+using F32 = pyb::array_t<float, pyb::array::c_style | pyb::array::forcecast>;
+using I64 = pyb::array_t<std::int64_t, pyb::array::c_style | pyb::array::forcecast>;
+
+ps::Worker& live(WorkerCore& c) {
+  if (!c.worker) raise("Closed", "the worker is closed");
+  return *c.worker;
+}
+
+std::string failure(const ps::Worker& w, ps::Ticket t, const char* what) {
+  const ps::OpError e = w.error(t);
+  std::string s = std::string(what) + " failed: " + std::string(to_string(e.status));
+  if (e.ps != ps::PsStatus::Ok)
+    s += " (shard " + std::to_string(e.shard) + " refused it: " + std::string(to_string(e.ps)) + ")";
+  else if (e.status != Status::Ok && e.status != Status::BadRequest)
+    s += " (shard " + std::to_string(e.shard) + ")";
+  return s;
+}
+
+// Starts an operation under the lock; raises when it could not start.
+template <typename Start>
+std::shared_ptr<PsOp> start(const std::shared_ptr<WorkerCore>& core, ps::Op kind, const char* what, Start start) {
+  Result<ps::Ticket> r;
+  {
+    auto lk = lock_from_python(core->mu);
+    r = start(live(*core));
+  }
+  if (!r) {
+    std::string why = std::string(what) + " not started: " + std::string(to_string(r.status));
+    if (r.status == Status::Busy) why += " (too many operations unreleased: drop or release() finished ones)";
+    if (r.status == Status::ResponseTooLarge) why += " (the rows exceed the largest message: pull fewer keys at once)";
+    raise(r.status, why);
+  }
+  auto op = std::make_shared<PsOp>();
+  op->core = core;
+  op->ticket = r.value;
+  op->kind = kind;
+  if (kind == ps::Op::Pull) {
+    auto lk = lock_from_python(core->mu);
+    auto& v = core->ops;
+    if (v.size() >= 64 && (v.size() & (v.size() - 1)) == 0)
+      v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
+    v.push_back(op);
+  }
+  return op;
+}
+
+// Waits (without the GIL, in slices that let Ctrl-C through) for the op; its status.
+Status wait_op(PsOp& op, Clock::time_point deadline) {
+  WorkerCore& c = *op.core;
+  for (;;) {
+    Status st;
+    int fd;
+    {
+      pyb::gil_scoped_release nogil;
+      const auto slice_end = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+      for (;;) {
+        {
+          std::lock_guard<std::mutex> g(c.mu);
+          if (!c.worker) return Status::Cancelled;
+          st = c.worker->status(op.ticket);
+          if (st == Status::Busy) {
+            c.worker->progress(std::chrono::milliseconds(0));
+            st = c.worker->status(op.ticket);
+          }
+          fd = c.event_fd;
+        }
+        if (st != Status::Busy || Clock::now() >= slice_end) break;
+        if (fd < 0) {
+          std::this_thread::yield();  // a busy-polling worker
+          continue;
+        }
+        const auto ms =
+            std::chrono::ceil<std::chrono::milliseconds>(std::min(slice_end - Clock::now(), Clock::duration(kSlice)));
+        pollfd p{fd, POLLIN, 0};
+        ::poll(&p, 1, static_cast<int>(std::max<long long>(ms.count(), 0)));
+      }
+    }
+    if (st != Status::Busy || Clock::now() >= deadline) return st;
+    if (PyErr_CheckSignals() != 0) throw pyb::error_already_set();
+  }
+}
+
+void wait_or_raise(PsOp& op, const pyb::object& timeout) {
+  Clock::time_point deadline = Clock::time_point::max();
+  if (!timeout.is_none()) {
+    const double s = timeout.cast<double>();
+    if (!(s >= 0) || !std::isfinite(s)) raise(Status::BadRequest, "timeout must be a number of seconds >= 0");
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+  if (op.released) raise(Status::BadRequest, "the operation was released");
+  const Status st = wait_op(op, deadline);
+  if (st == Status::Ok) return;
+  const char* what = op.kind == ps::Op::Pull ? "pull" : op.kind == ps::Op::Push ? "push" : "assign";
+  if (st == Status::Busy) raise(Status::Timeout, std::string(what) + " still in flight after the wait's timeout");
+  std::string msg;
+  {
+    auto lk = lock_from_python(op.core->mu);
+    msg = op.core->worker ? failure(*op.core->worker, op.ticket, what) : std::string(what) + " failed: worker closed";
+  }
+  raise(st, msg);
+}
+
+ps::PulledRows rows_of(PsOp& op) {
+  if (op.released) raise("BufferFreed", "the pull was released: its rows are gone");
+  ps::Worker& w = live(*op.core);
+  const Status st = w.status(op.ticket);
+  if (st == Status::Busy) raise(Status::Busy, "the pull is still in flight: wait() first");
+  if (st != Status::Ok || op.kind != ps::Op::Pull) raise(Status::BadRequest, "not a completed pull");
+  return w.rows(op.ticket);
+}
+
+int op_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
+  std::shared_ptr<PsOp> op;
+  try {
+    op = pyb::handle(obj).cast<std::shared_ptr<PsOp>>();
+  } catch (const pyb::cast_error&) {
+    PyErr_SetString(PyExc_TypeError, "not a ferry ps operation");
+    view->obj = nullptr;
+    return -1;
+  }
+  ps::PulledRows r;
+  try {
+    auto lk = lock_from_python(op->core->mu);
+    r = rows_of(*op);
+  } catch (const pyb::error_already_set& e) {
+    const_cast<pyb::error_already_set&>(e).restore();
+    view->obj = nullptr;
+    return -1;
+  }
+  // The token keeps the op (and so its ticket and block) alive with the view.
+  int* exports = &op->exports;
+  return export_view(view, const_cast<float*>(r.rows.data()), static_cast<Py_ssize_t>(4 * r.rows.size()), false, flags,
+                     std::move(op), exports);
+}
+
+std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables, std::uint32_t shards,
+                                        const std::string& socket, const std::string& target, const std::string& name,
+                                        double timeout, bool busy_poll, const std::string& prefix,
+                                        std::uint64_t tx_bytes, std::uint32_t max_ops) {
+  if (!(timeout > 0) || !std::isfinite(timeout))
+    raise(Status::BadRequest, "timeout must be a positive number of seconds");
+  ps::FerryLinkOptions f;
+  f.socket = socket;
+  f.target = target;
+  f.shards = shards;
+  f.name = name;
+  f.service_prefix = prefix;
+  f.call_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000));
+  f.open_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000));
+  f.busy_poll = busy_poll;
+  f.tx_bytes = tx_bytes;
+  ps::WorkerOptions wo;
+  wo.tables = tables;
+  wo.timeout = f.call_timeout + std::chrono::seconds(1);  // ferryd's call timeout answers first
+  wo.max_ops = max_ops;
+  for (const auto& t : tables)
+    if (const std::string why = ps::table_error(t); !why.empty()) raise(Status::BadRequest, why);
+  if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
+  std::string why;
+  Result<std::unique_ptr<ps::ShardLink>> link;
+  {
+    pyb::gil_scoped_release nogil;
+    link = ps::connect_ferry(f, &why);
+  }
+  if (!link) raise(link.status, why);
+  auto core = std::make_shared<WorkerCore>();
+  core->worker = std::make_unique<ps::Worker>(std::move(link.value), wo);
+  core->event_fd = core->worker->event_fd();
+  return core;
+}
+
+const ps::TableSpec& table_of(ps::Worker& w, ps::TableId id) {
+  const ps::TableSpec* t = w.table(id);
+  if (t == nullptr) raise(Status::BadRequest, "no table with id " + std::to_string(id));
+  return *t;
+}
+
+}  // namespace
+
+void bind_ps_worker(pyb::module_& ps) {
+  auto op = pyb::class_<PsOp, std::shared_ptr<PsOp>>(ps, "Op", pyb::buffer_protocol(), R"(
+A parameter-server operation in flight or done. wait() blocks (without the
+GIL) and raises the ferry.Error of a failure. A completed pull lends its
+rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
+  op.def("wait", &wait_or_raise, "timeout"_a = pyb::none())
+      .def("done",
+           [](PsOp& o) {
+             auto lk = lock_from_python(o.core->mu);
+             if (!o.core->worker || o.released) return true;
+             o.core->worker->progress(std::chrono::milliseconds(0));
+             return o.core->worker->status(o.ticket) != Status::Busy;
+           })
+      .def_property_readonly("status",
+                             [](PsOp& o) -> pyb::object {
+                               auto lk = lock_from_python(o.core->mu);
+                               if (!o.core->worker || o.released) return pyb::none();
+                               const Status st = o.core->worker->status(o.ticket);
+                               if (st == Status::Busy) return pyb::none();
+                               return pyb::str(std::string(to_string(st)));
+                             })
+      .def_property_readonly("rows",
+                             [](PsOp& o) {
+                               auto lk = lock_from_python(o.core->mu);
+                               const ps::PulledRows r = rows_of(o);
+                               return r.keys.empty() && r.index.empty() ? r.rows.size() : r.keys.size();
+                             })
+      .def("index",
+           [](PsOp& o) {
+             std::vector<std::int64_t> copy;
+             {
+               auto lk = lock_from_python(o.core->mu);
+               const ps::PulledRows r = rows_of(o);
+               copy.assign(r.index.begin(), r.index.end());
+             }
+             return pyb::array_t<std::int64_t>(static_cast<pyb::ssize_t>(copy.size()), copy.data());
+           })
+      .def("keys",
+           [](PsOp& o) {
+             std::vector<std::int64_t> copy;
+             {
+               auto lk = lock_from_python(o.core->mu);
+               const ps::PulledRows r = rows_of(o);
+               for (const ps::Key k : r.keys) copy.push_back(static_cast<std::int64_t>(k));
+             }
+             return pyb::array_t<std::int64_t>(static_cast<pyb::ssize_t>(copy.size()), copy.data());
+           })
+      .def("shard_rows",
+           [](PsOp& o) {
+             auto lk = lock_from_python(o.core->mu);
+             const ps::PulledRows r = rows_of(o);
+             return std::vector<std::uint32_t>(r.shard_rows.begin(), r.shard_rows.end());
+           })
+      .def_property_readonly("exports", [](const PsOp& o) { return o.exports; })
+      .def(
+          "fileno", [](const PsOp& o) { return o.core->event_fd; },
+          "Readable when completions may be ready (-1 for a busy-polling worker); then call done().")
+      .def("release", [](PsOp& o) {
+        if (o.released) return;
+        if (o.exports > 0)
+          raise("BufferInUse", "release(): " + std::to_string(o.exports) +
+                                   " live view(s) of the rows (tensor, array): drop them first");
+        auto lk = lock_from_python(o.core->mu);
+        o.released = true;
+        if (o.core->worker) o.core->worker->release(o.ticket);
+      });
+  auto* heap = reinterpret_cast<PyHeapTypeObject*>(op.ptr());
+  heap->as_buffer.bf_getbuffer = op_getbuffer;
+  heap->as_buffer.bf_releasebuffer = nullptr;  // the view's obj is an ExportToken (leases.h)
+
+  pyb::class_<WorkerCore, std::shared_ptr<WorkerCore>>(ps, "Worker", R"(
+A parameter-server worker: one ferry client with an endpoint to every shard.
+Operations are asynchronous (they return an Op); duplicate keys are pulled
+once and their gradients summed. Thread safe (operations are serialised).)")
+      .def(pyb::init(&make_worker), "tables"_a, "shards"_a, "socket"_a = "", "target"_a = "",
+           "name"_a = "ferry ps worker", "timeout"_a = 10.0, "busy_poll"_a = false, "service_prefix"_a = "ps-shard-",
+           "tx_bytes"_a = 0, "max_ops"_a = 64)
+      .def(
+          "pull",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys) {
+            const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
+            return start(c, ps::Op::Pull, "pull", [&](ps::Worker& w) { return w.pull(table, span); });
+          },
+          "table"_a, "keys"_a)
+      .def(
+          "pull_dense",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table) {
+            return start(c, ps::Op::Pull, "pull", [&](ps::Worker& w) { return w.pull_dense(table); });
+          },
+          "table"_a)
+      .def(
+          "push",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys, const F32& grads) {
+            const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            return start(c, ps::Op::Push, "push", [&](ps::Worker& w) {
+              table_of(w, table);
+              return w.push(table, {k, static_cast<std::size_t>(keys.size())},
+                            {grads.data(), static_cast<std::size_t>(grads.size())});
+            });
+          },
+          "table"_a, "keys"_a, "grads"_a)
+      .def(
+          "push_rows",
+          [](const std::shared_ptr<WorkerCore>& c, const PsOp& pulled, const F32& grads) {
+            if (pulled.core != c || pulled.released)
+              raise(Status::BadRequest, "push_rows(): not a live pull of this worker");
+            return start(c, ps::Op::Push, "push", [&](ps::Worker& w) {
+              return w.push_rows(pulled.ticket, {grads.data(), static_cast<std::size_t>(grads.size())});
+            });
+          },
+          "pulled"_a, "grads"_a)
+      .def(
+          "push_dense",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const F32& grads) {
+            return start(c, ps::Op::Push, "push", [&](ps::Worker& w) {
+              return w.push_dense(table, {grads.data(), static_cast<std::size_t>(grads.size())});
+            });
+          },
+          "table"_a, "grads"_a)
+      .def(
+          "assign",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys, const F32& values) {
+            const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            return start(c, ps::Op::Assign, "assign", [&](ps::Worker& w) {
+              return w.assign(table, {k, static_cast<std::size_t>(keys.size())},
+                              {values.data(), static_cast<std::size_t>(values.size())});
+            });
+          },
+          "table"_a, "keys"_a, "values"_a)
+      .def(
+          "assign_dense",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const F32& values) {
+            return start(c, ps::Op::Assign, "assign", [&](ps::Worker& w) {
+              return w.assign_dense(table, {values.data(), static_cast<std::size_t>(values.size())});
+            });
+          },
+          "table"_a, "values"_a)
+      .def_property_readonly("live_ops",
+                             [](const std::shared_ptr<WorkerCore>& c) {
+                               auto lk = lock_from_python(c->mu);
+                               return live(*c).live_ops();
+                             })
+      .def("close", [](const std::shared_ptr<WorkerCore>& c) {
+        std::unique_ptr<ps::Worker> gone;
+        {
+          auto lk = lock_from_python(c->mu);
+          if (!c->worker) return;
+          int viewed = 0;
+          for (const auto& w : c->ops)
+            if (auto o = w.lock(); o && !o->released && o->exports > 0) ++viewed;
+          c->ops.clear();
+          if (viewed > 0) {
+            // Tensors still view pulled rows: hang up now, unmap when they
+            // are gone (the views' tokens hold the ops, the ops the core).
+            c->worker->link().detach();
+            c->retired = std::move(c->worker);
+            return;
+          }
+          gone = std::move(c->worker);
+        }
+        pyb::gil_scoped_release nogil;
+        gone.reset();  // waits (bounded) for calls in flight, then detaches
+      });
+}
+
+}  // namespace ferry::py

@@ -1,0 +1,62 @@
+// Deliveries to this daemon's services: the service registry (Serve,
+// Unserve), endpoints opened to a local service (their Sink), and the
+// delivery itself, shared by local senders and by peers' traffic
+// (remote/proxy_server.h): the payload is copied once, from the sender's
+// tx arena or the transport's receive buffer, into a block of the server's
+// rx arena, and a Message or Request names it. No room at the server (rx
+// arena or CQ full): Blocked, and the op waits (parking.h, staging).
+// Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "daemon/counters.h"
+#include "daemon/local/call_table.h"
+#include "daemon/local/calls.h"
+#include "daemon/local/services.h"
+#include "daemon/session/sessions.h"
+#include "daemon/session/sink.h"
+
+namespace ferry::daemon {
+
+class LocalDelivery final : public Sink {
+ public:
+  LocalDelivery(Sessions& sessions, Calls& calls, Counters& counters);
+
+  const ServiceRegistry& services() const noexcept { return services_; }
+  void serve(ClientSession& c, const Operation& op);
+  void unserve(ClientSession& c, const Operation& op);
+  // A client detached: its services go (deliveries still waiting for them
+  // fail ServiceGone on their next try).
+  void client_gone(ClientSession& gone);
+
+  // Open of a target on this daemon: an endpoint bound here.
+  void open(ClientSession& c, const Operation& op, std::string_view service);
+  // A Send or Call of `c` on a local endpoint (Sink).
+  Outcome offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) override;
+
+  // Copies `length` bytes of `payload` into the rx arena of service `s`'s
+  // owner and posts a Message, or (is_call) a Request for `call`.
+  Outcome deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
+                  PendingCall call);
+  // The two halves of deliver(), apart for rendezvous (the block is filled
+  // by an RDMA READ in between): an rx block at the service's owner...
+  struct Reservation {
+    Outcome outcome;
+    ClientSession* server = nullptr;
+    shm::Block block{};
+  };
+  [[nodiscard]] Reservation reserve(const Service& s, std::uint32_t length);
+  // ... then the Message/Request naming it.
+  void publish(ClientSession& server, const Service& s, bool is_call, shm::Block block, std::uint32_t length,
+               std::uint32_t source, PendingCall call);
+
+ private:
+  Sessions& sessions_;
+  Calls& calls_;
+  Counters& counters_;
+  ServiceRegistry services_;
+};
+
+}  // namespace ferry::daemon

@@ -1,0 +1,61 @@
+// How long the engine spins on an idle stretch before it sleeps (adaptive
+// back-off, docs/design.md). A daemon with nothing in flight spins
+// engine-spin-us, so an idle daemon costs ~0 CPU. After a turn that did
+// work, while calls or remote operations the engine handled are in flight,
+// an answer is due soon: it spins engine-spin-inflight-us instead, sparing
+// the round trip the wake-ups of a sleeping engine (a CQ event or doorbell,
+// then a scheduler wake-up). A wake-up that finds nothing to do gets the
+// short spin again, so a call held for long costs one long spin, not one
+// per wake-up.
+//
+// The long spin only pays when answers come within it. The policy keeps a
+// moving average of how often the wait for work after such a turn ended
+// within engine-spin-inflight-us, whether the engine spun or slept through
+// it (record_wait). A wait that outlasts the spin wastes the whole spin; a
+// caught one saves a wake-up (tens of microseconds). The policy spends at
+// most half a spin of CPU per wake-up saved: when fewer than two thirds of
+// recent waits ended within the spin (servers that compute for
+// milliseconds, or a daemon that sees one quick message and then waits long
+// for each answer), the engine takes the short spin and sleeps, and goes
+// back to the long spin once answers come quickly again (their waits are
+// measured through the sleep).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ferry::daemon {
+
+class SpinPolicy {
+ public:
+  SpinPolicy(std::uint32_t idle_us, std::uint32_t inflight_us) noexcept
+      : idle_ns_(std::uint64_t{idle_us} * 1000), inflight_ns_(std::max(idle_ns_, std::uint64_t{inflight_us} * 1000)) {}
+
+  // True when the stretch is one where the long spin applies: it began with
+  // a turn that did work (not with a wake-up) and answers are due (calls or
+  // remote operations in flight).
+  static bool awaits_answers(bool after_work, bool answers_due) noexcept { return after_work && answers_due; }
+
+  std::uint64_t budget_ns(bool after_work, bool answers_due) const noexcept {
+    return awaits_answers(after_work, answers_due) && spin_pays() ? inflight_ns_ : idle_ns_;
+  }
+
+  // A stretch that awaited answers ended with work waited_ns after it began.
+  void record_wait(std::uint64_t waited_ns) noexcept {
+    const std::uint32_t hit = waited_ns <= inflight_ns_ ? kOne / kWeight : 0;
+    hits_ = hits_ - hits_ / kWeight + hit;
+  }
+
+  // Whether recent answers came within the long spin often enough for it.
+  bool spin_pays() const noexcept { return hits_ >= kOne / 3 * 2; }
+
+ private:
+  static constexpr std::uint32_t kOne = 1u << 16;  // fixed point: hits_ / kOne is the hit rate
+  static constexpr std::uint32_t kWeight = 8;      // each wait moves the average by 1/8
+
+  std::uint64_t idle_ns_;
+  std::uint64_t inflight_ns_;  // never shorter than idle_ns_
+  std::uint32_t hits_ = kOne;  // start spinning: the common case is a quick answer
+};
+
+}  // namespace ferry::daemon

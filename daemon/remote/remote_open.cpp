@@ -1,0 +1,103 @@
+// Open("HOST:PORT/SERVICE"): the channel to that daemon (made or joined),
+// the Open sent once it is up, the endpoint made at the peer's OpenAck.
+#include <spdlog/spdlog.h>
+
+#include "daemon/peer/channel_manager.h"
+#include "daemon/remote/remote_sender.h"
+#include "daemon/remote/wr_tag.h"
+
+namespace ferry::daemon {
+
+void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t) {
+  const std::string host = t.remote.host == "localhost" ? std::string("127.0.0.1") : t.remote.host;
+  if (t.remote.port == 0 || t.service.empty() || t.service.size() > wire::kMaxServiceNameBytes) {
+    bump(counters_.bad_requests);
+    sessions_.complete(c, shm::Op::Open, op.user_data, Status::BadRequest);
+    return;
+  }
+  if (c.endpoints.size() >= kMaxEndpointsPerClient) {
+    sessions_.complete(c, shm::Op::Open, op.user_data, Status::NoMemory);
+    return;
+  }
+  const std::string address =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(t.remote.port);
+  auto ch = peers_.connect(address, host, t.remote.port, deadlines_.now());
+  if (!ch) {
+    sessions_.complete(c, shm::Op::Open, op.user_data, ch.status);
+    return;
+  }
+  RemoteOp rop;
+  rop.kind = RemoteOpKind::Open;
+  rop.client = c.id();
+  rop.channel = ch.value;
+  rop.user_data = op.user_data;
+  rop.service = std::string(t.service);
+  const std::uint64_t token = ops_.insert(std::move(rop));
+  // Up already: ask now. Otherwise on_channel_up sends it.
+  if (peer::Channel* up = peers_.route(ch.value)) send_open(token, *ops_.find(token), *up);
+}
+
+void RemoteSender::send_open(std::uint64_t token, RemoteOp& op, peer::Channel& ch) {
+  wire::Header h;
+  h.type = wire::MsgType::Open;
+  h.token = token;
+  h.src_ep = static_cast<std::uint32_t>(token);  // provisional id until OpenAck; answers match by token
+  op.channel = ch.id;
+  op.sent = true;
+  const auto* name = reinterpret_cast<const std::byte*>(op.service.data());
+  const transport::PostResult r =
+      peers_.send(ch, 0, h, name, static_cast<std::uint32_t>(op.service.size()), WrTag::remote_op(token), false);
+  if (r.accepted != 1) {
+    const std::uint32_t client = op.client;
+    const std::uint64_t user_data = op.user_data;
+    ops_.erase(token);
+    sessions_.complete(client, shm::Op::Open, user_data, r.status == Status::Busy ? Status::Busy : Status::PeerReset);
+  }
+}
+
+void RemoteSender::on_channel_up(peer::Channel& ch) {
+  // A losing duplicate forwards its waiting Opens to the winner.
+  peer::Channel* target = peers_.route(ch.id);
+  ops_.sweep([&](std::uint64_t token, RemoteOp& op) {
+    if (op.kind != RemoteOpKind::Open || op.sent || op.channel != ch.id) return false;
+    if (target == nullptr) {
+      sessions_.complete(op.client, shm::Op::Open, op.user_data, Status::PeerUnreachable);
+      return true;
+    }
+    send_open(token, op, *target);  // erases the op itself if the post fails
+    return false;
+  });
+}
+
+void RemoteSender::on_open_ack(peer::Channel& ch, const wire::Header& h) {
+  RemoteOp* found = ops_.find(h.token);
+  if (found == nullptr || found->kind != RemoteOpKind::Open || found->channel != ch.id) return;
+  const RemoteOp op = *found;
+  ops_.erase(h.token);
+  ClientSession* c = sessions_.find(op.client);
+  if (c == nullptr || c->doomed) {
+    if (h.status == Status::Ok) say_close(ch, 0, 0, h.src_ep);  // nobody wants it any more: the peer drops its proxy
+    return;
+  }
+  if (h.status != Status::Ok) {
+    sessions_.complete(*c, shm::Op::Open, op.user_data, h.status);
+    return;
+  }
+  Endpoint& ep = c->add_endpoint(*this);
+  ep.remote.channel = ch.id;
+  ep.remote.remote_ep = h.src_ep;
+  peers_.bind_endpoint(ch);
+  sessions_.complete(*c, shm::Op::Open, op.user_data, Status::Ok, ep.id);
+}
+
+void RemoteSender::say_close(peer::Channel& ch, std::uint32_t lane, std::uint32_t from_ep, std::uint32_t to_ep) {
+  wire::Header bye;
+  bye.type = wire::MsgType::Close;
+  bye.src_ep = from_ep;
+  bye.dst_ep = to_ep;
+  // Held while the lane has no room: a lost Close would leave the peer's
+  // proxy (and its share of staging) in place for the channel's life.
+  peers_.send_control(ch, lane, bye);
+}
+
+}  // namespace ferry::daemon

@@ -1,0 +1,119 @@
+#include "daemon/session/dispatch.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ferry::daemon {
+
+Dispatcher::Dispatcher(const Config& config, Sessions& sessions, Parking& parking, Deadlines& deadlines,
+                       LocalDelivery& local, Calls& calls, RemoteSender& remote, Counters& counters)
+    : sessions_(sessions),
+      parking_(parking),
+      deadlines_(deadlines),
+      local_(local),
+      calls_(calls),
+      remote_(remote),
+      counters_(counters),
+      call_timeout_ms_(config.call_timeout_ms) {
+  if (!config.listen.empty()) own_listen_ = parse_host_port(config.listen);
+}
+
+std::size_t Dispatcher::poll(ClientSession& c) {
+  // Back-pressure on this client only: nothing new while completions owed to
+  // it could not all be posted.
+  if (c.doomed || !c.overflow.empty()) return 0;
+  const std::uint32_t room = c.cq.capacity() - std::min(c.outstanding, c.cq.capacity());
+  const std::uint32_t max = std::min(room, kSqBatch);
+  if (max == 0) return 0;
+  shm::SqEntry batch[kSqBatch];
+  const std::uint32_t n = c.sq.pop_batch(batch, max);
+  if (c.sq.corrupt()) {
+    spdlog::warn("client {} ({}): submission ring indices corrupt; detaching it", c.id(), c.info().name);
+    bump(counters_.corrupt_rings);
+    c.doomed = true;
+    return 1;
+  }
+  for (std::uint32_t i = 0; i < n; ++i) dispatch(c, batch[i]);
+  return n;
+}
+
+void Dispatcher::dispatch(ClientSession& c, const shm::SqEntry& e) {
+  using shm::Op;
+  bump(counters_.ops_submitted);
+  ++c.outstanding;
+  Operation op;
+  const Reject r = parse_operation(e, c.bounds, call_timeout_ms_, op);
+  if (r != Reject::None) {
+    bump(counters_.bad_requests);
+    spdlog::debug("client {}: rejected op {} ({})", c.id(), e.op, to_string(r));
+    sessions_.complete(c, op.op, op.user_data, Status::BadRequest);
+    return;
+  }
+  switch (op.op) {
+    case Op::Nop: sessions_.complete(c, Op::Nop, op.user_data, Status::Ok); break;
+    case Op::Serve: local_.serve(c, op); break;
+    case Op::Unserve: local_.unserve(c, op); break;
+    case Op::Open: open(c, op); break;
+    case Op::Close: close(c, op); break;
+    case Op::Send:
+    case Op::Call: send(c, op); break;
+    case Op::Reply: calls_.reply(c, op); break;
+    case Op::ReleaseRx: release(c, op); break;
+  }
+}
+
+void Dispatcher::open(ClientSession& c, const Operation& op) {
+  char text[kMaxTargetBytes];
+  std::memcpy(text, c.at(op.offset), op.length);  // copied out: the client may rewrite its arena
+  const Target t = parse_target(std::string_view(text, op.length), own_listen_);
+  switch (t.kind) {
+    case TargetKind::Invalid:
+      bump(counters_.bad_requests);
+      sessions_.complete(c, shm::Op::Open, op.user_data, Status::BadRequest);
+      return;
+    case TargetKind::Remote: remote_.open(c, op, t); return;
+    case TargetKind::Local: local_.open(c, op, t.service); return;
+  }
+}
+
+void Dispatcher::close(ClientSession& c, const Operation& op) {
+  Endpoint* ep = c.find_endpoint(op.handle);
+  if (ep == nullptr) {
+    sessions_.complete(c, shm::Op::Close, op.user_data, Status::EndpointClosed);
+    return;
+  }
+  if (ep->is_remote()) remote_.close(c, *ep);
+  // Everything in flight on it completes first, with Cancelled.
+  parking_.cancel(c, *ep);
+  calls_.caller_closed(c, ep->id);
+  c.remove_endpoint(ep->id);
+  sessions_.complete(c, shm::Op::Close, op.user_data, Status::Ok);
+}
+
+void Dispatcher::send(ClientSession& c, const Operation& op) {
+  Endpoint* ep = c.find_endpoint(op.handle);
+  if (ep == nullptr) {
+    sessions_.complete(c, op.op, op.user_data, Status::EndpointClosed);
+    return;
+  }
+  // A local Call's timeout counts from here: time parked counts (a remote
+  // one's counts at the serving daemon).
+  Attempt at;
+  if (op.is_call() && !ep->is_remote()) at.call_deadline_ns = deadlines_.after(op.timeout_ms);
+  parking_.submit(c, *ep, op, at);
+}
+
+void Dispatcher::release(ClientSession& c, const Operation& op) {
+  const Status s = c.rx.free(op.offset);
+  if (s != Status::Ok) bump(counters_.bad_requests);
+  if (s == Status::Ok && op.quiet) {
+    if (c.outstanding != 0) --c.outstanding;
+    bump(counters_.ops_completed);
+    return;
+  }
+  sessions_.complete(c, shm::Op::ReleaseRx, op.user_data, s);
+}
+
+}  // namespace ferry::daemon

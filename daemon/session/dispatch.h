@@ -1,0 +1,52 @@
+// The submission path: a bounded batch from one client's SQ per turn, each
+// entry parsed and checked once (operation.h) and handed to the component
+// that owns it: Serve/Unserve and local Opens to the local delivery, remote
+// Opens to the remote sender, Sends and Calls to their endpoint's sink
+// through parking, Replies to the calls. A bad entry completes BadRequest
+// and nothing else happens. Engine thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "daemon/config.h"
+#include "daemon/counters.h"
+#include "daemon/local/calls.h"
+#include "daemon/local/local_delivery.h"
+#include "daemon/loop/deadlines.h"
+#include "daemon/remote/remote_sender.h"
+#include "daemon/session/parking.h"
+#include "daemon/session/sessions.h"
+#include "daemon/target.h"
+
+namespace ferry::daemon {
+
+class Dispatcher {
+ public:
+  Dispatcher(const Config& config, Sessions& sessions, Parking& parking, Deadlines& deadlines, LocalDelivery& local,
+             Calls& calls, RemoteSender& remote, Counters& counters);
+
+  // Takes what `c` submitted, up to a batch whose completions fit its CQ.
+  // Returns the entries taken (1 for a corrupt ring: `c` is doomed).
+  std::size_t poll(ClientSession& c);
+
+ private:
+  void dispatch(ClientSession& c, const shm::SqEntry& e);
+  void open(ClientSession& c, const Operation& op);
+  void close(ClientSession& c, const Operation& op);
+  void send(ClientSession& c, const Operation& op);
+  void release(ClientSession& c, const Operation& op);
+
+  Sessions& sessions_;
+  Parking& parking_;
+  Deadlines& deadlines_;
+  LocalDelivery& local_;
+  Calls& calls_;
+  RemoteSender& remote_;
+  Counters& counters_;
+  std::optional<HostPort> own_listen_;  // a target naming it is local
+  std::uint32_t call_timeout_ms_;       // a Call's timeout when it gives none
+};
+
+}  // namespace ferry::daemon

@@ -1,0 +1,34 @@
+// One submission, taken out of the client's SQ, checked once against its
+// arenas (validate.h) and parsed: the value every component acts on, and
+// the one that waits when an op parks or goes again after a refusal.
+#pragma once
+
+#include <cstdint>
+
+#include "daemon/session/validate.h"
+#include "shm/ring_entries.h"
+
+namespace ferry::daemon {
+
+struct Operation {
+  shm::Op op = shm::Op::Nop;
+  bool quiet = false;            // ReleaseRx: no OpDone on success
+  std::uint32_t handle = 0;      // endpoint or service id, per op
+  std::uint32_t timeout_ms = 0;  // Call: its own timeout, else the daemon's call-timeout-ms (0: none)
+  std::uint64_t user_data = 0;
+  std::uint64_t token = 0;   // Reply: the request's token
+  std::uint64_t offset = 0;  // payload (tx arena), or the rx block of a ReleaseRx
+  std::uint32_t length = 0;
+  std::uint32_t resp_length = 0;  // Call: the response buffer (tx arena)
+  std::uint64_t resp_offset = 0;
+
+  bool is_call() const noexcept { return op == shm::Op::Call; }
+};
+
+// Checks `e` (already copied out of shared memory) and fills `out`. Reject
+// names why not; `out.op` is then the op to complete BadRequest with.
+// `default_timeout_ms`: a Call's timeout when it gives none.
+[[nodiscard]] Reject parse_operation(const shm::SqEntry& e, const ArenaBounds& bounds, std::uint32_t default_timeout_ms,
+                                     Operation& out) noexcept;
+
+}  // namespace ferry::daemon

@@ -1,0 +1,132 @@
+#include "daemon/session/sessions.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "ferry_config.h"
+
+namespace ferry::daemon {
+
+Sessions::Sessions(Counters& counters, std::size_t max_clients) : counters_(counters) {
+  clients_.reserve(max_clients * 2);
+  order_.reserve(max_clients);
+  retired_.reserve(64);
+}
+
+Sessions::~Sessions() = default;
+
+ClientSession* Sessions::find(std::uint32_t id) noexcept {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? nullptr : it->second.get();
+}
+
+void Sessions::add(std::unique_ptr<ClientSession> s) {
+  order_.push_back(s.get());
+  const std::uint32_t id = s->id();
+  clients_.emplace(id, std::move(s));
+}
+
+void Sessions::remove(std::uint32_t id) {
+  auto node = clients_.extract(id);
+  if (node.empty()) return;
+  order_.erase(std::find(order_.begin(), order_.end(), node.mapped().get()));
+  ClientSession& s = *node.mapped();
+  if (s.zc_inflight == 0 && s.remote_holds == 0) return;  // unmapped (and deregistered) here
+  spdlog::debug("client {}: {} zero-copy WRs in flight, {} remote accesses pending; segment kept until they end", id,
+                s.zc_inflight, s.remote_holds);
+  retired_.push_back(std::move(node.mapped()));
+}
+
+std::uint64_t Sessions::track_wr(ClientSession& c, std::uint64_t inner_tag) noexcept {
+  const std::uint64_t tag = zero_copy_.track(c.id(), inner_tag);
+  if (tag != 0) ++c.zc_inflight;
+  return tag;
+}
+
+std::uint64_t Sessions::wr_done(std::uint64_t tag) noexcept {
+  const ZeroCopy::Done d = zero_copy_.done(tag);
+  if (d.inner_tag == 0) return 0;
+  if (ClientSession* c = find(d.client)) {
+    if (c->zc_inflight != 0) --c->zc_inflight;
+    return d.inner_tag;
+  }
+  auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == d.client; });
+  if (it != retired_.end() && (*it)->zc_inflight != 0 && --(*it)->zc_inflight == 0) released(d.client);
+  return d.inner_tag;
+}
+
+void Sessions::release_hold(std::uint32_t id) noexcept {
+  if (ClientSession* c = find(id)) {
+    if (c->remote_holds != 0) --c->remote_holds;
+    return;
+  }
+  auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == id; });
+  if (it != retired_.end() && (*it)->remote_holds != 0 && --(*it)->remote_holds == 0) released(id);
+}
+
+void Sessions::released(std::uint32_t id) noexcept {
+  auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == id; });
+  if (it == retired_.end() || (*it)->zc_inflight != 0 || (*it)->remote_holds != 0) return;
+  spdlog::debug("client {}: the last WR or peer access naming its memory ended; segment released", id);
+  retired_.erase(it);  // unmaps the segment, deregisters its MR
+}
+
+void Sessions::post(ClientSession& c, const shm::CqEntry& entry) noexcept {
+  if (c.overflow.empty() && c.cq.try_push(entry)) {
+    c.cq_dirty = true;
+    return;
+  }
+  if constexpr (FERRY_DEBUG_CHECKS) {
+    // Bounded by construction: owed OpDones <= CQ capacity (dispatch.cpp),
+    // and deliveries are only posted when the CQ has room.
+    if (c.overflow.size() > std::size_t{c.cq.capacity()} + kSqBatch) {
+      spdlog::critical("client {}: overflow queue exceeds its bound", c.id());
+      std::abort();
+    }
+  }
+  c.overflow.push_back(entry);
+  bump(counters_.cq_overflows);
+}
+
+void Sessions::complete(ClientSession& c, shm::Op op, std::uint64_t user_data, Status status, std::uint32_t handle,
+                        std::uint32_t length) noexcept {
+  shm::CqEntry e{};
+  e.kind = static_cast<std::uint8_t>(shm::CqKind::OpDone);
+  e.status = static_cast<std::uint8_t>(status);
+  e.op = static_cast<std::uint8_t>(op);
+  e.handle = handle;
+  e.user_data = user_data;
+  e.length = length;
+  if (c.outstanding != 0) --c.outstanding;
+  bump(counters_.ops_completed);
+  post(c, e);
+}
+
+void Sessions::complete(std::uint32_t client, shm::Op op, std::uint64_t user_data, Status status,
+                        std::uint32_t length) noexcept {
+  if (ClientSession* c = find(client)) complete(*c, op, user_data, status, 0, length);
+}
+
+bool Sessions::can_deliver(ClientSession& c) noexcept { return c.overflow.empty() && c.cq.free_slots() != 0; }
+
+void Sessions::flush() noexcept {
+  for (ClientSession* c : order_) {
+    while (!c->overflow.empty()) {
+      if (!c->cq.try_push(c->overflow.front())) break;
+      c->overflow.pop_front();
+      c->cq_dirty = true;
+    }
+    if (c->cq_dirty) {
+      c->cq_dirty = false;
+      if (c->cq.claim_doorbell()) c->cq_bell.ring();
+    }
+  }
+}
+
+bool Sessions::any_overflow() const noexcept {
+  return std::any_of(order_.begin(), order_.end(), [](const ClientSession* c) { return !c->overflow.empty(); });
+}
+
+}  // namespace ferry::daemon

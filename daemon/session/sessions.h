@@ -1,0 +1,78 @@
+// The attached clients as the engine sees them: their sessions, the order
+// the engine polls them in, their completion queues, and the sessions kept
+// after detach while work requests or peers may still reach their memory.
+// Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/client_session.h"
+#include "daemon/counters.h"
+#include "daemon/session/zero_copy.h"
+#include "shm/ring_entries.h"
+#include "shm/segment_layout.h"
+
+namespace ferry::daemon {
+
+// Entries taken from one client's SQ per turn (dispatch.h). The CQ bound
+// depends on it: a batch is taken only while its OpDones fit the CQ.
+inline constexpr std::uint32_t kSqBatch = 32;
+static_assert(kSqBatch <= shm::kMinRingEntries, "a batch never exceeds the smallest ring");
+
+class Sessions {
+ public:
+  Sessions(Counters& counters, std::size_t max_clients);
+  ~Sessions();
+  Sessions(const Sessions&) = delete;
+  Sessions& operator=(const Sessions&) = delete;
+
+  ClientSession* find(std::uint32_t id) noexcept;
+  const std::vector<ClientSession*>& all() const noexcept { return order_; }
+  bool empty() const noexcept { return order_.empty(); }
+  void add(std::unique_ptr<ClientSession> s);
+  // Forgets a detached client: its segment is unmapped (and its MR
+  // deregistered) now, or once the WRs and peer accesses that name its
+  // memory have ended (zero_copy.h).
+  void remove(std::uint32_t id);
+
+  // WRs that name a client's memory (eager sends from its tx arena, READs
+  // into its rx arena, replies from it): each is tracked in a slot, so a
+  // detached session outlives them. track_wr returns the tag to post the WR
+  // with (0: every slot busy, the caller must not post); wr_done takes it
+  // back and returns the op's own tag (wr_tag.h).
+  bool can_track_wr() const noexcept { return zero_copy_.available(); }
+  [[nodiscard]] std::uint64_t track_wr(ClientSession& c, std::uint64_t inner_tag) noexcept;
+  [[nodiscard]] std::uint64_t wr_done(std::uint64_t tag) noexcept;
+  // A peer may READ or WRITE this client's memory until its op is answered
+  // (RemoteOp::exposed): hold() / release_hold(), by client id.
+  void hold(ClientSession& c) noexcept { ++c.remote_holds; }
+  void release_hold(std::uint32_t id) noexcept;
+
+  // Completions. Never dropped: what does not fit a client's CQ goes to its
+  // private overflow queue (in order), drained before anything newer.
+  void post(ClientSession& c, const shm::CqEntry& entry) noexcept;
+  void complete(ClientSession& c, shm::Op op, std::uint64_t user_data, Status status, std::uint32_t handle = 0,
+                std::uint32_t length = 0) noexcept;
+  // The same for a client that may have gone meanwhile (then nothing).
+  void complete(std::uint32_t client, shm::Op op, std::uint64_t user_data, Status status,
+                std::uint32_t length = 0) noexcept;
+  // A delivery may be posted now (CQ room, nothing overflowing).
+  bool can_deliver(ClientSession& c) noexcept;
+  // Drains overflow queues and rings the CQ doorbells of sleeping clients.
+  void flush() noexcept;
+  bool any_overflow() const noexcept;
+
+ private:
+  void released(std::uint32_t id) noexcept;  // a WR or access ended: a retired session may go now
+
+  Counters& counters_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<ClientSession>> clients_;
+  std::vector<ClientSession*> order_;                    // polling order
+  std::vector<std::unique_ptr<ClientSession>> retired_;  // detached, memory still reachable
+  ZeroCopy zero_copy_;
+};
+
+}  // namespace ferry::daemon

@@ -1,0 +1,403 @@
+// The parameter-server library without processes (suite 'unit'): the
+// placement hash and dense slices, a Shard's arithmetic (SGD and Adagrad
+// against hand-computed float32 references, duplicate keys coalesced,
+// assign), its validation (every malformed request refused, nothing
+// applied), and a Worker over an in-process link that hands each request to
+// real Shards: coalescing, shard-grouped rows, push_rows, shard refusals,
+// calls that never come back (timeout), and ticket reuse.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "ferry/ps/shard.h"
+#include "ferry/ps/shard_link.h"
+#include "ferry/ps/worker.h"
+
+using namespace ferry;
+using namespace ferry::ps;
+
+namespace {
+
+TableSpec embedding(TableId id, std::uint32_t dim, std::uint64_t rows, OptimizerKind opt, float lr) {
+  TableSpec t;
+  t.id = id;
+  t.name = "emb" + std::to_string(id);
+  t.kind = TableKind::Embedding;
+  t.dim = dim;
+  t.rows = rows;
+  t.optimizer.kind = opt;
+  t.optimizer.lr = lr;
+  t.init.kind = InitKind::Uniform;
+  t.init.scale = 0.5f;
+  t.init.seed = 7;
+  return t;
+}
+
+TableSpec dense(TableId id, std::uint64_t size, float lr) {
+  TableSpec t;
+  t.id = id;
+  t.name = "dense";
+  t.kind = TableKind::Dense;
+  t.dim = 1;
+  t.rows = size;
+  t.optimizer.lr = lr;
+  t.init.kind = InitKind::Pattern;
+  return t;
+}
+
+std::vector<std::byte> message(Op op, const TableSpec& t, const std::vector<Key>& keys, const std::vector<float>& v,
+                               std::uint32_t offset = 0, std::uint32_t count = 0) {
+  Header h;
+  h.op = static_cast<std::uint8_t>(op);
+  h.table = t.id;
+  h.dim = t.dim;
+  h.count = t.kind == TableKind::Embedding ? static_cast<std::uint32_t>(keys.size()) : count;
+  h.offset = offset;
+  std::vector<std::byte> m(sizeof h + 8 * keys.size() + 4 * v.size());
+  std::memcpy(m.data(), &h, sizeof h);
+  std::memcpy(m.data() + sizeof h, keys.data(), 8 * keys.size());
+  std::memcpy(m.data() + sizeof h + 8 * keys.size(), v.data(), 4 * v.size());
+  return m;
+}
+
+// Sends one request to the shard; returns the response bytes.
+std::vector<std::byte> ask(Shard& s, const std::vector<std::byte>& req, std::size_t cap = 1 << 16) {
+  std::vector<std::byte> resp(cap);
+  resp.resize(s.handle(req, resp));
+  return resp;
+}
+
+PsStatus refusal(const std::vector<std::byte>& resp) {
+  if (resp.size() != kErrorBytes) return PsStatus::Ok;
+  ErrorRecord e;
+  std::memcpy(&e, resp.data(), kErrorBytes);
+  REQUIRE(e.mark == kErrorMark);
+  return static_cast<PsStatus>(e.status);
+}
+
+std::vector<float> floats(const std::vector<std::byte>& b) {
+  std::vector<float> f(b.size() / 4);
+  std::memcpy(f.data(), b.data(), 4 * f.size());
+  return f;
+}
+
+// A key shard `s` of `n` owns in table `t`.
+Key key_on(TableId t, std::uint32_t s, std::uint32_t n, Key from = 0) {
+  while (shard_of(t, from, n) != s) ++from;
+  return from;
+}
+
+// A link whose shards are Shard objects in this process: a call is
+// answered on the next wait() (or never, for a shard set to drop).
+class ShardsLink final : public ShardLink {
+ public:
+  explicit ShardsLink(std::vector<Shard*> shards) : shards_(std::move(shards)) {}
+  std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(shards_.size()); }
+  std::size_t max_message_bytes() const noexcept override { return 1u << 20; }
+  Buffer alloc(std::size_t bytes) noexcept override {
+    auto* p = static_cast<std::byte*>(std::malloc(bytes));
+    ++allocated;
+    return Buffer{p, static_cast<std::uint32_t>(bytes), 0};
+  }
+  void free(const Buffer& b) noexcept override {
+    ++freed;
+    std::free(b.data);
+  }
+  Status call(std::uint32_t shard, const Buffer& req, std::uint32_t len, const Buffer& resp,
+              std::uint64_t tag) noexcept override {
+    ++calls;
+    if (drop.count(shard)) return Status::Ok;  // swallowed: no answer ever
+    queue_.push_back({shard, std::vector<std::byte>(req.data, req.data + len), resp, tag});
+    return Status::Ok;
+  }
+  std::size_t wait(std::span<LinkDone> out, std::chrono::milliseconds) noexcept override {
+    std::size_t n = 0;
+    while (n < out.size() && !queue_.empty()) {
+      Pending p = std::move(queue_.front());
+      queue_.pop_front();
+      const std::size_t len = shards_[p.shard]->handle(p.request, p.response.span());
+      out[n++] = LinkDone{p.tag, Status::Ok, static_cast<std::uint32_t>(len)};
+    }
+    return n;
+  }
+  Status state() const noexcept override { return Status::Ok; }
+  int event_fd() const noexcept override { return -1; }
+
+  std::set<std::uint32_t> drop;
+  int calls = 0, allocated = 0, freed = 0;
+
+ private:
+  struct Pending {
+    std::uint32_t shard;
+    std::vector<std::byte> request;
+    Buffer response;
+    std::uint64_t tag;
+  };
+  std::vector<Shard*> shards_;
+  std::deque<Pending> queue_;
+};
+
+}  // namespace
+
+TEST_CASE("placement: the documented hash, stable, balanced; dense slices tile the table") {
+  // Pinned values: the placement is part of the wire contract.
+  CHECK(mix64(0) == 0);
+  CHECK(mix64(1) == 0x5692161D100B05E5ull);
+  std::vector<int> per(4, 0);
+  for (Key k = 0; k < 40000; ++k) {
+    const std::uint32_t s = shard_of(3, k, 4);
+    REQUIRE(s < 4);
+    CHECK(s == static_cast<std::uint32_t>(((mix64(k ^ table_salt(3)) >> 32) * 4) >> 32));
+    ++per[s];
+  }
+  for (int n : per) CHECK(std::abs(n - 10000) < 400);
+  std::uint64_t next = 0;
+  for (std::uint32_t s = 0; s < 3; ++s) {
+    const DenseSlice d = dense_slice(10, s, 3);
+    CHECK(d.begin == next);
+    next = d.end;
+  }
+  CHECK(next == 10);
+  CHECK(dense_slice(2, 2, 3).size() == 0);
+}
+
+TEST_CASE("init: uniform in [-scale, scale), a pure function of (seed, table, key, column)") {
+  TableSpec t = embedding(1, 8, 0, OptimizerKind::Sgd, 0.1f);
+  double sum = 0;
+  for (Key k = 0; k < 1000; ++k) {
+    for (std::uint32_t j = 0; j < 8; ++j) {
+      const float v = initial_value(t, k, j);
+      REQUIRE(v >= -0.5f);
+      REQUIRE(v < 0.5f);
+      CHECK(v == initial_value(t, k, j));
+      sum += v;
+    }
+  }
+  CHECK(std::abs(sum / 8000) < 0.02);
+  TableSpec other = t;
+  other.init.seed = 8;
+  CHECK(initial_value(other, 5, 0) != initial_value(t, 5, 0));
+}
+
+TEST_CASE("shard: pull gives the initial rows; SGD and Adagrad applied on push match float32 references") {
+  const TableSpec sgd = embedding(0, 4, 100, OptimizerKind::Sgd, 0.5f);
+  TableSpec ada = embedding(1, 4, 100, OptimizerKind::Adagrad, 0.1f);
+  ada.optimizer.initial_accumulator = 0.25f;
+  Shard s({0, 1, {sgd, ada}, 64});
+  const std::vector<Key> keys = {3, 17};
+  for (const TableSpec* t : std::array<const TableSpec*, 2>{&sgd, &ada}) {
+    const auto rows = floats(ask(s, message(Op::Pull, *t, keys, {})));
+    REQUIRE(rows.size() == 8);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::uint32_t j = 0; j < 4; ++j) CHECK(rows[i * 4 + j] == initial_value(*t, keys[i], j));
+  }
+  const std::vector<float> g = {1, -2, 0.5f, 0, 3, 0.25f, -1, 2};
+  for (int round = 0; round < 3; ++round) {
+    for (const TableSpec* t : std::array<const TableSpec*, 2>{&sgd, &ada}) {
+      const auto ack = ask(s, message(Op::Push, *t, keys, g));
+      REQUIRE(ack.size() == kAckBytes);
+      std::uint32_t applied = 0;
+      std::memcpy(&applied, ack.data(), 4);
+      CHECK(applied == 2);
+    }
+  }
+  const auto got_sgd = floats(ask(s, message(Op::Pull, sgd, keys, {})));
+  const auto got_ada = floats(ask(s, message(Op::Pull, ada, keys, {})));
+  for (std::size_t i = 0; i < 2; ++i) {
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      float w = initial_value(sgd, keys[i], j);
+      float v = initial_value(ada, keys[i], j), a = 0.25f;
+      const float gi = g[i * 4 + j];
+      for (int round = 0; round < 3; ++round) {
+        w = std::fma(-0.5f, gi, w);
+        a = std::fma(gi, gi, a);
+        v = v + (-0.1f * gi) / (std::sqrt(a) + 1e-10f);
+      }
+      CHECK(got_sgd[i * 4 + j] == w);
+      CHECK(got_ada[i * 4 + j] == v);
+    }
+  }
+}
+
+TEST_CASE("shard: duplicate keys in a push are summed and applied once (Adagrad sees one gradient)") {
+  const TableSpec ada = embedding(0, 2, 0, OptimizerKind::Adagrad, 0.5f);
+  Shard a({0, 1, {ada}, 64});
+  Shard b({0, 1, {ada}, 64});
+  // a: key 9 twice (1 then 2) and key 4; b: key 9 once with the sum.
+  auto ack = ask(a, message(Op::Push, ada, {9, 4, 9}, {1, 1, 5, 5, 2, 2}));
+  std::uint32_t applied = 0;
+  std::memcpy(&applied, ack.data(), 4);
+  CHECK(applied == 2);
+  ask(b, message(Op::Push, ada, {9, 4}, {3, 3, 5, 5}));
+  CHECK(floats(ask(a, message(Op::Pull, ada, {9, 4}, {}))) == floats(ask(b, message(Op::Pull, ada, {9, 4}, {}))));
+  // Assign: the last value of a duplicate wins; pull returns it.
+  ask(a, message(Op::Assign, ada, {9, 9}, {1, 2, 3, 4}));
+  CHECK(floats(ask(a, message(Op::Pull, ada, {9}, {}))) == std::vector<float>{3, 4});
+}
+
+TEST_CASE("shard: dense slices pull, push and refuse ranges they do not hold") {
+  const TableSpec d = dense(2, 10, 0.25f);
+  Shard s1({1, 2, {d}, 64});  // holds [5, 10)
+  const auto vals = floats(ask(s1, message(Op::Pull, d, {}, {}, 5, 5)));
+  REQUIRE(vals.size() == 5);
+  for (int e = 0; e < 5; ++e) CHECK(vals[e] == initial_value(d, 5 + e, 0));
+  CHECK(refusal(ask(s1, message(Op::Pull, d, {}, {}, 4, 2))) == PsStatus::BadRange);
+  ask(s1, message(Op::Push, d, {}, {4, 4}, 6, 2));
+  const auto after = floats(ask(s1, message(Op::Pull, d, {}, {}, 6, 2)));
+  CHECK(after[0] == initial_value(d, 6, 0) - 1.0f);
+  CHECK(after[1] == initial_value(d, 7, 0) - 1.0f);
+}
+
+TEST_CASE("shard: every malformed request is refused with its status and changes nothing") {
+  const TableSpec t = embedding(0, 2, 50, OptimizerKind::Sgd, 1.0f);
+  Shard s({0, 2, {t}, 8});
+  const Key mine = key_on(0, 0, 2), other = key_on(0, 1, 2);
+  const auto before = floats(ask(s, message(Op::Pull, t, {mine}, {})));
+  auto with = [&](auto edit) {
+    auto m = message(Op::Push, t, {mine}, {1, 1});
+    Header h;
+    std::memcpy(&h, m.data(), sizeof h);
+    edit(h, m);
+    std::memcpy(m.data(), &h, sizeof h);
+    return refusal(ask(s, m));
+  };
+  CHECK(with([](Header& h, auto&) { h.magic = 1; }) == PsStatus::BadMagic);
+  CHECK(with([](Header& h, auto&) { h.version = 1; }) == PsStatus::BadVersion);
+  CHECK(with([](Header& h, auto&) { h.op = 0; }) == PsStatus::BadOp);
+  CHECK(with([](Header& h, auto&) { h.flags = 2; }) == PsStatus::BadField);
+  CHECK(with([](Header& h, auto&) { h.dtype = 1; }) == PsStatus::BadField);
+  CHECK(with([](Header& h, auto&) { h.table = 3; }) == PsStatus::BadTable);
+  CHECK(with([](Header& h, auto&) { h.dim = 3; }) == PsStatus::BadDim);
+  CHECK(with([](Header& h, auto&) { h.count = 9; }) == PsStatus::TooLarge);
+  CHECK(with([](Header& h, auto&) { h.count = 2; }) == PsStatus::BadLength);
+  CHECK(with([](Header&, auto& m) { m.pop_back(); }) == PsStatus::BadLength);
+  CHECK(refusal(ask(s, std::vector<std::byte>(10))) == PsStatus::BadLength);
+  CHECK(refusal(ask(s, message(Op::Push, t, {mine, other}, {1, 1, 1, 1}))) == PsStatus::BadKey);
+  CHECK(refusal(ask(s, message(Op::Push, t, {mine, 50}, {1, 1, 1, 1}))) == PsStatus::BadKey);
+  CHECK(refusal(ask(s, message(Op::Pull, t, {mine, mine}, {}), 7)) == PsStatus::TooLarge);
+  CHECK(floats(ask(s, message(Op::Pull, t, {mine}, {}))) == before);
+  CHECK(s.counters().rejected == 14);
+}
+
+TEST_CASE("worker: pulls coalesce duplicates, rows grouped by shard, index maps every key to its row") {
+  const TableSpec t = embedding(0, 3, 1000, OptimizerKind::Sgd, 0.5f);
+  Shard s0({0, 2, {t}, 4096}), s1({1, 2, {t}, 4096});
+  auto link = std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1});
+  ShardsLink& l = *link;
+  Worker w(std::move(link), WorkerOptions{{t}});
+  const std::vector<Key> keys = {5, 9, 5, 700, 9, 9, 42, 5};
+  const auto p = w.pull(0, keys);
+  REQUIRE(p);
+  CHECK(w.status(p.value) == Status::Busy);
+  REQUIRE(w.wait(p.value, std::chrono::seconds(1)) == Status::Ok);
+  CHECK(l.calls <= 2);
+  const PulledRows r = w.rows(p.value);
+  REQUIRE(r.keys.size() == 4);
+  REQUIRE(r.rows.size() == 12);
+  REQUIRE(r.index.size() == keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    CHECK(r.keys[static_cast<std::size_t>(r.index[i])] == keys[i]);
+    for (std::uint32_t j = 0; j < 3; ++j)
+      CHECK(r.rows[static_cast<std::size_t>(r.index[i]) * 3 + j] == initial_value(t, keys[i], j));
+  }
+  for (std::size_t row = 0; row < r.keys.size(); ++row) {
+    const std::uint32_t s = shard_of(0, r.keys[row], 2);
+    CHECK(row >= r.shard_rows[s]);
+    CHECK(row < r.shard_rows[s + 1]);
+  }
+  // push_rows: one gradient per pulled row; push: duplicates summed.
+  std::vector<float> g(12, 1.0f);
+  const auto q = w.push_rows(p.value, g);
+  REQUIRE(q);
+  REQUIRE(w.wait(q.value, std::chrono::seconds(1)) == Status::Ok);
+  const auto q2 = w.push(0, std::vector<Key>{42, 42}, std::vector<float>{1, 1, 1, 2, 2, 2});
+  REQUIRE(q2);
+  REQUIRE(w.wait(q2.value, std::chrono::seconds(1)) == Status::Ok);
+  const auto p2 = w.pull(0, std::vector<Key>{42, 5});
+  REQUIRE(w.wait(p2.value, std::chrono::seconds(1)) == Status::Ok);
+  const PulledRows r2 = w.rows(p2.value);
+  const float k42 = r2.rows[static_cast<std::size_t>(r2.index[0]) * 3];
+  const float k5 = r2.rows[static_cast<std::size_t>(r2.index[1]) * 3];
+  CHECK(k42 == initial_value(t, 42, 0) - 0.5f * 1.0f - 0.5f * 3.0f);
+  CHECK(k5 == initial_value(t, 5, 0) - 0.5f);
+  for (Ticket x : {p.value, q.value, q2.value, p2.value}) w.release(x);
+  CHECK(w.live_ops() == 0);
+  CHECK(w.status(p.value) == Status::BadRequest);  // a released ticket is gone
+}
+
+TEST_CASE("worker: dense tables pull whole and push by slice; bad arguments start nothing") {
+  const TableSpec d = dense(1, 7, 1.0f);
+  Shard s0({0, 3, {d}, 64}), s1({1, 3, {d}, 64}), s2({2, 3, {d}, 64});
+  Worker w(std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1, &s2}), WorkerOptions{{d}});
+  const auto push = w.push_dense(1, std::vector<float>(7, 2.0f));
+  REQUIRE(push);
+  REQUIRE(w.wait(push.value, std::chrono::seconds(1)) == Status::Ok);
+  const auto p = w.pull_dense(1);
+  REQUIRE(w.wait(p.value, std::chrono::seconds(1)) == Status::Ok);
+  const PulledRows r = w.rows(p.value);
+  REQUIRE(r.rows.size() == 7);
+  for (int e = 0; e < 7; ++e) CHECK(r.rows[e] == initial_value(d, e, 0) - 2.0f);
+  CHECK(w.pull(1, std::vector<Key>{1}).status == Status::BadRequest);          // not an embedding table
+  CHECK(w.push_dense(1, std::vector<float>(6)).status == Status::BadRequest);  // wrong size
+  CHECK(w.pull_dense(9).status == Status::BadRequest);                         // no such table
+}
+
+TEST_CASE("worker: a shard's refusal names the shard and status; a lost call times out; memory waits for calls") {
+  const TableSpec t = embedding(0, 2, 0, OptimizerKind::Sgd, 1.0f);
+  TableSpec wrong = t;
+  wrong.dim = 3;  // the shards were configured differently
+  Shard s0({0, 2, {wrong}, 64}), s1({1, 2, {t}, 64});
+  auto link = std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1});
+  ShardsLink& l = *link;
+  WorkerOptions o{{t}};
+  o.timeout = std::chrono::milliseconds(50);
+  Worker w(std::move(link), o);
+  const Key on0 = key_on(0, 0, 2), on1 = key_on(0, 1, 2);
+  const auto p = w.pull(0, std::vector<Key>{on0, on1});
+  REQUIRE(w.wait(p.value, std::chrono::seconds(1)) == Status::BadRequest);
+  CHECK(w.error(p.value).shard == 0);
+  CHECK(w.error(p.value).ps == PsStatus::BadDim);
+  CHECK(w.rows(p.value).rows.empty());
+  w.release(p.value);
+
+  l.drop.insert(1);  // shard 1 never answers
+  const auto lost = w.pull(0, std::vector<Key>{on1});
+  REQUIRE(lost);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(w.wait(lost.value, std::chrono::seconds(5)) == Status::Timeout);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  w.release(lost.value);
+  CHECK(w.live_ops() == 1);  // its call never came back: the memory stays reserved
+}
+
+TEST_CASE("worker: at most max_ops tickets live; released ones are reused") {
+  const TableSpec t = embedding(0, 1, 0, OptimizerKind::Sgd, 1.0f);
+  Shard s({0, 1, {t}, 64});
+  WorkerOptions o{{t}};
+  o.max_ops = 2;
+  Worker w(std::make_unique<ShardsLink>(std::vector<Shard*>{&s}), o);
+  const auto a = w.pull(0, std::vector<Key>{1});
+  const auto b = w.pull(0, std::vector<Key>{2});
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(w.pull(0, std::vector<Key>{3}).status == Status::Busy);
+  REQUIRE(w.wait(a.value, std::chrono::seconds(1)) == Status::Ok);
+  w.release(a.value);
+  const auto c = w.pull(0, std::vector<Key>{3});
+  REQUIRE(c);
+  CHECK(c.value != a.value);
+  CHECK(w.status(a.value) == Status::BadRequest);
+  REQUIRE(w.wait(c.value, std::chrono::seconds(1)) == Status::Ok);
+  w.release(b.value);
+  w.release(c.value);
+  const auto empty = w.pull(0, std::vector<Key>{});
+  REQUIRE(empty);
+  CHECK(w.status(empty.value) == Status::Ok);
+  CHECK(w.rows(empty.value).rows.empty());
+}

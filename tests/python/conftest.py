@@ -1,0 +1,160 @@
+"""Fixtures for the Python suites: real ferryd processes in private runtime
+directories (transport tcp), helper processes, and a per-test alarm so that
+no test can hang (every wait inside a test is bounded as well).
+
+Run by meson (suite 'python') as ``/usr/bin/python3 -m pytest`` with
+PYTHONPATH=build/client/python and FERRYD / FERRYCTL set.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FERRYD = os.environ.get("FERRYD", "")
+TEST_ALARM_S = int(os.environ.get("FERRY_TEST_ALARM_S", "120"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """ferryd --runtime-dir DIR --transport tcp [--listen ADDR]; waits for both sockets."""
+
+    def __init__(self, listen=None, extra=()):
+        if not FERRYD or not os.path.exists(FERRYD):
+            pytest.fail("FERRYD is not set to a built ferryd (got %r)" % FERRYD)
+        self.dir = tempfile.mkdtemp(prefix="ferry-py-")
+        self.socket = os.path.join(self.dir, "ferryd.sock")
+        self.control = os.path.join(self.dir, "control.sock")
+        self.listen = listen
+        self.log_path = os.path.join(self.dir, "ferryd.log")
+        self.log = open(self.log_path, "w+")
+        cmd = [FERRYD, "--runtime-dir", self.dir, "--transport", "tcp"] + list(extra)
+        if listen:
+            cmd += ["--listen", listen]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not (os.path.exists(self.socket) and os.path.exists(self.control)):
+            if self.proc.poll() is not None:
+                pytest.fail("ferryd exited with %d during start-up:\n%s" % (self.proc.returncode, self.tail()))
+            if time.monotonic() > deadline:
+                pytest.fail("ferryd sockets did not appear:\n" + self.tail())
+            time.sleep(0.02)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def tail(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()[-4000:]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon():
+    d = Daemon()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def two_daemons():
+    a = Daemon(listen="127.0.0.1:%d" % free_port())
+    b = Daemon(listen="127.0.0.1:%d" % free_port())
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+class Helper:
+    """A helper Python process (tests/python/helpers.py ROLE ...) that prints 'ready' when set up."""
+
+    def __init__(self, role, *args, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "helpers.py"), role] + [str(a) for a in args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
+        self.lines = []
+        deadline = time.monotonic() + 30
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                pytest.fail("helper %s exited before it was ready:\n%s" % (role, "".join(self.lines)))
+            self.lines.append(line)
+            if line.startswith("ready"):
+                self.ready = line.split()[1:]
+                break
+            if time.monotonic() > deadline:
+                pytest.fail("helper %s not ready in time" % role)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        rest = self.proc.stdout.read()
+        self.lines.append(rest)
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def helpers():
+    started = []
+
+    def start(role, *args, env=None):
+        h = Helper(role, *args, env=env)
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        h.stop()
+
+
+@pytest.fixture(autouse=True)
+def alarm():
+    """Fails a test that runs past FERRY_TEST_ALARM_S (ferry's waits let signals through)."""
+
+    def expired(*_):
+        raise TimeoutError("test exceeded %d s" % TEST_ALARM_S)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_ALARM_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
