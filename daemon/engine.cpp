@@ -104,6 +104,7 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   // Sends that failed because the peer had no receive: each one is an RNR
   // NAK, i.e. ferry posted beyond the peer's receives (a credit bug).
   counters_.rnr_naks.store(transports_.lane_transport().rnr_naks(), std::memory_order_relaxed);
+  publish_rdma_stats(transports_, counters_);
   std::vector<peer::PeerInfo> fresh;
   peers_->snapshot(fresh, now_ns);
   for (peer::PeerInfo& p : fresh) {

@@ -34,7 +34,16 @@ bool Engine::answers_due() const noexcept {
 
 void Engine::run() {
   loop_.owner = std::this_thread::get_id();
-  SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us);
+  const bool hold = config_.engine_spin_hold == SpinHold::On ||
+                    (config_.engine_spin_hold == SpinHold::Auto && transports_.software_rdma);
+  SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us, hold);
+  spdlog::info("engine: spin {} us idle; in flight {} (engine-spin-hold {}{})", config_.engine_spin_us,
+               hold ? "held until the answer, up to 100 ms"
+                    : std::to_string(spin.budget_ns(true, true) / 1000) + " us, adaptive",
+               to_string(config_.engine_spin_hold),
+               config_.engine_spin_hold != SpinHold::Auto ? ""
+               : transports_.software_rdma                ? ": software RDMA provider"
+                                                          : ": hardware or tcp lanes");
   std::uint64_t idle_since = mono_ns();
   bool after_work = false;  // the idle period began with a turn that did work
   // The stretch awaits answers (SpinPolicy::awaits_answers): since when.

@@ -13,6 +13,8 @@ mode_flags() {
   ferryd_flags=() bench_flags=() pin_a= pin_b= pin_client= pin_server=
   case $1 in
     default) ;;
+    # The defaults before the spin hold and eager responses (phase 1's datapath).
+    before) ferryd_flags=(--engine-spin-hold off --rdma-eager-response-bytes 0) ;;
     busy) ferryd_flags=(--engine-spin-us "$spin_us"); bench_flags=(--busy-poll) ;;
     arena) ferryd_flags=(--rdma-windows 0) ;;
     busy-arena) ferryd_flags=(--engine-spin-us "$spin_us" --rdma-windows 0); bench_flags=(--busy-poll) ;;

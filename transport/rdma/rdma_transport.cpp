@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -134,6 +135,11 @@ TransportCaps RdmaTransport::caps() const noexcept {
 
 const char* RdmaTransport::device_name() const noexcept {
   return ctx_ == nullptr ? "" : ibv_get_device_name(ctx_->device);
+}
+
+bool RdmaTransport::software_provider() const noexcept {
+  const std::string_view name = device_name();
+  return name.starts_with("rxe") || name.starts_with("siw");
 }
 
 Result<std::uint16_t> RdmaTransport::listen(std::string_view host, std::uint16_t port) {

@@ -64,6 +64,7 @@ struct RdmaStats {
   std::uint64_t bounce_copies = 0;
   std::uint64_t recvs = 0;
   std::uint64_t cq_polls = 0;
+  std::uint64_t cq_polls_empty = 0;      // polls that found no completion
   std::uint64_t rnr_retry_exceeded = 0;  // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
   std::uint64_t retry_exceeded = 0;      // IBV_WC_RETRY_EXC_ERR: transport retries ran out
   std::uint64_t wc_errors = 0;           // any other failed completion (flushes excluded)
@@ -97,6 +98,10 @@ class RdmaTransport final : public Transport {
   const RdmaStats& stats() const noexcept { return stats_; }
   const GidChoice& gid() const noexcept { return gid_; }
   const char* device_name() const noexcept;
+  // rxe or siw: the "NIC" is kernel code on the host's own CPUs (its
+  // completions are softirq work), so a sleep and wake-up cost more than a
+  // spin that yields (the daemon's engine-spin-hold auto).
+  bool software_provider() const noexcept;
   std::uint32_t max_inline() const noexcept { return qps_.max_inline(); }
   // The protection domain, for memory registered by objects the owner
   // thread does not own (ibv_reg_mr is thread-safe): the daemon registers

@@ -190,7 +190,10 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
   if (conns_.accepting > 0) room /= 2;
   if (room == 0) return 0;
   const int got = ibv_poll_cq(cq_, static_cast<int>(std::min(room, kPollBatch)), wc_.data());
-  if constexpr (FERRY_DATAPATH_STATS) ++stats_.cq_polls;
+  if constexpr (FERRY_DATAPATH_STATS) {
+    ++stats_.cq_polls;
+    if (got <= 0) ++stats_.cq_polls_empty;
+  }
   std::size_t n = 0;
   for (int k = 0; k < got; ++k) {
     const ibv_wc& wc = wc_[k];
