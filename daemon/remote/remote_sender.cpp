@@ -192,7 +192,10 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   RemoteOp& held = *ops_.find(token);  // the table is a deque: the reference stays put
   // A peer may READ or WRITE the client's memory until it answers: the
   // session (its MR) outlives that, and the keys opened for it.
-  if (held.exposed) sessions_.hold(c);
+  if (held.exposed) {
+    sessions_.hold(c);
+    ++exposed_;
+  }
   if (const Status k = open_keys(c, op, s, token, held); k != Status::Ok) {
     // Every window in use: wait like a full send window (keys opened
     // already close first; nobody hears of this op).
@@ -202,7 +205,10 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   if (held.opening == 0) {
     const Outcome o = post_request(c, ep, *ch, token, held);
     if (!o.is_done()) {
-      if (held.exposed) sessions_.release_hold(c.id());
+      if (held.exposed) {
+        sessions_.release_hold(c.id());
+        --exposed_;
+      }
       ops_.erase(token);
       if (o.is_blocked()) stall(ch->id, at);  // the lane's ring filled after all: wait like a full window
       return o;

@@ -103,6 +103,8 @@ class RemoteSender final : public Sink {
   bool keys_pending() const noexcept { return keys_.pending() != 0 || !postable_.empty(); }
 
   std::size_t inflight() const noexcept { return ops_.size(); }
+  // Ops in flight that exposed a buffer (rendezvous source, response window).
+  std::uint32_t exposed_inflight() const noexcept { return exposed_; }
   void fill(peer::PeerInfo& p) const noexcept { windows_.fill(p); }
 
  private:
@@ -138,7 +140,9 @@ class RemoteSender final : public Sink {
   Counters& counters_;
   bool remote_access_;
   std::uint32_t lane_max_message_;
-  std::uint32_t eager_response_max_;  // rdma-eager-response-bytes, capped at the lane's largest message
+  std::uint32_t eager_response_max_;
+  std::uint32_t exposed_ = 0;  // ops holding their session for an exposed buffer  // rdma-eager-response-bytes, capped
+                               // at the lane's largest message
   SendWindows windows_;
   RemoteOpTable ops_{1024};              // Open, Send, Call
   std::vector<std::uint64_t> postable_;  // keys open, the lane had no room: posted again each poll_keys
