@@ -15,11 +15,8 @@ FERRY_DEB_PACKAGES=(
   python3
   qemu-system-x86 seabios busybox-static kmod cpio xz-utils gzip
   gnuplot-nox systemd
-<<<<<<< HEAD
-  libfabric-bin
-=======
   python3-torch python3-numpy pybind11-dev python3-dev python3-pytest python3-matplotlib
->>>>>>> main
+  libfabric-bin
 )
 
 # ferry_missing_packages PKG... : prints the names whose dpkg status is not
