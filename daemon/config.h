@@ -28,6 +28,12 @@ std::string_view to_string(Transport t) noexcept;
 enum class LogLevel : std::uint8_t { Trace, Debug, Info, Warn, Error };
 std::string_view to_string(LogLevel l) noexcept;
 
+// engine-spin-hold: whether the in-flight spin holds until the answer
+// (bounded by kSpinHoldMaxUs) instead of turning itself off (spin_policy.h).
+// auto: hold on software RDMA providers (rxe, siw), adaptive elsewhere.
+enum class SpinHold : std::uint8_t { Auto, On, Off };
+std::string_view to_string(SpinHold h) noexcept;
+
 inline constexpr std::uint64_t kKiB = 1ull << 10;
 inline constexpr std::uint64_t kMiB = 1ull << 20;
 inline constexpr std::uint64_t kGiB = 1ull << 30;
@@ -77,6 +83,8 @@ struct Config {
   std::uint32_t call_timeout_ms = 60000;
   std::uint32_t engine_spin_us = 50;
   std::uint32_t engine_spin_inflight_us = 1000;
+  SpinHold engine_spin_hold = SpinHold::Auto;
+  std::uint32_t rdma_eager_response_bytes = 4096;
 
   // Channels between daemons (daemon/peer/).
   std::uint32_t heartbeat_ms = 500;

@@ -91,6 +91,17 @@ constexpr KeyAccess transport_access{[](Config& c, std::string_view t) -> std::o
                                      },
                                      [](const Config& c) { return std::string(to_string(c.transport)); }};
 
+constexpr KeyAccess spin_hold_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
+                                       for (auto v : {SpinHold::Auto, SpinHold::On, SpinHold::Off}) {
+                                         if (t == to_string(v)) {
+                                           c.engine_spin_hold = v;
+                                           return std::nullopt;
+                                         }
+                                       }
+                                       return std::string("must be one of auto, on, off");
+                                     },
+                                     [](const Config& c) { return std::string(to_string(c.engine_spin_hold)); }};
+
 constexpr KeyAccess log_level_access{
     [](Config& c, std::string_view t) -> std::optional<std::string> {
       for (auto v : {LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error}) {
@@ -308,6 +319,15 @@ constexpr ConfigKey kKeys[] = {
                 "engine; costs CPU only while answers are due, and turns itself off while most answers come later "
                 "than it (slow servers; counter spin_skips). Never shorter than engine-spin-us.",
      .access = number<&Config::engine_spin_inflight_us>()},
+    {.name = "engine-spin-hold", .section = kTiming, .kind = ValueKind::Choice, .choices = "auto|on|off",
+     .summary = "hold the in-flight spin until the answer comes instead of turning it off; auto: on for rxe/siw",
+     .details = "on: while answers are due the engine spins (yielding the CPU each idle turn) up to 100 ms "
+                "instead of engine-spin-inflight-us, so a call in flight costs no sleep and wake-up. Right where a "
+                "wake-up costs more than the spin (software RDMA providers, whose completions are kernel work "
+                "on the same CPUs; virtual machines). auto: on when the data lanes run on rxe or siw, off "
+                "elsewhere (on hardware the adaptive in-flight spin already catches quick answers). Logged at "
+                "start-up.",
+     .access = spin_hold_access},
 
     {.name = "heartbeat-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 10, .max = 60000, .summary = "heartbeat interval on the bootstrap connection",
@@ -384,6 +404,14 @@ constexpr ConfigKey kKeys[] = {
                 "closed when the peer answers. 0: a key to the client's whole tx arena. A device without memory "
                 "windows falls back to arena keys with a log line.",
      .access = number<&Config::rdma_windows>()},
+    {.name = "rdma-eager-response-bytes", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Bytes,
+     .value_name = "BYTES", .min = 0, .max = 1048576,
+     .summary = "rdma: calls whose response buffer is at most this get the reply as a message, no window",
+     .details = "Such a reply comes back in a SEND (inline when small) and is copied into the response buffer, "
+                "so the call needs no memory-window bind and no key: one SEND each way. Larger response buffers "
+                "get a key and the reply is RDMA-WRITTEN into them. Capped at the eager threshold. 0: every "
+                "call with a response buffer gets a key.",
+     .access = number<&Config::rdma_eager_response_bytes>()},
 };
 // clang-format on
 #pragma GCC diagnostic pop

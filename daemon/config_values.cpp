@@ -6,6 +6,15 @@
 
 namespace ferry::daemon {
 
+std::string_view to_string(SpinHold h) noexcept {
+  switch (h) {
+    case SpinHold::Auto: return "auto";
+    case SpinHold::On: return "on";
+    case SpinHold::Off: return "off";
+  }
+  return "unknown";
+}
+
 std::string_view to_string(Transport t) noexcept {
   switch (t) {
     case Transport::Auto: return "auto";

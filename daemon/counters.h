@@ -70,6 +70,19 @@ struct Counters {
   Counter peer_accepts_refused{0};  // no room for a new one
   Counter peer_accepts_evicted{0};  // silent ones closed to make room
   Counter peer_hello_timeouts{0};   // silent past peer-hello-timeout-ms
+  // Per-call remote keys by cause (memory-window binds; each is closed once).
+  Counter key_windows_write{0};  // a response buffer the peer RDMA-WRITEs
+  Counter key_windows_read{0};   // a rendezvous source the peer RDMA-READs
+  Counter eager_responses{0};    // rdma calls sent without a response key: the reply comes as a message
+  // The rdma lanes' verbs datapath (datapath-stats builds; 0 otherwise),
+  // copied from the transport with each peer snapshot (status requests too).
+  Counter rdma_post_calls{0};      // ibv_post_send calls (doorbells)
+  Counter rdma_wrs_posted{0};      // send work requests they carried
+  Counter rdma_wrs_signaled{0};    // of those, signalled (a completion each)
+  Counter rdma_wrs_inline{0};      // of those, inline
+  Counter rdma_recvs{0};           // receive completions
+  Counter rdma_cq_polls{0};        // ibv_poll_cq calls
+  Counter rdma_cq_polls_empty{0};  // of those, found nothing
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -130,6 +143,16 @@ void for_each_counter(const Counters& c, F&& f) {
   f("peer_accepts_refused", c.peer_accepts_refused);
   f("peer_accepts_evicted", c.peer_accepts_evicted);
   f("peer_hello_timeouts", c.peer_hello_timeouts);
+  f("key_windows_write", c.key_windows_write);
+  f("key_windows_read", c.key_windows_read);
+  f("eager_responses", c.eager_responses);
+  f("rdma_post_calls", c.rdma_post_calls);
+  f("rdma_wrs_posted", c.rdma_wrs_posted);
+  f("rdma_wrs_signaled", c.rdma_wrs_signaled);
+  f("rdma_wrs_inline", c.rdma_wrs_inline);
+  f("rdma_recvs", c.rdma_recvs);
+  f("rdma_cq_polls", c.rdma_cq_polls);
+  f("rdma_cq_polls_empty", c.rdma_cq_polls_empty);
 }
 
 }  // namespace ferry::daemon

@@ -112,6 +112,7 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   counters_.peer_accepts_refused.store(accepts.refused, std::memory_order_relaxed);
   counters_.peer_accepts_evicted.store(accepts.evicted, std::memory_order_relaxed);
   counters_.peer_hello_timeouts.store(accepts.timed_out, std::memory_order_relaxed);
+  publish_rdma_stats(transports_, counters_);
   std::vector<peer::PeerInfo> fresh;
   peers_->snapshot(fresh, now_ns);
   for (peer::PeerInfo& p : fresh) {

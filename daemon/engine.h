@@ -98,6 +98,7 @@ class Engine final : private peer::ChannelEvents {
   void reap_doomed();
   void sleep_until_work();
   bool answers_due() const noexcept;
+  bool bulk_inflight() const noexcept;  // a rendezvous READ or an exposed op in flight (spin_policy.h)
 
   // engine.cpp
   void listen();

@@ -32,9 +32,20 @@ bool Engine::answers_due() const noexcept {
   return calls_.size() != 0 || remote_.inflight() != 0 || calls_.replier().size() != 0;
 }
 
+bool Engine::bulk_inflight() const noexcept { return remote_.exposed_inflight() != 0 || proxy_.reads_inflight() != 0; }
+
 void Engine::run() {
   loop_.owner = std::this_thread::get_id();
-  SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us);
+  const bool hold = config_.engine_spin_hold == SpinHold::On ||
+                    (config_.engine_spin_hold == SpinHold::Auto && transports_.software_rdma);
+  SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us, hold);
+  spdlog::info("engine: spin {} us idle; in flight {} (engine-spin-hold {}{})", config_.engine_spin_us,
+               hold ? "held until the answer (up to 100 ms; adaptive during bulk transfers)"
+                    : std::to_string(spin.budget_ns(true, true) / 1000) + " us, adaptive",
+               to_string(config_.engine_spin_hold),
+               config_.engine_spin_hold != SpinHold::Auto ? ""
+               : transports_.software_rdma                ? ": software RDMA provider"
+                                                          : ": hardware or tcp lanes");
   std::uint64_t idle_since = mono_ns();
   bool after_work = false;  // the idle period began with a turn that did work
   // The stretch awaits answers (SpinPolicy::awaits_answers): since when.
@@ -60,8 +71,9 @@ void Engine::run() {
       awaiting = true;  // until work comes, through any sleeps
       awaiting_since = idle_since;
     }
-    if (start - idle_since >= spin.budget_ns(after_work, due)) {
-      if (awaits && !spin.spin_pays()) bump(counters_.spin_skips);
+    const bool bulk = spin.holds() && bulk_inflight();
+    if (start - idle_since >= spin.budget_ns(after_work, due, bulk)) {
+      if (awaits && spin.skipped(bulk)) bump(counters_.spin_skips);
       sleep_until_work();
       idle_since = mono_ns();
       after_work = false;

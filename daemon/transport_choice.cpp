@@ -72,6 +72,8 @@ DataTransport make_data_transport(const Config& config) {
                          ", eager threshold " + std::to_string(config.eager_threshold) + " B)";
     out.pd = t.value->pd();
     out.gid_index = t.value->gid().index;
+    out.software_rdma = t.value->software_provider();
+    out.rdma_stats = &t.value->stats();
     out.transport = std::move(t.value);
     return out;
   }
@@ -115,7 +117,27 @@ void make_transports(const Config& config, Transports& out) {
   out.lanes = std::move(data.transport);
   out.lane_max_message = lane_max_message(config, out.lanes.get());
   out.pd = data.pd;
+  out.software_rdma = data.software_rdma;
+  out.rdma_stats = data.rdma_stats;
   if (out.pd != nullptr) (void)out.keys.enable(out.pd, data.gid_index, config.rdma_windows);  // logs either way
+}
+
+void publish_rdma_stats(const Transports& t, Counters& counters) noexcept {
+#if FERRY_HAVE_RDMA
+  if (t.rdma_stats == nullptr) return;
+  const transport::rdma::RdmaStats& s = *t.rdma_stats;
+  const auto set = [](Counter& c, std::uint64_t v) { c.store(v, std::memory_order_relaxed); };
+  set(counters.rdma_post_calls, s.post_send_calls);
+  set(counters.rdma_wrs_posted, s.wrs_posted);
+  set(counters.rdma_wrs_signaled, s.wrs_signaled);
+  set(counters.rdma_wrs_inline, s.wrs_inline);
+  set(counters.rdma_recvs, s.recvs);
+  set(counters.rdma_cq_polls, s.cq_polls);
+  set(counters.rdma_cq_polls_empty, s.cq_polls_empty);
+#else
+  (void)t;
+  (void)counters;
+#endif
 }
 
 std::uint32_t lane_max_message(const Config& config, const transport::Transport* data) noexcept {

@@ -13,10 +13,15 @@
 #include <string>
 
 #include "daemon/config.h"
+#include "daemon/counters.h"
 #include "daemon/remote/remote_keys.h"
 #include "transport/transport.h"
 
 struct ibv_pd;
+
+namespace ferry::transport::rdma {
+struct RdmaStats;
+}
 
 namespace ferry::daemon {
 
@@ -36,6 +41,8 @@ struct DataTransport {
   // attach, and the source GID index memory windows bind with.
   ibv_pd* pd = nullptr;
   int gid_index = -1;
+  bool software_rdma = false;                              // rxe or siw: the NIC is kernel code on our CPUs
+  const transport::rdma::RdmaStats* rdma_stats = nullptr;  // the rdma transport's datapath counters
 };
 
 // Start-up only. For rdma, the transport is created on this thread; the caller
@@ -52,7 +59,10 @@ struct Transports {
   std::string name;                    // what carries the lanes: "rdma" or "tcp" (status JSON)
   std::uint32_t lane_max_message = 0;  // largest Send/Call/Response payload over a lane
   ibv_pd* pd = nullptr;                // rdma: segments are registered on it at attach
-  RemoteKeys keys;                     // keys peers get to client memory (closed before the segments' MRs go)
+  bool software_rdma = false;          // lanes on rxe or siw (engine-spin-hold auto)
+  // The rdma lanes' datapath counters (engine thread only), for status.
+  const transport::rdma::RdmaStats* rdma_stats = nullptr;
+  RemoteKeys keys;  // keys peers get to client memory (closed before the segments' MRs go)
 
   transport::Transport& lane_transport() noexcept { return lanes ? *lanes : *bootstrap; }
   // Lanes that can RDMA READ and WRITE with immediate: response buffers and rendezvous.
@@ -64,6 +74,9 @@ struct Transports {
 // Start-up only; throws std::runtime_error when a transport asked for
 // cannot be had.
 void make_transports(const Config& config, Transports& out);
+
+// Copies the rdma lanes' datapath counters into `counters` (engine thread).
+void publish_rdma_stats(const Transports& t, Counters& counters) noexcept;
 
 // Largest payload a data lane carries in one message: the eager threshold on
 // rdma (larger ones go by rendezvous: the peer RDMA-READs them),

@@ -55,6 +55,7 @@ class ProxyServer {
   void channel_down(std::uint32_t channel);
   bool staging() const noexcept { return !staged_.empty(); }
   void fill(peer::PeerInfo& p) const noexcept { reads_.fill(p); }
+  std::uint32_t reads_inflight() const noexcept { return reads_.active(); }  // rendezvous READs
 
  private:
   struct Proxy {

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "daemon/peer/channel_manager.h"
 #include "daemon/remote/wr_tag.h"
 #include "transport/wire/remote_buffer.h"
@@ -40,6 +42,7 @@ RemoteSender::RemoteSender(const Config& config, Sessions& sessions, peer::Chann
       counters_(counters),
       remote_access_(remote_access),
       lane_max_message_(lane_max_message),
+      eager_response_max_(std::min(config.rdma_eager_response_bytes, lane_max_message)),
       windows_(config),
       open_retry_ns_(std::uint64_t{config.connect_timeout_ms} * 4'000'000) {
   overdue_.reserve(64);
@@ -49,7 +52,9 @@ RemoteSender::Shape RemoteSender::shape_of(const ClientSession& c, const Operati
   Shape s;
   s.is_call = op.is_call();
   s.rdma = remote_access_ && c.mr.valid();
-  s.resp_buffer = s.rdma && s.is_call && op.resp_length != 0;
+  // A small response comes back as a message (no key, no bind): a response
+  // buffer is exposed only when the reply may be large.
+  s.resp_buffer = s.rdma && s.is_call && op.resp_length > eager_response_max_;
   const std::uint32_t prefix = s.resp_buffer ? wire::kRemoteBufferBytes : 0;
   const bool large = op.length + prefix > lane_max_message_;
   s.rendezvous = s.rdma && large;
@@ -98,7 +103,11 @@ Status RemoteSender::open_keys(ClientSession& c, const Operation& op, const Shap
   Status k = Status::Ok;
   if (s.rendezvous) k = open(c.at(op.offset), op.length, false, rop.key_src, 0);
   if (k == Status::Ok && s.resp_buffer) k = open(c.at(op.resp_offset), op.resp_length, true, rop.key_resp, 1);
-  if (k == Status::Ok) bump(counters_.key_windows, (rop.key_src.slot != 0) + (rop.key_resp.slot != 0));
+  if (k == Status::Ok) {
+    bump(counters_.key_windows, (rop.key_src.slot != 0) + (rop.key_resp.slot != 0));
+    bump(counters_.key_windows_read, rop.key_src.slot != 0);
+    bump(counters_.key_windows_write, rop.key_resp.slot != 0);
+  }
   return k;
 }
 
@@ -184,7 +193,10 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   RemoteOp& held = *ops_.find(token);  // the table is a deque: the reference stays put
   // A peer may READ or WRITE the client's memory until it answers: the
   // session (its MR) outlives that, and the keys opened for it.
-  if (held.exposed) sessions_.hold(c);
+  if (held.exposed) {
+    sessions_.hold(c);
+    ++exposed_;
+  }
   if (const Status k = open_keys(c, op, s, token, held); k != Status::Ok) {
     // Every window in use: wait like a full send window (keys opened
     // already close first; nobody hears of this op).
@@ -194,7 +206,10 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   if (held.opening == 0) {
     const Outcome o = post_request(c, ep, *ch, token, held);
     if (!o.is_done()) {
-      if (held.exposed) sessions_.release_hold(c.id());
+      if (held.exposed) {
+        sessions_.release_hold(c.id());
+        --exposed_;
+      }
       ops_.erase(token);
       if (o.is_blocked()) stall(ch->id, at);  // the lane's ring filled after all: wait like a full window
       return o;
@@ -206,6 +221,7 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   held.charged = true;
   if (resync) r.resync_seq = 0;
   if (s.rendezvous) bump(counters_.rendezvous_sends);
+  if (s.rdma && s.is_call && !s.resp_buffer && op.resp_length != 0) bump(counters_.eager_responses);
   bump(s.is_call ? counters_.remote_calls : counters_.remote_sends);
   return Outcome::done();
 }

@@ -8,10 +8,13 @@
 //   eager        header + payload in one message (tcp always; rdma up to the
 //                eager threshold), the payload SGE straight from the
 //                client's registered tx arena (a tracked WR: zero_copy.h);
-//   + response   rdma Call: a RemoteBuffer naming the caller's response
-//     buffer     buffer rides in front of the payload (SendWr prefix); the
-//                serving daemon RDMA-WRITEs the reply into it with
-//                immediate, so the reply lands without a copy here;
+//   + response   rdma Call whose response buffer is larger than
+//     buffer     rdma-eager-response-bytes: a RemoteBuffer naming it rides
+//                in front of the payload (SendWr prefix); the serving daemon
+//                RDMA-WRITEs the reply into it with immediate, so the reply
+//                lands without a copy here. A smaller one gets no key (no
+//                window bind on the call's path): the reply comes back as a
+//                message and is copied into it, like tcp;
 //   rendezvous   rdma, over the eager threshold: a RendezvousReq carries the
 //                source RemoteBuffer (and the response buffer) and the
 //                serving daemon RDMA-READs the payload into its server's rx
@@ -97,6 +100,8 @@ class RemoteSender final : public Sink {
   bool keys_pending() const noexcept { return keys_.pending() != 0 || !postable_.empty(); }
 
   std::size_t inflight() const noexcept { return ops_.size(); }
+  // Ops in flight that exposed a buffer (rendezvous source, response window).
+  std::uint32_t exposed_inflight() const noexcept { return exposed_; }
   void fill(peer::PeerInfo& p) const noexcept { windows_.fill(p); }
 
  private:
@@ -132,6 +137,9 @@ class RemoteSender final : public Sink {
   Counters& counters_;
   bool remote_access_;
   std::uint32_t lane_max_message_;
+  std::uint32_t eager_response_max_;
+  std::uint32_t exposed_ = 0;  // ops holding their session for an exposed buffer  // rdma-eager-response-bytes, capped
+                               // at the lane's largest message
   SendWindows windows_;
   RemoteOpTable ops_{1024};              // Open, Send, Call
   std::vector<std::uint64_t> postable_;  // keys open, the lane had no room: posted again each poll_keys

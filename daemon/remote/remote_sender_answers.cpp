@@ -63,7 +63,10 @@ bool RemoteSender::conclude(std::uint64_t token, RemoteOp& op, Status outcome, s
 }
 
 void RemoteSender::end(RemoteOp& op) noexcept {
-  if (op.exposed) sessions_.release_hold(op.client);
+  if (op.exposed) {
+    sessions_.release_hold(op.client);
+    --exposed_;
+  }
   if (op.notify) sessions_.complete(op.client, op_of(op.kind), op.user_data, op.outcome, op.outcome_length);
 }
 

@@ -51,6 +51,7 @@ class Rendezvous {
   // A READ's completion (tag kind Read): its job, taken out.
   [[nodiscard]] std::optional<Job> finish(std::uint32_t slot) noexcept;
   void fill(peer::PeerInfo& p) const noexcept;
+  std::uint32_t active() const noexcept { return static_cast<std::uint32_t>(jobs_.size() - free_.size()); }
 
  private:
   static constexpr std::uint32_t kJobs = 1024;  // READs in flight over all channels

@@ -16,6 +16,7 @@ FERRY_DEB_PACKAGES=(
   qemu-system-x86 seabios busybox-static kmod cpio xz-utils gzip
   gnuplot-nox systemd
   python3-torch python3-numpy pybind11-dev python3-dev python3-pytest python3-matplotlib
+  libfabric-bin
 )
 
 # ferry_missing_packages PKG... : prints the names whose dpkg status is not

@@ -1,4 +1,4 @@
-// RdmaTransport::connect: the active side of rdma_cm, on a private event
+// RdmaConnector::connect: the active side of rdma_cm, on a private event
 // channel so its events never mix with the listener's, bounded by
 // connect_timeout_ms end to end; the id moves to the shared channel once
 // established. Any failure or timeout is PeerUnreachable.
@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "transport/rdma/device.h"
-#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/rdma_connector.h"
 
 namespace ferry::transport::rdma {
 namespace {
@@ -53,13 +53,12 @@ bool wait_event(rdma_event_channel* ch, rdma_cm_event_type want, Clock::time_poi
 
 }  // namespace
 
-Result<ConnId> RdmaTransport::connect(std::string_view host, std::uint16_t port) {
-  owner_.check();
+Result<ConnId> RdmaConnector::connect(std::string_view host, std::uint16_t port) {
   sockaddr_storage dst;
   sockaddr_storage src;
   if (!parse_sockaddr(host, port, dst)) return Result<ConnId>::fail(Status::BadRequest);
   const bool have_src = !config_.address.empty() && parse_sockaddr(config_.address, 0, src);
-  const int islot = alloc_slot();
+  const int islot = conns_.alloc_slot();
   if (islot < 0) return Result<ConnId>::fail(Status::Busy);
   const auto slot = static_cast<std::uint32_t>(islot);
   const auto deadline = Clock::now() + std::chrono::milliseconds(config_.connect_timeout_ms);
@@ -97,16 +96,16 @@ Result<ConnId> RdmaTransport::connect(std::string_view host, std::uint16_t port)
   }
   ok = ok && rdma_resolve_route(id, std::max(ms_left(deadline), 1)) == 0 &&
        wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
-  ok = ok && setup_qp(slot, id, false) == Status::Ok;
+  ok = ok && qps_.setup(slot, id, false) == Status::Ok;
   if (ok) {
     rdma_conn_param p;
-    conn_param(p, c.qp->qp_num);
+    qps_.conn_param(p, c.qp->qp_num);
     // A QP made outside rdma_cm gets CONNECT_RESPONSE: ferry moves it to
     // RTS and confirms with rdma_establish.
     ok = rdma_connect(id, &p) == 0 && wait_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline) &&
-         qp_to_rts(slot) == Status::Ok && rdma_establish(id) == 0;
+         qps_.to_rts(slot) == Status::Ok && rdma_establish(id) == 0;
   }
-  ok = ok && rdma_migrate_id(id, cm_channel_) == 0;
+  ok = ok && rdma_migrate_id(id, channel_) == 0;
   if (!ok) {
     spdlog::info("rdma: connect {}:{} from {} failed", host, port, have_src ? config_.address : "any");
     if (c.qp != nullptr) ibv_destroy_qp(c.qp);
@@ -119,7 +118,7 @@ Result<ConnId> RdmaTransport::connect(std::string_view host, std::uint16_t port)
   rdma_destroy_event_channel(ch);
   c.state = ConnState::Open;
   spdlog::debug("rdma: connected to {}:{} as connection {}", host, port, slot);
-  return Result<ConnId>::ok(id_of(slot));
+  return Result<ConnId>::ok(conns_.id_of(slot));
 }
 
 }  // namespace ferry::transport::rdma

@@ -1,4 +1,4 @@
-// RdmaTransport::connect_async: the active side of rdma_cm without waiting.
+// RdmaConnector::connect_async: the active side of rdma_cm without waiting.
 // The id lives on the transport's shared event channel; poll() hands each
 // of its events to on_connect_event(), which takes the next step:
 //   resolve_addr -> ADDR_RESOLVED -> resolve_route -> ROUTE_RESOLVED ->
@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "transport/rdma/device.h"
-#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/rdma_connector.h"
 
 namespace ferry::transport::rdma {
 namespace {
@@ -27,13 +27,12 @@ int left_ms(const RdmaConnection& c) noexcept {
 
 }  // namespace
 
-Result<ConnId> RdmaTransport::connect_async(std::string_view host, std::uint16_t port) {
-  owner_.check();
+Result<ConnId> RdmaConnector::connect_async(std::string_view host, std::uint16_t port) {
   sockaddr_storage dst;
   if (!parse_sockaddr(host, port, dst)) return Result<ConnId>::fail(Status::BadRequest);
-  const int islot = alloc_slot();
+  const int islot = conns_.alloc_slot();
   if (islot < 0) return Result<ConnId>::fail(Status::Busy);
-  if (!port_active()) {  // rdma_cm must stay silent (rdma_device_events.cpp); the caller retries
+  if (!events_.port_active()) {  // rdma_cm must stay silent (rdma_device_events.cpp); the caller retries
     spdlog::debug("rdma: connect to {}:{}: port 1 of {} is down", host, port, device_name());
     return Result<ConnId>::fail(Status::PeerUnreachable);
   }
@@ -44,25 +43,25 @@ Result<ConnId> RdmaTransport::connect_async(std::string_view host, std::uint16_t
   c.resolve_attempt = 0;
   c.connect_deadline_ms = steady_ms() + config_.connect_timeout_ms;
   c.state = ConnState::Connecting;
-  ++connecting_;
+  ++conns_.connecting;
   if (!resolve_next(slot)) {
     spdlog::warn("rdma: connect to {}:{}: cannot start address resolution: {}", host, port, std::strerror(errno));
-    --connecting_;
+    --conns_.connecting;
     if (c.id != nullptr) rdma_destroy_id(c.id);
     c.id = nullptr;
     c.state = ConnState::Free;
     return Result<ConnId>::fail(Status::PeerUnreachable);
   }
   spdlog::debug("rdma: connecting to {}:{} as connection {}", host, port, slot);
-  return Result<ConnId>::ok(id_of(slot));
+  return Result<ConnId>::ok(conns_.id_of(slot));
 }
 
-bool RdmaTransport::resolve_next(std::uint32_t slot) noexcept {
+bool RdmaConnector::resolve_next(std::uint32_t slot) noexcept {
   RdmaConnection& c = conns_[slot];
   if (c.id != nullptr) rdma_destroy_id(c.id);
   c.id = nullptr;
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(cm_channel_, &id, reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)), RDMA_PS_TCP) != 0)
+  if (rdma_create_id(channel_, &id, reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)), RDMA_PS_TCP) != 0)
     return false;
   c.id = id;  // also keeps alloc_slot() off this slot
   ++c.resolve_attempt;
@@ -71,7 +70,7 @@ bool RdmaTransport::resolve_next(std::uint32_t slot) noexcept {
                            reinterpret_cast<sockaddr*>(&c.dst), t) == 0;
 }
 
-void RdmaTransport::on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept {
+void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept {
   RdmaConnection& c = conns_[slot];
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -93,26 +92,26 @@ void RdmaTransport::on_connect_event(std::uint32_t slot, rdma_cm_event_type type
       connect_failed(slot, "address resolution failed", Status::PeerUnreachable);
       return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-      if (setup_qp(slot, c.id, false) != Status::Ok) {
+      if (qps_.setup(slot, c.id, false) != Status::Ok) {
         connect_failed(slot, "QP set-up failed", Status::PeerUnreachable);
         return;
       }
       rdma_conn_param p;
-      conn_param(p, c.qp->qp_num);
+      qps_.conn_param(p, c.qp->qp_num);
       if (rdma_connect(c.id, &p) != 0) connect_failed(slot, "rdma_connect failed", Status::PeerUnreachable);
       return;
     }
     case RDMA_CM_EVENT_CONNECT_RESPONSE:
       // A QP made outside rdma_cm gets CONNECT_RESPONSE: ferry moves it to
       // RTS and confirms with rdma_establish.
-      if (qp_to_rts(slot) != Status::Ok || rdma_establish(c.id) != 0) {
+      if (qps_.to_rts(slot) != Status::Ok || rdma_establish(c.id) != 0) {
         connect_failed(slot, "QP to RTS failed", Status::PeerUnreachable);
         return;
       }
-      --connecting_;
+      --conns_.connecting;
       c.state = ConnState::Open;
       c.report_connected = true;
-      attention_ |= 1ull << slot;
+      conns_.flag(slot);
       spdlog::debug("rdma: connection {} established", slot);
       return;
     default:
@@ -122,25 +121,25 @@ void RdmaTransport::on_connect_event(std::uint32_t slot, rdma_cm_event_type type
   }
 }
 
-void RdmaTransport::connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept {
+void RdmaConnector::connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept {
   RdmaConnection& c = conns_[slot];
   if (c.state != ConnState::Connecting) return;
   if (closed_status != Status::Ok) spdlog::info("rdma: connect of connection {} failed: {}", slot, why);
-  --connecting_;
+  --conns_.connecting;
   if (c.qp != nullptr) ibv_destroy_qp(c.qp);
-  retire_id(c.id, false);  // a REQ may be out: destroying the id answers it with a REJ
+  events_.retire_id(c.id, false);  // a REQ may be out: destroying the id answers it with a REJ
   c.qp = nullptr;
   c.id = nullptr;
   // No WR was ever posted: report() emits just the Closed and frees the slot.
   c.state = ConnState::Draining;
   c.wr_status = Status::Cancelled;
   c.closed_status = closed_status;
-  attention_ |= 1ull << slot;
+  conns_.flag(slot);
 }
 
-void RdmaTransport::expire_connects() noexcept {
+void RdmaConnector::expire_connects() noexcept {
   const std::int64_t now = steady_ms();
-  for (std::uint32_t i = 0; i < config_.max_connections && connecting_ > 0; ++i) {
+  for (std::uint32_t i = 0; i < conns_.size() && conns_.connecting > 0; ++i) {
     if (conns_[i].state == ConnState::Connecting && now >= conns_[i].connect_deadline_ms)
       connect_failed(i, "no answer within the connect timeout", Status::PeerUnreachable);
   }

@@ -28,7 +28,9 @@
 // down cannot carry those messages either.
 #include <spdlog/spdlog.h>
 
-#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/rdma_device_events.h"
+
+#include "transport/rdma/rdma_connections.h"
 
 namespace ferry::transport::rdma {
 
@@ -36,7 +38,8 @@ namespace {
 constexpr std::int64_t kPortPollMs = 100;  // how often parked ids look at the port
 }  // namespace
 
-void RdmaTransport::handle_async_events() noexcept {
+std::uint64_t DeviceEvents::handle(ConnectionTable& conns) noexcept {
+  std::uint64_t handled = 0;
   ibv_async_event ev{};
   while (ibv_get_async_event(ctx_, &ev) == 0) {
     const ibv_event_type type = ev.event_type;
@@ -46,7 +49,7 @@ void RdmaTransport::handle_async_events() noexcept {
         type == IBV_EVENT_PATH_MIG_ERR || type == IBV_EVENT_QP_LAST_WQE_REACHED)
       qp = ev.element.qp;
     ibv_ack_async_event(&ev);  // before acting: destroying a QP waits for its events' acks
-    ++stats_.async_events;
+    ++handled;
     switch (type) {
       case IBV_EVENT_PORT_ERR: spdlog::warn("rdma: {} port 1 went down", device_name()); break;
       case IBV_EVENT_PORT_ACTIVE:
@@ -57,29 +60,29 @@ void RdmaTransport::handle_async_events() noexcept {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR:
-        for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
-          if (conns_[i].qp != qp || qp == nullptr) continue;
+        for (std::uint32_t i = 0; i < conns.size(); ++i) {
+          if (conns[i].qp != qp || qp == nullptr) continue;
           spdlog::warn("rdma: connection {} (QP {}): {}{}", i, qp->qp_num, ibv_event_type_str(type),
                        type == IBV_EVENT_QP_ACCESS_ERR ? " (the peer used a key or address it was not given)" : "");
-          begin_drain(i, Status::PeerReset, Status::PeerReset);
+          conns.begin_drain(i, Status::PeerReset, Status::PeerReset);
         }
         break;
       case IBV_EVENT_DEVICE_FATAL:
         spdlog::error("rdma: {}: fatal device error; every connection fails", device_name());
-        for (std::uint32_t i = 0; i < config_.max_connections; ++i)
-          begin_drain(i, Status::PeerReset, Status::PeerReset);
+        for (std::uint32_t i = 0; i < conns.size(); ++i) conns.begin_drain(i, Status::PeerReset, Status::PeerReset);
         break;
       default: spdlog::debug("rdma: {}: {}", device_name(), ibv_event_type_str(type)); break;
     }
   }
+  return handled;
 }
 
-bool RdmaTransport::port_active() noexcept {
+bool DeviceEvents::port_active() noexcept {
   ibv_port_attr a{};
   return ibv_query_port(ctx_, 1, &a) == 0 && a.state == IBV_PORT_ACTIVE;
 }
 
-void RdmaTransport::retire_id(rdma_cm_id* id, bool disconnect) noexcept {
+void DeviceEvents::retire_id(rdma_cm_id* id, bool disconnect) noexcept {
   if (id == nullptr) return;
   if (!port_active()) {
     if (parked_ids_.empty())
@@ -91,7 +94,7 @@ void RdmaTransport::retire_id(rdma_cm_id* id, bool disconnect) noexcept {
   rdma_destroy_id(id);
 }
 
-void RdmaTransport::release_parked_ids() noexcept {
+void DeviceEvents::release_parked_ids() noexcept {
   const std::int64_t now = steady_ms();
   if (now < next_port_poll_ms_) return;
   next_port_poll_ms_ = now + kPortPollMs;
@@ -99,6 +102,15 @@ void RdmaTransport::release_parked_ids() noexcept {
   spdlog::info("rdma: {} port 1 is active again: releasing {} connection ids", device_name(), parked_ids_.size());
   for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
   parked_ids_.clear();
+}
+
+void DeviceEvents::destroy_parked() noexcept {
+  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
+  parked_ids_.clear();
+}
+
+const char* DeviceEvents::device_name() const noexcept {
+  return ctx_ == nullptr ? "" : ibv_get_device_name(ctx_->device);
 }
 
 }  // namespace ferry::transport::rdma

@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "transport/fault_spec.h"
-#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/rdma_connections.h"
 
 namespace ferry::transport::rdma {
 
@@ -38,21 +38,21 @@ Result<RdmaFault> rdma_fault_from_env() {
   return f;
 }
 
-void RdmaTransport::inject_fault(std::span<const SendWr> posted) noexcept {
+void RdmaFault::inject(ConnectionTable& conns, std::span<const SendWr> posted) noexcept {
   if constexpr (!kFaultInjection) return;
   for (const SendWr& wr : posted) {
-    if (!is_data_wr(wr) || ++fault_.seen < fault_.after) continue;
-    fault_.fired = true;
-    ibv_qp* qp = conn_qp(wr.conn);
+    if (!is_data_wr(wr) || ++seen < after) continue;
+    fired = true;
+    ibv_qp* qp = conns.qp_of(wr.conn);
     if (qp == nullptr) {
-      spdlog::warn("rdma: FAULT NOT INJECTED: connection of data WR #{} is not open", fault_.seen);
+      spdlog::warn("rdma: FAULT NOT INJECTED: connection of data WR #{} is not open", seen);
       return;
     }
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
     const int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
     // Once per process and only under a test switch: the log's cost is fine here.
-    spdlog::warn("rdma: FAULT INJECTED: QP {} to IBV_QPS_ERR after data WR #{}: {}", qp->qp_num, fault_.seen,
+    spdlog::warn("rdma: FAULT INJECTED: QP {} to IBV_QPS_ERR after data WR #{}: {}", qp->qp_num, seen,
                  rc == 0 ? "ok" : std::strerror(rc));
     return;
   }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "ferry/result.h"
@@ -24,6 +25,8 @@
 #include "transport/transport.h"
 
 namespace ferry::transport::rdma {
+
+class ConnectionTable;
 
 inline constexpr const char* kRdmaFaultEnv = "FERRY_FAULT_RDMA";
 
@@ -36,6 +39,9 @@ struct RdmaFault {
     if constexpr (!kFaultInjection) return false;
     return after != 0 && !fired;
   }
+  // Called by post_send while armed with the WRs it just posted: counts the
+  // data WRs and moves the QP of the after-th to IBV_QPS_ERR.
+  void inject(ConnectionTable& conns, std::span<const SendWr> posted) noexcept;
 };
 
 // Whether the fault counts this WR (see above).

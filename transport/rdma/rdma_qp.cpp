@@ -1,5 +1,5 @@
-// QP setup for rdma_cm ids. QPs are created by ferry (not rdma_create_qp)
-// and moved INIT -> RTR -> RTS here, so every transport attribute is set
+// QpFactory: QP setup for rdma_cm ids. QPs are created by ferry (not
+// rdma_create_qp) and moved INIT -> RTR -> RTS here, so every transport attribute is set
 // explicitly: ack timeout and retry count from the config, the source GID
 // override, and rnr_retry = 0 always (see rdma_config.h).
 #include <cerrno>
@@ -7,11 +7,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/rdma_qp.h"
 
 namespace ferry::transport::rdma {
 
-void RdmaTransport::conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept {
+void QpFactory::conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept {
   std::memset(&p, 0, sizeof p);
   p.qp_num = qp_num;
   p.responder_resources = config_.rd_atomic;
@@ -21,7 +21,7 @@ void RdmaTransport::conn_param(rdma_conn_param& p, std::uint32_t qp_num) const n
   p.flow_control = 1;
 }
 
-Status RdmaTransport::setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive) {
+Status QpFactory::setup(std::uint32_t slot, rdma_cm_id* id, bool passive) {
   RdmaConnection& c = conns_[slot];
   ibv_qp_init_attr a{};
   a.send_cq = cq_;
@@ -70,7 +70,7 @@ Status RdmaTransport::setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive)
   // Receives go up before the peer can send: none of its messages may meet
   // an empty receive queue.
   if (s == Status::Ok) s = post_all_recvs(slot);
-  if (s == Status::Ok && passive) s = qp_to_rts(slot);
+  if (s == Status::Ok && passive) s = to_rts(slot);
   if (s != Status::Ok) {
     ibv_destroy_qp(qp);
     c.qp = nullptr;
@@ -79,7 +79,7 @@ Status RdmaTransport::setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive)
   return s;
 }
 
-Status RdmaTransport::qp_to_rts(std::uint32_t slot) {
+Status QpFactory::to_rts(std::uint32_t slot) {
   RdmaConnection& c = conns_[slot];
   ibv_qp_attr attr{};
   int mask = 0;
@@ -125,13 +125,14 @@ Status RdmaTransport::qp_to_rts(std::uint32_t slot) {
   return Status::Ok;
 }
 
-Status RdmaTransport::post_all_recvs(std::uint32_t slot) noexcept {
+Status QpFactory::post_all_recvs(std::uint32_t slot) noexcept {
   RdmaConnection& c = conns_[slot];
   std::array<ibv_recv_wr, kRecvDepth> wrs{};
   std::array<ibv_sge, kRecvDepth> sges{};
   const auto len = static_cast<std::uint32_t>(wire::kHeaderBytes + config_.max_eager_bytes);
   for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
-    sges[i] = ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(slot, i)), len, recv_slab_.lkey()};
+    sges[i] = ibv_sge{reinterpret_cast<std::uintptr_t>(slab_slot(recv_slab_, config_, kRecvDepth, slot, i)), len,
+                      recv_slab_.lkey()};
     wrs[i].wr_id = WrId{slot, c.generation, i, true}.encode();
     wrs[i].sg_list = &sges[i];
     wrs[i].num_sge = 1;

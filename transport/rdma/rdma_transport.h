@@ -1,9 +1,17 @@
 // The RDMA backend: RC QPs set up through rdma_cm, one CQ shared by every
 // QP, preregistered receive slots, batched posting and polling.
 //
-// Files: rdma_transport.cpp (create, listen, close, memory, cm events),
-// rdma_qp.cpp (QP creation and INIT/RTR/RTS), rdma_connect.cpp (active side),
-// rdma_transport_datapath.cpp (post_send/poll), device.cpp, gid.cpp, memory.cpp.
+// RdmaTransport is the datapath facade and owns the verbs resources; each
+// other concern is a class of its own, owned here:
+//   ConnectionTable (rdma_connections.*): slots, ConnIds, teardown;
+//   RdmaConnector (rdma_connector.h: rdma_cm_events.cpp, rdma_connect.cpp,
+//     rdma_connect_async.cpp): listen, connect, connect_async, cm events;
+//   QpFactory (rdma_qp.*): QP creation and INIT/RTR/RTS;
+//   DeviceEvents (rdma_device_events.*): async events, port state;
+//   RdmaFault (rdma_fault.*): the test-only fault switch.
+// Files of the class itself: rdma_transport.cpp (create, close, memory) and
+// rdma_transport_datapath.cpp (post_send/poll); also device.cpp, gid.cpp,
+// memory.cpp.
 //
 // Receive queues are per QP, not an SRQ: a peer's receive credits then map
 // one to one onto receives posted on its own QP, so a credit-respecting peer
@@ -38,7 +46,11 @@
 #include "transport/rdma/memory.h"
 #include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_connection.h"
+#include "transport/rdma/rdma_connections.h"
+#include "transport/rdma/rdma_connector.h"
+#include "transport/rdma/rdma_device_events.h"
 #include "transport/rdma/rdma_fault.h"
+#include "transport/rdma/rdma_qp.h"
 #include "transport/transport.h"
 
 namespace ferry::transport::rdma {
@@ -52,11 +64,12 @@ struct RdmaStats {
   std::uint64_t bounce_copies = 0;
   std::uint64_t recvs = 0;
   std::uint64_t cq_polls = 0;
+  std::uint64_t cq_polls_empty = 0;      // polls that found no completion
   std::uint64_t rnr_retry_exceeded = 0;  // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
   std::uint64_t retry_exceeded = 0;      // IBV_WC_RETRY_EXC_ERR: transport retries ran out
   std::uint64_t wc_errors = 0;           // any other failed completion (flushes excluded)
   std::uint64_t protocol_errors = 0;     // a received header failed validation
-  std::uint64_t async_events = 0;        // device/port/QP events (rdma_device_events.cpp)
+  std::uint64_t async_events = 0;        // device/port/QP events (DeviceEvents)
 };
 
 class RdmaTransport final : public Transport {
@@ -85,48 +98,23 @@ class RdmaTransport final : public Transport {
   const RdmaStats& stats() const noexcept { return stats_; }
   const GidChoice& gid() const noexcept { return gid_; }
   const char* device_name() const noexcept;
-  std::uint32_t max_inline() const noexcept { return max_inline_; }
+  // rxe or siw: the "NIC" is kernel code on the host's own CPUs (its
+  // completions are softirq work), so a sleep and wake-up cost more than a
+  // spin that yields (the daemon's engine-spin-hold auto).
+  bool software_provider() const noexcept;
+  std::uint32_t max_inline() const noexcept { return qps_.max_inline(); }
   // The protection domain, for memory registered by objects the owner
   // thread does not own (ibv_reg_mr is thread-safe): the daemon registers
   // each client segment at attach on its control thread.
   ibv_pd* pd() const noexcept { return pd_; }
   // The QP of an open connection (nullptr otherwise), for tests/diagnostics.
-  ibv_qp* conn_qp(ConnId conn) noexcept;
+  ibv_qp* conn_qp(ConnId conn) noexcept { return conns_.qp_of(conn); }
   void release_owner() noexcept override { owner_.release(); }
   std::uint64_t rnr_naks() const noexcept override { return stats_.rnr_retry_exceeded; }
 
  private:
   explicit RdmaTransport(const RdmaConfig& config);
   [[nodiscard]] Status init();
-
-  // setup (rdma_transport.cpp, rdma_qp.cpp, rdma_connect.cpp)
-  int alloc_slot() noexcept;
-  ConnId id_of(std::uint32_t slot) const noexcept;
-  RdmaConnection* lookup(ConnId conn) noexcept;
-  [[nodiscard]] Status setup_qp(std::uint32_t slot, rdma_cm_id* id, bool passive);
-  [[nodiscard]] Status qp_to_rts(std::uint32_t slot);
-  [[nodiscard]] Status post_all_recvs(std::uint32_t slot) noexcept;
-  void conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept;
-  void handle_cm_events() noexcept;
-  void on_connect_request(rdma_cm_id* id) noexcept;
-  void begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept;
-  // connect_async (rdma_connect_async.cpp): one step per rdma_cm event.
-  bool resolve_next(std::uint32_t slot) noexcept;
-  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept;
-  void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
-  void expire_connects() noexcept;
-  void free_slot(std::uint32_t slot) noexcept;
-  // Device events and port state (rdma_device_events.cpp): nothing goes
-  // through rdma_cm while port 1 is down; ids torn down meanwhile wait in
-  // parked_ids_.
-  void handle_async_events() noexcept;
-  bool port_active() noexcept;
-  void retire_id(rdma_cm_id* id, bool disconnect) noexcept;  // disconnect + destroy, or park
-  void release_parked_ids() noexcept;
-
-  // test-only fault injection (rdma_fault.cpp): counts the data WRs of a
-  // post_send while FERRY_FAULT_RDMA is armed; moves a QP to error.
-  void inject_fault(std::span<const SendWr> posted) noexcept;
 
   // datapath (rdma_transport_datapath.cpp)
   void repost_consumed() noexcept;
@@ -136,8 +124,12 @@ class RdmaTransport final : public Transport {
   std::size_t report(std::uint32_t slot, std::span<Completion> out) noexcept;
   bool fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr& in, ibv_send_wr& wr, ibv_sge* sge,
                Status& why) noexcept;
-  std::byte* recv_slot(std::uint32_t slot, std::uint32_t i) const noexcept;
-  std::byte* send_slot(std::uint32_t slot, std::uint32_t i) const noexcept;
+  std::byte* recv_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
+    return slab_slot(recv_slab_, config_, kRecvDepth, slot, i);
+  }
+  std::byte* send_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
+    return slab_slot(send_slab_, config_, kSendQueueDepth, slot, i);
+  }
 
   RdmaConfig config_;
   ibv_context* ctx_ = nullptr;  // owned by librdmacm
@@ -145,7 +137,6 @@ class RdmaTransport final : public Transport {
   ibv_comp_channel* comp_channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   rdma_event_channel* cm_channel_ = nullptr;
-  rdma_cm_id* listen_id_ = nullptr;
   int epoll_fd_ = -1;
   bool cq_armed_ = false;
   // The slow sources (rdma_cm events, async device events, parked ids) are
@@ -156,13 +147,15 @@ class RdmaTransport final : public Transport {
   static constexpr std::uint32_t kSlowPollEvery = 64;
   std::uint32_t polls_ = 0;
   bool slow_due_ = true;
-  std::uint32_t max_inline_ = 0;
   GidChoice gid_;
 
   RegisteredSlab recv_slab_;
   RegisteredSlab send_slab_;
-  std::unique_ptr<RdmaConnection[]> conns_;
-  std::uint64_t attention_ = 0;  // bit per slot: completions owed that the CQ will not signal again
+  // Declared in dependency order: each refers only to those above it.
+  DeviceEvents events_;
+  ConnectionTable conns_;
+  QpFactory qps_;
+  RdmaConnector connector_;
   std::uint32_t next_slot_ = 0;  // where the next report sweep starts (fairness)
 
   // Preallocated datapath arrays (habit 2).
@@ -180,10 +173,6 @@ class RdmaTransport final : public Transport {
   std::size_t repost_count_ = 0;
   std::array<ibv_recv_wr, kRepostCapacity> recv_wr_{};
   std::array<ibv_sge, kRepostCapacity> recv_sge_{};
-  std::uint32_t accepting_ = 0;          // connections in Accepting (their first CQE may beat ESTABLISHED)
-  std::uint32_t connecting_ = 0;         // connections in Connecting (connect_async)
-  std::vector<rdma_cm_id*> parked_ids_;  // torn down while the port was down
-  std::int64_t next_port_poll_ms_ = 0;
 
   std::vector<std::pair<std::uint64_t, ibv_mr*>> mrs_;  // control path only
   std::uint64_t next_mr_id_ = 1;

@@ -13,14 +13,6 @@
 
 namespace ferry::transport::rdma {
 
-std::byte* RdmaTransport::recv_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
-  return recv_slab_.data() + (std::size_t{slot} * kRecvDepth + (i & (kRecvDepth - 1))) * config_.slot_bytes();
-}
-
-std::byte* RdmaTransport::send_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
-  return send_slab_.data() + (std::size_t{slot} * kSendQueueDepth + (i & (kSendQueueDepth - 1))) * config_.slot_bytes();
-}
-
 bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr& in, ibv_send_wr& wr, ibv_sge* sge,
                             Status& why) noexcept {
   const std::uint32_t idx = c.sq_tail;
@@ -46,7 +38,7 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
       wr.opcode = IBV_WR_SEND;
       sge[0] = ibv_sge{addr(s), static_cast<std::uint32_t>(head), send_slab_.lkey()};
       wr.num_sge = 1;
-      if (total <= max_inline_) {
+      if (total <= qps_.max_inline()) {
         // The NIC copies at post time: no key needed, slot free at once.
         wr.send_flags |= IBV_SEND_INLINE;
         if (len != 0) sge[wr.num_sge++] = ibv_sge{addr(in.payload), len, 0};
@@ -70,7 +62,7 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
       wr.wr.rdma.rkey = in.remote.rkey;
       if (len == 0) {
         wr.num_sge = 0;
-      } else if (len <= max_inline_) {
+      } else if (len <= qps_.max_inline()) {
         wr.send_flags |= IBV_SEND_INLINE;
         sge[0] = ibv_sge{addr(in.payload), len, 0};
         wr.num_sge = 1;
@@ -131,7 +123,7 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
     return rc == 0;
   };
   for (const SendWr& in : wrs) {
-    RdmaConnection* c = lookup(in.conn);
+    RdmaConnection* c = conns_.lookup(in.conn);
     if (c == nullptr || c->state != ConnState::Open) {
       r.status = Status::EndpointClosed;
       break;
@@ -148,7 +140,7 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
       break;
     }
     Status why = Status::Ok;
-    if (!fill_wr(*c, (in.conn & 0xFFFFu) - 1, in, wr_[n], &sge_[2 * n], why)) {
+    if (!fill_wr(*c, ConnectionTable::slot_of(in.conn), in, wr_[n], &sge_[2 * n], why)) {
       r.status = why;
       break;
     }
@@ -159,7 +151,7 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
   if (!flush()) r.status = Status::Busy;
   // One predictable branch when no test armed a fault (rdma_fault.h).
   if (fault_.armed()) [[unlikely]]
-    inject_fault(wrs.first(r.accepted));
+    fault_.inject(conns_, wrs.first(r.accepted));
   return r;
 }
 
@@ -185,7 +177,7 @@ void RdmaTransport::repost_consumed() noexcept {
     ibv_recv_wr* bad = nullptr;
     if (ibv_post_recv(c.qp, recv_wr_.data(), &bad) != 0) {
       spdlog::error("rdma: repost of {} receives failed on QP {}", n, c.qp->qp_num);
-      begin_drain(first.slot, Status::PeerReset, Status::PeerReset);
+      conns_.begin_drain(first.slot, Status::PeerReset, Status::PeerReset);
     }
   }
   repost_count_ = 0;
@@ -195,10 +187,13 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
   std::size_t room = std::min(out.size(), kRepostCapacity - repost_count_);
   // A passive connection's first CQE may arrive before ESTABLISHED: its
   // Accepted is then reported here, ahead of the Recv, so keep room for it.
-  if (accepting_ > 0) room /= 2;
+  if (conns_.accepting > 0) room /= 2;
   if (room == 0) return 0;
   const int got = ibv_poll_cq(cq_, static_cast<int>(std::min(room, kPollBatch)), wc_.data());
-  if constexpr (FERRY_DATAPATH_STATS) ++stats_.cq_polls;
+  if constexpr (FERRY_DATAPATH_STATS) {
+    ++stats_.cq_polls;
+    if (got <= 0) ++stats_.cq_polls_empty;
+  }
   std::size_t n = 0;
   for (int k = 0; k < got; ++k) {
     const ibv_wc& wc = wc_[k];
@@ -217,24 +212,24 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
     RdmaConnection& c = conns_[w.slot];
     if (c.generation != w.generation) continue;  // a CQE of a QP already torn down
     if (c.state == ConnState::Accepting && wc.status == IBV_WC_SUCCESS) {
-      --accepting_;
+      --conns_.accepting;
       c.state = ConnState::Open;
       Completion& a = out[n++];
       a = Completion{};
       a.kind = CompletionKind::Accepted;
-      a.conn = id_of(w.slot);
+      a.conn = conns_.id_of(w.slot);
     }
     if (c.state != ConnState::Open) continue;
     if (wc.status != IBV_WC_SUCCESS) {
       spdlog::warn("rdma: connection {} QP {}: {} completion failed: {} (vendor error {})", w.slot, wc.qp_num,
                    w.recv ? "receive" : "send", ibv_wc_status_str(wc.status), wc.vendor_err);
-      begin_drain(w.slot, Status::PeerReset, Status::PeerReset);
+      conns_.begin_drain(w.slot, Status::PeerReset, Status::PeerReset);
       continue;
     }
     if (!w.recv) {
       // Signaled CQEs cover every earlier WR of the QP (in-order completion).
       c.sq_done += ((w.index - c.sq_done) & 0x7FFFFFFFu) + 1;
-      attention_ |= 1ull << w.slot;
+      conns_.flag(w.slot);
       continue;
     }
     repost_[repost_count_++] = Repost{w.slot, w.generation, w.index};
@@ -242,7 +237,7 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
     Completion& r = out[n];
     r = Completion{};
     r.kind = CompletionKind::Recv;
-    r.conn = id_of(w.slot);
+    r.conn = conns_.id_of(w.slot);
     const std::byte* slot = recv_slot(w.slot, w.index);
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
       r.header.type = wire::MsgType::WriteDone;
@@ -256,7 +251,7 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
         wire::kHeaderBytes + r.header.payload_len != wc.byte_len) {
       ++stats_.protocol_errors;
       spdlog::warn("rdma: connection {}: malformed message ({} bytes); closing", w.slot, wc.byte_len);
-      begin_drain(w.slot, Status::PeerReset, Status::ProtocolError);
+      conns_.begin_drain(w.slot, Status::PeerReset, Status::ProtocolError);
       continue;
     }
     r.payload = slot + wire::kHeaderBytes;
@@ -273,7 +268,7 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
     x = Completion{};
     x.kind = kind;
     x.status = st;
-    x.conn = id_of(slot);
+    x.conn = conns_.id_of(slot);
     x.user_data = user_data;
   };
   if (c.report_accepted && n < out.size()) {
@@ -295,12 +290,12 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
     }
     if (c.sq_head == c.sq_tail && n < out.size()) {
       emit(CompletionKind::Closed, c.closed_status, 0);
-      free_slot(slot);
+      conns_.free_slot(slot);
       return n;
     }
   }
   if (!c.report_accepted && !c.report_connected && c.sq_head == c.sq_done && c.state != ConnState::Draining) {
-    attention_ &= ~(1ull << slot);
+    conns_.attention &= ~(1ull << slot);
   }
   return n;
 }
@@ -308,9 +303,9 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
 std::size_t RdmaTransport::report_all(std::span<Completion> out) noexcept {
   std::size_t n = 0;
   const std::uint32_t max = config_.max_connections;
-  for (std::uint32_t k = 0; k < max && attention_ != 0 && n < out.size(); ++k) {
+  for (std::uint32_t k = 0; k < max && conns_.attention != 0 && n < out.size(); ++k) {
     const std::uint32_t slot = (next_slot_ + k) % max;
-    if (attention_ & (1ull << slot)) n += report(slot, out.subspan(n));
+    if (conns_.attention & (1ull << slot)) n += report(slot, out.subspan(n));
   }
   next_slot_ = (next_slot_ + 1) % max;
   return n;
@@ -339,14 +334,14 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
   repost_consumed();
   std::size_t n = report_all(out);
   n += poll_cq(out.subspan(n));
-  const bool slow = slow_due_ || connecting_ > 0 || accepting_ > 0 || ++polls_ % kSlowPollEvery == 0;
+  const bool slow = slow_due_ || conns_.connecting > 0 || conns_.accepting > 0 || ++polls_ % kSlowPollEvery == 0;
   if (n < out.size() && slow) {
     // Idle enough, and due, to look at the slow sources.
     slow_due_ = false;
-    handle_async_events();
-    handle_cm_events();
-    if (connecting_ > 0) expire_connects();
-    if (!parked_ids_.empty()) release_parked_ids();
+    stats_.async_events += events_.handle(conns_);
+    connector_.handle_events();
+    if (conns_.connecting > 0) connector_.expire_connects();
+    if (events_.has_parked()) events_.release_parked_ids();
     // An ESTABLISHED just handled owes an Accepted: it must reach the owner
     // before the connection's first Recv (its Hello), which the CQ may
     // already hold; the owner drops a message on a connection it has not

@@ -61,3 +61,25 @@ TEST_CASE("spin budget: without an in-flight spin there is nothing to turn off",
   for (int i = 0; i < 50; ++i) p.record_wait(10'000'000);
   CHECK(p.budget_ns(true, true) == 50'000);
 }
+
+TEST_CASE("spin budget: a held in-flight spin does not turn itself off", "[spin]") {
+  SpinPolicy p(50, 1000, true);
+  REQUIRE(p.holds());
+  CHECK(p.budget_ns(true, true) == SpinPolicy::kHoldNs);  // held until the answer, within the bound
+  CHECK(p.budget_ns(true, false) == 50'000);              // nothing in flight: the idle spin, as before
+  CHECK(p.budget_ns(false, true) == 50'000);              // a wake-up that found nothing: no second hold
+  // Slow answers (a loaded VM, a server computing) leave the hold on ...
+  for (int i = 0; i < 100; ++i) p.record_wait(5'000'000);
+  CHECK(p.budget_ns(true, true) == SpinPolicy::kHoldNs);
+  CHECK_FALSE(p.skipped(false));
+  // ... but a bulk transfer in flight gets the adaptive spin, here off.
+  CHECK(p.budget_ns(true, true, true) == 50'000);
+  CHECK(p.skipped(true));
+  SpinPolicy quick(50, 1000, true);
+  CHECK(quick.budget_ns(true, true, true) == 1'000'000);  // quick answers: the adaptive long spin
+  // Without hold the same waits turn the spin off (the old behaviour).
+  SpinPolicy adaptive(50, 1000, false);
+  CHECK_FALSE(adaptive.holds());
+  for (int i = 0; i < 100; ++i) adaptive.record_wait(5'000'000);
+  CHECK(adaptive.budget_ns(true, true) == 50'000);
+}

@@ -1,0 +1,68 @@
+// The rdma_cm side of the backend: listen, the active side (connect, which
+// blocks; connect_async, driven by cm events), the passive side (connect
+// requests) and every cm event. Private to rdma/; the transport forwards
+// its Transport calls here.
+//
+// Files: rdma_cm_events.cpp (listen, cm events, connect requests),
+// rdma_connect.cpp (connect), rdma_connect_async.cpp (connect_async).
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "ferry/result.h"
+#include "transport/rdma/rdma_config.h"
+#include "transport/rdma/rdma_connections.h"
+#include "transport/rdma/rdma_device_events.h"
+#include "transport/rdma/rdma_qp.h"
+#include "transport/transport.h"
+
+namespace ferry::transport::rdma {
+
+class RdmaConnector {
+ public:
+  RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events)
+      : config_(config), conns_(conns), qps_(qps), events_(events) {}
+  RdmaConnector(const RdmaConnector&) = delete;
+  RdmaConnector& operator=(const RdmaConnector&) = delete;
+
+  // The device and the shared cm event channel (both owned by the transport).
+  void attach(ibv_context* ctx, rdma_event_channel* channel) noexcept {
+    ctx_ = ctx;
+    channel_ = channel;
+  }
+
+  [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port);
+  // Blocks up to connect_timeout_ms (rdma_connect.cpp).
+  [[nodiscard]] Result<ConnId> connect(std::string_view host, std::uint16_t port);
+  // Starts; poll() finishes it with Connected or Closed (rdma_connect_async.cpp).
+  [[nodiscard]] Result<ConnId> connect_async(std::string_view host, std::uint16_t port);
+  // A connection still Connecting, abandoned by its owner: a quiet Closed.
+  void abandon(std::uint32_t slot) noexcept;
+
+  // Every pending cm event (poll's slow sources).
+  void handle_events() noexcept;
+  // Fails connect_async()s past their deadline.
+  void expire_connects() noexcept;
+  // Destroys the listening id (the transport's destructor, before the channel goes).
+  void close_listener() noexcept;
+
+ private:
+  void on_connect_request(rdma_cm_id* id) noexcept;
+  bool resolve_next(std::uint32_t slot) noexcept;
+  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept;
+  void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
+  const char* device_name() const noexcept;
+
+  const RdmaConfig& config_;
+  ConnectionTable& conns_;
+  QpFactory& qps_;
+  DeviceEvents& events_;
+  ibv_context* ctx_ = nullptr;
+  rdma_event_channel* channel_ = nullptr;
+  rdma_cm_id* listen_id_ = nullptr;
+};
+
+}  // namespace ferry::transport::rdma

@@ -1,0 +1,62 @@
+// QP set-up for rdma_cm ids: ferry creates its QPs itself (not
+// rdma_create_qp) and moves them INIT -> RTR -> RTS, so every transport
+// attribute is set explicitly (rdma_qp.cpp). Private to rdma/.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+
+#include "ferry/status.h"
+#include "transport/rdma/gid.h"
+#include "transport/rdma/memory.h"
+#include "transport/rdma/rdma_config.h"
+#include "transport/rdma/rdma_connections.h"
+
+namespace ferry::transport::rdma {
+
+// Address of receive (or send) slot i of connection `slot` in a slab laid
+// out as max_connections x depth slots of config.slot_bytes() each.
+inline std::byte* slab_slot(const RegisteredSlab& slab, const RdmaConfig& config, std::uint32_t depth,
+                            std::uint32_t slot, std::uint32_t i) noexcept {
+  return slab.data() + (std::size_t{slot} * depth + (i & (depth - 1))) * config.slot_bytes();
+}
+
+class QpFactory {
+ public:
+  // All references outlive the factory (members of the same transport);
+  // pd, cq and the receive slab are valid once the transport's init set them.
+  QpFactory(const RdmaConfig& config, ConnectionTable& conns, const RegisteredSlab& recv_slab, const GidChoice& gid)
+      : config_(config), conns_(conns), recv_slab_(recv_slab), gid_(gid) {}
+  QpFactory(const QpFactory&) = delete;
+  QpFactory& operator=(const QpFactory&) = delete;
+
+  void attach(ibv_pd* pd, ibv_cq* cq) noexcept {
+    pd_ = pd;
+    cq_ = cq;
+  }
+
+  // rdma_cm's connection parameters for a QP of ours.
+  void conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept;
+  // Creates the QP of `slot` for `id`, to INIT with every receive posted;
+  // the passive side also goes to RTS. PeerUnreachable / NoMemory.
+  [[nodiscard]] Status setup(std::uint32_t slot, rdma_cm_id* id, bool passive);
+  // RTR then RTS with ferry's timeout, retries, rnr_retry 0, GID override.
+  [[nodiscard]] Status to_rts(std::uint32_t slot);
+  // Inline bytes the device granted (the same for every QP of it).
+  std::uint32_t max_inline() const noexcept { return max_inline_; }
+
+ private:
+  [[nodiscard]] Status post_all_recvs(std::uint32_t slot) noexcept;
+
+  const RdmaConfig& config_;
+  ConnectionTable& conns_;
+  const RegisteredSlab& recv_slab_;
+  const GidChoice& gid_;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  std::uint32_t max_inline_ = 0;
+};
+
+}  // namespace ferry::transport::rdma
