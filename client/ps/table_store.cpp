@@ -22,7 +22,8 @@ std::uint64_t expected_rows(const TableSpec& t, std::uint32_t shards) {
 
 }  // namespace
 
-TableStore::TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count)
+TableStore::TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count,
+                       bool preload)
     : spec_(spec), shard_(shard), shards_(shards), index_(spec.kind == TableKind::Embedding ? 8 : 0) {
   const bool adagrad = spec.optimizer.kind == OptimizerKind::Adagrad;
   if (spec.kind == TableKind::Dense) {
@@ -45,6 +46,9 @@ TableStore::TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t
   mapped_.resize(max_count);
   distinct_.resize(max_count);
   sum_.resize(std::size_t{max_count} * spec.dim);
+  if (preload && spec.rows != 0)
+    for (Key k = 0; k < spec.rows; ++k)
+      if (owns(k)) (void)row_for(k);
 }
 
 bool TableStore::owns(Key key) const noexcept {

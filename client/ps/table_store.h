@@ -20,7 +20,9 @@ namespace ferry::ps::detail {
 
 class TableStore {
  public:
-  TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count);
+  // preload: create every row this shard owns now (bounded embedding tables).
+  TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count,
+             bool preload = false);
 
   const TableSpec& spec() const noexcept { return spec_; }
   DenseSlice slice() const noexcept { return slice_; }

@@ -443,3 +443,26 @@ TEST_CASE("shard: rows of a bounded table (direct index) and of an unbounded one
   CHECK(s.find(0, 5000) == nullptr);  // past the bounded table's range
   CHECK(ask(s, message(Op::Pull, bounded, {5000}, {})).size() == kErrorBytes);
 }
+
+TEST_CASE("shard: preload creates every owned row of a bounded table up front, with the same values") {
+  const TableSpec t = embedding(0, 8, 500, OptimizerKind::Sgd, 0.5f);
+  ShardSpec spec{1, 3, {t}, 512};
+  Shard lazy(spec);
+  spec.preload = true;
+  Shard eager(spec);
+  std::vector<Key> owned;
+  for (Key k = 0; k < 500; ++k) {
+    const bool mine = shard_of(0, k, 3) == 1;
+    if (mine) owned.push_back(k);
+    const float* row = eager.find(0, k);
+    REQUIRE((row != nullptr) == mine);
+    CHECK(lazy.find(0, k) == nullptr);
+    for (std::uint32_t j = 0; mine && j < 8; ++j) CHECK(row[j] == initial_value(t, k, j));
+  }
+  std::vector<float> g(owned.size() * 8, 1.0f);
+  REQUIRE(ask(lazy, message(Op::Push, t, owned, g)).size() == kAckBytes);
+  REQUIRE(ask(eager, message(Op::Push, t, owned, g)).size() == kAckBytes);
+  const auto a = floats(ask(lazy, message(Op::Pull, t, owned, {}), 1 << 20));
+  REQUIRE(a.size() == owned.size() * 8);
+  CHECK(a == floats(ask(eager, message(Op::Pull, t, owned, {}), 1 << 20)));
+}
