@@ -15,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "client/ps/key_index.h"
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/worker.h"
@@ -465,4 +466,31 @@ TEST_CASE("shard: preload creates every owned row of a bounded table up front, w
   const auto a = floats(ask(lazy, message(Op::Pull, t, owned, {}), 1 << 20));
   REQUIRE(a.size() == owned.size() * 8);
   CHECK(a == floats(ask(eager, message(Op::Pull, t, owned, {}), 1 << 20)));
+}
+
+TEST_CASE("key index: reset forgets every key at once, across sizes, and numbers keys in first-seen order") {
+  detail::KeyIndex index;
+  bool inserted = false;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::uint64_t n : {std::uint64_t{600}, std::uint64_t{5}, std::uint64_t{2000}}) {
+      index.reset(n);
+      CHECK(index.size() == 0);
+      CHECK(index.find(7) == detail::KeyIndex::kNone);  // inserted by every earlier pass
+      for (Key k = 0; k < n; ++k) {
+        REQUIRE(index.insert(k * 7, &inserted) == k);
+        CHECK(inserted);
+      }
+      for (Key k = 0; k < n; ++k) {
+        CHECK(index.insert(k * 7, &inserted) == k);
+        CHECK_FALSE(inserted);
+        CHECK(index.find(k * 7) == k);
+      }
+      CHECK(index.find(7 * n) == detail::KeyIndex::kNone);
+      CHECK(index.size() == n);
+    }
+  }
+  // Growing past the reserved count (a shard's unbounded table) keeps every key.
+  detail::KeyIndex grown(4);
+  for (Key k = 0; k < 10000; ++k) REQUIRE(grown.insert(k ^ 0x5555, &inserted) == k);
+  for (Key k = 0; k < 10000; ++k) CHECK(grown.find(k ^ 0x5555) == k);
 }
