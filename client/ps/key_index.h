@@ -27,14 +27,19 @@ class KeyIndex {
     if (cap > mask_ + 1) rehash(cap);
   }
 
-  // Forgets every key and sizes the table for `expected` keys, in
-  // O(expected): a worker resets it per request. Allocates only when
+  // Forgets every key and sizes the table for `expected` keys, in O(1): a
+  // worker resets it per request, and an entry whose stamp is not the
+  // current one is empty (no clearing of the slots in between; all are
+  // cleared once when the 32-bit stamp wraps). Allocates only when
   // `expected` exceeds every earlier size.
   void reset(std::uint64_t expected) {
     const std::uint64_t cap = capacity_for(expected);
     if (cap > slots_.size()) slots_.resize(cap);
     mask_ = cap - 1;
-    std::fill_n(slots_.begin(), cap, Entry{});
+    if (++stamp_ == 0) {
+      std::fill(slots_.begin(), slots_.end(), Entry{});
+      stamp_ = 1;
+    }
     size_ = 0;
   }
 
@@ -42,8 +47,8 @@ class KeyIndex {
   std::uint32_t find(Key key) const noexcept {
     for (std::uint64_t i = bucket(key);; i = (i + 1) & mask_) {
       const Entry& e = slots_[i];
-      if (e.slot == 0) return kNone;
-      if (e.key == key) return e.slot - 1;
+      if (e.stamp != stamp_) return kNone;
+      if (e.key == key) return e.slot;
     }
   }
 
@@ -52,15 +57,14 @@ class KeyIndex {
     if (2 * (std::uint64_t{size_} + 1) > mask_ + 1) rehash(2 * (mask_ + 1));
     for (std::uint64_t i = bucket(key);; i = (i + 1) & mask_) {
       Entry& e = slots_[i];
-      if (e.slot == 0) {
-        e.key = key;
-        e.slot = ++size_;
+      if (e.stamp != stamp_) {
+        e = Entry{key, size_++, stamp_};
         *inserted = true;
-        return e.slot - 1;
+        return e.slot;
       }
       if (e.key == key) {
         *inserted = false;
-        return e.slot - 1;
+        return e.slot;
       }
     }
   }
@@ -70,8 +74,10 @@ class KeyIndex {
  private:
   struct Entry {
     Key key = 0;
-    std::uint32_t slot = 0;  // slot number + 1; 0: empty
+    std::uint32_t slot = 0;
+    std::uint32_t stamp = 0;  // live when it equals stamp_ (never 0); in the padding of {key, slot}
   };
+  static_assert(sizeof(Entry) == 16);
 
   static std::uint64_t capacity_for(std::uint64_t expected) noexcept {
     std::uint64_t cap = 16;
@@ -89,9 +95,9 @@ class KeyIndex {
     mask_ = cap - 1;
     for (std::uint64_t o = 0; o < old_cap; ++o) {
       const Entry& e = old[o];
-      if (e.slot == 0) continue;
+      if (e.stamp != stamp_) continue;
       for (std::uint64_t i = bucket(e.key);; i = (i + 1) & mask_) {
-        if (slots_[i].slot == 0) {
+        if (slots_[i].stamp != stamp_) {
           slots_[i] = e;
           break;
         }
@@ -102,6 +108,7 @@ class KeyIndex {
   std::vector<Entry> slots_;
   std::uint64_t mask_ = 0;
   std::uint32_t size_ = 0;
+  std::uint32_t stamp_ = 1;
 };
 
 }  // namespace ferry::ps::detail

@@ -29,7 +29,7 @@ Shard::Shard(const ShardSpec& spec) : spec_(spec) {
     if (const std::string why = table_error(t); !why.empty()) throw std::invalid_argument(why);
     if (t.id >= stores_.size()) stores_.resize(std::size_t{t.id} + 1);
     if (stores_[t.id]) throw std::invalid_argument("table id " + std::to_string(t.id) + " given twice");
-    stores_[t.id] = std::make_unique<detail::TableStore>(t, spec.index, spec.shards, spec.max_count);
+    stores_[t.id] = std::make_unique<detail::TableStore>(t, spec.index, spec.shards, spec.max_count, spec.preload);
   }
 }
 

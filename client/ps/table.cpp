@@ -43,6 +43,30 @@ float initial_value(const TableSpec& t, Key key, std::uint32_t col) noexcept {
   return 0.0f;
 }
 
+void initial_row(const TableSpec& t, Key key, float* out) noexcept {
+  const std::uint32_t dim = t.dim;
+  switch (t.init.kind) {
+    case InitKind::Zeros:
+      for (std::uint32_t j = 0; j < dim; ++j) out[j] = 0.0f;
+      return;
+    case InitKind::Uniform: {
+      const std::uint64_t base = t.init.seed ^ mix64(key ^ table_salt(t.id));
+      for (std::uint32_t j = 0; j < dim; ++j) {
+        const std::uint64_t h = mix64(base ^ (j * 0xD6E8FEB86659FD93ull));
+        out[j] = (static_cast<float>(h >> 40) * 0x1p-24f * 2.0f - 1.0f) * t.init.scale;
+      }
+      return;
+    }
+    case InitKind::Pattern: {
+      const std::uint64_t base = key * 31;
+      for (std::uint32_t j = 0; j < dim; ++j)
+        out[j] = static_cast<float>(static_cast<int>((base + std::uint64_t{j} * 7) % 17) - 8) * 0.25f;
+      return;
+    }
+  }
+  for (std::uint32_t j = 0; j < dim; ++j) out[j] = 0.0f;
+}
+
 std::string table_error(const TableSpec& t) {
   const std::string what = "table " + std::to_string(t.id) + (t.name.empty() ? "" : " '" + t.name + "'");
   if (t.kind != TableKind::Embedding && t.kind != TableKind::Dense) return what + ": unknown kind";

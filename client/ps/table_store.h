@@ -1,5 +1,6 @@
 // One table's part on one shard: embedding rows (created on first touch
-// from the table's init function, found through a KeyIndex) or a dense
+// from the table's init function, found through a direct key -> row array
+// when the table's key range is small enough, else through a KeyIndex) or a dense
 // slice, plus the optimizer state (Adagrad accumulators), and the three
 // operations the wire carries. Callers (Shard::handle) have validated the
 // request's header and length; the store validates keys and ranges itself
@@ -19,11 +20,13 @@ namespace ferry::ps::detail {
 
 class TableStore {
  public:
-  TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count);
+  // preload: create every row this shard owns now (bounded embedding tables).
+  TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t shards, std::uint32_t max_count,
+             bool preload = false);
 
   const TableSpec& spec() const noexcept { return spec_; }
   DenseSlice slice() const noexcept { return slice_; }
-  std::uint64_t rows_held() const noexcept { return index_.size(); }
+  std::uint64_t rows_held() const noexcept { return stamp_.size(); }
 
   // keys: `count` unaligned u64; out: count * dim floats.
   PsStatus pull(const std::byte* keys, std::uint32_t count, float* out) noexcept;
@@ -43,6 +46,7 @@ class TableStore {
   // Checks every key and maps it to its row (created if new); false on a foreign key.
   bool map_keys(const std::byte* keys, std::uint32_t count) noexcept;
   std::uint32_t row_for(Key key);
+  std::uint32_t create_row(Key key);
   void apply(float* w, float* acc, const float* g, std::uint32_t n) const noexcept;
 
   TableSpec spec_;
@@ -50,6 +54,10 @@ class TableStore {
   std::uint32_t shards_;
   DenseSlice slice_;
   KeyIndex index_;
+  // Bounded tables whose key range costs no more than the rows themselves:
+  // key -> row + 1 (0: not yet created), one load instead of a hash probe
+  // into a table several times the size of the cache.
+  std::vector<std::uint32_t> direct_;
   std::vector<float> values_;  // rows x dim (embedding) or the slice (dense)
   std::vector<float> accum_;   // Adagrad: same layout; empty for SGD
   // Per request: the row of each key, and duplicate detection by stamp.

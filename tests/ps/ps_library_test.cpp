@@ -15,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "client/ps/key_index.h"
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/worker.h"
@@ -400,4 +401,96 @@ TEST_CASE("worker: at most max_ops tickets live; released ones are reused") {
   REQUIRE(empty);
   CHECK(w.status(empty.value) == Status::Ok);
   CHECK(w.rows(empty.value).rows.empty());
+}
+
+TEST_CASE("init: a whole row (initial_row) is initial_value column by column, for every init kind") {
+  for (const InitKind kind : {InitKind::Zeros, InitKind::Uniform, InitKind::Pattern}) {
+    TableSpec t = embedding(3, 37, 0, OptimizerKind::Sgd, 0.1f);
+    t.init.kind = kind;
+    std::vector<float> row(37);
+    for (const Key k : {Key{0}, Key{1}, Key{12345}, ~Key{0}}) {
+      initial_row(t, k, row.data());
+      for (std::uint32_t j = 0; j < 37; ++j) CHECK(row[j] == initial_value(t, k, j));
+    }
+  }
+}
+
+TEST_CASE("shard: rows of a bounded table (direct index) and of an unbounded one (hash) behave the same") {
+  // dim 37: SGD's vectorized blocks and its scalar tail both run.
+  const TableSpec bounded = embedding(0, 37, 1000, OptimizerKind::Sgd, 0.5f);
+  const TableSpec unbounded = embedding(1, 37, 0, OptimizerKind::Sgd, 0.5f);
+  Shard s({1, 2, {bounded, unbounded}, 64});
+  std::vector<Key> mine, foreign;
+  for (Key k = 0; mine.size() < 5 || foreign.empty(); ++k)
+    (shard_of(0, k, 2) == 1 && shard_of(1, k, 2) == 1 ? mine : foreign).push_back(k);
+  for (const TableSpec* t : std::array<const TableSpec*, 2>{&bounded, &unbounded}) {
+    CHECK(s.find(t->id, mine[0]) == nullptr);  // never touched
+    std::vector<float> g(mine.size() * 37);
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 11) - 5.0f;
+    REQUIRE(ask(s, message(Op::Push, *t, mine, g)).size() == kAckBytes);
+    const auto rows = floats(ask(s, message(Op::Pull, *t, mine, {})));
+    REQUIRE(rows.size() == g.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const float* held = s.find(t->id, mine[i]);
+      REQUIRE(held != nullptr);
+      for (std::uint32_t j = 0; j < 37; ++j) {
+        const float want = std::fma(-0.5f, g[i * 37 + j], initial_value(*t, mine[i], j));
+        CHECK(rows[i * 37 + j] == want);
+        CHECK(held[j] == want);
+      }
+    }
+    CHECK(s.find(t->id, foreign[0]) == nullptr);
+  }
+  CHECK(s.find(0, 5000) == nullptr);  // past the bounded table's range
+  CHECK(ask(s, message(Op::Pull, bounded, {5000}, {})).size() == kErrorBytes);
+}
+
+TEST_CASE("shard: preload creates every owned row of a bounded table up front, with the same values") {
+  const TableSpec t = embedding(0, 8, 500, OptimizerKind::Sgd, 0.5f);
+  ShardSpec spec{1, 3, {t}, 512};
+  Shard lazy(spec);
+  spec.preload = true;
+  Shard eager(spec);
+  std::vector<Key> owned;
+  for (Key k = 0; k < 500; ++k) {
+    const bool mine = shard_of(0, k, 3) == 1;
+    if (mine) owned.push_back(k);
+    const float* row = eager.find(0, k);
+    REQUIRE((row != nullptr) == mine);
+    CHECK(lazy.find(0, k) == nullptr);
+    for (std::uint32_t j = 0; mine && j < 8; ++j) CHECK(row[j] == initial_value(t, k, j));
+  }
+  std::vector<float> g(owned.size() * 8, 1.0f);
+  REQUIRE(ask(lazy, message(Op::Push, t, owned, g)).size() == kAckBytes);
+  REQUIRE(ask(eager, message(Op::Push, t, owned, g)).size() == kAckBytes);
+  const auto a = floats(ask(lazy, message(Op::Pull, t, owned, {}), 1 << 20));
+  REQUIRE(a.size() == owned.size() * 8);
+  CHECK(a == floats(ask(eager, message(Op::Pull, t, owned, {}), 1 << 20)));
+}
+
+TEST_CASE("key index: reset forgets every key at once, across sizes, and numbers keys in first-seen order") {
+  detail::KeyIndex index;
+  bool inserted = false;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::uint64_t n : {std::uint64_t{600}, std::uint64_t{5}, std::uint64_t{2000}}) {
+      index.reset(n);
+      CHECK(index.size() == 0);
+      CHECK(index.find(7) == detail::KeyIndex::kNone);  // inserted by every earlier pass
+      for (Key k = 0; k < n; ++k) {
+        REQUIRE(index.insert(k * 7, &inserted) == k);
+        CHECK(inserted);
+      }
+      for (Key k = 0; k < n; ++k) {
+        CHECK(index.insert(k * 7, &inserted) == k);
+        CHECK_FALSE(inserted);
+        CHECK(index.find(k * 7) == k);
+      }
+      CHECK(index.find(7 * n) == detail::KeyIndex::kNone);
+      CHECK(index.size() == n);
+    }
+  }
+  // Growing past the reserved count (a shard's unbounded table) keeps every key.
+  detail::KeyIndex grown(4);
+  for (Key k = 0; k < 10000; ++k) REQUIRE(grown.insert(k ^ 0x5555, &inserted) == k);
+  for (Key k = 0; k < 10000; ++k) CHECK(grown.find(k ^ 0x5555) == k);
 }

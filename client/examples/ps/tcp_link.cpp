@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -19,6 +21,8 @@ class TcpLink final : public ShardLink {
  public:
   ~TcpLink() override {
     for (const int fd : fds_) ::close(fd);
+    for (auto& cls : cache_)
+      for (std::byte* p : cls) std::free(p);
   }
 
   bool connect(const std::vector<std::string>& addresses, std::string* error) {
@@ -34,11 +38,32 @@ class TcpLink final : public ShardLink {
   std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(fds_.size()); }
   std::size_t max_message_bytes() const noexcept override { return 1u << 20; }
 
+  // Blocks are kept for reuse by power-of-two class: a worker allocates a
+  // pull's rows and a push's requests every operation, and handing those
+  // (tens of kB) back to malloc makes it trim the heap and fault the pages
+  // in again on the next operation (a brk and a dozen page faults per op).
   Buffer alloc(std::size_t bytes) noexcept override {
-    auto* p = static_cast<std::byte*>(std::malloc(bytes));
-    return p ? Buffer{p, static_cast<std::uint32_t>(bytes), 0} : Buffer{};
+    if (bytes == 0 || bytes > max_message_bytes()) return {};
+    const unsigned cls = static_cast<unsigned>(std::bit_width(std::max<std::size_t>(bytes, kMinBlock) - 1));
+    const std::size_t capacity = std::size_t{1} << cls;
+    std::byte* p = nullptr;
+    if (!cache_[cls].empty()) {
+      p = cache_[cls].back();
+      cache_[cls].pop_back();
+    } else {
+      p = static_cast<std::byte*>(std::malloc(capacity));
+    }
+    return p ? Buffer{p, static_cast<std::uint32_t>(capacity), 0} : Buffer{};
   }
-  void free(const Buffer& b) noexcept override { std::free(b.data); }
+  void free(const Buffer& b) noexcept override {
+    if (!b) return;
+    const auto cls = static_cast<unsigned>(std::bit_width(std::size_t{b.capacity} - 1));
+    if (cls < cache_.size() && cache_[cls].size() < kCachedPerClass && (std::size_t{1} << cls) == b.capacity) {
+      cache_[cls].push_back(b.data);
+      return;
+    }
+    std::free(b.data);
+  }
 
   // Writes the request now; the response is read in wait().
   Status call(std::uint32_t shard, const Buffer& request, std::uint32_t length, const Buffer& response,
@@ -93,6 +118,9 @@ class TcpLink final : public ShardLink {
   std::vector<std::deque<Pending>> pending_;  // per shard, in request order (TCP keeps it)
   std::vector<pollfd> pollfds_;
   Status state_ = Status::Ok;
+  static constexpr std::size_t kMinBlock = 64;
+  static constexpr std::size_t kCachedPerClass = 64;  // a worker's operations in flight, and then some
+  std::array<std::vector<std::byte*>, 21> cache_;     // by log2 of the block size, up to 1 MiB
 };
 
 }  // namespace

@@ -26,6 +26,10 @@ struct ShardSpec {
   std::uint32_t shards = 1;
   std::vector<TableSpec> tables;
   std::uint32_t max_count = 4096;  // keys (or elements) per request this shard accepts
+  // Create every row this shard owns of each bounded embedding table (rows
+  // != 0) at construction, instead of on its first touch: start-up pays
+  // for the initial values and the page faults, not the first pulls.
+  bool preload = false;
 };
 
 struct ShardCounters {

@@ -103,6 +103,10 @@ constexpr DenseSlice dense_slice(std::uint64_t size, std::uint32_t shard, std::u
 //            value = ((h >> 40) * 2^-24 * 2 - 1) * scale
 //   Pattern: ((key * 31 + col * 7) % 17 - 8) / 4
 float initial_value(const TableSpec& t, Key key, std::uint32_t col) noexcept;
+// The whole row at once (out[col] = initial_value(t, key, col) for col < t.dim),
+// the init kind decided once per row rather than per element: a shard's first
+// touch of a row.
+void initial_row(const TableSpec& t, Key key, float* out) noexcept;
 
 // Why a spec cannot be used (empty when it can). Configuration time only.
 std::string table_error(const TableSpec& t);
