@@ -82,6 +82,7 @@ struct Config {
   std::uint32_t rdma_windows = 1024;
   std::uint32_t call_timeout_ms = 60000;
   std::uint32_t engine_spin_us = 50;
+  std::uint32_t engine_yield_after_us = 2;  // idle this long before a spinning turn yields
   std::uint32_t engine_spin_inflight_us = 1000;
   SpinHold engine_spin_hold = SpinHold::Auto;
   std::uint32_t rdma_eager_response_bytes = 4096;

@@ -312,6 +312,13 @@ constexpr ConfigKey kKeys[] = {
     {.name = "engine-spin-us", .section = kTiming, .kind = ValueKind::Number, .unit = Unit::Micros,
      .value_name = "US", .min = 0, .max = 100000, .summary = "engine busy-poll time before it sleeps on its eventfd",
      .details = "Higher: lower latency after idle gaps, more CPU.", .access = number<&Config::engine_spin_us>()},
+    {.name = "engine-yield-after-us", .section = kTiming, .kind = ValueKind::Number, .unit = Unit::Micros,
+     .value_name = "US", .min = 0, .max = 100000,
+     .summary = "how long a spinning engine polls before each idle turn also yields the CPU",
+     .details = "Lets a process queued behind the spin on the same CPU run. 0: yield every idle turn (best where "
+                "more processes spin than there are cores); higher: an engine with a core of its own sees the next "
+                "message without a system call in between.",
+     .access = number<&Config::engine_yield_after_us>()},
     {.name = "engine-spin-inflight-us", .section = kTiming, .kind = ValueKind::Number, .unit = Unit::Micros,
      .value_name = "US", .min = 0, .max = 100000,
      .summary = "the same while calls or remote operations the engine handled are in flight",

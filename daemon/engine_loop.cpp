@@ -39,13 +39,15 @@ void Engine::run() {
   const bool hold = config_.engine_spin_hold == SpinHold::On ||
                     (config_.engine_spin_hold == SpinHold::Auto && transports_.software_rdma);
   SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us, hold);
-  spdlog::info("engine: spin {} us idle; in flight {} (engine-spin-hold {}{})", config_.engine_spin_us,
+  spdlog::info("engine: spin {} us idle, yielding after {} us; in flight {} (engine-spin-hold {}{})",
+               config_.engine_spin_us, config_.engine_yield_after_us,
                hold ? "held until the answer (up to 100 ms; adaptive during bulk transfers)"
                     : std::to_string(spin.budget_ns(true, true) / 1000) + " us, adaptive",
                to_string(config_.engine_spin_hold),
                config_.engine_spin_hold != SpinHold::Auto ? ""
                : transports_.software_rdma                ? ": software RDMA provider"
                                                           : ": hardware or tcp lanes");
+  const std::uint64_t yield_after_ns = std::uint64_t{config_.engine_yield_after_us} * 1000;
   std::uint64_t idle_since = mono_ns();
   bool after_work = false;  // the idle period began with a turn that did work
   // The stretch awaits answers (SpinPolicy::awaits_answers): since when.
@@ -81,11 +83,13 @@ void Engine::run() {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes
       // outnumber cores it may be runnable on this very CPU, queued behind
-      // the spin. Yield so it runs now: costs one syscall when the CPU is
-      // otherwise idle, saves a scheduler slice when it is not. (Yielding
-      // only every 16th idle turn was measured slower on a loaded 2-core
-      // machine: ipc-echo --busy-poll p50 6.9 us against 5.4.)
-      ::sched_yield();
+      // the spin. Once idle for engine-yield-after-us, yield so it runs now.
+      // Not sooner: a yield is a system call, and an engine that yields every
+      // idle turn sees a busy client's next message a syscall late
+      // (ipc-echo --busy-poll 64 B p50 on an idle 2-core VM: 1.2-1.4 us
+      // yielding every turn, 0.41-0.60 us after 2 us; with two CPU hogs
+      // 4.5 against 5.8 us: docs/benchmarks/fast-path.md).
+      if (start - idle_since >= yield_after_ns) ::sched_yield();
     }
   }
   // Stop: detach everyone so sessions unmap in an orderly way, then say
