@@ -106,14 +106,7 @@ Result<CreatedSegment> create_segment(const SegmentSizes& sizes, std::uint32_t c
   h->client_id = client_id;
   h->sq_entries = sizes.sq_entries;
   h->cq_entries = sizes.cq_entries;
-  h->sq_header_offset = l.sq_header_offset;
-  h->sq_entries_offset = l.sq_entries_offset;
-  h->cq_header_offset = l.cq_header_offset;
-  h->cq_entries_offset = l.cq_entries_offset;
-  h->tx_offset = l.tx_offset;
-  h->tx_bytes = l.tx_bytes;
-  h->rx_offset = l.rx_offset;
-  h->rx_bytes = l.rx_bytes;
+  h->regions = l;  // the layout's regions, as computed
   h->max_message_bytes = max_message_bytes;
 
   SegmentView v = make_view(m.base(), sizes);
@@ -151,15 +144,16 @@ Status validate_header(const SegmentHeader& h, std::uint64_t file_bytes) noexcep
   if (h.header_bytes != sizeof(SegmentHeader)) return Status::BadRequest;
   if (h.segment_bytes > file_bytes || h.segment_bytes < kPageSize) return Status::BadRequest;
   // Arena sizes are stored rounded up to kArenaAlign; the limits still hold.
-  if (!valid_sizes({h.sq_entries, h.cq_entries, h.tx_bytes, h.rx_bytes})) return Status::BadRequest;
-  if (h.tx_bytes % kArenaAlign != 0 || h.rx_bytes % kArenaAlign != 0) return Status::BadRequest;
+  const SegmentRegions& r = h.regions;
+  if (!valid_sizes({h.sq_entries, h.cq_entries, r.tx_bytes, r.rx_bytes})) return Status::BadRequest;
+  if (r.tx_bytes % kArenaAlign != 0 || r.rx_bytes % kArenaAlign != 0) return Status::BadRequest;
 
   RegionChecker c(h.segment_bytes, h.header_bytes);
-  const bool ok = c.next(h.sq_header_offset, sizeof(RingHeader), kCacheLine) &&
-                  c.next(h.sq_entries_offset, std::uint64_t{h.sq_entries} * sizeof(SqEntry), kCacheLine) &&
-                  c.next(h.cq_header_offset, sizeof(RingHeader), kCacheLine) &&
-                  c.next(h.cq_entries_offset, std::uint64_t{h.cq_entries} * sizeof(CqEntry), kCacheLine) &&
-                  c.next(h.tx_offset, h.tx_bytes, kArenaAlign) && c.next(h.rx_offset, h.rx_bytes, kArenaAlign);
+  const bool ok = c.next(r.sq_header_offset, sizeof(RingHeader), kCacheLine) &&
+                  c.next(r.sq_entries_offset, std::uint64_t{h.sq_entries} * sizeof(SqEntry), kCacheLine) &&
+                  c.next(r.cq_header_offset, sizeof(RingHeader), kCacheLine) &&
+                  c.next(r.cq_entries_offset, std::uint64_t{h.cq_entries} * sizeof(CqEntry), kCacheLine) &&
+                  c.next(r.tx_offset, r.tx_bytes, kArenaAlign) && c.next(r.rx_offset, r.rx_bytes, kArenaAlign);
   return ok ? Status::Ok : Status::BadRequest;
 }
 
@@ -184,14 +178,7 @@ Result<MappedSegment> map_segment(int fd) {
   if (Status s = validate_header(h, file_bytes); s != Status::Ok) return R::fail(s);
 
   SegmentLayout l{};
-  l.sq_header_offset = h.sq_header_offset;
-  l.sq_entries_offset = h.sq_entries_offset;
-  l.cq_header_offset = h.cq_header_offset;
-  l.cq_entries_offset = h.cq_entries_offset;
-  l.tx_offset = h.tx_offset;
-  l.tx_bytes = h.tx_bytes;
-  l.rx_offset = h.rx_offset;
-  l.rx_bytes = h.rx_bytes;
+  static_cast<SegmentRegions&>(l) = h.regions;
   l.segment_bytes = h.segment_bytes;
   SegmentView v = view_from_layout(m.base(), l, h.sq_entries, h.cq_entries);
   return R::ok(MappedSegment{std::move(m), v});

@@ -30,6 +30,20 @@ inline constexpr std::uint32_t kMaxRingEntries = 64 * 1024;
 inline constexpr std::uint64_t kMinArenaBytes = 1ull << 20;
 inline constexpr std::uint64_t kMaxArenaBytes = 4ull << 30;
 
+// Where each part of the segment lies: written into the header by the
+// daemon, read back by the client (SegmentHeader::regions).
+struct SegmentRegions {
+  std::uint64_t sq_header_offset;
+  std::uint64_t sq_entries_offset;
+  std::uint64_t cq_header_offset;
+  std::uint64_t cq_entries_offset;
+  std::uint64_t tx_offset;
+  std::uint64_t tx_bytes;
+  std::uint64_t rx_offset;
+  std::uint64_t rx_bytes;
+};
+static_assert(sizeof(SegmentRegions) == 64);
+
 struct SegmentHeader {
   std::uint64_t magic;
   std::uint32_t abi_version;
@@ -40,14 +54,7 @@ struct SegmentHeader {
   std::uint32_t sq_entries;
   std::uint32_t cq_entries;
   std::uint32_t reserved0;
-  std::uint64_t sq_header_offset;
-  std::uint64_t sq_entries_offset;
-  std::uint64_t cq_header_offset;
-  std::uint64_t cq_entries_offset;
-  std::uint64_t tx_offset;
-  std::uint64_t tx_bytes;
-  std::uint64_t rx_offset;
-  std::uint64_t rx_bytes;
+  SegmentRegions regions;
   std::uint64_t max_message_bytes;
   std::uint64_t reserved1[3];
 };
@@ -57,9 +64,9 @@ static_assert(offsetof(SegmentHeader, abi_version) == 8);
 static_assert(offsetof(SegmentHeader, segment_bytes) == 16);
 static_assert(offsetof(SegmentHeader, daemon_epoch) == 24);
 static_assert(offsetof(SegmentHeader, client_id) == 32);
-static_assert(offsetof(SegmentHeader, sq_header_offset) == 48);
-static_assert(offsetof(SegmentHeader, tx_offset) == 80);
-static_assert(offsetof(SegmentHeader, rx_offset) == 96);
+static_assert(offsetof(SegmentHeader, regions.sq_header_offset) == 48);
+static_assert(offsetof(SegmentHeader, regions.tx_offset) == 80);
+static_assert(offsetof(SegmentHeader, regions.rx_offset) == 96);
 static_assert(offsetof(SegmentHeader, max_message_bytes) == 112);
 
 struct SegmentSizes {
@@ -71,15 +78,7 @@ struct SegmentSizes {
 
 constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) noexcept { return (v + a - 1) / a * a; }
 
-struct SegmentLayout {
-  std::uint64_t sq_header_offset;
-  std::uint64_t sq_entries_offset;
-  std::uint64_t cq_header_offset;
-  std::uint64_t cq_entries_offset;
-  std::uint64_t tx_offset;
-  std::uint64_t tx_bytes;
-  std::uint64_t rx_offset;
-  std::uint64_t rx_bytes;
+struct SegmentLayout : SegmentRegions {
   std::uint64_t segment_bytes;
 };
 

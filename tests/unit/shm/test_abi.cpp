@@ -109,10 +109,10 @@ TEST_CASE("create_segment and map_segment round trip", "[abi][segment]") {
   REQUIRE(h.client_id == 42);
   REQUIRE(h.sq_entries == 256);
   REQUIRE(h.cq_entries == 1024);
-  REQUIRE(h.tx_offset == l.tx_offset);
-  REQUIRE(h.tx_bytes == l.tx_bytes);
-  REQUIRE(h.rx_offset == l.rx_offset);
-  REQUIRE(h.rx_bytes == l.rx_bytes);
+  REQUIRE(h.regions.tx_offset == l.tx_offset);
+  REQUIRE(h.regions.tx_bytes == l.tx_bytes);
+  REQUIRE(h.regions.rx_offset == l.rx_offset);
+  REQUIRE(h.regions.rx_bytes == l.rx_bytes);
   REQUIRE(h.max_message_bytes == 65536);
   REQUIRE(h.reserved0 == 0);
 
@@ -183,19 +183,22 @@ TEST_CASE("map_segment rejects corrupt headers", "[abi][segment]") {
       {"version", [](SegmentHeader& h) { h.abi_version = kAbiVersion + 1; }, Status::VersionMismatch},
       {"header_bytes", [](SegmentHeader& h) { h.header_bytes = 64; }, Status::BadRequest},
       {"segment past file", [](SegmentHeader& h) { h.segment_bytes += kPageSize; }, Status::BadRequest},
-      {"tx past end", [](SegmentHeader& h) { h.tx_offset = h.segment_bytes; }, Status::BadRequest},
-      {"rx offset wraps", [](SegmentHeader& h) { h.rx_offset = UINT64_MAX - kArenaAlign + 1; }, Status::BadRequest},
-      {"rx bytes past end", [](SegmentHeader& h) { h.rx_bytes += kArenaAlign; }, Status::BadRequest},
+      {"tx past end", [](SegmentHeader& h) { h.regions.tx_offset = h.segment_bytes; }, Status::BadRequest},
+      {"rx offset wraps", [](SegmentHeader& h) { h.regions.rx_offset = UINT64_MAX - kArenaAlign + 1; },
+       Status::BadRequest},
+      {"rx bytes past end", [](SegmentHeader& h) { h.regions.rx_bytes += kArenaAlign; }, Status::BadRequest},
       {"sq entries not pow2", [](SegmentHeader& h) { h.sq_entries = 96; }, Status::BadRequest},
       {"cq entries too many", [](SegmentHeader& h) { h.cq_entries = 2 * kMaxRingEntries; }, Status::BadRequest},
       {"sq entries grown into cq", [](SegmentHeader& h) { h.sq_entries = 128; }, Status::BadRequest},
-      {"cq header overlaps its entries", [](SegmentHeader& h) { h.cq_header_offset += 64; }, Status::BadRequest},
+      {"cq header overlaps its entries", [](SegmentHeader& h) { h.regions.cq_header_offset += 64; },
+       Status::BadRequest},
       // Pure misalignment: still ordered and non-overlapping (gaps before these).
-      {"cq header misaligned", [](SegmentHeader& h) { h.cq_header_offset -= 8; }, Status::BadRequest},
-      {"tx arena misaligned", [](SegmentHeader& h) { h.tx_offset -= kCacheLine; }, Status::BadRequest},
-      {"tx overlaps cq", [](SegmentHeader& h) { h.tx_offset = h.cq_entries_offset; }, Status::BadRequest},
-      {"rx overlaps tx", [](SegmentHeader& h) { h.rx_offset -= kArenaAlign; }, Status::BadRequest},
-      {"sq header inside header", [](SegmentHeader& h) { h.sq_header_offset = 64; }, Status::BadRequest},
+      {"cq header misaligned", [](SegmentHeader& h) { h.regions.cq_header_offset -= 8; }, Status::BadRequest},
+      {"tx arena misaligned", [](SegmentHeader& h) { h.regions.tx_offset -= kCacheLine; }, Status::BadRequest},
+      {"tx overlaps cq", [](SegmentHeader& h) { h.regions.tx_offset = h.regions.cq_entries_offset; },
+       Status::BadRequest},
+      {"rx overlaps tx", [](SegmentHeader& h) { h.regions.rx_offset -= kArenaAlign; }, Status::BadRequest},
+      {"sq header inside header", [](SegmentHeader& h) { h.regions.sq_header_offset = 64; }, Status::BadRequest},
   };
   for (const Case& k : cases) {
     CAPTURE(k.name);
