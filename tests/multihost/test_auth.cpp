@@ -20,6 +20,7 @@
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/peer_status.h"
+#include "tests/multihost/status_json.h"
 
 using namespace ferry;
 using namespace ferry::itest;
@@ -56,27 +57,6 @@ DaemonFlags flags_with(const std::string& secret_file) {
 }
 
 std::string st(Status s) { return std::string(to_string(s)); }
-
-// `ferryctl status --json` of a daemon, parsed.
-std::optional<json::Value> status_json(const Node& n) {
-  const char* ctl = std::getenv("FERRYCTL");
-  if (ctl == nullptr) return std::nullopt;
-  FILE* p = ::popen((std::string(ctl) + " --control '" + n.control() + "' status --json 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return std::nullopt;
-  std::string out;
-  char buf[4096];
-  std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-  if (::pclose(p) != 0) return std::nullopt;
-  return json::parse(out);
-}
-
-std::uint64_t counter(const json::Value& status, const char* name) {
-  const json::Value* c = status.find("counters");
-  const json::Value* v = c ? c->find(name) : nullptr;
-  const auto u = v ? v->as_uint() : std::nullopt;
-  return u ? *u : ~std::uint64_t{0};
-}
 
 // Waits until node `i`'s log holds `text` (logs are written asynchronously).
 bool log_has(const Cluster& cl, const std::string& text, std::chrono::milliseconds within) {

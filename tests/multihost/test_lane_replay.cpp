@@ -29,6 +29,7 @@
 #include "control/json.h"
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/status_json.h"
 #include "transport/wire/header.h"
 #include "transport/wire/msg_type.h"
 
@@ -46,25 +47,9 @@ void put32(std::uint8_t* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
-std::optional<json::Value> status_json(const Node& n) {
-  const char* ctl = std::getenv("FERRYCTL");
-  if (ctl == nullptr) return std::nullopt;
-  FILE* p = ::popen((std::string(ctl) + " --control '" + n.control() + "' status --json 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return std::nullopt;
-  std::string out;
-  char buf[4096];
-  std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-  if (::pclose(p) != 0) return std::nullopt;
-  return json::parse(out);
-}
-
 std::uint64_t counter(const Node& n, const char* name) {
   const auto s = status_json(n);
-  const json::Value* c = s ? s->find("counters") : nullptr;
-  const json::Value* v = c ? c->find(name) : nullptr;
-  const auto u = v ? v->as_uint() : std::nullopt;
-  return u ? *u : ~std::uint64_t{0};
+  return s ? mhtest::counter(*s, name) : ~std::uint64_t{0};
 }
 
 int dial(std::uint16_t port) {
