@@ -11,14 +11,9 @@
 namespace ferry::daemon::peer {
 namespace {
 
-// Fixed length, NUL padded: one layout of the MAC input for both.
+// Same-size labels: one layout of the MAC input for both directions.
 constexpr std::array<std::uint8_t, 24> label(HelloDir dir) noexcept {
-  constexpr std::string_view hello = "ferry-lane-v2 hello";
-  constexpr std::string_view ack = "ferry-lane-v2 helloack";
-  const std::string_view s = dir == HelloDir::Hello ? hello : ack;
-  std::array<std::uint8_t, 24> out{};
-  for (std::size_t i = 0; i < s.size(); ++i) out[i] = static_cast<std::uint8_t>(s[i]);
-  return out;
+  return wire::mac_label<24>(dir == HelloDir::Hello ? "ferry-lane-v2 hello" : "ferry-lane-v2 helloack");
 }
 
 template <std::size_t N>

@@ -6,14 +6,9 @@
 namespace ferry::wire {
 namespace {
 
-// Fixed-length labels (same size, NUL padded): the MAC input has one layout.
+// Same-size labels: the MAC input has one layout for both roles.
 constexpr std::array<std::uint8_t, 24> label(AuthRole role) noexcept {
-  constexpr std::string_view ini = "ferry-auth-v1 initiator";
-  constexpr std::string_view acc = "ferry-auth-v1 acceptor";
-  const std::string_view s = role == AuthRole::Initiator ? ini : acc;
-  std::array<std::uint8_t, 24> out{};
-  for (std::size_t i = 0; i < s.size(); ++i) out[i] = static_cast<std::uint8_t>(s[i]);
-  return out;
+  return mac_label<24>(role == AuthRole::Initiator ? "ferry-auth-v1 initiator" : "ferry-auth-v1 acceptor");
 }
 
 }  // namespace

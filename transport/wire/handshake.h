@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <span>
 
+#include "transport/wire/header.h"
 #include "transport/wire/wire_error.h"
 
 namespace ferry::wire {
@@ -61,7 +62,7 @@ inline constexpr std::uint64_t kCapAuth = 1ull << 4;            // shared-secret
 inline constexpr std::uint64_t kCapsKnown = kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth;
 
 struct Handshake {
-  std::uint16_t protocol_version = 1;
+  std::uint16_t protocol_version = kProtocolVersion;  // what this build speaks
   std::uint16_t qp_count = 1;
   std::uint64_t daemon_epoch = 0;
   std::uint64_t capabilities = 0;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 namespace ferry::wire {
 
@@ -45,6 +46,15 @@ class Sha256 {
 [[nodiscard]] Sha256Digest hmac_sha256(std::span<const std::uint8_t> key,
                                        std::span<const std::span<const std::uint8_t>> parts) noexcept;
 [[nodiscard]] Sha256Digest hmac_sha256(std::span<const std::uint8_t> key, std::span<const std::uint8_t> msg) noexcept;
+
+// A MAC input's domain label: `text` NUL padded to N bytes, so every proof
+// of one kind has one fixed input layout whatever its label says.
+template <std::size_t N>
+constexpr std::array<std::uint8_t, N> mac_label(std::string_view text) noexcept {
+  std::array<std::uint8_t, N> out{};
+  for (std::size_t i = 0; i < text.size() && i < N; ++i) out[i] = static_cast<std::uint8_t>(text[i]);
+  return out;
+}
 
 // Equality whose time does not depend on where the inputs differ, so a MAC
 // check leaks nothing about how much of a forged MAC was right.
