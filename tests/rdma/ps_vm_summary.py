@@ -46,6 +46,9 @@ def counts(out, sa0, sa1, sb0, sb1):
             res[name] = [(ca1[name] - ca0[name]) / ops, (cb1[name] - cb0[name]) / ops]
     cpu = lambda x: x["cpu_user_us"] + x["cpu_sys_us"]
     res["daemon_cpu_us"] = [(cpu(a1) - cpu(a0)) / ops, (cpu(b1) - cpu(b0)) / ops]
+    # Of which in the kernel: the verbs posts (rxe's requester, the UDP/IP
+    # stack, the veth and the other device's responder run inline in them).
+    res["daemon_sys_us"] = [(a1["cpu_sys_us"] - a0["cpu_sys_us"]) / ops, (b1["cpu_sys_us"] - b0["cpu_sys_us"]) / ops]
     va0, na0 = map(int, sa0.split())
     va1, na1 = map(int, sa1.split())
     vb0, nb0 = map(int, sb0.split())
@@ -108,7 +111,7 @@ def table(path, shapes, modes):
             print("|---|---:|---:|")
             for key in ["rdma_post_calls", "rdma_wrs_posted", "eager_responses", "rendezvous_reads", "engine_sleeps",
                         "spin_large_sleeps", "spin_skips", "voluntary_switches", "involuntary_switches",
-                        "rdma_cq_polls_empty", "daemon_cpu_us"]:
+                        "rdma_cq_polls_empty", "daemon_cpu_us", "daemon_sys_us"]:
                 if all(key in v for v in c):
                     a = statistics.median(v[key][0] for v in c)
                     b = statistics.median(v[key][1] for v in c)
