@@ -44,6 +44,8 @@ cleanup() {
   ip rule del pref 97 2>/dev/null || true
 }
 trap cleanup EXIT
+# Stopped by its check's timeout: the tables of the runs so far.
+trap 'echo "STOPPED (timeout): the tables of the runs so far"; python3 "$here/ps_vm_summary.py" table "$results" "$shapes" "$modes"; exit 124' TERM
 # shellcheck source=tests/rdma/bench-peers.sh
 source "$here/bench-peers.sh"
 # shellcheck source=tests/rdma/ferry-modes.sh
