@@ -85,6 +85,8 @@ struct Config {
   std::uint32_t engine_yield_after_us = 2;  // idle this long before a spinning turn yields
   std::uint32_t engine_spin_inflight_us = 1000;
   SpinHold engine_spin_hold = SpinHold::Auto;
+  std::uint32_t engine_spin_bulk_bytes = 256 * 1024;  // where the hold applies: no in-flight spin past this
+  std::uint32_t engine_clock_stride = 0;              // idle turns per clock read while yielding; 0: auto
   std::uint32_t rdma_eager_response_bytes = 4096;
 
   // Channels between daemons (daemon/peer/).

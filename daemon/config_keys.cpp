@@ -335,6 +335,22 @@ constexpr ConfigKey kKeys[] = {
                 "elsewhere (on hardware the adaptive in-flight spin already catches quick answers). Logged at "
                 "start-up.",
      .access = spin_hold_access},
+    {.name = "engine-spin-bulk-bytes", .section = kTiming, .kind = ValueKind::Number, .unit = Unit::Bytes,
+     .value_name = "BYTES", .min = 0, .max = 1u << 30,
+     .summary = "where the in-flight spin holds: none while a transfer of this size or more is in flight",
+     .details = "A call or send whose request or response buffer is at least this (a rendezvous READ, a reply "
+                "WRITTEN into a window) makes the engine sleep after engine-spin-us until nothing is in flight: "
+                "on a software RDMA provider the copy work of a large transfer runs on the same CPUs as the "
+                "spinning engines (two held spins slowed a 1 MiB call 1.2-3.6x in the Soft-RoCE VM). Applies only "
+                "where engine-spin-hold is in effect. 0: never. Logged at start-up.",
+     .access = number<&Config::engine_spin_bulk_bytes>()},
+    {.name = "engine-clock-stride", .section = kTiming, .kind = ValueKind::Number, .value_name = "TURNS", .min = 0,
+     .max = 4096, .summary = "a spinning engine that yields reads the clock once per this many idle turns; 0: auto",
+     .details = "Where the clock is a system call (a guest on the HPET or ACPI PM timer: no vDSO clock), every "
+                "clock read of a held spin is a syscall beside its yield. auto: 1 when the kernel's clocksource "
+                "is read in user space (tsc, kvm-clock, arch_sys_counter, Hyper-V's TSC page), 16 otherwise. "
+                "Deadlines are then seen up to that many turns late. Logged at start-up.",
+     .access = number<&Config::engine_clock_stride>()},
 
     {.name = "heartbeat-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 10, .max = 60000, .summary = "heartbeat interval on the bootstrap connection",

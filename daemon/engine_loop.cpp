@@ -6,8 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "daemon/engine.h"
+#include "daemon/loop/spin_clock.h"
 #include "daemon/loop/spin_policy.h"
 #include "daemon/mono_clock.h"
 #include "ferry_config.h"
@@ -39,14 +41,24 @@ void Engine::run() {
   const bool hold = config_.engine_spin_hold == SpinHold::On ||
                     (config_.engine_spin_hold == SpinHold::Auto && transports_.software_rdma);
   SpinPolicy spin(config_.engine_spin_us, config_.engine_spin_inflight_us, hold);
-  spdlog::info("engine: spin {} us idle, yielding after {} us; in flight {} (engine-spin-hold {}{})",
+  // Large transfers change the spin only where it holds (spin_policy.h).
+  const bool large_sleeps = hold && config_.engine_spin_bulk_bytes != 0;
+  const std::string clocksource = current_clocksource();
+  SpinClock clock(config_.engine_clock_stride != 0 ? config_.engine_clock_stride : auto_clock_stride(clocksource));
+  spdlog::info("engine: spin {} us idle, yielding after {} us; in flight {} (engine-spin-hold {}{}); {}",
                config_.engine_spin_us, config_.engine_yield_after_us,
                hold ? "held until the answer (up to 100 ms; adaptive during bulk transfers)"
                     : std::to_string(spin.budget_ns(true, true) / 1000) + " us, adaptive",
                to_string(config_.engine_spin_hold),
                config_.engine_spin_hold != SpinHold::Auto ? ""
                : transports_.software_rdma                ? ": software RDMA provider"
-                                                          : ": hardware or tcp lanes");
+                                                          : ": hardware or tcp lanes",
+               large_sleeps ? "no in-flight spin while a transfer of " +
+                                  std::to_string(config_.engine_spin_bulk_bytes) + " bytes or more is in flight"
+                            : std::string("engine-spin-bulk-bytes not in effect"));
+  spdlog::info("engine: clock read once per {} idle turn(s) while yielding (engine-clock-stride {}{}{})",
+               clock.stride(), config_.engine_clock_stride, config_.engine_clock_stride != 0 ? "" : ": clocksource ",
+               config_.engine_clock_stride != 0 ? "" : (clocksource.empty() ? "unknown" : clocksource));
   const std::uint64_t yield_after_ns = std::uint64_t{config_.engine_yield_after_us} * 1000;
   std::uint64_t idle_since = mono_ns();
   bool after_work = false;  // the idle period began with a turn that did work
@@ -54,8 +66,13 @@ void Engine::run() {
   bool awaiting = false;
   std::uint64_t awaiting_since = 0;
   std::uint64_t busy_since = 0;  // start of the last turn, when it did work
+  bool yielding = false;         // the last turn was idle and yielded
+  // A large transfer started since nothing was last in flight.
+  std::uint64_t large_seen = 0;
+  bool large = false;
   while (!loop_.stop) {
-    const std::uint64_t start = mono_ns();
+    const std::uint64_t start = clock.now(yielding);
+    yielding = false;
     if (busy_since != 0) loop_.turns.record(start - busy_since, counters_);
     deadlines_.start_turn(start);
     const std::size_t work = turn();
@@ -73,13 +90,23 @@ void Engine::run() {
       awaiting = true;  // until work comes, through any sleeps
       awaiting_since = idle_since;
     }
-    const bool bulk = spin.holds() && bulk_inflight();
-    if (start - idle_since >= spin.budget_ns(after_work, due, bulk)) {
-      if (awaits && spin.skipped(bulk)) bump(counters_.spin_skips);
+    Transfer t = Transfer::Small;
+    if (spin.holds()) {
+      if (large_sleeps) {
+        const std::uint64_t started = remote_.large_started() + proxy_.large_started();
+        if (started != large_seen) large = true;
+        large_seen = started;
+        if (!due) large = false;
+      }
+      t = large ? Transfer::Large : bulk_inflight() ? Transfer::Bulk : Transfer::Small;
+    }
+    if (start - idle_since >= spin.budget_ns(after_work, due, t)) {
+      if (awaits && spin.skipped(t)) bump(counters_.spin_skips);
+      if (awaits && t == Transfer::Large) bump(counters_.spin_large_sleeps);
       sleep_until_work();
       idle_since = mono_ns();
       after_work = false;
-    } else {
+    } else if (start - idle_since >= yield_after_ns) {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes
       // outnumber cores it may be runnable on this very CPU, queued behind
@@ -89,7 +116,8 @@ void Engine::run() {
       // (ipc-echo --busy-poll 64 B p50 on an idle 2-core VM: 1.2-1.4 us
       // yielding every turn, 0.41-0.60 us after 2 us; with two CPU hogs
       // 4.5 against 5.8 us: docs/benchmarks/fast-path.md).
-      if (start - idle_since >= yield_after_ns) ::sched_yield();
+      ::sched_yield();
+      yielding = true;  // the next turn may reuse this clock reading (spin_clock.h)
     }
   }
   // Stop: detach everyone so sessions unmap in an orderly way, then say

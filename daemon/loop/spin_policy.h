@@ -28,12 +28,24 @@
 // transfer is in flight (a rendezvous READ, a reply WRITTEN into a window):
 // there the provider has much work to do on those CPUs, and two held spins
 // were measured to slow a 1 MiB call 3.6x; the adaptive spin applies then.
+// A large transfer (one of at least engine-spin-bulk-bytes started since
+// nothing was last in flight) gets no in-flight spin at all where the hold
+// applies: the engine sleeps after the idle spin, as phase 1's datapath did
+// once its adaptive spin had turned itself off, since the provider's copy
+// work on those CPUs takes milliseconds while a wake-up takes far less.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 namespace ferry::daemon {
+
+// What is in flight while answers are due (Engine::transfer_inflight).
+enum class Transfer : std::uint8_t {
+  Small,  // messages only: the hold applies
+  Bulk,   // a rendezvous READ or an op with an exposed buffer: the adaptive spin
+  Large,  // a transfer of engine-spin-bulk-bytes or more (hold mode only): no in-flight spin
+};
 
 class SpinPolicy {
  public:
@@ -50,14 +62,17 @@ class SpinPolicy {
   // remote operations in flight).
   static bool awaits_answers(bool after_work, bool answers_due) noexcept { return after_work && answers_due; }
 
-  // `bulk`: a bulk transfer is in flight (no hold then).
-  std::uint64_t budget_ns(bool after_work, bool answers_due, bool bulk = false) const noexcept {
+  std::uint64_t budget_ns(bool after_work, bool answers_due, Transfer t = Transfer::Small) const noexcept {
     if (!awaits_answers(after_work, answers_due)) return idle_ns_;
-    if (hold_ && !bulk) return std::max(idle_ns_, kHoldNs);
+    if (t == Transfer::Large) return idle_ns_;
+    if (hold_ && t == Transfer::Small) return std::max(idle_ns_, kHoldNs);
     return spin_pays() ? inflight_ns_ : idle_ns_;
   }
-  // Whether a sleep after an awaiting stretch skipped the in-flight spin.
-  bool skipped(bool bulk) const noexcept { return !(hold_ && !bulk) && !spin_pays(); }
+  // Whether a sleep after an awaiting stretch skipped the in-flight spin
+  // because answers came late (a Large transfer's sleep is not a skip).
+  bool skipped(Transfer t) const noexcept {
+    return t != Transfer::Large && !(hold_ && t == Transfer::Small) && !spin_pays();
+  }
 
   // A stretch that awaited answers ended with work waited_ns after it began.
   void record_wait(std::uint64_t waited_ns) noexcept {

@@ -16,6 +16,7 @@ ProxyServer::ProxyServer(const Config& config, peer::ChannelManager& peers, Sess
       counters_(counters),
       staging_limit_(config.staging_bytes),
       max_message_bytes_(config.max_message_bytes),
+      large_bytes_(config.engine_spin_bulk_bytes),
       fault_(fault),
       reads_(peers, sessions, config.max_reads_inflight) {
   proxies_.reserve(1024);
@@ -164,6 +165,7 @@ Outcome ProxyServer::start_read(peer::Channel& ch, std::uint32_t lane, const wir
     return o;
   }
   ++p->reading;
+  if (large_bytes_ != 0 && src.length >= large_bytes_) ++large_started_;
   return o;
 }
 

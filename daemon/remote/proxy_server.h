@@ -56,6 +56,9 @@ class ProxyServer {
   bool staging() const noexcept { return !staged_.empty(); }
   void fill(peer::PeerInfo& p) const noexcept { reads_.fill(p); }
   std::uint32_t reads_inflight() const noexcept { return reads_.active(); }  // rendezvous READs
+  // Rendezvous READs started so far of at least engine-spin-bulk-bytes
+  // (spin_policy.h: Transfer::Large).
+  std::uint64_t large_started() const noexcept { return large_started_; }
 
  private:
   struct Proxy {
@@ -97,6 +100,8 @@ class ProxyServer {
   Counters& counters_;
   std::uint64_t staging_limit_;
   std::uint32_t max_message_bytes_;
+  std::uint32_t large_bytes_;  // engine-spin-bulk-bytes (0: none counts)
+  std::uint64_t large_started_ = 0;
   EngineFault fault_;  // FERRY_FAULT_ENGINE (tests only): off by default
   Rendezvous reads_;
   std::unordered_map<std::uint32_t, Proxy> proxies_;

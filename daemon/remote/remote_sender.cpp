@@ -43,6 +43,7 @@ RemoteSender::RemoteSender(const Config& config, Sessions& sessions, peer::Chann
       remote_access_(remote_access),
       lane_max_message_(lane_max_message),
       eager_response_max_(std::min(config.rdma_eager_response_bytes, lane_max_message)),
+      large_bytes_(config.engine_spin_bulk_bytes),
       windows_(config),
       open_retry_ns_(std::uint64_t{config.connect_timeout_ms} * 4'000'000) {
   overdue_.reserve(64);
@@ -196,6 +197,7 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   if (held.exposed) {
     sessions_.hold(c);
     ++exposed_;
+    if (large_bytes_ != 0 && std::max(op.length, op.resp_length) >= large_bytes_) ++large_started_;
   }
   if (const Status k = open_keys(c, op, s, token, held); k != Status::Ok) {
     // Every window in use: wait like a full send window (keys opened

@@ -102,6 +102,9 @@ class RemoteSender final : public Sink {
   std::size_t inflight() const noexcept { return ops_.size(); }
   // Ops in flight that exposed a buffer (rendezvous source, response window).
   std::uint32_t exposed_inflight() const noexcept { return exposed_; }
+  // Exposed ops started so far whose request or response is at least
+  // engine-spin-bulk-bytes (spin_policy.h: Transfer::Large).
+  std::uint64_t large_started() const noexcept { return large_started_; }
   void fill(peer::PeerInfo& p) const noexcept { windows_.fill(p); }
 
  private:
@@ -138,8 +141,9 @@ class RemoteSender final : public Sink {
   bool remote_access_;
   std::uint32_t lane_max_message_;
   std::uint32_t eager_response_max_;
-  std::uint32_t exposed_ = 0;  // ops holding their session for an exposed buffer  // rdma-eager-response-bytes, capped
-                               // at the lane's largest message
+  std::uint32_t exposed_ = 0;  // ops holding their session for an exposed buffer
+  std::uint32_t large_bytes_;  // engine-spin-bulk-bytes (0: none counts)
+  std::uint64_t large_started_ = 0;
   SendWindows windows_;
   RemoteOpTable ops_{1024};              // Open, Send, Call
   std::vector<std::uint64_t> postable_;  // keys open, the lane had no room: posted again each poll_keys

@@ -59,6 +59,10 @@ cleanup() {
   ip rule del pref 98 2>/dev/null || true
 }
 trap cleanup EXIT
+# Stopped by its check's timeout: the summary of what was measured so far
+# (the bench under a heavily loaded host may not finish its repeats).
+summary() { python3 "$here/bench_summary.py" "$results" "$sizes" "$modes" "$dir/machine.jsonl"; }
+trap 'echo "STOPPED (timeout): the summary of the measurements taken so far"; summary; exit 124' TERM
 # shellcheck source=tests/rdma/bench-peers.sh
 source "$here/bench-peers.sh"
 # shellcheck source=tests/rdma/ferry-modes.sh
@@ -270,6 +274,6 @@ done
 has ferry && check_lanes
 daemons=("${pids[@]}") && stop_daemons
 
-python3 "$here/bench_summary.py" "$results" "$sizes" "$modes" "$dir/machine.jsonl"
+summary
 echo "failures: $failures"
 ((failures == 0))

@@ -179,7 +179,9 @@ peer_scenario() { # peer_scenario NAME TOOL SIZE
   port=$((port + 1))
 }
 
-names=()
+names=() done_names=()
+# Stopped by its check's timeout: the table of the scenarios counted so far.
+trap 'echo "STOPPED (timeout): the scenarios counted so far"; ((${#done_names[@]})) && python3 "$here/count_calls.py" "$dir" "$window" "${done_names[@]}"; exit 124' TERM
 for sc in $scenarios; do
   kind=${sc%%:*} size=${sc#*:} name=${sc/:/-}
   names+=("$name")
@@ -189,5 +191,6 @@ for sc in $scenarios; do
     *) echo "unknown scenario $sc" >&2; exit 2 ;;
   esac
   echo "counted $name"
+  done_names+=("$name")
 done
 python3 "$here/count_calls.py" "$dir" "$window" "${names[@]}"

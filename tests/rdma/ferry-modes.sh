@@ -14,7 +14,10 @@ mode_flags() {
   case $1 in
     default) ;;
     # The defaults before the spin hold and eager responses (phase 1's datapath).
-    before) ferryd_flags=(--engine-spin-hold off --rdma-eager-response-bytes 0) ;;
+    before) ferryd_flags=(--engine-spin-hold off --rdma-eager-response-bytes 0 --engine-clock-stride 1) ;;
+    # Phase 2's defaults (held spin, eager responses), before the clock
+    # stride and the sleep during large transfers.
+    phase2) ferryd_flags=(--engine-clock-stride 1 --engine-spin-bulk-bytes 0) ;;
     busy) ferryd_flags=(--engine-spin-us "$spin_us"); bench_flags=(--busy-poll) ;;
     arena) ferryd_flags=(--rdma-windows 0) ;;
     busy-arena) ferryd_flags=(--engine-spin-us "$spin_us" --rdma-windows 0); bench_flags=(--busy-poll) ;;
@@ -24,6 +27,8 @@ mode_flags() {
     nospin-arena) ferryd_flags=(--engine-spin-us 0 --engine-spin-inflight-us 0 --rdma-windows 0) ;;
     # The in-flight spin off: 50 us like an idle stretch.
     shortspin) ferryd_flags=(--engine-spin-inflight-us 50) ;;
+    # The engines sleep after the idle spin, never spinning for answers.
+    noinflight) ferryd_flags=(--engine-spin-inflight-us 0 --engine-spin-hold off) ;;
     busy-nospin) ferryd_flags=(--engine-spin-us 0 --engine-spin-inflight-us 0); bench_flags=(--busy-poll) ;;
     # One vCPU per "host": daemon A and the client on 0, daemon B and the server on 1.
     pin-hosts) pin_a=0 pin_client=0 pin_b=1 pin_server=1 ;;

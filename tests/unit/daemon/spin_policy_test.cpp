@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 using ferry::daemon::SpinPolicy;
+using ferry::daemon::Transfer;
 
 TEST_CASE("spin budget: long only after work while answers are due", "[spin]") {
   const SpinPolicy p(50, 1000);
@@ -71,12 +72,17 @@ TEST_CASE("spin budget: a held in-flight spin does not turn itself off", "[spin]
   // Slow answers (a loaded VM, a server computing) leave the hold on ...
   for (int i = 0; i < 100; ++i) p.record_wait(5'000'000);
   CHECK(p.budget_ns(true, true) == SpinPolicy::kHoldNs);
-  CHECK_FALSE(p.skipped(false));
+  CHECK_FALSE(p.skipped(Transfer::Small));
   // ... but a bulk transfer in flight gets the adaptive spin, here off.
-  CHECK(p.budget_ns(true, true, true) == 50'000);
-  CHECK(p.skipped(true));
+  CHECK(p.budget_ns(true, true, Transfer::Bulk) == 50'000);
+  CHECK(p.skipped(Transfer::Bulk));
   SpinPolicy quick(50, 1000, true);
-  CHECK(quick.budget_ns(true, true, true) == 1'000'000);  // quick answers: the adaptive long spin
+  CHECK(quick.budget_ns(true, true, Transfer::Bulk) == 1'000'000);  // quick answers: the adaptive long spin
+  // A large transfer: no in-flight spin at all, however quick the answers
+  // were, and that sleep is the policy's choice, not a skip.
+  CHECK(quick.budget_ns(true, true, Transfer::Large) == 50'000);
+  CHECK_FALSE(quick.skipped(Transfer::Large));
+  CHECK(quick.budget_ns(true, false, Transfer::Large) == 50'000);
   // Without hold the same waits turn the spin off (the old behaviour).
   SpinPolicy adaptive(50, 1000, false);
   CHECK_FALSE(adaptive.holds());
