@@ -207,12 +207,12 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   // leaves from and lands in them without per-message registration (only
   // the tx arena is reachable by peers: segment_mr.h).
   SegmentMr mr;
-  if (ibv_pd* pd = engine_.rdma_pd()) {
+  if (engine_.rdma_pd() != nullptr) {
     std::string why;
     const auto& lay = seg.value.view.layout;
     std::byte* base = static_cast<std::byte*>(seg.value.view.base);
-    const Status s = SegmentMr::make(pd, base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset, lay.rx_bytes,
-                                     engine_.per_call_keys(), &mr, &why);
+    const Status s = SegmentMr::make(engine_.rdma_pds(), base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
+                                     lay.rx_bytes, engine_.per_call_keys(), &mr, &why);
     if (s != Status::Ok) {
       spdlog::warn(
           "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "

@@ -186,8 +186,15 @@ constexpr ConfigKey kKeys[] = {
      .access = listen_access},
     {.name = "transport", .section = kServing, .kind = ValueKind::Choice, .choices = "rdma|tcp|auto",
      .summary = "data transport; auto: rdma when an RDMA device exists, else tcp", .access = transport_access},
-    {.name = "device", .section = kServing, .value_name = "NAME",
-     .summary = "RDMA device name (see ibv_devices), e.g. mlx5_0; empty: the first found",
+    {.name = "device", .section = kServing, .value_name = "NAME[,NAME...]|all",
+     .summary = "RDMA device(s) for the data lanes, e.g. mlx5_0 or mlx5_0,mlx5_1; all: every device with an IPv4 "
+                "RoCE v2 GID; empty: the device of the --listen address",
+     .details = "Several devices make several rails (docs/rails.md): the lanes of every channel spread over them "
+                "(lane i on the i-th rail that is up), client segments are registered on each, and a rail whose "
+                "port goes down is taken out (its lanes rebuild on the others, losing nothing) until it is up "
+                "again. NAME@ADDR gives a device's local IPv4 address; without it the address is the --listen host "
+                "when the device has it, else the device's first IPv4 RoCE v2 GID. The rail of the --listen "
+                "address comes first. At most 4.",
      .access = text<&Config::device>()},
     {.name = "gid-index", .section = kServing, .value_name = "auto|N",
      .summary = "RDMA source GID index: auto (the RoCE v2 GID of the listen address) or 0..255",

@@ -2,6 +2,7 @@
 // bump is one uncontended add), read by the control thread for status.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 
@@ -9,7 +10,18 @@ namespace ferry::daemon {
 
 using Counter = std::atomic<std::uint64_t>;
 
+// One rail of the lane transport (daemon/rails/rail_set.h), copied from the
+// rail set with each peer snapshot; status JSON's "rails" shows them.
+struct RailCounters {
+  Counter up{1};        // 1: in use; 0: taken out (its port is down)
+  Counter lanes{0};     // connections open on it
+  Counter tx_bytes{0};  // payload bytes posted on it
+  Counter failures{0};  // times it was taken out
+  Counter returns{0};   // times it came back
+};
+
 struct Counters {
+  std::array<RailCounters, 4> rails{};  // transport::kMaxRails; status JSON "rails"
   // Real, local datapath.
   Counter attaches{0};
   Counter detaches{0};
@@ -62,6 +74,7 @@ struct Counters {
   Counter busy_backoffs{0};       // remote ops the peer refused Busy, held here and sent again after a backoff
   Counter redials_deferred{0};    // Opens refused PeerUnreachable without a dial: the address failed just before
   Counter lane_breaks{0};         // data lane connections lost or dropped (recoveries: those rebuilt)
+  Counter rail_moves{0};          // lanes moved back to a rail that came back (each also a lane break)
   Counter duplicates_dropped{0};  // lane messages received twice (by lane_seq) and dropped
   // Channels on demand (max-channels).
   Counter channels_opened{0};    // channels that came Up (first or again)
@@ -138,6 +151,7 @@ void for_each_counter(const Counters& c, F&& f) {
   f("busy_backoffs", c.busy_backoffs);
   f("redials_deferred", c.redials_deferred);
   f("lane_breaks", c.lane_breaks);
+  f("rail_moves", c.rail_moves);
   f("duplicates_dropped", c.duplicates_dropped);
   f("channels_opened", c.channels_opened);
   f("channels_evicted", c.channels_evicted);

@@ -105,6 +105,7 @@ int run_daemon(const Config& config) {
   AttachServer attach(io, live, engine, epoch);
   DaemonFacts facts{&live, &counters, engine.transport_name(), epoch, std::chrono::steady_clock::now(), false, {}};
   facts.peers = [&engine] { return peer::peers_json(engine.peers_snapshot()); };
+  facts.rails = &engine.rail_facts();
   ControlCommands commands;
   commands.status = [&] {
     facts.draining = attach.draining();

@@ -79,6 +79,7 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
   std::vector<ServiceOwner> owners;
   if (auto bad = parse_service_owners(config_.service_owners, owners)) throw std::runtime_error(*bad);  // start-up only
   local_.reserve_names(std::move(owners));
+  peers_->set_rails(transports_.rails);  // several rails: lanes spread over them
   listen();
   transports_.release_owner();  // set up on this thread, owned by the engine thread from run() on
 }

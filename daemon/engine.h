@@ -25,6 +25,7 @@ struct ibv_pd;
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,10 +77,14 @@ class Engine final : private peer::ChannelEvents {
   std::vector<peer::PeerInfo> peers_snapshot() const;
   // What carries the data lanes of channels: "rdma" or "tcp" (status JSON).
   const std::string& transport_name() const noexcept { return transports_.name; }
+  // The lanes' rails (fixed at start-up; empty on tcp), for status JSON.
+  const std::vector<RailFacts>& rail_facts() const noexcept { return transports_.rail_facts; }
   // Any thread: the rdma data transport's PD (client segments are
   // registered on it at attach), nullptr when the lanes are not rdma. Set
   // before the engine thread starts, never changed.
   ibv_pd* rdma_pd() const noexcept { return transports_.pd; }
+  // Every rail's PD (rdma_pd() first; null past the last rail).
+  std::span<ibv_pd* const> rdma_pds() const noexcept { return transports_.pds; }
   // Any thread, fixed before the engine thread starts: peers get a key per
   // call (memory windows) rather than the tx arena's (remote_keys.h).
   bool per_call_keys() const noexcept { return transports_.keys.per_call(); }

@@ -10,40 +10,54 @@ namespace ferry::daemon {
 #if FERRY_HAVE_RDMA
 
 SegmentMr::~SegmentMr() {
-  transport::rdma::deregister_region(tx_);
-  transport::rdma::deregister_region(rx_);
+  for (ibv_mr* mr : tx_) transport::rdma::deregister_region(mr);
+  for (ibv_mr* mr : rx_) transport::rdma::deregister_region(mr);
 }
 
-Status SegmentMr::make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
-                       SegmentMr* out, std::string* why) {
+Status SegmentMr::make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len,
+                       bool windows, SegmentMr* out, std::string* why) {
   namespace rdma = transport::rdma;
   SegmentMr m;
-  auto t = rdma::register_region(pd, tx, tx_len, windows ? rdma::kWindowAccess : rdma::kRemoteAccess);
-  if (t) m.tx_ = t.value;
-  auto r = t ? rdma::register_region(pd, rx, rx_len, rdma::kLocalAccess) : t;
-  if (!t || !r) {
-    *why = std::string(to_string(!t ? t.status : r.status)) + " (the transport logged why)";
-    return Status::NoMemory;  // `m` deregisters what did succeed
+  for (std::size_t i = 0; i < pds.size() && i < m.tx_.size() && pds[i] != nullptr; ++i) {
+    auto t = rdma::register_region(pds[i], tx, tx_len, windows ? rdma::kWindowAccess : rdma::kRemoteAccess);
+    if (t) m.tx_[i] = t.value;
+    auto r = t ? rdma::register_region(pds[i], rx, rx_len, rdma::kLocalAccess) : t;
+    if (!t || !r) {
+      *why = std::string(to_string(!t ? t.status : r.status)) + " (the transport logged why)" +
+             (i == 0 ? std::string() : " on rail " + std::to_string(i));
+      return Status::NoMemory;  // `m` deregisters what did succeed
+    }
+    m.rx_[i] = r.value;
   }
-  m.rx_ = r.value;
   *out = std::move(m);
   return Status::Ok;
 }
 
-transport::MemoryHandle SegmentMr::tx() const noexcept { return transport::rdma::handle_of(tx_); }
-transport::MemoryHandle SegmentMr::rx() const noexcept { return transport::rdma::handle_of(rx_); }
+transport::MemoryHandle SegmentMr::handle(const Mrs& mrs) noexcept {
+  transport::MemoryHandle h = transport::rdma::handle_of(mrs[0]);
+  for (std::size_t i = 0; i < mrs.size(); ++i) h.rail_lkey[i] = mrs[i] != nullptr ? mrs[i]->lkey : 0;
+  return h;
+}
+
+transport::MemoryHandle SegmentMr::tx() const noexcept { return handle(tx_); }
+transport::MemoryHandle SegmentMr::rx() const noexcept { return handle(rx_); }
+std::uint32_t SegmentMr::tx_rkey(std::uint32_t rail) const noexcept {
+  return rail < tx_.size() && tx_[rail] != nullptr ? tx_[rail]->rkey : 0;
+}
 
 #else
 
 SegmentMr::~SegmentMr() = default;
 
-Status SegmentMr::make(ibv_pd*, void*, std::size_t, void*, std::size_t, bool, SegmentMr*, std::string* why) {
+Status SegmentMr::make(std::span<ibv_pd* const>, void*, std::size_t, void*, std::size_t, bool, SegmentMr*,
+                       std::string* why) {
   *why = "built without rdma support";
   return Status::NotSupported;
 }
 
 transport::MemoryHandle SegmentMr::tx() const noexcept { return {}; }
 transport::MemoryHandle SegmentMr::rx() const noexcept { return {}; }
+std::uint32_t SegmentMr::tx_rkey(std::uint32_t) const noexcept { return 0; }
 
 #endif
 
@@ -52,7 +66,7 @@ SegmentMr& SegmentMr::operator=(SegmentMr&& o) noexcept {
     SegmentMr gone(std::move(*this));
     tx_ = o.tx_;
     rx_ = o.rx_;
-    o.tx_ = o.rx_ = nullptr;
+    o.tx_ = o.rx_ = {};
   }
   return *this;
 }

@@ -14,12 +14,19 @@
 // a peer daemon can neither read what other clients sent this one nor touch
 // the rings.
 //
+// With several rails (docs/rails.md) both arenas are registered on every
+// rail's PD: tx()/rx() carry each rail's lkey (MemoryHandle::rail_lkey, the
+// rail set posts with the one of the WR's rail) and tx_rkey(rail) is the key
+// a peer uses through a lane on that rail.
+//
 // The session must outlive every WR that names these keys: the engine counts
 // them (ClientSession::zc_inflight) and keeps a detached session retired
 // until they have completed (engine.h, zc_*).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 
 #include "ferry/status.h"
@@ -34,7 +41,7 @@ class SegmentMr {
  public:
   SegmentMr() = default;
   ~SegmentMr();
-  SegmentMr(SegmentMr&& o) noexcept : tx_(o.tx_), rx_(o.rx_) { o.tx_ = o.rx_ = nullptr; }
+  SegmentMr(SegmentMr&& o) noexcept : tx_(o.tx_), rx_(o.rx_) { o.tx_ = o.rx_ = {}; }
   SegmentMr& operator=(SegmentMr&& o) noexcept;
   SegmentMr(const SegmentMr&) = delete;
   SegmentMr& operator=(const SegmentMr&) = delete;
@@ -42,23 +49,28 @@ class SegmentMr {
   // Registers the tx arena [tx, tx+tx_len) for local write and either
   // memory-window binds (`windows`: per-call keys, remote_keys.h; the MR's
   // own rkey then grants nothing) or remote read/write, the rx arena
-  // [rx, rx+rx_len) for local write only, on `pd`. NoMemory (with *why) when
+  // [rx, rx+rx_len) for local write only, on each of `pds` (the rails';
+  // null entries end the list). NoMemory (with *why) when
   // the device refuses (pinned-memory limit, MR count); NotSupported without
   // rdma support.
-  [[nodiscard]] static Status make(ibv_pd* pd, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len, bool windows,
-                                   SegmentMr* out, std::string* why);
+  [[nodiscard]] static Status make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_len, void* rx,
+                                   std::size_t rx_len, bool windows, SegmentMr* out, std::string* why);
 
-  bool valid() const noexcept { return tx_ != nullptr; }
+  bool valid() const noexcept { return tx_[0] != nullptr; }
   // Keys of the tx arena: lkey for payloads sent from it, rkey for the
   // descriptors a peer uses on it.
   transport::MemoryHandle tx() const noexcept;
   // Keys of the rx arena: lkey only (its rkey grants nothing remote).
   transport::MemoryHandle rx() const noexcept;
-  ibv_mr* tx_mr() const noexcept { return tx_; }  // what memory windows bind to
+  // The tx arena's rkey on rail `rail` (0 when not registered there).
+  std::uint32_t tx_rkey(std::uint32_t rail) const noexcept;
+  ibv_mr* tx_mr() const noexcept { return tx_[0]; }  // what memory windows bind to (single rail)
 
  private:
-  ibv_mr* tx_ = nullptr;
-  ibv_mr* rx_ = nullptr;
+  using Mrs = std::array<ibv_mr*, transport::kMaxRails>;
+  static transport::MemoryHandle handle(const Mrs& mrs) noexcept;
+  Mrs tx_{};
+  Mrs rx_{};
 };
 
 }  // namespace ferry::daemon

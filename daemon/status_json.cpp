@@ -18,6 +18,29 @@ std::uint64_t seconds_since(std::chrono::steady_clock::time_point t) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
 
+// One object per rail of the rdma lanes (empty on tcp). Additive: a
+// single-rail daemon lists its one device.
+json::Value rails_json(const DaemonFacts& f) {
+  json::Array a;
+  if (f.rails == nullptr) return json::Value(std::move(a));
+  for (std::size_t i = 0; i < f.rails->size() && i < f.counters->rails.size(); ++i) {
+    const RailFacts& r = (*f.rails)[i];
+    const RailCounters& c = f.counters->rails[i];
+    json::Object o;
+    o["rail"] = json::Value(static_cast<std::uint64_t>(i));
+    o["name"] = r.name;
+    o["address"] = r.address;
+    o["gid_index"] = json::Value(static_cast<std::int64_t>(r.gid_index));
+    o["state"] = std::string(read(c.up) != 0 ? "up" : "down");
+    o["lanes"] = json::Value(read(c.lanes));
+    o["tx_bytes"] = json::Value(read(c.tx_bytes));
+    o["failures"] = json::Value(read(c.failures));
+    o["returns"] = json::Value(read(c.returns));
+    a.emplace_back(std::move(o));
+  }
+  return json::Value(std::move(a));
+}
+
 }  // namespace
 
 json::Value counters_json(const Counters& c) {
@@ -43,6 +66,7 @@ json::Value status_json(const DaemonFacts& f, std::size_t client_count) {
   o["cpu_user_us"] = json::Value(to_us(ru.ru_utime));
   o["cpu_sys_us"] = json::Value(to_us(ru.ru_stime));
   o["draining"] = f.draining;
+  o["rails"] = rails_json(f);
   return json::Value(std::move(o));
 }
 

@@ -14,6 +14,7 @@
 #include "daemon/client_session.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "daemon/rails/rail_facts.h"
 
 namespace ferry::daemon {
 
@@ -24,7 +25,8 @@ struct DaemonFacts {
   std::uint64_t epoch = 0;
   std::chrono::steady_clock::time_point started;
   bool draining = false;
-  std::function<json::Value()> peers;  // the channel table (engine snapshot); empty array when unset
+  std::function<json::Value()> peers;             // the channel table (engine snapshot); empty array when unset
+  const std::vector<RailFacts>* rails = nullptr;  // the rdma lanes' rails (status "rails"); null: none
 };
 
 json::Value counters_json(const Counters& c);

@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "daemon/rails/rail_config.h"
 #include "daemon/target.h"
 #include "ferry_config.h"
 #include "transport/tcp/tcp_transport.h"
 #if FERRY_HAVE_RDMA
+#include "daemon/rails/rail_set.h"
 #include "transport/rdma/rdma_transport.h"
 #endif
 
@@ -20,10 +22,13 @@ namespace {
 
 // RDMA devices as the kernel lists them; no libibverbs needed to look.
 std::string first_rdma_device(const std::string& wanted) {
+  // A list ("rxe0,rxe1", "rxe0@ADDR"): its first device; "all": any.
+  std::string first = wanted.substr(0, wanted.find_first_of(",@"));
+  if (first == "all") first.clear();
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
     std::string name = entry.path().filename().string();
-    if (wanted.empty() || name == wanted) return name;
+    if (first.empty() || name == first) return name;
   }
   return {};
 }
@@ -40,6 +45,41 @@ transport::rdma::RdmaConfig rdma_config(const Config& config) {
   rc.connect_timeout_ms = config.connect_timeout_ms;
   rc.ack_timeout = static_cast<std::uint8_t>(config.rdma_ack_timeout);
   return rc;
+}
+
+// Several rails: a RdmaTransport per rail behind one RailSet. Any rail that
+// cannot be made fails start-up (a rail silently missing would halve the
+// bandwidth with nobody told).
+DataTransport make_rails(const Config& config, const std::vector<rails::RailSpec>& specs, DataTransport out) {
+  std::vector<std::unique_ptr<transport::rdma::RdmaTransport>> made;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    transport::rdma::RdmaConfig rc = rdma_config(config);
+    rc.device = specs[i].device;
+    rc.address = specs[i].address;
+    auto t = transport::rdma::RdmaTransport::create(rc);
+    if (!t) {
+      out.error = "rail " + std::to_string(i) + " (device " + specs[i].device + ", address " + specs[i].address +
+                  "): RdmaTransport failed (" + std::string(to_string(t.status)) + ")";
+      if (config.transport != Transport::Rdma) {
+        out.choice = {"tcp", "transport auto -> tcp: " + out.error};
+        out.error.clear();
+      }
+      return out;
+    }
+    spdlog::info("rail {}: device {} address {} gid index {} ({}: {})", i, t.value->device_name(), rc.address,
+                 t.value->gid().index, t.value->gid().gid, t.value->gid().reason);
+    made.push_back(std::move(t.value));
+  }
+  out.choice.reason += "; data lanes on " + std::to_string(made.size()) + " rails (eager threshold " +
+                       std::to_string(config.eager_threshold) + " B)";
+  out.pd = made[0]->pd();
+  out.gid_index = made[0]->gid().index;
+  out.software_rdma = made[0]->software_provider();
+  out.rdma_stats = &made[0]->stats();
+  auto set = std::make_unique<rails::RailSet>(std::move(made));
+  out.rails = set.get();
+  out.transport = std::move(set);
+  return out;
 }
 #endif
 
@@ -65,7 +105,23 @@ DataTransport make_data_transport(const Config& config) {
   out.choice = choose_transport(config);
   if (out.choice.name == "tcp") return out;
 #if FERRY_HAVE_RDMA
-  auto t = transport::rdma::RdmaTransport::create(rdma_config(config));
+  std::string listen_host;
+  if (auto hp = parse_host_port(config.listen)) listen_host = hp->host;
+  std::string bad;
+  auto specs = rails::resolve_rails(config.device, listen_host, "/sys", &bad);
+  if (!specs) {
+    if (config.transport == Transport::Rdma) {
+      out.error = "transport rdma requested but " + bad;
+    } else {
+      out.choice = {"tcp", "transport auto -> tcp: " + bad};
+    }
+    return out;
+  }
+  if (specs->size() > 1) return make_rails(config, *specs, std::move(out));
+  transport::rdma::RdmaConfig one = rdma_config(config);
+  one.device = (*specs)[0].device;
+  if (!(*specs)[0].address.empty()) one.address = (*specs)[0].address;
+  auto t = transport::rdma::RdmaTransport::create(one);
   if (t) {
     const std::string dev = t.value->device_name();
     out.choice.reason += "; data lanes on " + dev + " (gid index " + std::to_string(t.value->gid().index) +
@@ -119,11 +175,43 @@ void make_transports(const Config& config, Transports& out) {
   out.pd = data.pd;
   out.software_rdma = data.software_rdma;
   out.rdma_stats = data.rdma_stats;
+  out.rails = data.rails;
+  out.pds[0] = out.pd;
+#if FERRY_HAVE_RDMA
+  if (out.rails != nullptr) {
+    for (std::uint32_t i = 0; i < out.rails->count(); ++i) {
+      out.pds[i] = out.rails->pd(i);
+      const rails::RailInfo& r = out.rails->info(i);
+      out.rail_facts.push_back({r.name, r.address, r.gid_index});
+    }
+    // Memory windows belong to one PD; a peer's READ/WRITE uses the key of
+    // the rail its lane is on, so with several rails the keys are the tx
+    // arena's, one per rail (docs/rails.md).
+    spdlog::info("{} rails: remote keys are per rail and arena-wide (per-call memory windows are single-rail)",
+                 out.rails->count());
+    return;
+  }
+  if (out.pd != nullptr) {
+    const auto* one = static_cast<const transport::rdma::RdmaTransport*>(out.lanes.get());
+    out.rail_facts.push_back({one->device_name(), one->config().address, one->gid().index});
+  }
+#endif
   if (out.pd != nullptr) (void)out.keys.enable(out.pd, data.gid_index, config.rdma_windows);  // logs either way
 }
 
 void publish_rdma_stats(const Transports& t, Counters& counters) noexcept {
 #if FERRY_HAVE_RDMA
+  if (t.rails != nullptr) {
+    for (std::uint32_t i = 0; i < t.rails->count() && i < counters.rails.size(); ++i) {
+      const rails::RailInfo& r = t.rails->info(i);
+      RailCounters& c = counters.rails[i];
+      c.up.store(r.up ? 1 : 0, std::memory_order_relaxed);
+      c.lanes.store(r.lanes, std::memory_order_relaxed);
+      c.tx_bytes.store(r.tx_bytes, std::memory_order_relaxed);
+      c.failures.store(r.failures, std::memory_order_relaxed);
+      c.returns.store(r.returns, std::memory_order_relaxed);
+    }
+  }
   if (t.rdma_stats == nullptr) return;
   const transport::rdma::RdmaStats& s = *t.rdma_stats;
   const auto set = [](Counter& c, std::uint64_t v) { c.store(v, std::memory_order_relaxed); };

@@ -4,16 +4,23 @@
 // RC QPs of one RdmaTransport (one PD, CQ and set of receive slabs,
 // registered once here at start-up).
 //
+// With --device naming several devices (or "all"), the lanes run on a
+// rails::RailSet: one RdmaTransport per rail, each with its own PD, and
+// client segments are registered on every rail's PD (docs/rails.md).
+//
 // auto: rdma when ferryd was built with rdma support and RdmaTransport::create
 // succeeds for --device / the --listen address (a device exists, its port
 // has the address's RoCE v2 GID); tcp otherwise. The reason is logged.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "daemon/rails/rail_facts.h"
 #include "daemon/remote/remote_keys.h"
 #include "transport/transport.h"
 
@@ -24,6 +31,10 @@ struct RdmaStats;
 }
 
 namespace ferry::daemon {
+
+namespace rails {
+class RailSet;
+}
 
 struct TransportChoice {
   std::string name;    // "rdma" or "tcp"
@@ -43,6 +54,7 @@ struct DataTransport {
   int gid_index = -1;
   bool software_rdma = false;                              // rxe or siw: the NIC is kernel code on our CPUs
   const transport::rdma::RdmaStats* rdma_stats = nullptr;  // the rdma transport's datapath counters
+  rails::RailSet* rails = nullptr;                         // several rails: `transport` is this RailSet
 };
 
 // Start-up only. For rdma, the transport is created on this thread; the caller
@@ -58,8 +70,13 @@ struct Transports {
   std::unique_ptr<transport::Transport> lanes;
   std::string name;                    // what carries the lanes: "rdma" or "tcp" (status JSON)
   std::uint32_t lane_max_message = 0;  // largest Send/Call/Response payload over a lane
-  ibv_pd* pd = nullptr;                // rdma: segments are registered on it at attach
-  bool software_rdma = false;          // lanes on rxe or siw (engine-spin-hold auto)
+  ibv_pd* pd = nullptr;                // rdma: segments are registered on it at attach (rail 0's)
+  // Several rails: the lane transport as a RailSet, and every rail's PD
+  // (pds[0] == pd): segments are registered on each.
+  rails::RailSet* rails = nullptr;
+  std::array<ibv_pd*, transport::kMaxRails> pds{};
+  std::vector<RailFacts> rail_facts;  // rdma: one per rail (one for a single rdma transport)
+  bool software_rdma = false;         // lanes on rxe or siw (engine-spin-hold auto)
   // The rdma lanes' datapath counters (engine thread only), for status.
   const transport::rdma::RdmaStats* rdma_stats = nullptr;
   RemoteKeys keys;  // keys peers get to client memory (closed before the segments' MRs go)

@@ -61,11 +61,18 @@ constexpr std::string_view to_string(WrOp op) noexcept {
   return "Unknown";
 }
 
+// Rails (NICs) one daemon's lanes may spread over (daemon/rails/).
+inline constexpr std::uint32_t kMaxRails = 4;
+
 // A registered memory region. TCP needs none; rdma fills lkey/rkey.
+// rail_lkey: the same memory's lkey on each rail of a multi-rail lane
+// transport (0: not registered there); the rail set posts a WR with the
+// key of the rail its connection is on.
 struct MemoryHandle {
   std::uint64_t id = 0;
   std::uint32_t lkey = 0;
   std::uint32_t rkey = 0;
+  std::array<std::uint32_t, kMaxRails> rail_lkey{};
 };
 
 // One work request. The payload is not copied: it must stay valid and

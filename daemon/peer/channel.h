@@ -64,7 +64,7 @@ struct LaneAuth {
   bool challenged = false;  // the acceptor's Challenge arrived
   wire::AuthNonce challenge{};
   wire::AuthNonce conn_nonce{};  // the dialer's nonce for this connection
-  std::array<std::byte, wire::kHandshakeMaxBytes> hello{};
+  std::array<std::byte, wire::kHandshakeMaxWithRails> hello{};
   std::uint32_t hello_len = 0;
 };
 
@@ -78,6 +78,15 @@ struct Channel {
   std::uint64_t peer_epoch = 0;  // 0 until the handshake tells
   wire::Negotiated negotiated{};
   std::uint32_t superseded_by = 0;  // Draining duplicate: the channel that won
+
+  // The peer's rails (its handshake's rails block; count 0: one rail, at
+  // `host`): lane i dials the peer rail paired with the local rail it
+  // leaves from (daemon/rails/rail_set.h). rail_skip: failed dials of the
+  // lane, each moving it on to the next rail that is up.
+  std::array<std::uint32_t, wire::kMaxHandshakeRails> peer_rails{};
+  std::uint8_t peer_rail_count = 0;
+  std::array<std::uint8_t, kMaxLanes> rail_skip{};
+  std::uint64_t rail_returns_seen = 0;  // RailSet::returns_total() when the lanes last sat on their own rails
 
   transport::ConnId bootstrap = transport::kInvalidConn;
   LaneStats bootstrap_stats;
@@ -113,7 +122,7 @@ struct Channel {
   // Our Hello/HelloAck payload for this channel (it carries the channel's
   // nonce and proof); hello_len 0: the manager's shared payload. Here, not on
   // the stack: a posted WR's payload must stay valid until it is sent.
-  std::array<std::byte, wire::kHandshakeMaxBytes> hello{};
+  std::array<std::byte, wire::kHandshakeMaxWithRails> hello{};
   std::uint32_t hello_len = 0;
   std::array<LaneAuth, kMaxLanes> lane_auth{};  // per lane connection: hello_proof.h
 

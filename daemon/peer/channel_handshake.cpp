@@ -22,11 +22,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/heartbeat.h"
 #include "daemon/peer/hello_proof.h"
+#include "daemon/rails/rail_set.h"
+#include "ferry_config.h"
 
 namespace ferry::daemon::peer {
 
@@ -39,6 +42,8 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.initial_credits = recv_depth_;  // receives each lane posts: the peer's credits (lane.h)
   hs.max_message_bytes = cfg_.max_message_bytes;
   if (auth_.on()) hs.capabilities |= wire::kCapAuth;
+  hs.rail_count = rail_count_;
+  hs.rail_ipv4 = rail_ipv4_;
   return hs;
 }
 
@@ -265,6 +270,8 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
+    ch.peer_rails = remote.rail_ipv4;
+    ch.peer_rail_count = remote.rail_count;
     open_lanes(ch, now_ns);
     return;
   }
@@ -385,11 +392,34 @@ void ChannelManager::lane_proof_refused(const Channel& ch, transport::ConnId con
   refuse(conn, h.token, Status::PermissionDenied, on_lanes);
 }
 
+Result<transport::ConnId> ChannelManager::dial_lane(Channel& ch, std::uint32_t lane) {
+#if FERRY_HAVE_RDMA
+  // Lane i leaves from the i-th rail that is up (after its failed dials,
+  // the next ones) to the peer's rail of the same index (modulo its rails).
+  const std::uint32_t r = rails_->pick(lane, ch.rail_skip[lane]);
+  if (r >= rails_->count()) return Result<transport::ConnId>::fail(Status::PeerUnreachable);  // no rail is up
+  std::string host = ch.host;
+  if (ch.peer_rail_count != 0) {
+    char buf[INET_ADDRSTRLEN] = {};
+    in_addr a{};
+    a.s_addr = ch.peer_rails[r % ch.peer_rail_count];
+    if (inet_ntop(AF_INET, &a, buf, sizeof buf) != nullptr) host = buf;
+  }
+  spdlog::info("channel {} ({}) lane {}: dialling {} from rail {} ({} {})", ch.id, ch.address, lane, host, r,
+               rails_->info(r).name, rails_->info(r).address);
+  return rails_->connect_on(r, host, ch.port);
+#else
+  (void)lane;
+  return lanes_.connect_async(ch.host, ch.port);
+#endif
+}
+
 bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
   const bool on_lanes = lane >= 0;
   transport::Transport& t = via(on_lanes);
   bool pending = true;
-  auto conn = t.connect_async(ch.host, ch.port);
+  auto conn = on_lanes && rails_ != nullptr ? dial_lane(ch, static_cast<std::uint32_t>(lane))
+                                            : t.connect_async(ch.host, ch.port);
   if (conn.status == Status::NotSupported) {
     conn = t.connect(ch.host, ch.port);
     pending = false;
@@ -440,6 +470,7 @@ bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::u
   Lane& l = ch.lanes[lane];
   if (l.conn() != transport::kInvalidConn) conns_.erase(l.conn(), true);
   l.set_conn(transport::kInvalidConn);
+  ++ch.rail_skip[lane];  // several rails: the next dial tries the next one
   if (ch.usable() && l.broken()) {
     spdlog::info("channel {} ({}) lane {}: connect for the rebuild failed; dialling again in {} ms", ch.id, ch.address,
                  lane, kLaneRedialNs / 1'000'000);

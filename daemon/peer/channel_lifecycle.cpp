@@ -33,6 +33,8 @@
 
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/heartbeat.h"
+#include "daemon/rails/rail_set.h"
+#include "ferry_config.h"
 
 namespace ferry::daemon::peer {
 
@@ -121,6 +123,39 @@ void ChannelManager::channel_tick(Channel& ch, std::uint64_t now_ns) {
     if (l.owes_for_data()) (void)l.post_credit();  // not taken: the next tick tries again
     if (l.waiting()) flush(ch, i);                 // after a Busy send queue
   }
+  if (rails_ != nullptr && ch.usable()) rails_back(ch, now_ns);
+}
+
+void ChannelManager::rails_back(Channel& ch, std::uint64_t now_ns) {
+#if FERRY_HAVE_RDMA
+  // A rail came back: the initiator moves each lane that left its own rail
+  // back there (a deliberate rebuild: the ring replays what the peer has not
+  // confirmed, so nothing is lost), one lane per tick so traffic never
+  // stands still on every lane at once.
+  const std::uint64_t returns = rails_->returns_total();
+  if (ch.rail_returns_seen == returns) return;
+  if (!ch.initiated) {
+    ch.rail_returns_seen = returns;
+    return;
+  }
+  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
+    Lane& l = ch.lanes[i];
+    if (l.broken() || !l.joined() || l.conn() == transport::kInvalidConn) return;  // settle first, next tick
+  }
+  ch.rail_skip = {};
+  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
+    const std::uint32_t want = rails_->pick(i, 0);
+    const std::uint32_t now_on = rails::RailSet::rail_of(ch.lanes[i].conn());
+    if (want >= rails_->count() || want == now_on) continue;
+    bump(counters_.rail_moves);
+    break_lane(ch, i, fmt::format("rail {} is back; moving the lane from rail {} to it", want, now_on), now_ns);
+    return;  // the next one at a later tick
+  }
+  ch.rail_returns_seen = returns;
+#else
+  (void)ch;
+  (void)now_ns;
+#endif
 }
 
 void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {

@@ -6,7 +6,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+
+#include "daemon/rails/rail_set.h"
+#include "ferry_config.h"
 
 namespace ferry::daemon::peer {
 
@@ -32,6 +37,31 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
 }
 
 ChannelManager::~ChannelManager() = default;
+
+void ChannelManager::set_rails(rails::RailSet* rails) {
+  rails_ = rails;
+  rail_count_ = 0;
+  rail_ipv4_ = {};
+#if FERRY_HAVE_RDMA
+  if (rails_ != nullptr && rails_->count() > 1) {
+    for (std::uint32_t i = 0; i < rails_->count() && i < rail_ipv4_.size(); ++i) {
+      in_addr a{};
+      if (inet_pton(AF_INET, rails_->info(i).address.c_str(), &a) != 1) break;  // resolve_rails checked them
+      rail_ipv4_[i] = a.s_addr;
+      rail_count_ = static_cast<std::uint8_t>(i + 1);
+    }
+  }
+#endif
+  hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
+}
+
+std::uint32_t ChannelManager::rail_of_lane(std::uint32_t channel, std::uint32_t lane) noexcept {
+  if (rails_ == nullptr || lane >= kMaxLanes) return 0;
+  const Channel* ch = find(channel);
+  if (ch == nullptr) return 0;
+  const transport::ConnId c = ch->lanes[lane].conn();
+  return c == transport::kInvalidConn ? 0 : rails::RailSet::rail_of(c);
+}
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
   auto r = transport_.listen(host, port);

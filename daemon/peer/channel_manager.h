@@ -39,6 +39,7 @@
 // that very connection (the acceptor's Challenge on it: hello_proof.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,6 +56,10 @@
 #include "daemon/peer/peer_index.h"
 #include "ferry/result.h"
 #include "transport/transport.h"
+
+namespace ferry::daemon::rails {
+class RailSet;
+}
 
 namespace ferry::daemon::peer {
 
@@ -125,6 +130,13 @@ class ChannelManager {
   ~ChannelManager();
   ChannelManager(const ChannelManager&) = delete;
   ChannelManager& operator=(const ChannelManager&) = delete;
+
+  // Several rails (before listen(), start-up only): lanes dial from the
+  // rail set's rails and the handshake tells peers their addresses.
+  void set_rails(rails::RailSet* rails);
+  // The rail lane `lane` of channel `channel` is on now (0: one rail, or
+  // the lane has no connection).
+  std::uint32_t rail_of_lane(std::uint32_t channel, std::uint32_t lane) noexcept;
 
   // Bootstrap listener (numeric host). Returns the bound port.
   // With separate lane transport, it listens on the same host and port.
@@ -270,6 +282,10 @@ class ChannelManager {
   // Starts the bootstrap (lane -1) or a lane connect; false when the channel
   // failed (then already reported down).
   bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
+  // Several rails: a lane's connect from its rail to the peer's.
+  [[nodiscard]] Result<transport::ConnId> dial_lane(Channel& ch, std::uint32_t lane);
+  // Several rails: lanes that left a rail which is back move home (channel_tick).
+  void rails_back(Channel& ch, std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
   // A lane's connect failed: a lane being rebuilt dials again after
   // kLaneRedialNs (rebuild_tick), one being set up fails the channel.
@@ -330,6 +346,9 @@ class ChannelManager {
 
   transport::Transport& transport_;  // bootstrap connections
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
+  rails::RailSet* rails_ = nullptr;  // lanes_ itself, when the lanes run on several rails
+  std::uint8_t rail_count_ = 0;      // rails block of our handshake (0: none)
+  std::array<std::uint32_t, wire::kMaxHandshakeRails> rail_ipv4_{};
   bool split_ = false;
   // With rdma lanes the bootstrap transport carries only handshakes,
   // heartbeats and goodbyes, and with no channel only accepts: poll() then
@@ -351,7 +370,7 @@ class ChannelManager {
   std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
-  std::array<std::byte, wire::kHandshakeMaxBytes> hello_{};
+  std::array<std::byte, wire::kHandshakeMaxWithRails> hello_{};
   std::uint32_t hello_len_ = 0;
   std::uint64_t last_now_ns_ = 0;
   std::uint32_t recv_depth_ = 2;       // receives our lane transport posts per connection

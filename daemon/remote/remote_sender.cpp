@@ -92,7 +92,9 @@ Outcome RemoteSender::admit(peer::Channel& ch, Endpoint& ep, const Operation& op
 
 Status RemoteSender::open_keys(ClientSession& c, const Operation& op, const Shape& s, std::uint64_t token,
                                RemoteOp& rop) {
-  rop.key_src.rkey = rop.key_resp.rkey = c.mr.tx().rkey;  // without windows: the tx arena's key
+  // Without windows: the tx arena's key on the rail of the lane the request
+  // goes on (the peer's READ/WRITE comes in through that lane's QP).
+  rop.key_src.rkey = rop.key_resp.rkey = c.mr.tx_rkey(peers_.rail_of_lane(rop.channel, rop.lane));
   if (!keys_.per_call() || !s.exposed()) return Status::Ok;
   auto open = [&](const std::byte* addr, std::uint32_t len, bool write, RemoteKey& key, std::uint64_t which) {
     auto k = keys_.open(c.mr, addr, len, write, key_cookie(token, which));

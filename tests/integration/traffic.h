@@ -50,6 +50,7 @@ struct RpcServerSpec {
   std::string socket;
   std::string name = "rpc-server";
   bool hold = false;  // never reply (requests stay in flight): count them and signal `held` per request
+  std::chrono::seconds give_up_after{40};  // fails "never told to stop" past it
 };
 // Serves "echo" and "xform" (or, with hold, "hold") until `stop` is ready.
 int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& stop, const Gate* held = nullptr);

@@ -30,7 +30,7 @@ int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& sto
   std::deque<Completion> pending;  // requests waiting for a response buffer or SQ room
   std::vector<Buffer> replies;     // indexed by user_data
   std::vector<std::uint64_t> free_ids;
-  const auto deadline = Clock::now() + 40s;
+  const auto deadline = Clock::now() + spec.give_up_after;
   Completion out[32];
   while (!stop.ready()) {
     if (Clock::now() > deadline) return fail(32, "server: never told to stop");

@@ -124,6 +124,19 @@ std::optional<StatusView> read_status(const std::string& control, std::string* e
     if (!parse_peer((*arr)[i], &pv, "peers[" + std::to_string(i) + "]", error)) return std::nullopt;
     s.peers.push_back(std::move(pv));
   }
+  if (const json::Value* rails = v->find("rails"); rails != nullptr && rails->as_array() != nullptr) {
+    for (const json::Value& r : *rails->as_array()) {
+      RailView rv;
+      const std::string where = "rails[" + std::to_string(s.rails.size()) + "]";
+      if (!get_string(r, "name", &rv.name, where, error) || !get_string(r, "address", &rv.address, where, error) ||
+          !get_string(r, "state", &rv.state, where, error) || !get_uint(r, "lanes", &rv.lanes, where, error) ||
+          !get_uint(r, "tx_bytes", &rv.tx_bytes, where, error) ||
+          !get_uint(r, "failures", &rv.failures, where, error) || !get_uint(r, "returns", &rv.returns, where, error)) {
+        return std::nullopt;
+      }
+      s.rails.push_back(std::move(rv));
+    }
+  }
   if (const json::Value* counters = v->find("counters"); counters != nullptr && counters->is_object()) {
     for (const auto& [name, value] : *counters->as_object()) s.counters[name] = value.as_uint().value_or(0);
   }

@@ -34,8 +34,15 @@ struct PeerView {
   std::uint64_t rx_msgs() const;
 };
 
+// One entry of status "rails" (several NICs per host, docs/rails.md).
+struct RailView {
+  std::string name, address, state;
+  std::uint64_t lanes = 0, tx_bytes = 0, failures = 0, returns = 0;
+};
+
 struct StatusView {
   std::vector<PeerView> peers;
+  std::vector<RailView> rails;                    // empty on tcp
   std::map<std::string, std::uint64_t> counters;  // the daemon's `counters` object
 
   // A counter by name; 0 when the daemon does not report it.

@@ -2,6 +2,7 @@
 #include "transport/wire/handshake.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "transport/wire/endian.h"
 #include "transport/wire/header.h"
@@ -12,11 +13,13 @@ namespace ferry::wire {
 std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept {
   const std::size_t n = handshake_bytes(hs);
   if (out.size() < n || (hs.has_proof && !hs.has_nonce) || (hs.has_conn_nonce && !hs.has_proof)) return 0;
+  if (hs.rail_count > kMaxHandshakeRails) return 0;
   std::byte* p = out.data();
   store_le16(p + 0, hs.protocol_version);
   store_le16(p + 2, static_cast<std::uint16_t>((hs.has_nonce ? kHandshakeHasNonce : 0) |
                                                (hs.has_proof ? kHandshakeHasProof : 0) |
-                                               (hs.has_conn_nonce ? kHandshakeHasConnNonce : 0)));
+                                               (hs.has_conn_nonce ? kHandshakeHasConnNonce : 0) |
+                                               (hs.rail_count != 0 ? kHandshakeHasRails : 0)));
   store_le16(p + 4, hs.qp_count);
   store_le16(p + 6, 0);
   store_le64(p + 8, hs.daemon_epoch);
@@ -32,25 +35,30 @@ std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noex
   if (hs.has_conn_nonce) {
     for (std::size_t i = 0; i < kAuthNonceBytes; ++i) p[kHandshakeProofBytes + i] = std::byte{hs.conn_nonce[i]};
   }
+  if (hs.rail_count != 0) {
+    std::byte* r = p + n - kHandshakeRailsBytes;
+    std::fill(r, r + kHandshakeRailsBytes, std::byte{0});
+    r[0] = std::byte{hs.rail_count};
+    for (std::size_t i = 0; i < hs.rail_count; ++i) std::memcpy(r + 4 + 4 * i, &hs.rail_ipv4[i], 4);
+  }
   return n;
 }
 
 WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept {
-  if (in.size() != kHandshakeBaseBytes && in.size() != kHandshakeNonceBytes && in.size() != kHandshakeProofBytes &&
-      in.size() != kHandshakeMaxBytes) {
-    return WireError::BadLength;
-  }
+  if (in.size() < kHandshakeBaseBytes) return WireError::BadLength;
   const std::byte* p = in.data();
   const std::uint16_t flags = load_le16(p + 2);
+  const bool has_rails = (flags & kHandshakeHasRails) != 0;
   if ((flags & ~kHandshakeFlagsKnown) != 0) return WireError::BadFlags;
   const bool has_nonce = (flags & kHandshakeHasNonce) != 0;
   const bool has_proof = (flags & kHandshakeHasProof) != 0;
   const bool has_conn_nonce = (flags & kHandshakeHasConnNonce) != 0;
   if ((has_proof && !has_nonce) || (has_conn_nonce && !has_proof)) return WireError::BadFlags;
-  const std::size_t want = has_conn_nonce ? kHandshakeMaxBytes
-                           : has_proof    ? kHandshakeProofBytes
-                           : has_nonce    ? kHandshakeNonceBytes
-                                          : kHandshakeBaseBytes;
+  const std::size_t want = (has_conn_nonce ? kHandshakeMaxBytes
+                            : has_proof    ? kHandshakeProofBytes
+                            : has_nonce    ? kHandshakeNonceBytes
+                                           : kHandshakeBaseBytes) +
+                           (has_rails ? kHandshakeRailsBytes : 0);
   if (in.size() != want) return WireError::BadLength;
   if (load_le16(p + 6) != 0) return WireError::ReservedNonZero;
 
@@ -77,6 +85,16 @@ WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexce
   if (has_conn_nonce) {
     for (std::size_t i = 0; i < kAuthNonceBytes; ++i) {
       hs.conn_nonce[i] = std::to_integer<std::uint8_t>(p[kHandshakeProofBytes + i]);
+    }
+  }
+  if (has_rails) {
+    const std::byte* r = p + want - kHandshakeRailsBytes;
+    hs.rail_count = std::to_integer<std::uint8_t>(r[0]);
+    if (r[1] != std::byte{0} || r[2] != std::byte{0} || r[3] != std::byte{0}) return WireError::ReservedNonZero;
+    if (hs.rail_count == 0 || hs.rail_count > kMaxHandshakeRails) return WireError::BadField;
+    for (std::size_t i = 0; i < kMaxHandshakeRails; ++i) {
+      std::memcpy(&hs.rail_ipv4[i], r + 4 + 4 * i, 4);
+      if ((i < hs.rail_count) == (hs.rail_ipv4[i] == 0)) return WireError::BadField;  // used ones set, the rest 0
     }
   }
   if (hs.protocol_version == 0) return WireError::BadVersion;

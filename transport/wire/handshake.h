@@ -13,8 +13,14 @@
 //    48   32 auth_proof        only when kHandshakeHasProof, which needs the nonce (80 bytes)
 //    80   16 conn_nonce        only when kHandshakeHasConnNonce, which needs the proof (96 bytes):
 //                              a lane Hello's nonce for this connection (daemon/peer/hello_proof.h)
+//   end   20 rails             only when kHandshakeHasRails, after whichever of the above the
+//                              flags give: u8 count (1..kMaxHandshakeRails), 3 bytes 0, then
+//                              kMaxHandshakeRails IPv4 addresses (network order; unused ones 0):
+//                              where the sender's data lanes can be reached, rail by rail
+//                              (docs/rails.md). A single-rail daemon never sends it, so it
+//                              talks to builds that predate it.
 //
-// The four lengths (32, 48, 80, 96) are the only valid ones and must agree with
+// The four lengths (32, 48, 80, 96), each + 20 with rails, are the only valid ones and must agree with
 // the flags: a peer that predates a field never sends it, and one that sends
 // it sets the flag, so old and new builds still talk when auth is off.
 // Authentication (auth_proof.h) uses the nonce and proof; a 16-byte random
@@ -37,12 +43,17 @@ inline constexpr std::size_t kAuthNonceBytes = 16;
 inline constexpr std::size_t kAuthProofBytes = 32;  // HMAC-SHA256
 inline constexpr std::size_t kHandshakeNonceBytes = kHandshakeBaseBytes + kAuthNonceBytes;
 inline constexpr std::size_t kHandshakeProofBytes = kHandshakeNonceBytes + kAuthProofBytes;
-inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeProofBytes + kAuthNonceBytes;
+inline constexpr std::size_t kHandshakeRailsBytes = 20;
+inline constexpr std::size_t kMaxHandshakeRails = 4;
+inline constexpr std::size_t kHandshakeMaxBytes = kHandshakeProofBytes + kAuthNonceBytes;  // largest without rails
+inline constexpr std::size_t kHandshakeMaxWithRails = kHandshakeMaxBytes + kHandshakeRailsBytes;
 
 inline constexpr std::uint16_t kHandshakeHasNonce = 1u << 0;
 inline constexpr std::uint16_t kHandshakeHasProof = 1u << 1;      // only together with kHandshakeHasNonce
 inline constexpr std::uint16_t kHandshakeHasConnNonce = 1u << 2;  // only together with kHandshakeHasProof
-inline constexpr std::uint16_t kHandshakeFlagsKnown = kHandshakeHasNonce | kHandshakeHasProof | kHandshakeHasConnNonce;
+inline constexpr std::uint16_t kHandshakeHasRails = 1u << 3;      // independent of the others
+inline constexpr std::uint16_t kHandshakeFlagsKnown =
+    kHandshakeHasNonce | kHandshakeHasProof | kHandshakeHasConnNonce | kHandshakeHasRails;
 
 using AuthNonce = std::array<std::uint8_t, kAuthNonceBytes>;
 using AuthProof = std::array<std::uint8_t, kAuthProofBytes>;
@@ -74,26 +85,31 @@ struct Handshake {
   AuthNonce auth_nonce{};
   AuthProof auth_proof{};
   AuthNonce conn_nonce{};
+  // The sender's rail addresses (0: no rails block, a single-rail sender).
+  std::uint8_t rail_count = 0;
+  std::array<std::uint32_t, kMaxHandshakeRails> rail_ipv4{};  // network byte order, as in_addr.s_addr
 
   friend bool operator==(const Handshake&, const Handshake&) = default;
 };
 
-// Bytes encode_handshake() writes: kHandshakeBaseBytes, kHandshakeNonceBytes
-// or kHandshakeMaxBytes.
+// Bytes encode_handshake() writes: one of the four forms, + the rails block.
 constexpr std::size_t handshake_bytes(const Handshake& hs) noexcept {
-  return hs.has_conn_nonce ? kHandshakeMaxBytes
-         : hs.has_proof    ? kHandshakeProofBytes
-         : hs.has_nonce    ? kHandshakeNonceBytes
-                           : kHandshakeBaseBytes;
+  return (hs.has_conn_nonce ? kHandshakeMaxBytes
+          : hs.has_proof    ? kHandshakeProofBytes
+          : hs.has_nonce    ? kHandshakeNonceBytes
+                            : kHandshakeBaseBytes) +
+         (hs.rail_count != 0 ? kHandshakeRailsBytes : 0);
 }
 
 // Writes handshake_bytes(hs) bytes; returns that count, or 0 when `out` is
-// too small, has_proof is set without has_nonce or has_conn_nonce without has_proof.
+// too small, has_proof is set without has_nonce or has_conn_nonce without has_proof,
+// or rail_count is over kMaxHandshakeRails.
 std::size_t encode_handshake(const Handshake& hs, std::span<std::byte> out) noexcept;
 
 // `in` is exactly the Hello/HelloAck payload. Errors: BadLength (size is
 // none of the four forms, or disagrees with the flags), BadFlags (unknown
 // bits, a proof without a nonce, a conn nonce without a proof), ReservedNonZero,
+// BadField also for a rails block with 0 or too many rails or a 0 address,
 // BadVersion (0), BadField (qp_count, epoch, credits, max_message out of range).
 // `out` is written only on success.
 [[nodiscard]] WireError decode_handshake(std::span<const std::byte> in, Handshake& out) noexcept;

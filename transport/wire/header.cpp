@@ -32,8 +32,8 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   // A table reads better aligned.
   // clang-format off
   //                              min                max                 flags                              status token  src    dst    chan   aux
-  at(MsgType::Hello) =         {kHandshakeBaseBytes, kHandshakeMaxBytes, kFlagRetransmit,                             false, false, false, false, true,  false};
-  at(MsgType::HelloAck) =      {kHandshakeBaseBytes, kHandshakeMaxBytes, kFlagRetransmit,                             true,  false, false, false, true,  false};
+  at(MsgType::Hello) =         {kHandshakeBaseBytes, kHandshakeMaxWithRails, kFlagRetransmit,                         false, false, false, false, true,  false};
+  at(MsgType::HelloAck) =      {kHandshakeBaseBytes, kHandshakeMaxWithRails, kFlagRetransmit,                         true,  false, false, false, true,  false};
   at(MsgType::Heartbeat) =     {0,                   0,                  0,                                 false, false, false, false, true,  false};
   at(MsgType::Credit) =        {0,                   0,                  0,                                 false, false, false, false, false, false};
   at(MsgType::Open) =          {1,                   kMaxServiceNameBytes, kFlagRetransmit,                 false, true,  true,  false, false, false};

@@ -14,7 +14,7 @@ using ferry::wire::testing::valid_handshake;
 
 namespace {
 
-std::array<std::byte, kHandshakeMaxBytes> buf;
+std::array<std::byte, kHandshakeMaxWithRails> buf;
 
 std::span<const std::byte> enc(const Handshake& hs) {
   buf.fill(std::byte{0});
@@ -115,10 +115,10 @@ TEST_CASE("handshake lengths must match the proof flag", "[wire][handshake][auth
   CHECK(decode_handshake(std::span<const std::byte>(buf.data(), kHandshakeProofBytes), out) == WireError::BadLength);
   // Lengths between the forms, and past the largest.
   store_le16(buf.data() + 2, kHandshakeHasNonce | kHandshakeHasProof);
-  std::array<std::byte, kHandshakeMaxBytes + 1> big{};
+  std::array<std::byte, kHandshakeMaxWithRails + 1> big{};
   std::copy(buf.begin(), buf.end(), big.begin());
   for (std::size_t n : {kHandshakeNonceBytes + 1, kHandshakeProofBytes - 1, kHandshakeProofBytes + 1,
-                        kHandshakeMaxBytes, kHandshakeMaxBytes + 1}) {
+                        kHandshakeMaxBytes, kHandshakeMaxBytes + 1, kHandshakeMaxWithRails + 1}) {
     CHECK(decode_handshake(std::span<const std::byte>(big.data(), n), out) == WireError::BadLength);
   }
 }
@@ -219,4 +219,53 @@ TEST_CASE("negotiation takes the common subset", "[wire][handshake]") {
   CHECK(n.max_message_bytes == 64 * 1024);
   b.protocol_version = 0;
   CHECK(negotiate(a, b, n) == WireError::BadVersion);
+}
+
+TEST_CASE("handshake rails block: round trip after every form, and its checks", "[wire][handshake][rails]") {
+  for (int form = 0; form < 4; ++form) {
+    Handshake hs = valid_handshake();
+    hs.has_nonce = form >= 1;
+    hs.has_proof = form >= 2;
+    hs.has_conn_nonce = form >= 3;
+    if (hs.has_nonce) hs.capabilities |= kCapAuth;
+    if (hs.has_conn_nonce) hs.conn_nonce[0] = 7;
+    hs.rail_count = 2;
+    hs.rail_ipv4 = {0x010012c6u, 0x010112c6u, 0, 0};  // 198.18.0.1, 198.18.1.1 as s_addr
+    const std::size_t without = handshake_bytes(hs) - kHandshakeRailsBytes;
+    Handshake back;
+    INFO("form " << form);
+    REQUIRE(decode_handshake(enc(hs), back) == WireError::None);
+    CHECK(back == hs);
+    CHECK(enc(hs).size() == without + kHandshakeRailsBytes);
+    CHECK(back.rail_count == 2);
+    CHECK(back.rail_ipv4[1] == 0x010112c6u);
+  }
+  Handshake hs = valid_handshake();
+  hs.rail_count = 2;
+  hs.rail_ipv4 = {1, 2, 0, 0};
+  Handshake out;
+  auto b = enc(hs);
+  // Without the flag the same bytes are too long; without the block too short.
+  store_le16(buf.data() + 2, 0);
+  CHECK(decode_handshake(b, out) == WireError::BadLength);
+  b = enc(hs);
+  CHECK(decode_handshake(b.first(kHandshakeBaseBytes), out) == WireError::BadLength);
+  b = enc(hs);
+  buf[kHandshakeBaseBytes] = std::byte{0};  // count 0
+  CHECK(decode_handshake(b, out) == WireError::BadField);
+  b = enc(hs);
+  buf[kHandshakeBaseBytes] = std::byte{5};  // over kMaxHandshakeRails
+  CHECK(decode_handshake(b, out) == WireError::BadField);
+  b = enc(hs);
+  buf[kHandshakeBaseBytes + 1] = std::byte{1};  // reserved
+  CHECK(decode_handshake(b, out) == WireError::ReservedNonZero);
+  b = enc(hs);
+  store_le32(buf.data() + kHandshakeBaseBytes + 4 + 4 * 2, 9);  // an address past the count
+  CHECK(decode_handshake(b, out) == WireError::BadField);
+  b = enc(hs);
+  store_le32(buf.data() + kHandshakeBaseBytes + 4 + 4 * 1, 0);  // a used address 0
+  CHECK(decode_handshake(b, out) == WireError::BadField);
+  hs.rail_count = 5;
+  std::array<std::byte, kHandshakeMaxWithRails> big{};
+  CHECK(encode_handshake(hs, big) == 0);
 }

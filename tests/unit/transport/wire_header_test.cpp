@@ -170,7 +170,7 @@ TEST_CASE("payload length limits per type and per channel", "[wire]") {
     CHECK(decode_of(h) == WireError::None);
     h.payload_len = kHandshakeBaseBytes - 1;
     CHECK(decode_of(h) == WireError::BadLength);
-    h.payload_len = kHandshakeMaxBytes + 1;
+    h.payload_len = kHandshakeMaxWithRails + 1;
     CHECK(decode_of(h) == WireError::BadLength);
   }
   SECTION("open: 1..kMaxServiceNameBytes") {

@@ -1,0 +1,204 @@
+// A rail that fails under traffic, in the Soft-RoCE VM
+// (tests/rdma/checks/rails-rdma.sh after scripts/vm/rxe-rails.sh; exits 77
+// elsewhere). Daemon A has two rails, rxe0 (ADDR0, veth0) and rxe2
+// (198.18.1.1, veth2); B has rxe1 (ADDR1) and rxe3 (198.18.1.2). Each
+// channel has two lanes: lane 0 on rail 0, lane 1 on rail 1. Two callers on
+// A keep eager calls in flight to an echo on B; their endpoints (id 1 each)
+// are on lane 1.
+//  1. Rail 1 carries the calls (status "rails": its tx_bytes grow).
+//  2. veth2 goes down (rail 1 of both hosts loses its link): both daemons
+//     see the port down and take the rail out, the lane on it rebuilds on
+//     rail 0 and replays what B had not confirmed, and rail 0 carries the
+//     calls (its tx_bytes grow by megabytes). No call fails, none
+//     completes twice (every echo verified), the channel never fails;
+//     failover_ms is the time from the link going down to the lane rebuilt.
+//  3. veth2 comes back: the rail returns, A moves the lane home
+//     (rail_moves), and rail 1 carries traffic again.
+// Times are emulated (TCG): ratios and counts, not absolute figures.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "tests/fault/fault_caller.h"
+#include "tests/multihost/cluster.h"
+#include "tests/multihost/peer_status.h"
+
+using namespace ferry;
+using namespace ferry::itest;
+using namespace ferry::mhtest;
+
+namespace {
+
+constexpr std::uint32_t kEager = 8192;
+const char* const kRail1A = "198.18.1.1";
+const char* const kRail1B = "198.18.1.2";
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+int sh(const std::string& cmd) {
+  std::printf("+ %s\n", cmd.c_str());
+  std::fflush(stdout);
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+// veth2 up again with rxe-rails.sh's routes (the kernel drops a down
+// device's routes). Idempotent.
+void rail1_up() {
+  sh("ip link set veth2 up");
+  sh(std::string("ip route replace ") + kRail1B + "/32 dev veth2 table 103");
+  sh(std::string("ip route replace ") + kRail1A + "/32 dev veth3 table 104");
+}
+
+// Both daemons' whole logs, kept with the check's results.
+struct KeepLogs {
+  const Cluster& cl;
+  ~KeepLogs() {
+    const std::string dir = env("FERRY_CHECK_DIR");
+    for (int n : {0, 1}) {
+      if (dir.empty()) break;
+      if (FILE* f = std::fopen((dir + "/ferryd-" + char('A' + n) + ".log").c_str(), "w")) {
+        const std::string log = cl.log_tail(n, 64 << 20);
+        std::fwrite(log.data(), 1, log.size(), f);
+        std::fclose(f);
+      }
+    }
+  }
+};
+
+struct RailGuard {
+  ~RailGuard() { rail1_up(); }  // never leave the VM's network broken for later checks
+};
+
+std::uint64_t rail_tx(const StatusView& s, std::size_t i) { return i < s.rails.size() ? s.rails[i].tx_bytes : 0; }
+
+fault::FaultCallerSpec spec_for(const Node& a, const Node& b, std::uint32_t caller, const Gate* done) {
+  fault::FaultCallerSpec s;
+  s.socket = a.socket();
+  s.target = b.target("echo");
+  s.caller = caller;
+  s.concurrency = 8;
+  s.max_size = kEager;     // eager calls: every byte goes over the lanes
+  s.expect_fault = false;  // the failover is below the application: no call may fail
+  s.stop = done;
+  s.after_recovery = 100;  // verified calls after `done`
+  s.open_within = 60s;
+  s.run_within = 170s;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("rail down") {
+  if (env("FERRY_IN_VM") != "1" || env("RXE2").empty()) {
+    std::printf("SKIP: needs the Soft-RoCE VM with scripts/vm/rxe-rails.sh's second rail\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  RailGuard guard;
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.channel_conns = 2;
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 5000;
+  f.connect_timeout_ms = 20000;
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  // Requests and replies as messages (no RDMA READ/WRITE with a peer's key):
+  // a key is of the rail its request went on, and a rail change under an
+  // exposed buffer is the limit docs/rails.md names.
+  f.extra_args = {"--rdma-ack-timeout",          "18",
+                  "--eager-threshold",           std::to_string(kEager),
+                  "--rdma-eager-response-bytes", std::to_string(kEager)};
+  f.node_args = {{"--device", env("RXE0") + "," + env("RXE2")}, {"--device", env("RXE1") + "," + env("RXE3")}};
+  Cluster cl(2, NetMode::Loopback, f);
+  KeepLogs keep{cl};
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  Gate ready, stop, done;
+  RpcServerSpec server_spec{b.socket()};
+  server_spec.give_up_after = 200s;  // the whole scenario, under TCG
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server(server_spec, ready, stop); });
+  REQUIRE(ready.wait(20s));
+  const fault::FaultCallerSpec s1 = spec_for(a, b, 1, &done), s2 = spec_for(a, b, 2, &done);
+  const pid_t c1 = cl.spawn_on(0, [s1] { return fault::run_fault_caller(s1); });
+  const pid_t c2 = cl.spawn_on(0, [s2] { return fault::run_fault_caller(s2); });
+  std::string err;
+  bool held = false;
+
+  // 1. Rail 1 carries the calls: a client's first endpoint is id 1, and an
+  // endpoint's traffic goes on lane id % lanes, lane 1 on rail 1.
+  auto before = poll_status(
+      a.control(), 90s, [](const StatusView& s) { return s.rails.size() == 2 && rail_tx(s, 1) > 1'000'000; }, &held,
+      &err);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
+  if (!held) sh(env("FERRYCTL") + " --control " + a.control() + " status --json");
+  REQUIRE(before);
+  REQUIRE(held);
+  CHECK(before->rails[0].name == env("RXE0"));
+  CHECK(before->rails[1].name == env("RXE2"));
+  CHECK(before->rails[1].address == kRail1A);
+  const std::uint64_t recoveries0 = before->counter("recoveries");
+
+  // 2. Rail 1 loses its link.
+  const auto t_down = std::chrono::steady_clock::now();
+  REQUIRE(sh("ip link set veth2 down") == 0);
+  auto moved = poll_status(
+      a.control(), 60s,
+      [&](const StatusView& s) {
+        return s.rails.size() == 2 && s.rails[1].state == "down" && s.counter("recoveries") > recoveries0 &&
+               s.rails[1].lanes == 0 && s.rails[0].lanes >= 2;
+      },
+      &held, &err);
+  const auto failover_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t_down).count();
+  REQUIRE(moved);
+  CHECK(held);
+  std::printf("rail-failover: failover_ms=%lld (link down to the lane rebuilt on rail 0, status polled)\n",
+              static_cast<long long>(failover_ms));
+  const std::uint64_t tx0_at = rail_tx(*moved, 0);
+  // Traffic flows on rail 0 alone meanwhile.
+  auto flowing = poll_status(
+      a.control(), 30s, [&](const StatusView& s) { return rail_tx(s, 0) > tx0_at + 500'000; }, &held, &err);
+  CHECK(held);
+  const std::uint64_t tx1_down = flowing ? rail_tx(*flowing, 1) : 0;
+  std::this_thread::sleep_for(2s);
+
+  // 3. Rail 1 comes back; the lane moves home and rail 1 carries calls again.
+  rail1_up();
+  auto back = poll_status(
+      a.control(), 60s,
+      [&](const StatusView& s) {
+        return s.rails.size() == 2 && s.rails[1].state == "up" && s.rails[1].returns >= 1 &&
+               s.counter("rail_moves") >= 1 && rail_tx(s, 1) > tx1_down + 100'000;
+      },
+      &held, &err);
+  REQUIRE(back);
+  CHECK(held);
+  done.signal();
+  const int rc1 = reap(c1, 180s), rc2 = reap(c2, 180s);
+  CHECK(rc1 == 0);
+  CHECK(rc2 == 0);
+  const auto sa = read_status(a.control(), &err);
+  REQUIRE(sa);
+  CHECK(sa->counter("peer_failures") == 0);  // the channel never failed
+  CHECK(sa->rails[1].failures >= 1);
+  std::printf(
+      "rail-failover: A recoveries=%llu retransmits=%llu lane_breaks=%llu rail_moves=%llu rail0_tx=%llu "
+      "rail1_tx=%llu rail1_failures=%llu rail1_returns=%llu\n",
+      (unsigned long long)sa->counter("recoveries"), (unsigned long long)sa->counter("retransmits"),
+      (unsigned long long)sa->counter("lane_breaks"), (unsigned long long)sa->counter("rail_moves"),
+      (unsigned long long)rail_tx(*sa, 0), (unsigned long long)rail_tx(*sa, 1),
+      (unsigned long long)sa->rails[1].failures, (unsigned long long)sa->rails[1].returns);
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+}
