@@ -148,6 +148,10 @@ struct TransportCaps {
   // that consume a receive (Send, RdmaWriteImm) in flight to us. Sent as the
   // handshake's initial_credits (daemon/peer/lane.h).
   std::uint32_t recv_depth = 0;
+  // Receives of one pool every connection shares (rdma: the SRQ), 0 when
+  // each connection has recv_depth of its own (tcp). With a pool, the
+  // owner's grants must keep the messages in flight to it within the pool.
+  std::uint32_t recv_pool = 0;
   std::uint32_t max_connections = 0;
 };
 

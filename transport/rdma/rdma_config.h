@@ -13,10 +13,11 @@
 namespace ferry::transport::rdma {
 
 // Compile-time capacities: every array of the datapath is sized by these.
-inline constexpr std::uint32_t kMaxConnections = 64;   // one bit each in the attention mask
-inline constexpr std::uint32_t kSendQueueDepth = 128;  // send WRs outstanding per QP
-inline constexpr std::uint32_t kRecvDepth = 128;       // receives posted per QP (the peer's credit ceiling)
-inline constexpr std::size_t kSlotAlign = 64;          // receive/send slot stride alignment (cache line)
+inline constexpr std::uint32_t kMaxConnections = 64;     // one bit each in the attention mask
+inline constexpr std::uint32_t kSendQueueDepth = 128;    // send WRs outstanding per QP
+inline constexpr std::uint32_t kRecvDepth = 128;         // credits a connection starts with (caps().recv_depth)
+inline constexpr std::uint32_t kMaxRecvPool = 1u << 18;  // receives on the shared receive queue at most
+inline constexpr std::size_t kSlotAlign = 64;            // receive/send slot stride alignment (cache line)
 static_assert(kMaxConnections <= 64, "attention mask is one uint64_t");
 static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "send ring index is masked");
 static_assert((kRecvDepth & (kRecvDepth - 1)) == 0, "receive slot index is masked");
@@ -32,9 +33,15 @@ struct RdmaConfig {
   // Source GID index override: -1 picks the IPv4-mapped RoCE v2 GID of
   // `address` (gid.cpp), 0..255 forces that entry.
   int gid_index = -1;
-  // Connections (accepted + connected) at once: 1..kMaxConnections. Receive
-  // and send slabs are preallocated for this many.
+  // Connections (accepted + connected) at once: 1..kMaxConnections. The
+  // send slab is preallocated for this many.
   std::uint32_t max_connections = 16;
+  // Receives posted on the transport's one shared receive queue (SRQ), each
+  // a slot_bytes() slot of the receive slab: 0..kMaxRecvPool, 0 = enough
+  // for every connection's recv_depth (max_connections x kRecvDepth). Every
+  // QP takes its receives from it; the owner's credits must keep the peers'
+  // messages in flight within it (daemon/peer/receive_pool.h).
+  std::uint32_t recv_pool = 0;
   // Largest eager (Send) payload: wire::kMinMessageBytes..1 MiB. Each
   // receive slot is kHeaderBytes + this, rounded up to kSlotAlign.
   std::uint32_t max_eager_bytes = 4096;
@@ -60,6 +67,7 @@ struct RdmaConfig {
   [[nodiscard]] Status validate() const noexcept {
     if (gid_index < -1 || gid_index > 255) return Status::BadRequest;
     if (max_connections < 1 || max_connections > kMaxConnections) return Status::BadRequest;
+    if (recv_pool > kMaxRecvPool) return Status::BadRequest;
     if (max_eager_bytes < wire::kMinMessageBytes || max_eager_bytes > (1u << 20)) return Status::BadRequest;
     if (max_inline > 1024) return Status::BadRequest;
     if (signal_every < 1 || signal_every > kSendQueueDepth / 2) return Status::BadRequest;
@@ -69,6 +77,9 @@ struct RdmaConfig {
     if (rd_atomic < 1 || rd_atomic > 16) return Status::BadRequest;
     return Status::Ok;
   }
+
+  // Receives on the shared queue, 0 resolved.
+  std::uint32_t pool_receives() const noexcept { return recv_pool != 0 ? recv_pool : max_connections * kRecvDepth; }
 
   // Stride of one receive or send slot: header + largest eager payload.
   std::size_t slot_bytes() const noexcept {

@@ -6,8 +6,8 @@
 // Slot i of the connection's send slab (header + bounce payload) belongs to
 // ring entry i & (kSendQueueDepth - 1) until that entry is reported.
 //
-// Receives: kRecvDepth slots of the receive slab, all posted while Open;
-// a consumed slot is reposted at the start of the next poll().
+// Receives: none of its own; its QP takes them from the transport's shared
+// receive queue (rdma_transport.h).
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -7,7 +7,7 @@
 namespace ferry::transport::rdma {
 
 ConnectionTable::ConnectionTable(std::uint32_t max, DeviceEvents& events)
-    : max_(max), events_(events), conns_(new RdmaConnection[kMaxConnections]) {}
+    : qps(max), max_(max), events_(events), conns_(new RdmaConnection[max]) {}
 
 int ConnectionTable::alloc_slot() const noexcept {
   for (std::uint32_t i = 0; i < max_; ++i) {
@@ -42,7 +42,10 @@ void ConnectionTable::begin_drain(std::uint32_t slot, Status wr_status, Status c
   // The QP is ferry's own (never attached to the cm id), so the order of the
   // two teardowns does not matter; with the port down the id waits instead
   // of disconnecting (rdma_device_events.cpp).
-  if (c.qp != nullptr) ibv_destroy_qp(c.qp);
+  if (c.qp != nullptr) {
+    qps.erase(c.qp->qp_num);
+    ibv_destroy_qp(c.qp);
+  }
   events_.retire_id(c.id, true);
   c.qp = nullptr;
   c.id = nullptr;
@@ -67,9 +70,12 @@ void ConnectionTable::free_slot(std::uint32_t slot) noexcept {
 }
 
 void ConnectionTable::destroy_all() noexcept {
-  for (std::uint32_t i = 0; i < kMaxConnections; ++i) {
+  for (std::uint32_t i = 0; i < max_; ++i) {
     RdmaConnection& c = conns_[i];
-    if (c.qp != nullptr) ibv_destroy_qp(c.qp);
+    if (c.qp != nullptr) {
+      qps.erase(c.qp->qp_num);
+      ibv_destroy_qp(c.qp);
+    }
     if (c.id != nullptr) rdma_destroy_id(c.id);
     c.qp = nullptr;
     c.id = nullptr;

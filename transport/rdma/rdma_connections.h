@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ferry/status.h"
+#include "transport/rdma/qp_index.h"
 #include "transport/rdma/rdma_connection.h"
 #include "transport/transport.h"
 
@@ -53,6 +54,7 @@ class ConnectionTable {
   void destroy_all() noexcept;
 
   std::uint64_t attention = 0;   // bit per slot: completions owed that the CQ will not signal again
+  QpIndex qps;                   // qp_num -> slot of every live QP (receive CQEs of the shared queue)
   std::uint32_t accepting = 0;   // connections in Accepting (their first CQE may beat ESTABLISHED)
   std::uint32_t connecting = 0;  // connections in Connecting (connect_async)
 

@@ -26,12 +26,11 @@ Status QpFactory::setup(std::uint32_t slot, rdma_cm_id* id, bool passive) {
   ibv_qp_init_attr a{};
   a.send_cq = cq_;
   a.recv_cq = cq_;
+  a.srq = srq_;  // receives come from the transport's shared pool (rdma_transport.h)
   a.qp_type = IBV_QPT_RC;
   a.sq_sig_all = 0;  // selective signalling
   a.cap.max_send_wr = kSendQueueDepth;
-  a.cap.max_recv_wr = kRecvDepth;
   a.cap.max_send_sge = 2;
-  a.cap.max_recv_sge = 1;
   a.cap.max_inline_data = config_.max_inline;
   ibv_qp* qp = ibv_create_qp(pd_, &a);
   if (qp == nullptr && config_.max_inline > 0) {
@@ -67,11 +66,12 @@ Status QpFactory::setup(std::uint32_t slot, rdma_cm_id* id, bool passive) {
     spdlog::error("rdma: QP {} to INIT failed: {}", qp->qp_num, std::strerror(errno));
     s = Status::PeerUnreachable;
   }
-  // Receives go up before the peer can send: none of its messages may meet
-  // an empty receive queue.
-  if (s == Status::Ok) s = post_all_recvs(slot);
+  // The shared receive queue is posted already (the transport's init), so
+  // the peer's first message finds a receive.
+  if (s == Status::Ok) conns_.qps.insert(qp->qp_num, slot);
   if (s == Status::Ok && passive) s = to_rts(slot);
   if (s != Status::Ok) {
+    conns_.qps.erase(qp->qp_num);
     ibv_destroy_qp(qp);
     c.qp = nullptr;
     c.id = nullptr;
@@ -122,27 +122,6 @@ Status QpFactory::to_rts(std::uint32_t slot) {
   }
   spdlog::debug("rdma: QP {} RTS (sgid {}, timeout {}, retry_cnt {}, rnr_retry 0)", c.qp->qp_num,
                 attr.ah_attr.grh.sgid_index, config_.ack_timeout, config_.retry_cnt);
-  return Status::Ok;
-}
-
-Status QpFactory::post_all_recvs(std::uint32_t slot) noexcept {
-  RdmaConnection& c = conns_[slot];
-  std::array<ibv_recv_wr, kRecvDepth> wrs{};
-  std::array<ibv_sge, kRecvDepth> sges{};
-  const auto len = static_cast<std::uint32_t>(wire::kHeaderBytes + config_.max_eager_bytes);
-  for (std::uint32_t i = 0; i < kRecvDepth; ++i) {
-    sges[i] = ibv_sge{reinterpret_cast<std::uintptr_t>(slab_slot(recv_slab_, config_, kRecvDepth, slot, i)), len,
-                      recv_slab_.lkey()};
-    wrs[i].wr_id = WrId{slot, c.generation, i, true}.encode();
-    wrs[i].sg_list = &sges[i];
-    wrs[i].num_sge = 1;
-    wrs[i].next = i + 1 < kRecvDepth ? &wrs[i + 1] : nullptr;
-  }
-  ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(c.qp, wrs.data(), &bad) != 0) {
-    spdlog::error("rdma: posting {} receives failed", kRecvDepth);
-    return Status::NoMemory;
-  }
   return Status::Ok;
 }
 

@@ -16,8 +16,8 @@
 
 namespace ferry::transport::rdma {
 
-// Address of receive (or send) slot i of connection `slot` in a slab laid
-// out as max_connections x depth slots of config.slot_bytes() each.
+// Address of send slot i of connection `slot` in a slab laid out as
+// max_connections x depth slots of config.slot_bytes() each.
 inline std::byte* slab_slot(const RegisteredSlab& slab, const RdmaConfig& config, std::uint32_t depth,
                             std::uint32_t slot, std::uint32_t i) noexcept {
   return slab.data() + (std::size_t{slot} * depth + (i & (depth - 1))) * config.slot_bytes();
@@ -26,21 +26,23 @@ inline std::byte* slab_slot(const RegisteredSlab& slab, const RdmaConfig& config
 class QpFactory {
  public:
   // All references outlive the factory (members of the same transport);
-  // pd, cq and the receive slab are valid once the transport's init set them.
-  QpFactory(const RdmaConfig& config, ConnectionTable& conns, const RegisteredSlab& recv_slab, const GidChoice& gid)
-      : config_(config), conns_(conns), recv_slab_(recv_slab), gid_(gid) {}
+  // pd, cq and srq are valid once the transport's init set them.
+  QpFactory(const RdmaConfig& config, ConnectionTable& conns, const GidChoice& gid)
+      : config_(config), conns_(conns), gid_(gid) {}
   QpFactory(const QpFactory&) = delete;
   QpFactory& operator=(const QpFactory&) = delete;
 
-  void attach(ibv_pd* pd, ibv_cq* cq) noexcept {
+  void attach(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq) noexcept {
     pd_ = pd;
     cq_ = cq;
+    srq_ = srq;
   }
 
   // rdma_cm's connection parameters for a QP of ours.
   void conn_param(rdma_conn_param& p, std::uint32_t qp_num) const noexcept;
-  // Creates the QP of `slot` for `id`, to INIT with every receive posted;
-  // the passive side also goes to RTS. PeerUnreachable / NoMemory.
+  // Creates the QP of `slot` for `id` on the transport's shared receive
+  // queue, to INIT; the passive side also goes to RTS. PeerUnreachable /
+  // NoMemory.
   [[nodiscard]] Status setup(std::uint32_t slot, rdma_cm_id* id, bool passive);
   // RTR then RTS with ferry's timeout, retries, rnr_retry 0, GID override.
   [[nodiscard]] Status to_rts(std::uint32_t slot);
@@ -48,14 +50,12 @@ class QpFactory {
   std::uint32_t max_inline() const noexcept { return max_inline_; }
 
  private:
-  [[nodiscard]] Status post_all_recvs(std::uint32_t slot) noexcept;
-
   const RdmaConfig& config_;
   ConnectionTable& conns_;
-  const RegisteredSlab& recv_slab_;
   const GidChoice& gid_;
   ibv_pd* pd_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  ibv_srq* srq_ = nullptr;
   std::uint32_t max_inline_ = 0;
 };
 

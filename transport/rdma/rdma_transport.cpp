@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -45,7 +46,7 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const RdmaConfig& c
 RdmaTransport::RdmaTransport(const RdmaConfig& config)
     : config_(config),
       conns_(config_.max_connections, events_),
-      qps_(config_, conns_, recv_slab_, gid_),
+      qps_(config_, conns_, gid_),
       connector_(config_, conns_, qps_, events_) {}
 
 Status RdmaTransport::init() {
@@ -75,7 +76,8 @@ Status RdmaTransport::init() {
     spdlog::error("rdma: cannot create PD/completion channel/cm channel: {}", std::strerror(errno));
     return Status::NoMemory;
   }
-  const int cqe = static_cast<int>(config_.max_connections * (kSendQueueDepth + kRecvDepth));
+  const std::uint32_t pool = config_.pool_receives();
+  const int cqe = static_cast<int>(config_.max_connections * kSendQueueDepth + pool);
   cq_ = ibv_create_cq(ctx_, cqe, nullptr, comp_channel_, 0);
   if (cq_ == nullptr) {
     spdlog::error("rdma: ibv_create_cq({}) failed: {}", cqe, std::strerror(errno));
@@ -93,17 +95,56 @@ Status RdmaTransport::init() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ctx_->async_fd, &ev) != 0) return Status::NoMemory;
   if (ibv_req_notify_cq(cq_, 0) != 0) return Status::NoMemory;
   cq_armed_ = true;
-  qps_.attach(pd_, cq_);
+  ibv_device_attr da{};
+  if (ibv_query_device(ctx_, &da) == 0 && da.max_srq_wr > 0 && pool > static_cast<std::uint32_t>(da.max_srq_wr)) {
+    spdlog::error("rdma: {}: a receive pool of {} exceeds the device's {} receives per SRQ", dev.value.name, pool,
+                  da.max_srq_wr);
+    return Status::BadRequest;
+  }
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = pool;
+  sa.attr.max_sge = 1;
+  srq_ = ibv_create_srq(pd_, &sa);
+  if (srq_ == nullptr) {
+    spdlog::error("rdma: ibv_create_srq({}) failed: {}", pool, std::strerror(errno));
+    return Status::NoMemory;
+  }
+  qps_.attach(pd_, cq_, srq_);
   connector_.attach(ctx_, cm_channel_);
 
   const std::size_t slot = config_.slot_bytes();
-  Status s = recv_slab_.init(pd_, std::size_t{config_.max_connections} * kRecvDepth * slot);
+  Status s = recv_slab_.init(pd_, std::size_t{pool} * slot);
   if (s == Status::Ok) s = send_slab_.init(pd_, std::size_t{config_.max_connections} * kSendQueueDepth * slot);
+  if (s == Status::Ok) s = post_pool();
   if (s != Status::Ok) return s;
   spdlog::info(
-      "rdma: {} ready: {} connections, eager {} B, slabs 2 x {} KiB, ack_timeout {}, retry_cnt {}, rnr_retry 0",
-      dev.value.name, config_.max_connections, config_.max_eager_bytes, recv_slab_.size() / 1024, config_.ack_timeout,
-      config_.retry_cnt);
+      "rdma: {} ready: {} connections, eager {} B, shared receive queue {} x {} B = {} KiB, send slab {} KiB, "
+      "ack_timeout {}, retry_cnt {}, rnr_retry 0",
+      dev.value.name, config_.max_connections, config_.max_eager_bytes, pool, slot, recv_slab_.size() / 1024,
+      send_slab_.size() / 1024, config_.ack_timeout, config_.retry_cnt);
+  return Status::Ok;
+}
+
+Status RdmaTransport::post_pool() noexcept {
+  const auto len = static_cast<std::uint32_t>(wire::kHeaderBytes + config_.max_eager_bytes);
+  const std::uint32_t pool = config_.pool_receives();
+  // In chains of kRepostCapacity, with the datapath's own arrays.
+  for (std::uint32_t first = 0; first < pool; first += kRepostCapacity) {
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(kRepostCapacity, pool - first));
+    for (std::uint32_t k = 0; k < n; ++k) {
+      recv_sge_[k] = ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(first + k)), len, recv_slab_.lkey()};
+      recv_wr_[k] = ibv_recv_wr{};
+      recv_wr_[k].wr_id = WrId{0, 0, first + k, true}.encode();
+      recv_wr_[k].sg_list = &recv_sge_[k];
+      recv_wr_[k].num_sge = 1;
+      recv_wr_[k].next = k + 1 < n ? &recv_wr_[k + 1] : nullptr;
+    }
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_srq_recv(srq_, recv_wr_.data(), &bad) != 0) {
+      spdlog::error("rdma: posting receives {}..{} of the pool failed: {}", first, first + n, std::strerror(errno));
+      return Status::NoMemory;
+    }
+  }
   return Status::Ok;
 }
 
@@ -111,6 +152,7 @@ RdmaTransport::~RdmaTransport() {
   conns_.destroy_all();
   events_.destroy_parked();
   connector_.close_listener();
+  if (srq_ != nullptr) ibv_destroy_srq(srq_);
   if (cq_ != nullptr) ibv_destroy_cq(cq_);
   if (comp_channel_ != nullptr) ibv_destroy_comp_channel(comp_channel_);
   for (auto& [id, mr] : mrs_) ibv_dereg_mr(mr);
@@ -129,6 +171,7 @@ TransportCaps RdmaTransport::caps() const noexcept {
   c.max_message_bytes = config_.max_eager_bytes;
   c.send_queue_depth = kSendQueueDepth;
   c.recv_depth = kRecvDepth;
+  c.recv_pool = config_.pool_receives();
   c.max_connections = config_.max_connections;
   return c;
 }

@@ -13,10 +13,15 @@
 // rdma_transport_datapath.cpp (post_send/poll); also device.cpp, gid.cpp,
 // memory.cpp.
 //
-// Receive queues are per QP, not an SRQ: a peer's receive credits then map
-// one to one onto receives posted on its own QP, so a credit-respecting peer
-// can never hit RNR, whatever the other connections do. An SRQ would save
-// memory with many connections but would need credits shared across peers.
+// Receives: one shared receive queue (SRQ) per transport (= per device),
+// config.pool_receives() slots of the receive slab, all posted at init and
+// every consumed one reposted at the start of the next poll() (one
+// ibv_post_srq_recv per poll). Every QP takes its receives from it, so
+// receive memory is set by the pool, not by connections. A receive CQE
+// names its slot in wr_id and its connection by wc.qp_num (QpIndex). No
+// SEND may meet an empty SRQ (rnr_retry is 0): the owner's credits keep the
+// messages all peers have in flight within the pool (daemon/peer/
+// receive_pool.h grants them).
 //
 // Wire use: Send = one SEND of header (48 bytes, from the send slab) +
 // payload (second SGE: the caller's registered memory, or copied into the
@@ -64,12 +69,13 @@ struct RdmaStats {
   std::uint64_t bounce_copies = 0;
   std::uint64_t recvs = 0;
   std::uint64_t cq_polls = 0;
-  std::uint64_t cq_polls_empty = 0;      // polls that found no completion
-  std::uint64_t rnr_retry_exceeded = 0;  // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
-  std::uint64_t retry_exceeded = 0;      // IBV_WC_RETRY_EXC_ERR: transport retries ran out
-  std::uint64_t wc_errors = 0;           // any other failed completion (flushes excluded)
-  std::uint64_t protocol_errors = 0;     // a received header failed validation
-  std::uint64_t async_events = 0;        // device/port/QP events (DeviceEvents)
+  std::uint64_t cq_polls_empty = 0;        // polls that found no completion
+  std::uint64_t rnr_retry_exceeded = 0;    // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
+  std::uint64_t retry_exceeded = 0;        // IBV_WC_RETRY_EXC_ERR: transport retries ran out
+  std::uint64_t wc_errors = 0;             // any other failed completion (flushes excluded)
+  std::uint64_t protocol_errors = 0;       // a received header failed validation
+  std::uint64_t async_events = 0;          // device/port/QP events (DeviceEvents)
+  std::uint64_t recv_repost_failures = 0;  // receives the SRQ refused back (a broken device)
 };
 
 class RdmaTransport final : public Transport {
@@ -124,9 +130,10 @@ class RdmaTransport final : public Transport {
   std::size_t report(std::uint32_t slot, std::span<Completion> out) noexcept;
   bool fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr& in, ibv_send_wr& wr, ibv_sge* sge,
                Status& why) noexcept;
-  std::byte* recv_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
-    return slab_slot(recv_slab_, config_, kRecvDepth, slot, i);
+  std::byte* recv_slot(std::uint32_t i) const noexcept {
+    return recv_slab_.data() + std::size_t{i} * config_.slot_bytes();
   }
+  [[nodiscard]] Status post_pool() noexcept;
   std::byte* send_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
     return slab_slot(send_slab_, config_, kSendQueueDepth, slot, i);
   }
@@ -136,6 +143,7 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* comp_channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  ibv_srq* srq_ = nullptr;
   rdma_event_channel* cm_channel_ = nullptr;
   int epoll_fd_ = -1;
   bool cq_armed_ = false;
@@ -162,14 +170,10 @@ class RdmaTransport final : public Transport {
   std::array<ibv_send_wr, kPostBatch> wr_{};
   std::array<ibv_sge, 2 * kPostBatch> sge_{};
   std::array<ibv_wc, kPollBatch> wc_{};
-  // Receive slots handed out by the last poll(), reposted at the next one.
-  struct Repost {
-    std::uint32_t slot;
-    std::uint16_t generation;
-    std::uint32_t index;
-  };
+  // Receive slots (pool indices) handed out by the last poll(), reposted to
+  // the SRQ at the next one.
   static constexpr std::size_t kRepostCapacity = kPollBatch;
-  std::array<Repost, kRepostCapacity> repost_{};
+  std::array<std::uint32_t, kRepostCapacity> repost_{};
   std::size_t repost_count_ = 0;
   std::array<ibv_recv_wr, kRepostCapacity> recv_wr_{};
   std::array<ibv_sge, kRepostCapacity> recv_sge_{};

@@ -156,29 +156,26 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
 }
 
 void RdmaTransport::repost_consumed() noexcept {
-  std::size_t i = 0;
+  if (repost_count_ == 0) return;
+  // One ibv_post_srq_recv for everything the last poll handed out. A
+  // receive belongs to the pool, not to a QP: it goes back whatever became
+  // of the connection that used it.
   const auto len = static_cast<std::uint32_t>(wire::kHeaderBytes + config_.max_eager_bytes);
-  while (i < repost_count_) {
-    // One ibv_post_recv per run of the same connection.
-    const Repost first = repost_[i];
-    RdmaConnection& c = conns_[first.slot];
-    std::size_t n = 0;
-    for (; i < repost_count_ && repost_[i].slot == first.slot; ++i, ++n) {
-      recv_sge_[n] =
-          ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(first.slot, repost_[i].index)), len, recv_slab_.lkey()};
-      recv_wr_[n] = ibv_recv_wr{};
-      recv_wr_[n].wr_id = WrId{first.slot, first.generation, repost_[i].index, true}.encode();
-      recv_wr_[n].sg_list = &recv_sge_[n];
-      recv_wr_[n].num_sge = 1;
-      if (n > 0) recv_wr_[n - 1].next = &recv_wr_[n];
-    }
-    // A connection closed (or its slot reused) since: its receives died with its QP.
-    if (c.state != ConnState::Open || c.generation != first.generation) continue;
-    ibv_recv_wr* bad = nullptr;
-    if (ibv_post_recv(c.qp, recv_wr_.data(), &bad) != 0) {
-      spdlog::error("rdma: repost of {} receives failed on QP {}", n, c.qp->qp_num);
-      conns_.begin_drain(first.slot, Status::PeerReset, Status::PeerReset);
-    }
+  for (std::size_t n = 0; n < repost_count_; ++n) {
+    recv_sge_[n] = ibv_sge{reinterpret_cast<std::uintptr_t>(recv_slot(repost_[n])), len, recv_slab_.lkey()};
+    recv_wr_[n] = ibv_recv_wr{};
+    recv_wr_[n].wr_id = WrId{0, 0, repost_[n], true}.encode();
+    recv_wr_[n].sg_list = &recv_sge_[n];
+    recv_wr_[n].num_sge = 1;
+    recv_wr_[n].next = n + 1 < repost_count_ ? &recv_wr_[n + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  if (ibv_post_srq_recv(srq_, recv_wr_.data(), &bad) != 0) {
+    // Only a broken device refuses: the pool shrinks by what it did not
+    // take, and the counters say so.
+    const std::size_t taken = bad == nullptr ? 0 : static_cast<std::size_t>(bad - recv_wr_.data());
+    stats_.recv_repost_failures += repost_count_ - taken;
+    spdlog::error("rdma: reposting {} receives to the shared queue failed", repost_count_ - taken);
   }
   repost_count_ = 0;
 }
@@ -197,7 +194,16 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
   std::size_t n = 0;
   for (int k = 0; k < got; ++k) {
     const ibv_wc& wc = wc_[k];
-    const WrId w = WrId::decode(wc.wr_id);
+    WrId w = WrId::decode(wc.wr_id);
+    if (w.recv) {
+      // A pool receive: back to the SRQ at the next poll, whatever its
+      // status or connection. Its connection is its QP's.
+      if (w.index >= config_.pool_receives()) continue;
+      repost_[repost_count_++] = w.index;
+      w.slot = conns_.qps.find(wc.qp_num);
+      if (w.slot == QpIndex::kNone) continue;  // its QP is gone already
+      w.generation = conns_[w.slot].generation;
+    }
     if (w.slot >= config_.max_connections) continue;
     // Counted whatever the connection's state: an RNR or retry failure of a
     // WR on a QP already draining, accepting or torn down is still one of
@@ -232,13 +238,12 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
       conns_.flag(w.slot);
       continue;
     }
-    repost_[repost_count_++] = Repost{w.slot, w.generation, w.index};
     if constexpr (FERRY_DATAPATH_STATS) ++stats_.recvs;
     Completion& r = out[n];
     r = Completion{};
     r.kind = CompletionKind::Recv;
     r.conn = conns_.id_of(w.slot);
-    const std::byte* slot = recv_slot(w.slot, w.index);
+    const std::byte* slot = recv_slot(w.index);
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
       r.header.type = wire::MsgType::WriteDone;
       r.header.token = ntohl(wc.imm_data);
