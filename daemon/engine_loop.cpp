@@ -96,9 +96,12 @@ void Engine::run() {
         const std::uint64_t started = remote_.large_started() + proxy_.large_started();
         if (started != large_seen) large = true;
         large_seen = started;
-        if (!due) large = false;
       }
-      t = large ? Transfer::Large : bulk_inflight() ? Transfer::Bulk : Transfer::Small;
+      const bool bulk = bulk_inflight();
+      // Until nothing is in flight: a server's daemon READs the request
+      // before the call is due, then waits for the server and its reply.
+      if (!due && !bulk) large = false;
+      t = large ? Transfer::Large : bulk ? Transfer::Bulk : Transfer::Small;
     }
     if (start - idle_since >= spin.budget_ns(after_work, due, t)) {
       if (awaits && spin.skipped(t)) bump(counters_.spin_skips);
