@@ -67,7 +67,8 @@ void RemoteSender::stall(std::uint32_t channel, Attempt& at) noexcept {
   if (windows_.stalled(channel, at.stall_counted)) bump(counters_.window_stalls);
 }
 
-Outcome RemoteSender::admit(peer::Channel& ch, Endpoint& ep, const Operation& op, Attempt& at, bool zero_copy) {
+Outcome RemoteSender::admit(peer::Channel& ch, Endpoint& ep, std::uint32_t lane, const Operation& op, Attempt& at,
+                            bool zero_copy) {
   RemoteLink& r = ep.remote;
   if (r.keys_opening) return Outcome::blocked();  // an earlier op waits for its keys: keep the order
   if (deadlines_.now() < r.paused_until_ns) return Outcome::blocked();  // backing off after a Busy
@@ -83,7 +84,7 @@ Outcome RemoteSender::admit(peer::Channel& ch, Endpoint& ep, const Operation& op
   // the arena, room in the lane's ring) is checked before any memory window
   // is opened: an op held back by them binds nothing per retry.
   if (zero_copy && !sessions_.can_track_wr()) return Outcome::blocked();
-  if (!peers_.has_room(ch, ep.id)) {
+  if (!peers_.has_room(ch, lane)) {
     stall(ch.id, at);
     return Outcome::blocked();
   }
@@ -154,7 +155,7 @@ Outcome RemoteSender::post_request(ClientSession& c, const Endpoint& ep, peer::C
   wr.user_data = zc != 0 ? zc : WrTag::remote_op(token);
   wr.signaled = zc != 0;
   if (zc != 0 && s.rdma) wr.local = c.mr.tx();
-  const transport::PostResult posted = peers_.post(ch, ep.id, wr);
+  const transport::PostResult posted = peers_.post(ch, lane_key(c, ep), wr);
   if (posted.accepted != 1) {
     (void)sessions_.wr_done(zc);  // never posted: its slot is free again
     return posted.status == Status::Busy ? Outcome::blocked() : Outcome::failed(Status::PeerReset);
@@ -169,14 +170,15 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   if (ch == nullptr || !ch->usable()) return Outcome::failed(Status::PeerReset);
   const Shape s = shape_of(c, op);
   if (s.oversize) return Outcome::failed(Status::BadRequest);  // over max-message-bytes on tcp lanes
-  if (const Outcome o = admit(*ch, ep, op, at, !s.rendezvous); !o.is_done()) return o;
+  const std::uint32_t lane = lane_key(c, ep);
+  if (const Outcome o = admit(*ch, ep, lane, op, at, !s.rendezvous); !o.is_done()) return o;
 
   RemoteOp rop;
   rop.kind = s.is_call ? RemoteOpKind::Call : RemoteOpKind::Send;
   rop.client = c.id();
   rop.endpoint = ep.id;
   rop.channel = ch->id;
-  rop.lane = ep.id % ch->lane_count;
+  rop.lane = lane % ch->lane_count;
   rop.user_data = op.user_data;
   rop.resp_offset = op.resp_offset;
   rop.resp_length = op.resp_length;
@@ -221,7 +223,7 @@ Outcome RemoteSender::offer(ClientSession& c, Endpoint& ep, const Operation& op,
   }
   // Its keys are being opened: the request goes once they are (poll_keys).
   if (held.opening != 0) r.keys_opening = true;
-  windows_.charge(ch->id, ep.id % ch->lane_count, r, op.length);
+  windows_.charge(ch->id, lane % ch->lane_count, r, op.length);
   held.charged = true;
   if (resync) r.resync_seq = 0;
   if (s.rendezvous) bump(counters_.rendezvous_sends);

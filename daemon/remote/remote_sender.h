@@ -110,10 +110,15 @@ class RemoteSender final : public Sink {
  private:
   struct Shape;
   Shape shape_of(const ClientSession& c, const Operation& op) const noexcept;
-  Outcome admit(peer::Channel& ch, Endpoint& ep, const Operation& op, Attempt& at, bool zero_copy);
+  Outcome admit(peer::Channel& ch, Endpoint& ep, std::uint32_t lane, const Operation& op, Attempt& at, bool zero_copy);
   [[nodiscard]] Status open_keys(ClientSession& c, const Operation& op, const Shape& s, std::uint64_t token,
                                  RemoteOp& rop);
   static std::uint64_t key_cookie(std::uint64_t token, std::uint64_t which) noexcept { return token << 1 | which; }
+  // Which lane an endpoint's traffic takes (modulo the lanes): fixed for the
+  // endpoint, so its messages stay in order. Endpoint ids count from 1 in
+  // every client; adding the client's id spreads the first endpoints of
+  // different clients over the lanes (and so over the rails).
+  static std::uint32_t lane_key(const ClientSession& c, const Endpoint& ep) noexcept { return c.id() + ep.id; }
   transport::SendWr request_wr(ClientSession& c, const Endpoint& ep, const Shape& s, std::uint64_t token,
                                const RemoteOp& rop) const noexcept;
   Outcome post_request(ClientSession& c, const Endpoint& ep, peer::Channel& ch, std::uint64_t token, RemoteOp& rop);

@@ -230,7 +230,7 @@ void RemoteSender::close(ClientSession& c, Endpoint& ep) {
   });
   peer::Channel* ch = peers_.find(ep.remote.channel);
   if (ep.remote.peer_dead || ch == nullptr || !ch->usable()) return;
-  say_close(*ch, ep.id, ep.id, ep.remote.remote_ep);
+  say_close(*ch, lane_key(c, ep), ep.id, ep.remote.remote_ep);
   peers_.unbind_endpoint(*ch);
 }
 

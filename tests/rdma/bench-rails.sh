@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench-rails.sh — the multi-rail numbers (docs/benchmarks/multi-rail.md),
+# inside the Soft-RoCE VM after scripts/vm/rxe-net.sh (run through
+# tests/rdma/run-vm-suite.sh --checks tests/rdma/bench-rails.list). In one
+# VM run, interleaved REPEATS times:
+#   ferry 1 rail : daemon A --device rxe0, B --device rxe1, --channel-conns 2;
+#   ferry 2 rails: A --device rxe0,rxe2, B --device rxe1,rxe3 (both lanes
+#                  of the channel, one per rail);
+#   both with CLIENTS ferry-bench remote-rpc processes at once (1 MiB calls,
+#   1 MiB answers, concurrency 2 each, DURATION s), summed bytes_per_s;
+#   raw ib_write_bw 1 MiB on rxe0->rxe1 alone, then on rxe0->rxe1 and
+#   rxe2->rxe3 at the same time (summed): what the VM's two vCPUs give
+#   two rails without ferry.
+# Prints "rails: ..." rows and a median summary.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${FERRY_BUILD:?}
+cd "$repo"
+scripts/vm/rxe-rails.sh
+bench=$build/tests/perf/ferry-bench
+repeats=${BENCH_REPEATS:-3} duration=${BENCH_DURATION:-8} clients=${BENCH_CLIENTS:-2}
+run=$(mktemp -d "${TMPDIR:-/tmp}/ferry-rails-XXXXXX")
+dir=${FERRY_CHECK_DIR:-$run}
+port=$((20000 + RANDOM % 20000))
+daemons=()
+
+start() { # start DEVA DEVB TAG
+  rm -rf "$run/a" "$run/b" && mkdir -p "$run/a" "$run/b"
+  "$build/daemon/ferryd" --runtime-dir "$run/a" --listen "$ADDR0:$port" --transport rdma --device "$1" \
+    --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 2 \
+    >"$dir/$3-a.log" 2>&1 &
+  daemons+=($!)
+  "$build/daemon/ferryd" --runtime-dir "$run/b" --listen "$ADDR1:$port" --transport rdma --device "$2" \
+    --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 2 \
+    >"$dir/$3-b.log" 2>&1 &
+  daemons+=($!)
+  local deadline=$((SECONDS + 30))
+  until [[ -S $run/a/ferryd.sock && -S $run/b/ferryd.sock ]]; do
+    ((SECONDS < deadline)) || { cat "$dir/$3"-*.log; echo "daemons did not come up" >&2; return 1; }
+    sleep 0.1
+  done
+}
+stop() {
+  local p
+  for p in "${daemons[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${daemons[@]}"; do wait "$p" 2>/dev/null || true; done
+  daemons=()
+  port=$((port + 1))
+}
+bps() { python3 -c 'import json,sys; print(int(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["bytes_per_s"]))' "$1"; }
+
+ferry_run() { # ferry_run DEVA DEVB TAG -> prints summed bytes/s
+  start "$1" "$2" "$3"
+  local i pids=() total=0
+  for ((i = 0; i < clients; i++)); do
+    "$bench" remote-rpc --socket "$run/a/ferryd.sock" --server-socket "$run/b/ferryd.sock" --target "$ADDR1:$port" \
+      --size 1M --concurrency 2 --duration "$duration" --warmup 20 --json >"$dir/$3-c$i.out" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+  for ((i = 0; i < clients; i++)); do total=$((total + $(bps "$dir/$3-c$i.out"))); done
+  "$build/control/ferryctl" --control "$run/a/control.sock" status --json >"$dir/$3-status.json"
+  stop
+  echo "$total"
+}
+
+wbw() { # wbw DEV ADDR_SERVER DEV_CLIENT ADDR_CLIENT PORT OUT: ib_write_bw 1 MiB, prints MB/s
+  (ib_write_bw -d "$1" -x 1 -s 1048576 -D "$duration" -p "$5" >/dev/null 2>&1 &)
+  sleep 1
+  ib_write_bw -d "$3" -x 1 -s 1048576 -D "$duration" -p "$5" "$2" >"$6" 2>&1 || true
+  awk '/^ *1048576/ {print $4}' "$6"
+}
+
+for ((r = 1; r <= repeats; r++)); do
+  one=$(ferry_run "$RXE0" "$RXE1" "one-$r")
+  two=$(ferry_run "$RXE0,rxe2" "$RXE1,rxe3" "two-$r")
+  raw1=$(wbw "$RXE1" "$ADDR1" "$RXE0" "$ADDR0" 18600 "$dir/raw1-$r.txt")
+  (wbw rxe3 198.18.1.2 rxe2 198.18.1.1 18601 "$dir/raw2b-$r.txt" >"$dir/raw2b-$r.val") &
+  raw2a=$(wbw "$RXE1" "$ADDR1" "$RXE0" "$ADDR0" 18602 "$dir/raw2a-$r.txt")
+  wait
+  raw2b=$(cat "$dir/raw2b-$r.val")
+  echo "rails: repeat=$r ferry_1rail_Bps=$one ferry_2rails_Bps=$two raw_1pair_MBps=$raw1 raw_2pairs_MBps=$raw2a+$raw2b"
+done | tee "$dir/rows.txt"
+python3 - "$dir/rows.txt" <<'PY'
+import re, statistics, sys
+rows = [dict(kv.split("=") for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith("rails:")]
+med = lambda k, f=float: statistics.median(f(r[k]) for r in rows)
+one, two = med("ferry_1rail_Bps"), med("ferry_2rails_Bps")
+r1 = med("raw_1pair_MBps")
+r2 = statistics.median(sum(float(x or 0) for x in r["raw_2pairs_MBps"].split("+")) for r in rows)
+print(f"rails-summary: ferry 1 rail {one/1e6:.1f} MB/s, 2 rails {two/1e6:.1f} MB/s, ratio {two/one:.2f}; "
+      f"raw ib_write_bw 1 pair {r1:.1f} MB/s, 2 pairs at once {r2:.1f} MB/s, ratio {r2/r1 if r1 else 0:.2f}")
+PY
