@@ -170,6 +170,7 @@ bool Cluster::try_start(std::size_t i, std::string* why) {
                std::to_string(flags_.peer_timeout_ms), "--connect-timeout-ms",
                std::to_string(flags_.connect_timeout_ms), "--channel-conns", std::to_string(flags_.channel_conns)});
   args.insert(args.end(), flags_.extra_args.begin(), flags_.extra_args.end());
+  if (i < flags_.node_args.size()) args.insert(args.end(), flags_.node_args[i].begin(), flags_.node_args[i].end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
