@@ -104,7 +104,7 @@ variant() {
 
 rdma res show qp >/dev/null 2>&1 || { echo "SKIP: no rdma tool"; exit 77; }
 if [[ -x $build/main-bin/ferryd ]]; then
-  variant main "$build/main-bin" 7
+  LD_LIBRARY_PATH=$build/main-bin variant main "$build/main-bin" 7
 fi
 variant srq "$build" 7 --receive-pool 64 --rdma-max-connections 4
 variant srq30 "$build" 30 --receive-pool 64 --rdma-max-connections 4

@@ -44,8 +44,8 @@ struct Receiver {
   ReceivePool pool;
   std::vector<Lane> lanes;
   std::int64_t posted;
-  std::vector<std::size_t> arrived;  // messages taken from the queue, completions not yet polled
-  std::int64_t returned_last = 0;    // completions the last poll handed out: reposted at the next
+  std::vector<std::size_t> arrived;       // messages taken from the queue, completions not yet polled
+  std::int64_t returned_last = 0;         // completions the last poll handed out: reposted at the next
   std::vector<std::uint32_t> peer_holds;  // credits each lane's peer holds (grants it has received)
   std::uint64_t now_ns = 1'000'000'000;
   bool rnr = false;
