@@ -106,6 +106,7 @@ struct Config {
   // at ~2 MiB while covering parameter-server keys and small tensors.
   std::uint32_t eager_threshold = 8192;
   std::uint32_t rdma_ack_timeout = 14;
+  std::uint32_t rdma_max_connections = 64;
 
   // Flow control: windows on remote operations in flight; 0 turns one off.
   std::uint32_t endpoint_window_ops = 32;
@@ -113,6 +114,11 @@ struct Config {
   std::uint64_t channel_window_bytes = 32 * kMiB;
   std::uint64_t nic_window_bytes = 128 * kMiB;
   std::uint32_t max_reads_inflight = 8;
+  // Receive credits (daemon/peer/receive_pool.h): the shared pool, each
+  // lane's floor and its share.
+  std::uint32_t receive_pool = 1024;
+  std::uint32_t credit_floor = 4;
+  std::uint32_t credit_share = 128;
 };
 
 // Checks every numeric field against its range and the cross-field rules

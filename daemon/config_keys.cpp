@@ -399,14 +399,39 @@ constexpr ConfigKey kKeys[] = {
     {.name = "eager-threshold", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Bytes,
      .value_name = "BYTES", .min = wire::kMinMessageBytes, .max = shm::kSlabBytes,
      .summary = "rdma: largest message sent eagerly (one SEND into a receive slot the peer posted)",
-     .details = "Each QP holds 128 slots of this + 48 bytes each way. Larger messages go by rendezvous (the "
+     .details = "Each receive slot of receive-pool (and each of the 64 shared bounce slots) holds this + 48 bytes. Larger messages go by rendezvous (the "
                 "receiving daemon RDMA-READs them) and large responses by RDMA WRITE with immediate.",
      .access = number<&Config::eager_threshold>()},
+    {.name = "rdma-max-connections", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 1, .max = 1024,
+     .summary = "rdma: QPs (data lane connections, accepted and dialled) at once",
+     .details = "Each costs 16 KiB of registered send memory (128 header slots) and has credit-floor receives "
+                "of receive-pool reserved; receive memory does not grow with it. A channel has channel-conns "
+                "of them.",
+     .access = number<&Config::rdma_max_connections>()},
     {.name = "rdma-ack-timeout", .section = kChannels, .kind = ValueKind::Number, .value_name = "N", .min = 1,
      .max = 31, .summary = "rdma: QP local ACK timeout exponent (4.096 us x 2^N)",
      .details = "14 suits real NICs; 18..20 under Soft-RoCE emulation, which drops and delays.",
      .access = number<&Config::rdma_ack_timeout>()},
 
+    {.name = "receive-pool", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 16, .max = 262144,
+     .summary = "receive slots every peer lane shares; rdma: the one shared receive queue per device",
+     .details = "Receive memory is this x (eager-threshold + 48 bytes, rounded to 64), registered once, "
+                "whatever the number of peers (1024 x 8 KiB = 8.3 MiB by default). Each connection the lane "
+                "transport holds has credit-floor of it reserved; lanes borrow the rest while busy, up to "
+                "credit-share each. On tcp it is the same budget for the same grants (docs/flow-control.md).",
+     .access = number<&Config::receive_pool>()},
+    {.name = "credit-floor", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 2, .max = 65536,
+     .summary = "receive credits every peer lane gets when it joins, reserved for it in receive-pool",
+     .access = number<&Config::credit_floor>()},
+    {.name = "credit-share", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 2, .max = 65536,
+     .summary = "receive credits one busy peer lane may hold at most (floor plus what it borrows)",
+     .details = "A peer that stops consuming holds at most this many of the pool; an idle lane returns what "
+                "it borrowed by being granted back less than it used.",
+     .access = number<&Config::credit_share>()},
     {.name = "endpoint-window-ops", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Count,
      .value_name = "N", .min = 0, .max = 65536, .summary = "remote operations in flight per endpoint; 0 = no limit",
      .details = "A remote Send or Call is in flight from the moment this daemon posts it until the peer answers; "

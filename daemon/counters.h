@@ -97,6 +97,14 @@ struct Counters {
   Counter rdma_recvs{0};           // receive completions
   Counter rdma_cq_polls{0};        // ibv_poll_cq calls
   Counter rdma_cq_polls_empty{0};  // of those, found nothing
+  // Receive credits (daemon/peer/receive_pool.h), gauges: the pool lanes
+  // grant from, what they lend beyond their floors now and at most so far;
+  // the rdma lanes' registered receive and send memory (always counted).
+  Counter receive_pool{0};
+  Counter receive_pool_borrowed{0};
+  Counter receive_pool_borrowed_max{0};
+  Counter rdma_recv_registered_bytes{0};
+  Counter rdma_send_registered_bytes{0};
 };
 
 inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
@@ -169,6 +177,11 @@ void for_each_counter(const Counters& c, F&& f) {
   f("rdma_recvs", c.rdma_recvs);
   f("rdma_cq_polls", c.rdma_cq_polls);
   f("rdma_cq_polls_empty", c.rdma_cq_polls_empty);
+  f("receive_pool", c.receive_pool);
+  f("receive_pool_borrowed", c.receive_pool_borrowed);
+  f("receive_pool_borrowed_max", c.receive_pool_borrowed_max);
+  f("rdma_recv_registered_bytes", c.rdma_recv_registered_bytes);
+  f("rdma_send_registered_bytes", c.rdma_send_registered_bytes);
 }
 
 }  // namespace ferry::daemon

@@ -30,6 +30,9 @@ peer::ChannelConfig channel_config(const Config& config, std::uint64_t epoch, st
   cc.connect_timeout_ms = config.connect_timeout_ms;
   cc.lanes = config.channel_conns;
   cc.max_channels = config.max_channels;
+  cc.receive_pool = config.receive_pool;
+  cc.credit_floor = config.credit_floor;
+  cc.credit_share = config.credit_share;
   cc.max_message_bytes = std::max<std::uint32_t>(lane_max_message, wire::kMinMessageBytes);
   if (auto bad = peer::load_auth_secret(config.auth_secret_file, cc.auth_secret)) throw std::runtime_error(*bad);
   return cc;
@@ -114,6 +117,10 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   counters_.peer_accepts_evicted.store(accepts.evicted, std::memory_order_relaxed);
   counters_.peer_hello_timeouts.store(accepts.timed_out, std::memory_order_relaxed);
   publish_rdma_stats(transports_, counters_);
+  const peer::ReceivePool& pool = peers_->receive_pool();
+  counters_.receive_pool.store(pool.config().receives, std::memory_order_relaxed);
+  counters_.receive_pool_borrowed.store(pool.borrowed(), std::memory_order_relaxed);
+  counters_.receive_pool_borrowed_max.store(pool.borrowed_max(), std::memory_order_relaxed);
   std::vector<peer::PeerInfo> fresh;
   peers_->snapshot(fresh, now_ns);
   for (peer::PeerInfo& p : fresh) {

@@ -44,6 +44,8 @@ transport::rdma::RdmaConfig rdma_config(const Config& config) {
   rc.max_eager_bytes = std::max<std::uint32_t>(config.eager_threshold, wire::kMinMessageBytes);
   rc.connect_timeout_ms = config.connect_timeout_ms;
   rc.ack_timeout = static_cast<std::uint8_t>(config.rdma_ack_timeout);
+  rc.recv_pool = config.receive_pool;  // the one shared receive queue (receive-pool)
+  rc.max_connections = config.rdma_max_connections;
   return rc;
 }
 
@@ -222,6 +224,8 @@ void publish_rdma_stats(const Transports& t, Counters& counters) noexcept {
   set(counters.rdma_recvs, s.recvs);
   set(counters.rdma_cq_polls, s.cq_polls);
   set(counters.rdma_cq_polls_empty, s.cq_polls_empty);
+  set(counters.rdma_recv_registered_bytes, s.recv_registered_bytes);
+  set(counters.rdma_send_registered_bytes, s.send_registered_bytes);
 #else
   (void)t;
   (void)counters;

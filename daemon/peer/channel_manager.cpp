@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "daemon/rails/rail_set.h"
 #include "ferry_config.h"
@@ -29,10 +30,29 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
   channels_.reserve(64);
-  // Our receives per lane are the peer's credits (local_handshake); at
+  // Our initial grant per lane is the pool's floor (local_handshake); at
   // least 2, so one data message fits beside the reserved credit.
-  recv_depth_ = std::clamp<std::uint32_t>(lanes_.caps().recv_depth, 2, wire::kMaxInitialCredits);
-  grant_threshold_ = std::max<std::uint32_t>(1, recv_depth_ / 4);
+  const transport::TransportCaps caps = lanes_.caps();
+  ReceivePoolConfig pc;
+  pc.connections = std::max<std::uint32_t>(1, caps.max_connections);
+  if (cfg_.credit_floor == 0) {
+    // One for one: every connection's recv_depth, as with per-QP queues.
+    pc.floor = pc.share = std::clamp<std::uint32_t>(caps.recv_depth, ReceivePool::kMinFloor, wire::kMaxInitialCredits);
+    pc.receives = caps.recv_pool != 0 ? caps.recv_pool : pc.connections * pc.floor;
+  } else {
+    pc.floor = cfg_.credit_floor;
+    pc.share = cfg_.credit_share;
+    pc.receives = caps.recv_pool != 0 ? caps.recv_pool : cfg_.receive_pool;
+  }
+  if (const std::string bad = ReceivePool::check(pc); !bad.empty())
+    throw std::invalid_argument("receive credits: " + bad);  // start-up only
+  pool_ = ReceivePool(pc);
+  recv_depth_ = pc.floor;
+  grant_threshold_ = std::max<std::uint32_t>(1, pc.share / 4);
+  spdlog::info(
+      "receive credits: pool of {} receives ({}), floor {} reserved for each of {} connections, share {} per lane",
+      pc.receives, caps.recv_pool != 0 ? "the lane transport's shared receive queue" : "a budget", pc.floor,
+      pc.connections, pc.share);
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
 }
 
@@ -83,7 +103,7 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
   ch->created_ns = ch->state_since_ns = ch->last_heard_ns = now_ns;
   ch->deadline_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
   ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
-  for (Lane& l : ch->lanes) l.attach(lanes_, events_, counters_);
+  for (Lane& l : ch->lanes) l.attach(lanes_, events_, counters_, &pool_);
   Channel& ref = *ch;
   channels_.emplace(ref.id, std::move(ch));
   changed_ = true;
@@ -198,7 +218,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
   const std::size_t n = via(on_lanes).poll(batch_);
   // That poll reposted the receives used before it: grant them now, before
   // this batch's Recvs use more (granting those waits for the next poll).
-  if (&via(on_lanes) == &lanes_) credits_reposted();
+  if (&via(on_lanes) == &lanes_) credits_reposted(now_ns);
   for (std::size_t i = 0; i < n; ++i) {
     const transport::Completion& c = batch_[i];
     switch (c.kind) {

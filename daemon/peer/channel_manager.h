@@ -54,6 +54,7 @@
 #include "daemon/peer/channel_auth.h"
 #include "daemon/peer/held_controls.h"
 #include "daemon/peer/peer_index.h"
+#include "daemon/peer/receive_pool.h"
 #include "ferry/result.h"
 #include "transport/transport.h"
 
@@ -79,6 +80,13 @@ struct ChannelConfig {
   // and vice versa (PermissionDenied), so a missing file fails loudly
   // instead of silently running unauthenticated.
   std::string auth_secret;
+  // Receive credits (receive_pool.h). credit_floor 0: the lane transport's
+  // recv_depth per connection, granted back one for one (no lending).
+  // receive_pool: the pool when the lane transport has none of its own
+  // (tcp: a budget); rdma's is its shared receive queue (caps().recv_pool).
+  std::uint32_t receive_pool = 1024;
+  std::uint32_t credit_floor = 0;
+  std::uint32_t credit_share = 128;
 };
 
 // What the engine hears from the channel layer. A virtual interface rather
@@ -128,6 +136,7 @@ class ChannelManager {
   ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
                  transport::Transport* lanes = nullptr);
   ~ChannelManager();
+  const ReceivePool& receive_pool() const noexcept { return pool_; }
   ChannelManager(const ChannelManager&) = delete;
   ChannelManager& operator=(const ChannelManager&) = delete;
 
@@ -308,7 +317,11 @@ class ChannelManager {
   // The initiator's lane HelloAck told the peer's credits.
   void lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload);
   // After a lanes poll: receives used before it are reposted, so grantable.
-  void credits_reposted() noexcept;
+  void credits_reposted(std::uint64_t now_ns) noexcept;
+  // Whether the lanes of a channel to `remote` lend from pools on both sides.
+  bool pooled(const wire::Handshake& remote) const noexcept {
+    return pool_.share() > pool_.floor() && (remote.capabilities & wire::kCapCreditPool) != 0;
+  }
   // Posts what a lane's backlog can send; breaks the lane when refused.
   void flush(Channel& ch, std::uint32_t lane) noexcept;
   // The peer's ack on a lane message; false: the channel failed.
@@ -362,6 +375,7 @@ class ChannelManager {
   ChannelConfig cfg_;
   Counters& counters_;
   ChannelAuth auth_;
+  ReceivePool pool_;  // before channels_: their lanes give back to it as they go
   std::uint32_t next_id_ = 1;
   std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
   AddressBook by_address_;
@@ -373,7 +387,7 @@ class ChannelManager {
   std::array<std::byte, wire::kHandshakeMaxWithRails> hello_{};
   std::uint32_t hello_len_ = 0;
   std::uint64_t last_now_ns_ = 0;
-  std::uint32_t recv_depth_ = 2;       // receives our lane transport posts per connection
+  std::uint32_t recv_depth_ = 2;       // our initial grant per lane connection (the pool's floor)
   std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
   bool reposts_due_ = false;           // some lane used receives since the last lanes poll
   HeldControls held_;

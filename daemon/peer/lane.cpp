@@ -2,6 +2,7 @@
 // allocate nothing: the ring is allocated by open().
 #include "daemon/peer/lane.h"
 
+#include <algorithm>
 #include <array>
 #include <span>
 
@@ -11,9 +12,17 @@ void Lane::open() {
   if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(kCapacity);
 }
 
-void Lane::credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent) noexcept {
+void Lane::credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent, bool pooled) noexcept {
   if (peer_credits_ != 0) return;  // told once per connection
   peer_credits_ = peer_initial;    // >= 1: decode_handshake refuses 0
+  pooled_ = pooled;
+  // Our initial grant on this connection was the pool's floor (the
+  // handshake's initial_credits): reserved for every connection, so it is
+  // lent without asking.
+  release_lent();
+  lent_ = pool_ != nullptr ? pool_->floor() : kNoPoolLent;
+  window_ns_ = 0;
+  used_now_ = used_prev_ = 0;
   // Our handshake messages on this lane (initiator: the Hello already sent;
   // acceptor: the HelloAck about to go, and with auth the Challenge before
   // it) used one of the peer's receives each.
@@ -115,18 +124,56 @@ Flush Lane::flush(std::uint64_t now_ns) noexcept {
 bool Lane::on_received(bool is_credit, std::uint32_t grant) noexcept {
   note_used(is_credit);
   if (grant == 0) return true;
-  // credits + what we used and were not granted back == peer_credits, so a
-  // larger grant returns receives we never used: the peer miscounts.
-  if (peer_credits_ == 0 || grant > peer_credits_ - stats_.credits) return false;
+  if (peer_credits_ == 0) return false;
+  if (pooled_) {
+    // A pooled peer lends beyond what we used, up to its share; no share is
+    // larger than any initial grant may be.
+    if (grant > wire::kMaxInitialCredits - stats_.credits) return false;
+  } else if (grant > peer_credits_ - stats_.credits) {
+    // credits + what we used and were not granted back == peer_credits, so
+    // a larger grant returns receives we never used: the peer miscounts.
+    return false;
+  }
   stats_.credits += grant;
   return true;
 }
 
-bool Lane::reposted() noexcept {
+std::uint32_t Lane::target_lent(std::uint64_t now_ns, std::uint32_t used) noexcept {
+  const std::uint32_t floor = pool_->floor();
+  // A peer without a pool may only ever hold our initial grant.
+  if (!pooled_) return floor;
+  if (now_ns - window_ns_ >= kDemandWindowNs) {
+    used_prev_ = now_ns - window_ns_ < 2 * kDemandWindowNs ? used_now_ : 0;
+    used_now_ = 0;
+    window_ns_ = now_ns;
+  }
+  used_now_ += used;
+  // Twice the recent use, so a steady sender never waits for the grant
+  // loop; an idle one drifts back to its floor.
+  const std::uint64_t demand = std::max(used_now_, used_prev_);
+  const std::uint64_t want = std::uint64_t{floor} + 2 * demand;
+  return want < pool_->share() ? static_cast<std::uint32_t>(want) : pool_->share();
+}
+
+bool Lane::reposted(std::uint64_t now_ns) noexcept {
   if (recv_unposted_ == 0) return false;
-  stats_.credits_owed += recv_unposted_;
-  owed_by_credit_ += unposted_by_credit_;
+  const std::uint32_t used = recv_unposted_;
+  const std::uint32_t by_credit = unposted_by_credit_;
   recv_unposted_ = unposted_by_credit_ = 0;
+  std::uint32_t grant = used;
+  if (pool_ != nullptr) {
+    // The used receives are posted again: they leave what we lend, then the
+    // pool decides what goes back to the peer.
+    const std::uint32_t before = lent_;
+    lent_ = lent_ > used ? lent_ - used : 0;
+    pool_->give_back(before, lent_);
+    const std::uint32_t target = target_lent(now_ns, used);
+    grant = target > lent_ ? pool_->take(lent_, target - lent_) : 0;
+    lent_ += grant;
+  }
+  if (grant == 0) return false;
+  stats_.credits_owed += grant;
+  owed_by_credit_ += std::min(grant, by_credit);
   return true;
 }
 
@@ -166,6 +213,10 @@ void Lane::break_conn(std::uint64_t now_ns, std::uint64_t redial_ns) noexcept {
   broken_ns_ = now_ns;
   redial_ns_ = redial_ns;
   // Receives and credits belong to a connection: a new one starts afresh.
+  // Its QP is gone (the caller closed it first), so no message can use
+  // what we lent on it any more.
+  release_lent();
+  pooled_ = false;
   peer_credits_ = 0;
   stats_.credits = 0;
   stats_.credits_owed = 0;

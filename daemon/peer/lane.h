@@ -5,13 +5,18 @@
 // Receive credits (the first layer of flow control, docs/flow-control.md):
 // a WR that uses a receive at the peer (Send, RdmaWriteImm) is posted only
 // with a credit, so an RNR NAK cannot happen. A lane starts with the peer's
-// handshake initial_credits (its transport's recv_depth) less the handshake
-// message we sent on it. Every message we receive on the lane is a receive
-// we owe back; it is granted only after the NEXT lanes poll (the transport
-// reposts consumed receives at the start of poll()), piggybacked on the
+// handshake initial_credits (its receive pool's floor) less the handshake
+// message we sent on it. Our side: `lent` counts the receives the peer may
+// still use (our initial grant plus grants, less what it used once the
+// transport reposted it). Grants are decided only after the NEXT lanes poll
+// (the transport reposts consumed receives at the start of poll()): the
+// ReceivePool (receive_pool.h) says how many the lane may lend, by its
+// recent use (a busy lane borrows up to its share, an idle one returns to
+// its floor by granting back less than was used); they go piggybacked on the
 // header `credit` of whatever we post next, or in an explicit Credit. One
 // credit stays in reserve for Credit messages, so two sides out of credits
-// can always unblock each other.
+// can always unblock each other. Without a pool (unit tests) a lane grants
+// back exactly what its peer used.
 //
 // The ring (lane.cpp posts into it, lane_ring.cpp retires it):
 // [unconfirmed: posted, kept until the peer's cumulative ack covers it]
@@ -30,7 +35,9 @@
 #include <optional>
 
 #include "daemon/counters.h"
+#include "daemon/peer/receive_pool.h"
 #include "transport/transport.h"
+#include "transport/wire/handshake.h"
 #include "transport/wire/header.h"
 
 namespace ferry::daemon::peer {
@@ -84,15 +91,19 @@ class Lane {
   static_assert((kCapacity & (kCapacity - 1)) == 0, "ring index is masked");
 
   Lane() = default;
+  ~Lane() { release_lent(); }
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 
   // Where posts go, where completions are told, what is counted. Before any
   // other call; the three outlive the lane.
-  void attach(transport::Transport& t, LaneCompletions& done, Counters& counters) noexcept {
+  // `pool` (may be null: grant back what was used) decides our grants.
+  void attach(transport::Transport& t, LaneCompletions& done, Counters& counters,
+              ReceivePool* pool = nullptr) noexcept {
     transport_ = &t;
     done_ = &done;
     counters_ = &counters;
+    pool_ = pool;
   }
   // Control path: allocates the ring (the channel came up). Idempotent.
   void open();
@@ -112,8 +123,11 @@ class Lane {
   // which used one of our receives; initiator: from its HelloAck). Once per
   // connection. Our own handshake messages on it (`sent`: the Hello or the
   // HelloAck, and with auth the acceptor's Challenge before it) used as
-  // many of the peer's.
-  void credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent = 1) noexcept;
+  // many of the peer's. `pooled`: both sides grant from a pool
+  // (wire::kCapCreditPool): our grants may exceed what the peer used, and
+  // so may the peer's.
+  void credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent = 1,
+                    bool pooled = false) noexcept;
   std::uint32_t peer_credits() const noexcept { return peer_credits_; }
 
   // Posting. Accepted means it will go: a WR without a credit, behind a
@@ -133,9 +147,19 @@ class Lane {
   // peer could owe us (it miscounts; the channel must fail).
   [[nodiscard]] bool on_received(bool is_credit, std::uint32_t grant) noexcept;
   // Receives used since the last lanes poll; that poll reposted them, so
-  // they are owed now. True when something was noted.
-  bool reposted() noexcept;
+  // the lane may grant again: the pool says how many (without a pool, what
+  // was used). True when a grant is owed now.
+  bool reposted(std::uint64_t now_ns = 0) noexcept;
   std::uint32_t owed() const noexcept { return stats_.credits_owed; }
+  // Receives the peer may still use on this connection by our books (owed
+  // grants included; used ones until they are reposted).
+  std::uint32_t lent() const noexcept { return lent_; }
+  // Whether an explicit Credit should go now: `threshold` owed, or the peer
+  // holds no more than we owe it (it may be waiting for them).
+  bool grant_due(std::uint32_t threshold) const noexcept {
+    const std::uint32_t held = lent_ > stats_.credits_owed ? lent_ - stats_.credits_owed : 0;
+    return stats_.credits_owed != 0 && (stats_.credits_owed >= threshold || held <= stats_.credits_owed);
+  }
   // Whether data (not the peer's Credit messages alone) used what we owe:
   // an idle lane grants that at a tick, never a Credit for a Credit.
   bool owes_for_data() const noexcept { return stats_.credits_owed > owed_by_credit_; }
@@ -197,6 +221,11 @@ class Lane {
   [[nodiscard]] transport::PostResult post_backlog(std::uint32_t n, std::uint64_t now_ns) noexcept;
   // Hands confirmed WRs at the front of the ring to the completions.
   void report_confirmed() noexcept;
+  // What the lane lent goes back to its pool (the connection is gone).
+  void release_lent() noexcept {
+    if (pool_ != nullptr) pool_->give_back(lent_, 0);
+    lent_ = 0;
+  }
   void note_used(bool by_credit) noexcept {
     ++recv_unposted_;
     if (by_credit) ++unposted_by_credit_;
@@ -209,6 +238,20 @@ class Lane {
   transport::ConnId conn_ = transport::kInvalidConn;
   bool joined_ = false;  // handshake on this connection done
   LaneStats stats_;
+  // Receives a lane lends at most while it has no pool (tests): any grant
+  // the peer may hold is within it.
+  static constexpr std::uint32_t kNoPoolLent = wire::kMaxInitialCredits;
+  // Demand (receive_pool.h): receives the peer used in the current and the
+  // previous window; a busy lane lends up to its share.
+  static constexpr std::uint64_t kDemandWindowNs = 1'000'000;
+  std::uint32_t target_lent(std::uint64_t now_ns, std::uint32_t used) noexcept;
+
+  ReceivePool* pool_ = nullptr;
+  std::uint32_t lent_ = 0;                // receives the peer may still use by our books (see lent())
+  bool pooled_ = false;                   // both sides grant from a pool (credits_from)
+  std::uint64_t window_ns_ = 0;           // start of the current demand window
+  std::uint32_t used_now_ = 0;            // receives used (and reposted) in it
+  std::uint32_t used_prev_ = 0;           // ... in the window before
   std::uint32_t peer_credits_ = 0;        // the peer's initial_credits here; 0 until its Hello/HelloAck
   std::uint32_t recv_unposted_ = 0;       // receives used since the last lanes poll: not reposted yet
   std::uint32_t unposted_by_credit_ = 0;  // ... of them used by pure Credit messages

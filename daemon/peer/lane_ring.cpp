@@ -100,6 +100,7 @@ bool Lane::replay(std::uint32_t peer_rx) noexcept {
 }
 
 void Lane::close() noexcept {
+  release_lent();  // the connection is closed already (lane.h)
   if (!is_open()) return;
   // Taken out first: a post() from inside on_send_done finds no ring.
   const std::unique_ptr<Slot[]> slots = std::move(slots_);

@@ -40,8 +40,8 @@ struct DaemonFlags {
   // whatever the NetMode says; Loopback mode otherwise.
   std::vector<std::string> hosts;
   std::vector<std::string> extra_args;  // appended to every ferryd command line
-  // Node i's ferryd also gets node_args[i] after extra_args (e.g. its own
-  // --device list in the multi-rail checks).
+  // Node i's ferryd also gets node_args[i] after extra_args (empty: nothing;
+  // e.g. its own --device list in the multi-rail checks).
   std::vector<std::vector<std::string>> node_args;
   // Node i's ferryd also gets node_env[i] ("NAME=VALUE"; empty: nothing) in
   // its environment, e.g. a test-only fault switch (tests/fault).

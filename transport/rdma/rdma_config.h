@@ -18,7 +18,11 @@ inline constexpr std::uint32_t kSendQueueDepth = 128;    // send WRs outstanding
 inline constexpr std::uint32_t kRecvDepth = 128;         // credits a connection starts with (caps().recv_depth)
 inline constexpr std::uint32_t kMaxRecvPool = 1u << 18;  // receives on the shared receive queue at most
 inline constexpr std::size_t kSlotAlign = 64;            // receive/send slot stride alignment (cache line)
-static_assert(kMaxConnections <= 64, "attention mask is one uint64_t");
+static_assert(kMaxConnections % 64 == 0, "the attention mask is whole 64-bit words");
+// A send slot holds a header and a Send's prefix (transport.h kMaxPrefixBytes,
+// 32): what goes with every message. Payloads copied at post time go to
+// the shared bounce slab instead (bounce_slots).
+inline constexpr std::size_t kHeadSlotBytes = 128;
 static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "send ring index is masked");
 static_assert((kRecvDepth & (kRecvDepth - 1)) == 0, "receive slot index is masked");
 static_assert(wire::kHeaderBytes % 8 == 0, "payload after the header stays 8-byte aligned in a slot");
@@ -34,8 +38,13 @@ struct RdmaConfig {
   // `address` (gid.cpp), 0..255 forces that entry.
   int gid_index = -1;
   // Connections (accepted + connected) at once: 1..kMaxConnections. The
-  // send slab is preallocated for this many.
+  // send slab (kSendQueueDepth x kHeadSlotBytes = 16 KiB each) is
+  // preallocated for this many.
   std::uint32_t max_connections = 16;
+  // Payload slots (slot_bytes() each) shared by every connection, for a
+  // payload the NIC must copy from (no lkey, too large to go inline): 1..65536.
+  // A post finding none free is Busy until a send completes.
+  std::uint32_t bounce_slots = 64;
   // Receives posted on the transport's one shared receive queue (SRQ), each
   // a slot_bytes() slot of the receive slab: 0..kMaxRecvPool, 0 = enough
   // for every connection's recv_depth (max_connections x kRecvDepth). Every
@@ -68,6 +77,7 @@ struct RdmaConfig {
     if (gid_index < -1 || gid_index > 255) return Status::BadRequest;
     if (max_connections < 1 || max_connections > kMaxConnections) return Status::BadRequest;
     if (recv_pool > kMaxRecvPool) return Status::BadRequest;
+    if (bounce_slots < 1 || bounce_slots > 65536) return Status::BadRequest;
     if (max_eager_bytes < wire::kMinMessageBytes || max_eager_bytes > (1u << 20)) return Status::BadRequest;
     if (max_inline > 1024) return Status::BadRequest;
     if (signal_every < 1 || signal_every > kSendQueueDepth / 2) return Status::BadRequest;

@@ -3,8 +3,9 @@
 // Send ring: per WR, what its SendDone needs. Three free-running counters:
 // [head, done) finished on the NIC (a signaled CQE covers every earlier WR
 // of the QP) and await their SendDone report, [done, tail) are on the NIC.
-// Slot i of the connection's send slab (header + bounce payload) belongs to
-// ring entry i & (kSendQueueDepth - 1) until that entry is reported.
+// Slot i of the connection's send slab (header + prefix) belongs to ring
+// entry i & (kSendQueueDepth - 1) until that entry is reported; so does the
+// shared bounce slot it names, if any.
 //
 // Receives: none of its own; its QP takes them from the transport's shared
 // receive queue (rdma_transport.h).
@@ -48,9 +49,12 @@ constexpr std::string_view to_string(ConnState s) noexcept {
   return "Unknown";
 }
 
+inline constexpr std::uint32_t kNoBounce = 0xFFFFFFFFu;
+
 struct SendEntry {
   std::uint64_t user_data = 0;
-  bool user_signaled = false;  // the owner wants a SendDone on success
+  bool user_signaled = false;        // the owner wants a SendDone on success
+  std::uint32_t bounce = kNoBounce;  // the bounce slot its payload was copied to, until reported
 };
 
 struct RdmaConnection {

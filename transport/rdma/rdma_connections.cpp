@@ -66,7 +66,7 @@ void ConnectionTable::free_slot(std::uint32_t slot) noexcept {
   c.state = ConnState::Free;
   c.report_accepted = false;
   if (++c.generation == 0) c.generation = 1;  // ConnId 0 stays invalid; stale ids stop matching
-  attention &= ~(1ull << slot);
+  attention.clear(slot);
 }
 
 void ConnectionTable::destroy_all() noexcept {

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ferry/status.h"
+#include "transport/rdma/attention.h"
 #include "transport/rdma/qp_index.h"
 #include "transport/rdma/rdma_connection.h"
 #include "transport/transport.h"
@@ -49,11 +50,11 @@ class ConnectionTable {
   // then Closed with closed_status.
   void begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept;
   void free_slot(std::uint32_t slot) noexcept;
-  void flag(std::uint32_t slot) noexcept { attention |= 1ull << slot; }
+  void flag(std::uint32_t slot) noexcept { attention.set(slot); }
   // Destroys every QP and cm id (the transport's destructor).
   void destroy_all() noexcept;
 
-  std::uint64_t attention = 0;   // bit per slot: completions owed that the CQ will not signal again
+  AttentionMask attention;       // bit per slot: completions owed that the CQ will not signal again
   QpIndex qps;                   // qp_num -> slot of every live QP (receive CQEs of the shared queue)
   std::uint32_t accepting = 0;   // connections in Accepting (their first CQE may beat ESTABLISHED)
   std::uint32_t connecting = 0;  // connections in Connecting (connect_async)

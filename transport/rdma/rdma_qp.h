@@ -16,13 +16,6 @@
 
 namespace ferry::transport::rdma {
 
-// Address of send slot i of connection `slot` in a slab laid out as
-// max_connections x depth slots of config.slot_bytes() each.
-inline std::byte* slab_slot(const RegisteredSlab& slab, const RdmaConfig& config, std::uint32_t depth,
-                            std::uint32_t slot, std::uint32_t i) noexcept {
-  return slab.data() + (std::size_t{slot} * depth + (i & (depth - 1))) * config.slot_bytes();
-}
-
 class QpFactory {
  public:
   // All references outlive the factory (members of the same transport);

@@ -77,7 +77,18 @@ Status RdmaTransport::init() {
     return Status::NoMemory;
   }
   const std::uint32_t pool = config_.pool_receives();
-  const int cqe = static_cast<int>(config_.max_connections * kSendQueueDepth + pool);
+  ibv_device_attr da{};
+  if (ibv_query_device(ctx_, &da) != 0) da = ibv_device_attr{};
+  // Every send WR of every QP plus every receive could complete at once;
+  // past the device's limit the CQ is as large as it allows (selective
+  // signalling keeps real use far below the bound).
+  std::uint64_t want_cqe = std::uint64_t{config_.max_connections} * kSendQueueDepth + pool;
+  if (da.max_cqe > 0 && want_cqe > static_cast<std::uint64_t>(da.max_cqe)) {
+    spdlog::warn("rdma: {}: a CQ for {} entries exceeds the device's {}; using {}", dev.value.name, want_cqe,
+                 da.max_cqe, da.max_cqe);
+    want_cqe = static_cast<std::uint64_t>(da.max_cqe);
+  }
+  const int cqe = static_cast<int>(want_cqe);
   cq_ = ibv_create_cq(ctx_, cqe, nullptr, comp_channel_, 0);
   if (cq_ == nullptr) {
     spdlog::error("rdma: ibv_create_cq({}) failed: {}", cqe, std::strerror(errno));
@@ -95,8 +106,7 @@ Status RdmaTransport::init() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ctx_->async_fd, &ev) != 0) return Status::NoMemory;
   if (ibv_req_notify_cq(cq_, 0) != 0) return Status::NoMemory;
   cq_armed_ = true;
-  ibv_device_attr da{};
-  if (ibv_query_device(ctx_, &da) == 0 && da.max_srq_wr > 0 && pool > static_cast<std::uint32_t>(da.max_srq_wr)) {
+  if (da.max_srq_wr > 0 && pool > static_cast<std::uint32_t>(da.max_srq_wr)) {
     spdlog::error("rdma: {}: a receive pool of {} exceeds the device's {} receives per SRQ", dev.value.name, pool,
                   da.max_srq_wr);
     return Status::BadRequest;
@@ -114,14 +124,22 @@ Status RdmaTransport::init() {
 
   const std::size_t slot = config_.slot_bytes();
   Status s = recv_slab_.init(pd_, std::size_t{pool} * slot);
-  if (s == Status::Ok) s = send_slab_.init(pd_, std::size_t{config_.max_connections} * kSendQueueDepth * slot);
+  if (s == Status::Ok)
+    s = send_slab_.init(pd_, std::size_t{config_.max_connections} * kSendQueueDepth * kHeadSlotBytes);
+  if (s == Status::Ok) s = bounce_slab_.init(pd_, std::size_t{config_.bounce_slots} * slot);
+  bounce_free_ = std::make_unique<std::uint32_t[]>(config_.bounce_slots);
+  for (std::uint32_t b = 0; b < config_.bounce_slots; ++b) bounce_free_[b] = config_.bounce_slots - 1 - b;
+  bounce_top_ = config_.bounce_slots;
   if (s == Status::Ok) s = post_pool();
   if (s != Status::Ok) return s;
+  stats_.recv_registered_bytes = recv_slab_.size();
+  stats_.send_registered_bytes = send_slab_.size() + bounce_slab_.size();
   spdlog::info(
       "rdma: {} ready: {} connections, eager {} B, shared receive queue {} x {} B = {} KiB, send slab {} KiB, "
-      "ack_timeout {}, retry_cnt {}, rnr_retry 0",
+      "{} bounce slots = {} KiB, ack_timeout {}, retry_cnt {}, rnr_retry 0",
       dev.value.name, config_.max_connections, config_.max_eager_bytes, pool, slot, recv_slab_.size() / 1024,
-      send_slab_.size() / 1024, config_.ack_timeout, config_.retry_cnt);
+      send_slab_.size() / 1024, config_.bounce_slots, bounce_slab_.size() / 1024, config_.ack_timeout,
+      config_.retry_cnt);
   return Status::Ok;
 }
 
@@ -158,6 +176,7 @@ RdmaTransport::~RdmaTransport() {
   for (auto& [id, mr] : mrs_) ibv_dereg_mr(mr);
   recv_slab_.reset();
   send_slab_.reset();
+  bounce_slab_.reset();
   if (pd_ != nullptr) ibv_dealloc_pd(pd_);
   if (cm_channel_ != nullptr) rdma_destroy_event_channel(cm_channel_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);

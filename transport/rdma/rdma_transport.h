@@ -23,9 +23,11 @@
 // messages all peers have in flight within the pool (daemon/peer/
 // receive_pool.h grants them).
 //
-// Wire use: Send = one SEND of header (48 bytes, from the send slab) +
-// payload (second SGE: the caller's registered memory, or copied into the
-// slot's bounce area when local.lkey == 0), inline when small. RdmaWriteImm
+// Wire use: Send = one SEND of header (48 bytes, from the connection's head
+// slot, with the prefix) + payload (second SGE: the caller's registered
+// memory, or copied into a bounce slot of the shared bounce slab when
+// local.lkey == 0), inline when small. Send memory per connection is its
+// 128 head slots (16 KiB); payload copies share config.bounce_slots. RdmaWriteImm
 // carries the low 32 bits of header.token as immediate data; the peer gets a
 // Recv completion whose header is reconstructed as {type WriteDone,
 // token = imm, aux = bytes written, payload_len 0}: the consumer maps the
@@ -69,13 +71,15 @@ struct RdmaStats {
   std::uint64_t bounce_copies = 0;
   std::uint64_t recvs = 0;
   std::uint64_t cq_polls = 0;
-  std::uint64_t cq_polls_empty = 0;        // polls that found no completion
-  std::uint64_t rnr_retry_exceeded = 0;    // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
-  std::uint64_t retry_exceeded = 0;        // IBV_WC_RETRY_EXC_ERR: transport retries ran out
-  std::uint64_t wc_errors = 0;             // any other failed completion (flushes excluded)
-  std::uint64_t protocol_errors = 0;       // a received header failed validation
-  std::uint64_t async_events = 0;          // device/port/QP events (DeviceEvents)
-  std::uint64_t recv_repost_failures = 0;  // receives the SRQ refused back (a broken device)
+  std::uint64_t cq_polls_empty = 0;         // polls that found no completion
+  std::uint64_t rnr_retry_exceeded = 0;     // IBV_WC_RNR_RETRY_EXC_ERR: ferry overran a peer's receives
+  std::uint64_t retry_exceeded = 0;         // IBV_WC_RETRY_EXC_ERR: transport retries ran out
+  std::uint64_t wc_errors = 0;              // any other failed completion (flushes excluded)
+  std::uint64_t protocol_errors = 0;        // a received header failed validation
+  std::uint64_t async_events = 0;           // device/port/QP events (DeviceEvents)
+  std::uint64_t recv_repost_failures = 0;   // receives the SRQ refused back (a broken device)
+  std::uint64_t recv_registered_bytes = 0;  // the receive slab (the shared queue's slots), set at init
+  std::uint64_t send_registered_bytes = 0;  // the send slab, set at init
 };
 
 class RdmaTransport final : public Transport {
@@ -135,7 +139,17 @@ class RdmaTransport final : public Transport {
   }
   [[nodiscard]] Status post_pool() noexcept;
   std::byte* send_slot(std::uint32_t slot, std::uint32_t i) const noexcept {
-    return slab_slot(send_slab_, config_, kSendQueueDepth, slot, i);
+    return send_slab_.data() + (std::size_t{slot} * kSendQueueDepth + (i & (kSendQueueDepth - 1))) * kHeadSlotBytes;
+  }
+  std::byte* bounce_slot(std::uint32_t b) const noexcept {
+    return bounce_slab_.data() + std::size_t{b} * config_.slot_bytes();
+  }
+  // A free bounce slot, or kNoBounce; and back.
+  std::uint32_t take_bounce() noexcept { return bounce_top_ == 0 ? kNoBounce : bounce_free_[--bounce_top_]; }
+  void put_bounce(std::uint32_t& b) noexcept {
+    if (b == kNoBounce) return;
+    bounce_free_[bounce_top_++] = b;
+    b = kNoBounce;
   }
 
   RdmaConfig config_;
@@ -158,7 +172,10 @@ class RdmaTransport final : public Transport {
   GidChoice gid_;
 
   RegisteredSlab recv_slab_;
-  RegisteredSlab send_slab_;
+  RegisteredSlab send_slab_;                      // per connection: kSendQueueDepth head slots (header + prefix)
+  RegisteredSlab bounce_slab_;                    // shared: bounce_slots payload slots
+  std::unique_ptr<std::uint32_t[]> bounce_free_;  // stack of free bounce slots
+  std::uint32_t bounce_top_ = 0;
   // Declared in dependency order: each refers only to those above it.
   DeviceEvents events_;
   ConnectionTable conns_;

@@ -13,6 +13,8 @@
 
 namespace ferry::transport::rdma {
 
+static_assert(wire::kHeaderBytes + kMaxPrefixBytes <= kHeadSlotBytes, "a head slot holds header and prefix");
+
 bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr& in, ibv_send_wr& wr, ibv_sge* sge,
                             Status& why) noexcept {
   const std::uint32_t idx = c.sq_tail;
@@ -20,6 +22,7 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
   const std::uint32_t len = in.payload_len;
   why = Status::BadRequest;
   if (len != 0 && in.payload == nullptr) return false;
+  std::uint32_t bounce = kNoBounce;  // taken last: nothing below fails after it
   wr = ibv_send_wr{};
   wr.wr_id = WrId{slot, c.generation, idx, false}.encode();
   wr.sg_list = sge;
@@ -46,8 +49,14 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
       } else if (in.local.lkey != 0) {
         sge[wr.num_sge++] = ibv_sge{addr(in.payload), len, in.local.lkey};
       } else {
-        std::memcpy(s + head, in.payload, len);
-        sge[0].length = static_cast<std::uint32_t>(total);
+        // The NIC reads it after we return: copy it to a shared bounce slot.
+        bounce = take_bounce();
+        if (bounce == kNoBounce) {
+          why = Status::Busy;
+          return false;
+        }
+        std::memcpy(bounce_slot(bounce), in.payload, len);
+        sge[wr.num_sge++] = ibv_sge{addr(bounce_slot(bounce)), len, bounce_slab_.lkey()};
         if constexpr (FERRY_DATAPATH_STATS) ++stats_.bounce_copies;
       }
       break;
@@ -70,8 +79,13 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
         sge[0] = ibv_sge{addr(in.payload), len, in.local.lkey};
         wr.num_sge = 1;
       } else if (len <= config_.slot_bytes()) {
-        std::memcpy(s, in.payload, len);
-        sge[0] = ibv_sge{addr(s), len, send_slab_.lkey()};
+        bounce = take_bounce();
+        if (bounce == kNoBounce) {
+          why = Status::Busy;
+          return false;
+        }
+        std::memcpy(bounce_slot(bounce), in.payload, len);
+        sge[0] = ibv_sge{addr(bounce_slot(bounce)), len, bounce_slab_.lkey()};
         wr.num_sge = 1;
         if constexpr (FERRY_DATAPATH_STATS) ++stats_.bounce_copies;
       } else {
@@ -97,7 +111,7 @@ bool RdmaTransport::fill_wr(RdmaConnection& c, std::uint32_t slot, const SendWr&
     c.unsignaled = 0;
     if constexpr (FERRY_DATAPATH_STATS) ++stats_.wrs_signaled;
   }
-  c.sq_at(idx) = SendEntry{in.user_data, in.signaled};
+  c.sq_at(idx) = SendEntry{in.user_data, in.signaled, bounce};
   ++c.sq_tail;
   return true;
 }
@@ -117,6 +131,7 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
     std::size_t taken = n;
     if (rc != 0) taken = bad == nullptr ? 0 : static_cast<std::size_t>(bad - wr_.data());
     if constexpr (FERRY_DATAPATH_STATS) stats_.wrs_posted += taken;
+    for (std::size_t k = taken; k < n; ++k) put_bounce(chain->sq_at(chain->sq_tail - (n - k)).bounce);
     chain->sq_tail -= static_cast<std::uint32_t>(n - taken);
     r.accepted -= static_cast<std::uint32_t>(n - taken);
     n = 0;
@@ -285,12 +300,14 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
     c.report_connected = false;
   }
   for (; c.sq_head != c.sq_done && n < out.size(); ++c.sq_head) {
-    const SendEntry& e = c.sq_at(c.sq_head);
+    SendEntry& e = c.sq_at(c.sq_head);
+    put_bounce(e.bounce);
     if (e.user_signaled) emit(CompletionKind::SendDone, Status::Ok, e.user_data);
   }
   if (c.state == ConnState::Draining) {
     // Failures always complete, signaled or not.
     for (; c.sq_head != c.sq_tail && n < out.size(); ++c.sq_head) {
+      put_bounce(c.sq_at(c.sq_head).bounce);
       emit(CompletionKind::SendDone, c.wr_status, c.sq_at(c.sq_head).user_data);
     }
     if (c.sq_head == c.sq_tail && n < out.size()) {
@@ -300,7 +317,7 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
     }
   }
   if (!c.report_accepted && !c.report_connected && c.sq_head == c.sq_done && c.state != ConnState::Draining) {
-    conns_.attention &= ~(1ull << slot);
+    conns_.attention.clear(slot);
   }
   return n;
 }
@@ -308,9 +325,14 @@ std::size_t RdmaTransport::report(std::uint32_t slot, std::span<Completion> out)
 std::size_t RdmaTransport::report_all(std::span<Completion> out) noexcept {
   std::size_t n = 0;
   const std::uint32_t max = config_.max_connections;
-  for (std::uint32_t k = 0; k < max && conns_.attention != 0 && n < out.size(); ++k) {
-    const std::uint32_t slot = (next_slot_ + k) % max;
-    if (conns_.attention & (1ull << slot)) n += report(slot, out.subspan(n));
+  // Set bits only, from next_slot_ round to it (fairness).
+  const auto sweep = [&](std::uint32_t lo, std::uint32_t hi) {
+    for (std::uint32_t s = conns_.attention.next(lo); s < hi && n < out.size(); s = conns_.attention.next(s + 1))
+      n += report(s, out.subspan(n));
+  };
+  if (conns_.attention.any()) {
+    sweep(next_slot_, max);
+    sweep(0, next_slot_);
   }
   next_slot_ = (next_slot_ + 1) % max;
   return n;

@@ -70,7 +70,13 @@ inline constexpr std::uint64_t kCapRdma = 1ull << 1;            // verbs RC data
 inline constexpr std::uint64_t kCapZeroCopyWrite = 1ull << 2;   // Call response via RDMA WRITE_WITH_IMM
 inline constexpr std::uint64_t kCapRendezvousRead = 1ull << 3;  // large sends via receiver RDMA READ
 inline constexpr std::uint64_t kCapAuth = 1ull << 4;            // shared-secret authentication
-inline constexpr std::uint64_t kCapsKnown = kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth;
+// Receive credits granted from a shared pool (daemon/peer/receive_pool.h):
+// the sender may grant beyond the receives its peer used, up to its share.
+// Without it on both sides a grant returns only used receives (the peer's
+// miscount check relies on that).
+inline constexpr std::uint64_t kCapCreditPool = 1ull << 5;
+inline constexpr std::uint64_t kCapsKnown =
+    kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth | kCapCreditPool;
 
 struct Handshake {
   std::uint16_t protocol_version = kProtocolVersion;  // what this build speaks

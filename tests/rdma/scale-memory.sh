@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# scale-memory.sh — receive and daemon memory per idle peer channel, and QPs
+# per host, in the Soft-RoCE VM (run through run-vm-suite.sh --checks, see
+# docs/benchmarks/scaling.md). One receiver ferryd on ADDR1 (rxe1, default
+# settings) and N sender ferryd on ADDR0 (rxe0, distinct ports); each sender
+# opens a channel (k = 2 rdma lanes) with one small incast message, then the
+# channels sit idle. Measured on the receiver: VmRSS before any peer and
+# with N idle peers, its registered memory (status counters; the old build
+# logs its slabs), its QPs (`rdma res show qp`). Then QPs of one sender
+# daemon serving 1, 4 and 8 client processes towards the receiver.
+# Two builds in the same VM run: this tree's (FERRY_BUILD) and the pre-SRQ
+# one in $FERRY_BUILD/main-bin (ferryd, ferryctl, ferry-bench copied from
+# main), whose receiver can hold 16 lane connections = 8 peers.
+# Output: $FERRY_CHECK_DIR/scale.txt (one "key value" line per figure).
+set -euo pipefail
+build=${FERRY_BUILD:?}
+out=${FERRY_CHECK_DIR:-${TMPDIR:-/tmp}/scale-memory}
+mkdir -p "$out"
+run=$(mktemp -d "${TMPDIR:-/tmp}/scale.XXXXXX")
+res=$out/scale.txt
+: >"$res"
+pids=()
+stop_all() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap stop_all EXIT
+common=(--transport rdma --channel-conns 2 --rdma-ack-timeout 18 --heartbeat-ms 1000 --peer-timeout-ms 30000
+        --connect-timeout-ms 20000 --log-level info)
+
+# start NAME ADDR PORT FERRYD CTL [ARGS...]: a daemon, back when its control socket answers.
+start() {
+  local name=$1 addr=$2 port=$3 ferryd=$4 ctl=$5
+  shift 5
+  mkdir -p "$run/$name"
+  "$ferryd" --runtime-dir "$run/$name" --listen "$addr:$port" "${common[@]}" "$@" >"$run/$name.log" 2>&1 &
+  pids+=($!)
+  echo $! >"$run/$name.pid"
+  for _ in $(seq 1 300); do
+    "$ctl" --control "$run/$name/control.sock" status --json >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "daemon $name did not come up:"; tail -20 "$run/$name.log"; return 1
+}
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+qps_of() { rdma res show qp 2>/dev/null | grep -c "pid $1 " || true; }
+counter() { "$1" --control "$run/$2/control.sock" status --json | grep -o "\"$3\": *[0-9]*" | grep -o '[0-9]*$' || echo 0; }
+
+# variant LABEL BIN_DIR PEERS SENDER_ARGS...
+variant() {
+  local label=$1 bin=$2 peers=$3
+  shift 3
+  local ferryd=$bin/ferryd ctl=$bin/ferryctl bench=$bin/ferry-bench
+  [[ $bin == "$build/main-bin" ]] || { ferryd=$build/daemon/ferryd ctl=$build/control/ferryctl bench=$build/tests/perf/ferry-bench; }
+  start "$label-r" "$ADDR1" 31000 "$ferryd" "$ctl"
+  local rpid
+  rpid=$(cat "$run/$label-r.pid")
+  sleep 1
+  local rss0
+  rss0=$(rss_kib "$rpid")
+  local socks="" i
+  for i in $(seq 1 "$peers"); do
+    start "$label-s$i" "$ADDR0" $((31000 + i)) "$ferryd" "$ctl" "$@"
+    socks+="${socks:+,}$run/$label-s$i/ferryd.sock"
+  done
+  # One message from each sender daemon: every channel comes up, then idles.
+  local ok=0
+  for _ in 1 2 3 4 5; do
+    if "$bench" incast --size 64 --iters "$peers" --senders "$peers" --socket "$socks" \
+        --server-socket "$run/$label-r/ferryd.sock" --target "$ADDR1:31000" --json >"$run/$label-warm.json" 2>&1; then
+      ok=1; break
+    fi
+  done
+  [[ $ok == 1 ]] || { echo "$label: channels did not come up"; cat "$run/$label-warm.json"; tail -30 "$run/$label-r.log"; return 1; }
+  sleep 3
+  local rss qps
+  rss=$(rss_kib "$rpid")
+  qps=$(qps_of "$rpid")
+  {
+    echo "$label peers $peers"
+    echo "$label receiver_rss_kib_before $rss0"
+    echo "$label receiver_rss_kib_after $rss"
+    echo "$label receiver_rss_kib_per_idle_peer $(( (rss - rss0) / peers ))"
+    echo "$label receiver_qps $qps"
+    echo "$label receiver_log $(grep -o 'rdma: rxe1 ready.*' "$run/$label-r.log" | head -1)"
+    echo "$label receiver_credits $(grep -o 'receive credits: .*' "$run/$label-r.log" | head -1)"
+    echo "$label receiver_recv_registered_bytes $(counter "$ctl" "$label-r" rdma_recv_registered_bytes)"
+    echo "$label receiver_send_registered_bytes $(counter "$ctl" "$label-r" rdma_send_registered_bytes)"
+    echo "$label receiver_rnr_naks $(counter "$ctl" "$label-r" rnr_naks)"
+  } | tee -a "$res"
+  # QPs on one sender daemon with 1, 4, 8 client processes to the receiver.
+  local p s1pid
+  s1pid=$(cat "$run/$label-s1.pid")
+  for p in 1 4 8; do
+    "$bench" incast --size 64 --iters $((p * 4)) --senders "$p" --socket "$run/$label-s1/ferryd.sock" \
+      --server-socket "$run/$label-r/ferryd.sock" --target "$ADDR1:31000" --json >/dev/null 2>&1 || true
+    echo "$label sender_qps_with_${p}_processes $(qps_of "$s1pid")" | tee -a "$res"
+  done
+  stop_all
+  sleep 1
+}
+
+rdma res show qp >/dev/null 2>&1 || { echo "SKIP: no rdma tool"; exit 77; }
+if [[ -x $build/main-bin/ferryd ]]; then
+  LD_LIBRARY_PATH=$build/main-bin variant main "$build/main-bin" 7
+fi
+variant srq "$build" 7 --receive-pool 64 --rdma-max-connections 4
+variant srq30 "$build" 30 --receive-pool 64 --rdma-max-connections 4
+echo "--- $res"; cat "$res"
