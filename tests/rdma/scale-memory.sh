@@ -45,7 +45,17 @@ start() {
   echo "daemon $name did not come up:"; tail -20 "$run/$name.log"; return 1
 }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-qps_of() { rdma res show qp 2>/dev/null | grep -c "pid $1 " || true; }
+# QPs a process owns, from the rdma tool's JSON (one object per QP).
+qps_of() {
+  rdma -j res show qp 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+pid = int(sys.argv[1])
+try:
+    qps = json.load(sys.stdin)
+except ValueError:
+    qps = []
+print(sum(1 for q in qps if q.get("pid") == pid and q.get("type") == "RC"))' "$1"
+}
 counter() { "$1" --control "$run/$2/control.sock" status --json | grep -o "\"$3\": *[0-9]*" | grep -o '[0-9]*$' || echo 0; }
 
 # variant LABEL BIN_DIR PEERS SENDER_ARGS...
