@@ -4,12 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <new>
 #include <span>
 
 namespace ferry::daemon::peer {
 
 void Lane::open() {
-  if (slots_ == nullptr) slots_ = std::make_unique<Slot[]>(kCapacity);
+  if (slots_ == nullptr) slots_.reset(static_cast<Slot*>(::operator new(sizeof(Slot) * kCapacity)));
 }
 
 void Lane::credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent, bool pooled) noexcept {

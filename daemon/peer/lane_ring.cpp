@@ -103,7 +103,7 @@ void Lane::close() noexcept {
   release_lent();  // the connection is closed already (lane.h)
   if (!is_open()) return;
   // Taken out first: a post() from inside on_send_done finds no ring.
-  const std::unique_ptr<Slot[]> slots = std::move(slots_);
+  const Ring slots = std::move(slots_);
   const std::uint32_t waiting = stats_.backlog;
   std::uint32_t n = stats_.unconfirmed + waiting;
   stats_.unconfirmed = stats_.backlog = 0;
