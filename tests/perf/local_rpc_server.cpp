@@ -126,7 +126,7 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
     ready.failed(error);
     return 1;
   }
-  const auto served = client->serve(kBenchEchoService);
+  const auto served = client->serve(bench_echo_service());
   if (!served) {
     ready.failed("serve bench-echo: " + std::string(to_string(served.status)));
     return 1;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,13 @@
 namespace ferry::bench {
 
 inline constexpr std::string_view kBenchEchoService = "bench-echo";
+// The service name the forked server serves and the client opens:
+// $FERRY_BENCH_SERVICE when set (several ferry-bench runs against one server
+// daemon at once, tests/rdma/bench-rails.sh), else kBenchEchoService.
+inline std::string bench_echo_service() {
+  const char* v = std::getenv("FERRY_BENCH_SERVICE");
+  return v != nullptr && *v != 0 ? std::string(v) : std::string(kBenchEchoService);
+}
 
 // Runs in the forked child until ready.stop_fd() reports EOF or the daemon
 // goes away; returns the child's exit code.

@@ -160,8 +160,6 @@ Outcome run_echo_rpc(ScenarioContext& ctx, const std::string& target, const std:
   return Outcome::Ok;
 }
 
-Outcome run_local_rpc(ScenarioContext& ctx) {
-  return run_echo_rpc(ctx, std::string(kBenchEchoService), "ferry-bench local-rpc");
-}
+Outcome run_local_rpc(ScenarioContext& ctx) { return run_echo_rpc(ctx, bench_echo_service(), "ferry-bench local-rpc"); }
 
 }  // namespace ferry::bench

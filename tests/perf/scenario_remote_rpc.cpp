@@ -18,7 +18,7 @@ Outcome run_remote_rpc(ScenarioContext& ctx) {
   if (o.server_socket == o.socket)
     return ctx.fail(Outcome::BadUsage,
                     "remote-rpc needs --server-socket: the serving daemon, not the one at --socket (" + o.socket + ")");
-  return run_echo_rpc(ctx, o.target + "/" + std::string(kBenchEchoService), "ferry-bench remote-rpc");
+  return run_echo_rpc(ctx, o.target + "/" + bench_echo_service(), "ferry-bench remote-rpc");
 }
 
 }  // namespace ferry::bench

@@ -53,7 +53,7 @@ ferry_run() { # ferry_run DEVA DEVB TAG -> prints summed bytes/s
   start "$1" "$2" "$3"
   local i pids=() total=0
   for ((i = 0; i < clients; i++)); do
-    "$bench" remote-rpc --socket "$run/a/ferryd.sock" --server-socket "$run/b/ferryd.sock" --target "$ADDR1:$port" \
+    FERRY_BENCH_SERVICE=bench-echo-$i "$bench" remote-rpc --socket "$run/a/ferryd.sock" --server-socket "$run/b/ferryd.sock" --target "$ADDR1:$port" \
       --size 1M --concurrency 2 --duration "$duration" --warmup 20 --json >"$dir/$3-c$i.out" 2>&1 &
     pids+=($!)
   done
@@ -66,7 +66,13 @@ ferry_run() { # ferry_run DEVA DEVB TAG -> prints summed bytes/s
 
 wbw() { # wbw DEV ADDR_SERVER DEV_CLIENT ADDR_CLIENT PORT OUT: ib_write_bw 1 MiB, prints MB/s
   (ib_write_bw -d "$1" -x 1 -s 1048576 -D "$duration" -p "$5" >/dev/null 2>&1 &)
-  sleep 1
+  # The server listens for the exchange on TCP port $5: wait for it (TCG is slow to start it).
+  local hex deadline=$((SECONDS + 20))
+  hex=$(printf ':%04X ' "$5")
+  until grep -q "$hex" /proc/net/tcp 2>/dev/null; do
+    ((SECONDS < deadline)) || break
+    sleep 0.2
+  done
   ib_write_bw -d "$3" -x 1 -s 1048576 -D "$duration" -p "$5" "$2" >"$6" 2>&1 || true
   awk '/^ *1048576/ {print $4}' "$6"
 }
