@@ -7,9 +7,9 @@
   #fragment names a heading of its target.
 - No project file names the planning notes that live beside the project but
   not in it (the names are assembled below so this file does not match).
-- Every code block in README.md preceded by `<!-- example: PATH -->` equals
-  the file PATH byte for byte, and every source file under EXAMPLE_DIRS is
-  shown that way (so the README's examples are the ones the build compiles
+- Every code block in README.md or docs/user-guide.md preceded by
+  `<!-- example: PATH -->` equals the file PATH byte for byte, and every
+  source file under EXAMPLE_DIRS is shown that way in one of them (so the README's examples are the ones the build compiles
   and tests/docs/run_examples.py runs).
 Exit 0 when all hold, 1 with one line per problem otherwise."""
 import os
@@ -19,6 +19,8 @@ import sys
 
 README_LIMIT = 12 * 1024
 EXAMPLE_DIRS = ["client/examples/hello", "client/python/examples"]
+# Where an example may be shown (the README keeps the first ones; the rest in the user guide).
+EXAMPLE_DOCS = ["README.md", "docs/user-guide.md"]
 EXAMPLE_SUFFIXES = (".c", ".cpp", ".py")
 FORBIDDEN = [stem + ".md" for stem in ("DES" + "IGN", "STY" + "LE", "RDMA" + "-VM")]
 
@@ -122,10 +124,9 @@ def check_links(root, md, problems):
                 problems.append(f"{where}: {rel} has no heading #{fragment}")
 
 
-def check_examples(root, problems):
-    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+def check_examples_in(root, doc, shown, problems):
+    with open(os.path.join(root, doc), encoding="utf-8") as f:
         lines = f.read().split("\n")
-    shown = set()
     i = 0
     while i < len(lines):
         m = EXAMPLE_MARK.match(lines[i])
@@ -134,7 +135,7 @@ def check_examples(root, problems):
             continue
         name = m.group(1)
         if i >= len(lines) or not FENCE.match(lines[i]):
-            problems.append(f"README.md:{i}: example marker for {name} is not followed by a code block")
+            problems.append(f"{doc}:{i}: example marker for {name} is not followed by a code block")
             continue
         start = i + 1
         end = start
@@ -147,15 +148,21 @@ def check_examples(root, problems):
             with open(os.path.join(root, name), encoding="utf-8") as f:
                 want = f.read()
         except OSError as e:
-            problems.append(f"README.md:{start}: example {name}: {e.strerror}")
+            problems.append(f"{doc}:{start}: example {name}: {e.strerror}")
             continue
         if block != want:
-            problems.append(f"README.md:{start}: the block shown for {name} differs from the file")
+            problems.append(f"{doc}:{start}: the block shown for {name} differs from the file")
+
+
+def check_examples(root, problems):
+    shown = set()
+    for doc in EXAMPLE_DOCS:
+        check_examples_in(root, doc, shown, problems)
     for d in EXAMPLE_DIRS:
         for entry in sorted(os.listdir(os.path.join(root, d))):
             name = f"{d}/{entry}"
             if entry.endswith(EXAMPLE_SUFFIXES) and name not in shown:
-                problems.append(f"README.md: example {name} is not shown (<!-- example: {name} --> + code block)")
+                problems.append(f"example {name} is shown in none of {EXAMPLE_DOCS} (<!-- example: {name} --> + code block)")
 
 
 def main():

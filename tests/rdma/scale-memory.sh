@@ -46,15 +46,17 @@ start() {
 }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 # QPs a process owns, from the rdma tool's JSON (one object per QP).
-qps_of() {
+qps_of() { # RC QPs of every thread of daemon $1 (rdma names the creating thread's id)
+  local tids
+  tids=$(ls "/proc/$1/task" 2>/dev/null | tr '\n' ' ')
   rdma -j res show qp 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
-pid = int(sys.argv[1])
+tids = {int(t) for t in sys.argv[1].split()}
 try:
     qps = json.load(sys.stdin)
 except ValueError:
     qps = []
-print(sum(1 for q in qps if q.get("pid") == pid and q.get("type") == "RC"))' "$1"
+print(sum(1 for q in qps if q.get("pid") in tids and q.get("type") == "RC"))' "$tids"
 }
 counter() { "$1" --control "$run/$2/control.sock" status --json | grep -o "\"$3\": *[0-9]*" | grep -o '[0-9]*$' || echo 0; }
 
@@ -67,14 +69,21 @@ variant() {
   start "$label-r" "$ADDR1" 31000 "$ferryd" "$ctl"
   local rpid
   rpid=$(cat "$run/$label-r.pid")
-  sleep 1
-  local rss0
-  rss0=$(rss_kib "$rpid")
   local socks="" i
   for i in $(seq 1 "$peers"); do
     start "$label-s$i" "$ADDR0" $((31000 + i)) "$ferryd" "$ctl" "$@"
     socks+="${socks:+,}$run/$label-s$i/ferryd.sock"
   done
+  # The first peer alone first: what the receiver pays once (the server's
+  # attach and registration, the first remote delivery's buffers) goes
+  # into the baseline, so the figure per idle peer is what each further
+  # peer adds.
+  "$bench" incast --size 64 --iters 1 --senders 1 --socket "$run/$label-s1/ferryd.sock" \
+    --server-socket "$run/$label-r/ferryd.sock" --target "$ADDR1:31000" --json >"$run/$label-first.json" 2>&1 || true
+  sleep 2
+  local rss0
+  rss0=$(rss_kib "$rpid")
+  cp "/proc/$rpid/smaps" "$out/$label-smaps.before"
   # One message from each sender daemon: every channel comes up, then idles.
   local ok=0
   for _ in 1 2 3 4 5; do
@@ -88,11 +97,14 @@ variant() {
   local rss qps
   rss=$(rss_kib "$rpid")
   qps=$(qps_of "$rpid")
+  cp "/proc/$rpid/smaps" "$out/$label-smaps.after"
+  rdma res show qp >"$out/$label-qps.txt" 2>&1 || true
+  rdma -j res show qp >"$out/$label-qps.json" 2>&1 || true
   {
     echo "$label peers $peers"
     echo "$label receiver_rss_kib_before $rss0"
     echo "$label receiver_rss_kib_after $rss"
-    echo "$label receiver_rss_kib_per_idle_peer $(( (rss - rss0) / peers ))"
+    echo "$label receiver_rss_kib_per_idle_peer $(( (rss - rss0) / (peers - 1) ))"
     echo "$label receiver_qps $qps"
     echo "$label receiver_log $(grep -o 'rdma: rxe1 ready.*' "$run/$label-r.log" | head -1)"
     echo "$label receiver_credits $(grep -o 'receive credits: .*' "$run/$label-r.log" | head -1)"
@@ -113,9 +125,9 @@ variant() {
 }
 
 rdma res show qp >/dev/null 2>&1 || { echo "SKIP: no rdma tool"; exit 77; }
-if [[ -x $build/main-bin/ferryd ]]; then
+if [[ -x $build/main-bin/ferryd && ${SCALE_MAIN:-1} == 1 ]]; then
   LD_LIBRARY_PATH=$build/main-bin variant main "$build/main-bin" 7
 fi
 variant srq "$build" 7 --receive-pool 64 --rdma-max-connections 4
-variant srq30 "$build" 30 --receive-pool 64 --rdma-max-connections 4
+[[ ${SCALE_30:-1} == 1 ]] && variant srq30 "$build" 30 --receive-pool 64 --rdma-max-connections 4
 echo "--- $res"; cat "$res"
