@@ -13,7 +13,7 @@
 namespace ferry::transport::rdma {
 
 // Compile-time capacities: every array of the datapath is sized by these.
-inline constexpr std::uint32_t kMaxConnections = 64;     // one bit each in the attention mask
+inline constexpr std::uint32_t kMaxConnections = 1024;   // one bit each in the attention mask
 inline constexpr std::uint32_t kSendQueueDepth = 128;    // send WRs outstanding per QP
 inline constexpr std::uint32_t kRecvDepth = 128;         // credits a connection starts with (caps().recv_depth)
 inline constexpr std::uint32_t kMaxRecvPool = 1u << 18;  // receives on the shared receive queue at most

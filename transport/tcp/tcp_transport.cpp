@@ -51,6 +51,18 @@ bool parse_address(std::string_view host, std::uint16_t port, sockaddr_storage& 
   return false;
 }
 
+bool is_wildcard(const sockaddr_storage& ss) noexcept {
+  if (ss.ss_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+  return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
+}
+
+bool is_loopback(const sockaddr_storage& ss) noexcept {
+  if (ss.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  }
+  return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
+}
+
 AcceptGuardConfig guard_config(const TcpConfig& c) noexcept {
   AcceptGuardConfig g;
   g.max_connections = c.max_connections;
@@ -243,6 +255,15 @@ Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t 
     return Result<std::uint16_t>::fail(Status::NoMemory);
   }
   listen_fd_ = fd;
+  if (!is_wildcard(ss)) {
+    source_ = ss;
+    source_len_ = len;
+    if (ss.ss_family == AF_INET) {
+      reinterpret_cast<sockaddr_in*>(&source_)->sin_port = 0;
+    } else {
+      reinterpret_cast<sockaddr_in6*>(&source_)->sin6_port = 0;
+    }
+  }
   spdlog::debug("tcp transport: listening on {}:{}", host, bound_port);
   return Result<std::uint16_t>::ok(bound_port);
 }
@@ -258,6 +279,21 @@ Result<int> TcpTransport::connect_start(std::string_view host, std::uint16_t por
   if (configure_socket(fd) != Status::Ok) {
     ::close(fd);
     return Result<int>::fail(Status::BadRequest);
+  }
+  // From the listen address when it names one interface: the peer then
+  // knows this connection's source as our address (on a host whose two
+  // addresses are both local, the kernel would otherwise pick the
+  // destination's). Not a loopback source toward another host.
+  if (source_len_ != 0 && source_.ss_family == ss.ss_family && (!is_loopback(source_) || is_loopback(ss))) {
+    const int one = 1;  // the port is chosen by connect(), per 4-tuple, not reserved by bind()
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&source_), source_len_) != 0) {
+      const int err = errno;
+      ::close(fd);
+      spdlog::debug("tcp transport: binding the dial to {}:{} to the listen address failed: {}", host, port,
+                    std::strerror(err));
+      return Result<int>::fail(Status::PeerUnreachable);
+    }
   }
   const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
   // EINTR: an interrupted connect goes on in the background, like EINPROGRESS.

@@ -114,6 +114,10 @@ class TcpTransport final : public Transport {
   TcpConfig config_;
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
+  // The listen address when it names one interface (not a wildcard): our
+  // dials leave from it, so the peer sees the address it knows us by.
+  sockaddr_storage source_{};
+  socklen_t source_len_ = 0;
   int timer_fd_ = -1;  // in the epoll set: wakes a sleeping owner for a deadline
   bool timer_due_ = false;
   AcceptGuard guard_;

@@ -200,6 +200,33 @@ TEST_CASE("connect_async: Connected from poll, then traffic; the caller never wa
   }));
 }
 
+TEST_CASE("dials leave from the listen address, so the peer sees the address it knows us by", "[tcp]") {
+  // 127.0.0.2 and 127.0.0.3 are both local: without a bound source the
+  // kernel would pick 127.0.0.1 (lo's address) for the dial.
+  auto a = make_transport();
+  auto b = make_transport();
+  auto wild = make_transport();
+  REQUIRE(a->listen("127.0.0.2", 0));
+  auto lb = b->listen("127.0.0.3", 0);
+  REQUIRE(lb);
+  REQUIRE(wild->listen("0.0.0.0", 0));
+  for (TcpTransport* from : {a.get(), wild.get()}) {
+    auto c = from->connect_async("127.0.0.3", lb.value);
+    REQUIRE(c);
+    REQUIRE(poll_for(*from,
+                     [&](const Completion& cp) { return cp.kind == CompletionKind::Connected && cp.conn == c.value; }));
+    ConnId accepted = kInvalidConn;
+    REQUIRE(poll_for(*b, [&](const Completion& cp) {
+      if (cp.kind != CompletionKind::Accepted) return false;
+      accepted = cp.conn;
+      return true;
+    }));
+    // A wildcard listener leaves the choice to the kernel (lo's 127.0.0.1 here).
+    CHECK(b->peer_address(accepted) == (from == a.get() ? "127.0.0.2" : "127.0.0.1"));
+    CHECK(from->close(c.value) == Status::Ok);
+  }
+}
+
 TEST_CASE("connect_async: a refused connect comes back Closed with PeerUnreachable", "[tcp][fault]") {
   const int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // bound, not listening
   sockaddr_in a{};
