@@ -43,6 +43,7 @@ RailSet::RailSet(std::vector<std::unique_ptr<transport::rdma::RdmaTransport>> ra
     r.name = rails_[i]->device_name();
     r.address = rails_[i]->config().address;
     r.gid_index = rails_[i]->gid().index;
+    conns_[i].assign(transport::rdma::kMaxConnections, kInvalidConn);
   }
 }
 
@@ -273,22 +274,15 @@ void RailSet::take_out(std::uint32_t rail, std::uint64_t now_ns) noexcept {
 
 void RailSet::track(std::uint32_t rail, ConnId in, bool open) noexcept {
   auto& set = conns_[rail];
-  for (ConnId& c : set) {
-    if (c == in) {
-      if (!open) {
-        c = kInvalidConn;
-        --info_[rail].lanes;
-      }
-      return;
-    }
-  }
-  if (!open) return;
-  for (ConnId& c : set) {
-    if (c == kInvalidConn) {
-      c = in;
-      ++info_[rail].lanes;
-      return;
-    }
+  const std::uint32_t low = in & ((1u << kRailShift) - 1);
+  if (low == 0 || low > set.size()) return;  // not a connection id of this rail
+  ConnId& c = set[low - 1];
+  if (open) {
+    if (c == kInvalidConn) ++info_[rail].lanes;
+    c = in;
+  } else if (c == in) {
+    c = kInvalidConn;
+    --info_[rail].lanes;
   }
 }
 

@@ -111,9 +111,10 @@ class RailSet final : public transport::Transport {
   std::vector<std::unique_ptr<transport::rdma::RdmaTransport>> rails_;
   std::array<RailInfo, kMaxRails> info_{};
   std::array<bool, kMaxRails> forced_down_{};
-  // Open connections per rail (inner ids), so a rail taken out closes them.
-  static constexpr std::uint32_t kConnsPerRail = 64;
-  std::array<std::array<transport::ConnId, kConnsPerRail>, kMaxRails> conns_{};
+  // Open connections per rail (inner ids) by slot (an inner id's low 14
+  // bits are slot + 1), so a rail taken out closes them: one entry for each
+  // connection slot a rail has (rdma kMaxConnections).
+  std::array<std::vector<transport::ConnId>, kMaxRails> conns_{};
   int epoll_fd_ = -1;
   std::uint32_t next_poll_ = 0;
   std::uint64_t returns_total_ = 0;
