@@ -255,15 +255,7 @@ Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t 
     return Result<std::uint16_t>::fail(Status::NoMemory);
   }
   listen_fd_ = fd;
-  if (!is_wildcard(ss)) {
-    source_ = ss;
-    source_len_ = len;
-    if (ss.ss_family == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(&source_)->sin_port = 0;
-    } else {
-      reinterpret_cast<sockaddr_in6*>(&source_)->sin6_port = 0;
-    }
-  }
+  if (!is_wildcard(ss)) (void)parse_address(host, 0, source_, source_len_);  // parsed above: cannot fail
   spdlog::debug("tcp transport: listening on {}:{}", host, bound_port);
   return Result<std::uint16_t>::ok(bound_port);
 }
