@@ -6,32 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "transport/gid_text.h"
+
 namespace ferry::daemon::rails {
 
 namespace {
-
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  if (!in || !std::getline(in, s)) return {};
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-// "0000:0000:0000:0000:0000:ffff:c612:0001" -> "198.18.0.1"; "" otherwise.
-std::string mapped_ipv4(const std::string& gid) {
-  static constexpr std::string_view kPrefix = "0000:0000:0000:0000:0000:ffff:";
-  if (gid.size() != kPrefix.size() + 9 || gid.compare(0, kPrefix.size(), kPrefix) != 0) return {};
-  const std::string hex = gid.substr(kPrefix.size(), 4) + gid.substr(kPrefix.size() + 5, 4);
-  unsigned long v = 0;
-  try {
-    v = std::stoul(hex, nullptr, 16);
-  } catch (...) {
-    return {};
-  }
-  return std::to_string((v >> 24) & 255) + "." + std::to_string((v >> 16) & 255) + "." +
-         std::to_string((v >> 8) & 255) + "." + std::to_string(v & 255);
-}
 
 bool is_ipv4(const std::string& s) {
   in_addr a{};
@@ -46,8 +25,8 @@ std::vector<std::string> roce_v2_ipv4(std::string_view sysfs_root, std::string_v
   for (int i = 0; i < 256; ++i) {
     const std::string gid_path = base + "/gids/" + std::to_string(i);
     if (!std::ifstream(gid_path)) break;
-    if (read_line(base + "/gid_attrs/types/" + std::to_string(i)) != "RoCE v2") continue;
-    std::string a = mapped_ipv4(read_line(gid_path));
+    if (transport::read_sysfs_line(base + "/gid_attrs/types/" + std::to_string(i)) != "RoCE v2") continue;
+    std::string a = transport::mapped_ipv4(transport::read_sysfs_line(gid_path));
     if (!a.empty() && std::find(out.begin(), out.end(), a) == out.end()) out.push_back(std::move(a));
   }
   return out;

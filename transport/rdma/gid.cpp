@@ -1,25 +1,14 @@
 // GID table scan (sysfs) for RoCE v2 source GID selection. See gid.h.
 #include "transport/rdma/gid.h"
 
-#include <arpa/inet.h>
-
-#include <cstdio>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
 
+#include "transport/gid_text.h"
+
 namespace ferry::transport::rdma {
 namespace {
-
-// One line of a sysfs attribute, without the newline; "" when unreadable
-// (sysfs returns EINVAL for the attrs of empty entries, which is not an error).
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  if (!in || !std::getline(in, s)) return {};
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 bool is_zero_gid(const std::string& gid) {
   for (char c : gid) {
@@ -30,16 +19,6 @@ bool is_zero_gid(const std::string& gid) {
 
 }  // namespace
 
-std::string ipv4_mapped_gid(std::string_view ipv4) {
-  in_addr a{};
-  const std::string s(ipv4);
-  if (inet_pton(AF_INET, s.c_str(), &a) != 1) return {};
-  const auto* b = reinterpret_cast<const unsigned char*>(&a.s_addr);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3]);
-  return buf;
-}
-
 Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, int port, std::string_view address,
                              int override_index) {
   const std::string base =
@@ -47,9 +26,9 @@ Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, 
   auto entry = [&base](int i) {
     GidChoice c;
     c.index = i;
-    c.gid = read_line(base + "/gids/" + std::to_string(i));
-    c.type = read_line(base + "/gid_attrs/types/" + std::to_string(i));
-    c.netdev = read_line(base + "/gid_attrs/ndevs/" + std::to_string(i));
+    c.gid = read_sysfs_line(base + "/gids/" + std::to_string(i));
+    c.type = read_sysfs_line(base + "/gid_attrs/types/" + std::to_string(i));
+    c.netdev = read_sysfs_line(base + "/gid_attrs/ndevs/" + std::to_string(i));
     return c;
   };
 

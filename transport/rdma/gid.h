@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "ferry/result.h"
+#include "transport/gid_text.h"
 
 namespace ferry::transport::rdma {
 
@@ -24,9 +25,7 @@ struct GidChoice {
   std::string reason;  // why this entry (for the log line)
 };
 
-// The sysfs GID string of an IPv4-mapped GID, or "" when `ipv4` is not a
-// numeric IPv4 address.
-std::string ipv4_mapped_gid(std::string_view ipv4);
+using transport::ipv4_mapped_gid;  // gid_text.h
 
 // Picks the source GID of DEV/PORT for `address`. override_index >= 0 takes
 // that entry if it exists and is non-zero (BadRequest otherwise). Otherwise
