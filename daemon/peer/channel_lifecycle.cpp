@@ -117,11 +117,13 @@ void ChannelManager::channel_tick(Channel& ch, std::uint64_t now_ns) {
                  now_ns);
       continue;
     }
-    // Idle lane: grant what data used. Receives used by the peer's Credit
+    // Idle lane: grant what data used, and ack what has waited a tick (a
+    // pooled grant may be nothing). Receives used by the peer's Credit
     // messages alone wait for a piggyback or the threshold, else two idle
     // daemons would trade one-credit Credit messages forever.
-    if (l.owes_for_data()) (void)l.post_credit();  // not taken: the next tick tries again
-    if (l.waiting()) flush(ch, i);                 // after a Busy send queue
+    const bool ack = l.ack_overdue();
+    if (ack || l.owes_for_data()) (void)l.post_credit();  // not taken: the next tick tries again
+    if (l.waiting()) flush(ch, i);                        // after a Busy send queue
   }
   if (rails_ != nullptr && ch.usable()) rails_back(ch, now_ns);
 }

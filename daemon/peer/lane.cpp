@@ -84,6 +84,9 @@ transport::PostResult Lane::post_backlog(std::uint32_t n, std::uint64_t now_ns) 
     owed_by_credit_ = 0;
   }
   for (std::uint32_t k = 0; k < r.accepted; ++k) {
+    if (batch[k].op == transport::WrOp::Send) note_ack_sent();
+  }
+  for (std::uint32_t k = 0; k < r.accepted; ++k) {
     Slot& s = at(first + k);
     s.seq = batch[k].header.lane_seq;
     s.posted_ns = now_ns;
@@ -178,9 +181,17 @@ bool Lane::reposted(std::uint64_t now_ns) noexcept {
   return true;
 }
 
+bool Lane::ack_overdue() noexcept {
+  if (rx_seq_ == ack_sent_) return ack_waiting_ = false;
+  const bool overdue = ack_waiting_;
+  ack_waiting_ = true;
+  return overdue;
+}
+
 bool Lane::post_credit() noexcept {
   // The reserve credit exists for this message: a Credit may use the last one.
-  if (stats_.credits_owed == 0 || stats_.credits == 0 || conn_ == transport::kInvalidConn) return false;
+  if (stats_.credits_owed == 0 && rx_seq_ == ack_sent_) return false;
+  if (stats_.credits == 0 || conn_ == transport::kInvalidConn) return false;
   transport::SendWr wr;
   wr.conn = conn_;
   wr.header.type = wire::MsgType::Credit;
@@ -192,6 +203,7 @@ bool Lane::post_credit() noexcept {
   if (r.accepted != 1) return false;
   stats_.credits_owed = 0;
   owed_by_credit_ = 0;
+  note_ack_sent();
   --stats_.credits;
   ++stats_.tx_msgs;
   stats_.tx_bytes += wire::kHeaderBytes;

@@ -130,6 +130,7 @@ class Lane {
   void credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent = 1,
                     bool pooled = false) noexcept;
   std::uint32_t peer_credits() const noexcept { return peer_credits_; }
+  bool pooled() const noexcept { return pooled_; }
 
   // Posting. Accepted means it will go: a WR without a credit, behind a
   // non-empty backlog, on a broken lane or refused by the transport at once
@@ -164,8 +165,16 @@ class Lane {
   // Whether data (not the peer's Credit messages alone) used what we owe:
   // an idle lane grants that at a tick, never a Credit for a Credit.
   bool owes_for_data() const noexcept { return stats_.credits_owed > owed_by_credit_; }
-  // An explicit Credit carrying what we owe (may use the reserve credit).
+  // An explicit Credit carrying what we owe and our ack (may use the
+  // reserve credit); false when it owes neither or cannot go now.
   bool post_credit() noexcept;
+  // Delayed ack, asked once per tick: true when a message received in order
+  // has waited unacknowledged since the previous tick. A pooled receiver may
+  // grant nothing back for the last messages of a burst (the sender holds
+  // more than an idle lane is lent), so no Credit would carry the ack and
+  // the sender's lane would never settle. Credits are not numbered, so an
+  // ack never asks for an ack.
+  [[nodiscard]] bool ack_overdue() noexcept;
   // The in-order check of a numbered message: Next advances rx_seq.
   [[nodiscard]] RxOrder accept_seq(std::uint32_t got) noexcept;
   std::uint32_t rx_seq() const noexcept { return rx_seq_; }
@@ -231,6 +240,10 @@ class Lane {
     ++recv_unposted_;
     if (by_credit) ++unposted_by_credit_;
   }
+  void note_ack_sent() noexcept {
+    ack_sent_ = rx_seq_;
+    ack_waiting_ = false;
+  }
 
   transport::Transport* transport_ = nullptr;
   LaneCompletions* done_ = nullptr;
@@ -258,10 +271,12 @@ class Lane {
   std::uint32_t unposted_by_credit_ = 0;  // ... of them used by pure Credit messages
   std::uint32_t owed_by_credit_ = 0;      // part of stats_.credits_owed used by pure Credit messages
   // Sequence numbers (header lane_seq/ack; serial arithmetic, they wrap).
-  std::uint32_t tx_seq_ = 0;  // lane_seq of the last numbered WR posted
-  std::uint32_t rx_seq_ = 0;  // lane_seq of the last message received in order
-  std::uint32_t acked_ = 0;   // the peer's cumulative ack
-  bool broken_ = false;       // the connection died while the channel lives on
+  std::uint32_t tx_seq_ = 0;    // lane_seq of the last numbered WR posted
+  std::uint32_t rx_seq_ = 0;    // lane_seq of the last message received in order
+  std::uint32_t acked_ = 0;     // the peer's cumulative ack
+  std::uint32_t ack_sent_ = 0;  // the ack the last message we posted carried
+  bool ack_waiting_ = false;    // rx_seq_ was unacked at the last ack_overdue()
+  bool broken_ = false;         // the connection died while the channel lives on
   std::uint64_t broken_ns_ = 0;
   std::uint64_t redial_ns_ = 0;  // initiator, broken, no connect under way: dial again then
 

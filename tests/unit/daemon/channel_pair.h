@@ -68,13 +68,20 @@ struct Side {
   std::unique_ptr<ChannelManager> mgr;
   std::uint64_t now = 1000 * kMs;
 
-  explicit Side(std::uint64_t epoch, std::uint32_t recv_depth = 128) : t(caps(recv_depth)) {
+  // credit_floor != 0: lanes lend from a pool (ChannelConfig), share 64.
+  explicit Side(std::uint64_t epoch, std::uint32_t recv_depth = 128, std::uint32_t credit_floor = 0)
+      : t(caps(recv_depth)) {
     ChannelConfig cfg;
     cfg.epoch = epoch;
     cfg.heartbeat_ms = 100;
     cfg.peer_timeout_ms = 100'000;
     cfg.connect_timeout_ms = 100'000;
     cfg.lanes = 1;
+    if (credit_floor != 0) {
+      cfg.credit_floor = credit_floor;
+      cfg.credit_share = 64;
+      cfg.receive_pool = 64 * credit_floor + 256;  // every connection's floor, and some to lend
+    }
     mgr = std::make_unique<ChannelManager>(t, ev, cfg, counters);
   }
   static transport::TransportCaps caps(std::uint32_t recv_depth) {
@@ -135,7 +142,11 @@ struct Pair {
   // `b_depth`: the receiver's receives per lane. A small one (below a poll
   // batch) lets the sender refill faster than the receiver polls, so a
   // grant of a receive not yet reposted shows as an RNR.
-  explicit Pair(std::uint32_t b_depth = 128) : a(100), b(200, b_depth) { b_rx.free = b_rx.min_free = b_depth; }
+  // credit_floor != 0: both sides lend from pools (Side).
+  explicit Pair(std::uint32_t b_depth = 128, std::uint32_t credit_floor = 0)
+      : a(100, 128, credit_floor), b(200, b_depth, credit_floor) {
+    b_rx.free = b_rx.min_free = b_depth;
+  }
 
   static transport::ConnId peer_conn(transport::ConnId c, bool from_a) { return from_a ? c + 10 : c - 10; }
   // Moves what `from` posted since the last call to `to` (at most `max`).
