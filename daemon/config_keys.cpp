@@ -360,7 +360,7 @@ constexpr ConfigKey kKeys[] = {
      .access = number<&Config::engine_clock_stride>()},
 
     {.name = "heartbeat-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
-     .value_name = "MS", .min = 10, .max = 60000, .summary = "heartbeat interval on the bootstrap connection",
+     .value_name = "MS", .min = 10, .max = 60000, .summary = "heartbeat interval on the bootstrap connection (a peer heard from needs none)",
      .access = number<&Config::heartbeat_ms>()},
     {.name = "peer-timeout-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 20, .max = 600000,

@@ -98,6 +98,7 @@ struct Channel {
   std::uint64_t deadline_ns = 0;  // handshake must finish by then
   std::uint64_t last_heard_ns = 0;
   std::uint64_t next_ping_ns = 0;
+  std::uint64_t last_ping_ns = 0;  // 0: none sent yet (heartbeat.cpp)
   std::uint64_t rtt_us = 0;
   std::uint32_t missed = 0;           // heartbeat intervals without hearing from the peer
   std::uint32_t endpoints = 0;        // local endpoints + proxies bound to it

@@ -14,12 +14,21 @@ HeartbeatStep heartbeat_step(Channel& ch, std::uint64_t now_ns, std::uint32_t he
     step.dead = true;
     return step;
   }
-  if (silent >= interval * (ch.missed + 1)) {
+  // A ping goes after an interval of silence (below), so an interval is
+  // missed when a second one passes without a word.
+  if (silent >= interval * (ch.missed + 2)) {
     ++ch.missed;
     step.missed = true;
   }
-  if (now_ns >= ch.next_ping_ns) {
+  // A peer heard within the interval is alive: traffic, its own pings and
+  // its pongs prove it, so a busy channel pings only to keep its RTT sample
+  // fresh (every kRttEvery intervals), and of an idle pair the side that
+  // heard nothing for longer pings: about one exchange per interval, not
+  // two. A skipped ping is asked again at the next tick.
+  const bool rtt_due = ch.last_ping_ns == 0 || now_ns - ch.last_ping_ns >= kRttEvery * interval;
+  if (now_ns >= ch.next_ping_ns && (silent >= interval || rtt_due)) {
     ch.next_ping_ns = now_ns + interval;
+    ch.last_ping_ns = now_ns;
     step.ping = true;
   }
   return step;

@@ -1,8 +1,11 @@
-// Liveness of a channel, over its bootstrap connection: every heartbeat_ms
-// a ping (Heartbeat, token = send time, ack 0); the pong echoes the token
-// with ack 1, which gives the RTT. Anything heard from the peer counts as
-// life; after peer_timeout_ms of silence the channel is dead, so a peer that
-// hangs without a TCP reset is still found. Free functions over one Channel:
+// Liveness of a channel, over its bootstrap connection: at most every
+// heartbeat_ms a ping (Heartbeat, token = send time, ack 0); the pong echoes
+// the token with ack 1, which gives the RTT. Anything heard from the peer
+// counts as life, so a ping goes only after an interval of silence (or
+// every kRttEvery intervals, for the RTT): a channel carrying traffic sends
+// almost none, an idle pair about one exchange per interval. After
+// peer_timeout_ms of silence the channel is dead, so a peer that hangs
+// without a TCP reset is still found. Free functions over one Channel:
 // the ChannelManager decides what a dead peer means.
 #pragma once
 
@@ -12,6 +15,8 @@
 #include "transport/transport.h"
 
 namespace ferry::daemon::peer {
+
+inline constexpr std::uint64_t kRttEvery = 8;  // intervals between pings on a busy channel
 
 struct HeartbeatStep {
   bool dead = false;    // silent for peer_timeout_ms

@@ -333,6 +333,63 @@ TEST_CASE("heartbeats: ping on the bootstrap connection, pong gives the RTT", "[
   CHECK(rig.t.sent().back().header.ack == 1);
 }
 
+TEST_CASE("heartbeats: a channel that hears its peer pings only for the RTT; a silent one within half an interval",
+          "[channel]") {
+  Rig rig(100);
+  const std::uint32_t id = rig.connect_up(50);
+  auto our_pings = [&rig](std::size_t from) {
+    std::size_t n = 0;
+    for (std::size_t i = from; i < rig.t.sent().size(); ++i) {
+      const auto& s = rig.t.sent()[i];
+      n += s.conn == 1 && s.header.type == wire::MsgType::Heartbeat && s.header.ack == 0;
+    }
+    return n;
+  };
+  rig.mgr->tick(rig.now);
+  CHECK(our_pings(0) == 1);  // the first right away: an RTT early
+  // The peer's pings arrive every 40 ms (they, like any traffic, prove it
+  // alive): over 16 intervals we ping twice, for the RTT (every 8), and
+  // answer each of theirs.
+  std::size_t mark = rig.t.sent().size();
+  for (int step = 1; step <= 160; ++step) {
+    rig.now += 10 * kMs;
+    if (step % 4 == 0) {
+      wire::Header theirs;
+      theirs.type = wire::MsgType::Heartbeat;
+      theirs.token = rig.now;
+      rig.t.inject_recv(1, theirs);
+      rig.pump();
+    }
+    rig.mgr->tick(rig.now);
+  }
+  CHECK(our_pings(mark) == 2);
+  CHECK(read(rig.counters.heartbeats_missed) == 0);
+  // Silence: the next ping goes within an interval (and a tick) of the
+  // last word, then one per interval; none is counted missed while the
+  // pongs come back.
+  mark = rig.t.sent().size();
+  std::uint64_t first_ping_ms = 0;
+  for (int step = 1; step <= 60; ++step) {
+    rig.now += 10 * kMs;
+    const std::size_t before = rig.t.sent().size();
+    rig.mgr->tick(rig.now);
+    if (our_pings(before) == 1) {
+      if (first_ping_ms == 0) first_ping_ms = static_cast<std::uint64_t>(step) * 10;
+      wire::Header pong = rig.t.sent().back().header;
+      pong.ack = 1;
+      rig.t.inject_recv(1, pong);
+      rig.pump();
+    }
+  }
+  CHECK(first_ping_ms > 0);
+  CHECK(first_ping_ms <= 110);
+  const std::size_t pings = our_pings(mark);
+  CHECK(pings >= 5);
+  CHECK(pings <= 6);
+  CHECK(read(rig.counters.heartbeats_missed) == 0);
+  CHECK(rig.mgr->find(id)->state == ChannelState::Up);
+}
+
 TEST_CASE("dead-peer timeout fails every in-flight op with PeerReset exactly once", "[channel]") {
   Rig rig(100);
   RemoteOpTable ops(16);
