@@ -213,6 +213,23 @@ Result<EndpointId> open_retry(Client& c, const std::string& target, std::chrono:
   }
 }
 
+Completion call_once(Client& c, EndpointId ep, const Buffer& req, std::uint32_t len, const Buffer& resp,
+                     std::uint64_t tag, std::chrono::milliseconds within) {
+  Completion out{};
+  out.status = c.call(ep, req, len, resp, tag);
+  if (out.status != Status::Ok) return out;  // refused at submission
+  out.status = Status::Timeout;
+  const auto deadline = Clock::now() + within;
+  while (Clock::now() < deadline) {
+    Completion got[4];
+    const std::size_t n = c.wait(got, 100ms);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (got[i].kind == Completion::Kind::OpDone && got[i].user_data == tag) return got[i];
+    }
+  }
+  return out;
+}
+
 int fail(int code, const char* fmt, ...) {
   std::fprintf(stderr, "[pid %d] FAIL: ", ::getpid());
   va_list ap;

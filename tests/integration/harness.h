@@ -84,4 +84,10 @@ int fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 // server process may not have served it yet).
 Result<EndpointId> open_retry(Client& c, const std::string& target, std::chrono::milliseconds within = 5s);
 
+// One call of `len` bytes from `req` into `resp`, waited for: its OpDone;
+// a refused submission's status; Timeout when no OpDone of `tag` came
+// within `within` (other completions are dropped).
+Completion call_once(Client& c, EndpointId ep, const Buffer& req, std::uint32_t len, const Buffer& resp,
+                     std::uint64_t tag, std::chrono::milliseconds within = 5s);
+
 }  // namespace ferry::itest

@@ -10,26 +10,6 @@
 using namespace ferry;
 using namespace ferry::itest;
 
-namespace {
-
-// One call on `c`, waited for; returns its OpDone.
-Completion call_once(Client& c, EndpointId ep, const Buffer& req, std::uint32_t len, const Buffer& resp) {
-  Completion out{};
-  out.status = Status::Timeout;
-  if (c.call(ep, req, len, resp, 7) != Status::Ok) return out;
-  const auto deadline = Clock::now() + 5s;
-  while (Clock::now() < deadline) {
-    Completion got[4];
-    const std::size_t n = c.wait(got, 100ms);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (got[i].kind == Completion::Kind::OpDone && got[i].user_data == 7) return got[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("callers with several calls outstanding get verified responses") {
   Daemon d;
   Gate ready, stop;
@@ -59,7 +39,7 @@ TEST_CASE("callers with several calls outstanding get verified responses") {
     Buffer req = c->alloc(5000), small = c->alloc(100);
     fill_payload(req.data, 5000, 9, 1);
     std::memset(small.data, 0, small.capacity);
-    Completion r = call_once(*c, ep.value, req, 5000, small);
+    Completion r = call_once(*c, ep.value, req, 5000, small, 7);
     if (r.status != Status::ResponseTooLarge)
       return fail(4, "small buffer: %s", std::string(to_string(r.status)).c_str());
     if (r.length != 5000) return fail(5, "ResponseTooLarge length %u, want 5000", r.length);
@@ -67,10 +47,10 @@ TEST_CASE("callers with several calls outstanding get verified responses") {
       if (small.data[i] != std::byte{0}) return fail(6, "ResponseTooLarge wrote into the buffer");
     }
     Buffer big = c->alloc(5000);
-    r = call_once(*c, ep.value, req, 5000, big);
+    r = call_once(*c, ep.value, req, 5000, big, 7);
     if (r.status != Status::Ok || !check_payload(big.data, 5000, 9, 1)) return fail(7, "echo after ResponseTooLarge");
     if (c->close(ep.value) != Status::Ok) return fail(8, "close");
-    r = call_once(*c, ep.value, req, 5000, big);
+    r = call_once(*c, ep.value, req, 5000, big, 7);
     if (r.status != Status::EndpointClosed)
       return fail(9, "call after close: %s", std::string(to_string(r.status)).c_str());
     if (c->close(ep.value) != Status::EndpointClosed) return fail(10, "double close");

@@ -20,26 +20,6 @@ namespace {
 
 constexpr auto kSlack = 2000ms;
 
-// One call, waited for; its OpDone (status Timeout when none came).
-Completion call_once(Client& c, EndpointId ep, const Buffer& req, std::uint32_t len, const Buffer& resp,
-                     std::uint64_t tag) {
-  Completion out{};
-  out.status = Status::Timeout;
-  const Status s = c.call(ep, req, len, resp, tag);
-  if (s != Status::Ok) {
-    out.status = s;  // refused at submission
-    return out;
-  }
-  const auto deadline = Clock::now() + 5s;
-  while (Clock::now() < deadline) {
-    Completion got[4];
-    const std::size_t n = c.wait(got, 100ms);
-    for (std::size_t i = 0; i < n; ++i)
-      if (got[i].kind == Completion::Kind::OpDone && got[i].user_data == tag) return got[i];
-  }
-  return out;
-}
-
 std::string st(Status s) { return std::string(to_string(s)); }
 
 }  // namespace

@@ -95,19 +95,10 @@ int open_and_call(const Cluster& cl, std::size_t from, const std::string& target
   if (!ep) return fail(2, "open %s: %s", target.c_str(), st(ep.status).c_str());
   Buffer req = c->alloc(2000), resp = c->alloc(2000);
   fill_payload(req.data, 2000, 7, 1);
-  if (c->call(ep.value, req, 2000, resp, 1) != Status::Ok) return fail(3, "call refused");
-  const auto deadline = Clock::now() + 5s;
-  while (Clock::now() < deadline) {
-    Completion got[4];
-    const std::size_t n = c->wait(got, 100ms);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (got[i].kind != Completion::Kind::OpDone || got[i].user_data != 1) continue;
-      if (got[i].status != Status::Ok || got[i].length != 2000 || !check_payload(resp.data, 2000, 7, 1))
-        return fail(4, "echo: %s", st(got[i].status).c_str());
-      return 0;
-    }
-  }
-  return fail(5, "no response");
+  const Completion r = call_once(*c, ep.value, req, 2000, resp, 1);
+  if (r.status != Status::Ok || r.length != 2000 || !check_payload(resp.data, 2000, 7, 1))
+    return fail(3, "echo: %s", st(r.status).c_str());
+  return 0;
 }
 
 void run(const std::vector<std::string>& extra) {

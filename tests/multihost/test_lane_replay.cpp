@@ -211,20 +211,9 @@ int calls(Client& c, EndpointId ep, int n, std::uint64_t first_id) {
   for (int k = 0; k < n; ++k) {
     const std::uint64_t id = first_id + static_cast<std::uint64_t>(k);
     fill_payload(req.data, 1000, 3, id);
-    if (c.call(ep, req, 1000, resp, id) != Status::Ok) return fail(3, "call refused");
-    const auto deadline = Clock::now() + 5s;
-    bool done = false;
-    while (!done && Clock::now() < deadline) {
-      Completion got[4];
-      const std::size_t m = c.wait(got, 100ms);
-      for (std::size_t i = 0; i < m; ++i) {
-        if (got[i].kind != Completion::Kind::OpDone || got[i].user_data != id) continue;
-        if (got[i].status != Status::Ok || !check_payload(resp.data, 1000, 3, id))
-          return fail(4, "call %llu: %s", static_cast<unsigned long long>(id), st(got[i].status).c_str());
-        done = true;
-      }
-    }
-    if (!done) return fail(5, "no response");
+    const Completion r = call_once(c, ep, req, 1000, resp, id);
+    if (r.status != Status::Ok || !check_payload(resp.data, 1000, 3, id))
+      return fail(3, "call %llu: %s", static_cast<unsigned long long>(id), st(r.status).c_str());
   }
   return 0;
 }

@@ -68,20 +68,11 @@ TEST_CASE("a pending connect to a blackholed address does not stall traffic to a
       ++tag;
       fill_payload(req.data, 256, 5, tag);
       const auto t0 = Clock::now();
-      if (c->call(ep.value, req, 256, resp, tag) != Status::Ok)
-        return fail(4, "call %llu refused", (unsigned long long)tag);
-      Completion got[4];
-      bool done = false;
-      while (!done && Clock::now() - t0 < 10s) {
-        const std::size_t n = c->wait(got, 100ms);
-        for (std::size_t i = 0; i < n; ++i) {
-          if (got[i].kind != Completion::Kind::OpDone || got[i].user_data != tag) continue;
-          if (got[i].status != Status::Ok || !check_payload(resp.data, 256, 5, tag))
-            return fail(5, "call %llu: %s", (unsigned long long)tag, st(got[i].status).c_str());
-          done = true;
-        }
-      }
-      if (!done) return fail(6, "call %llu did not complete within 10 s", (unsigned long long)tag);
+      const Completion r = call_once(*c, ep.value, req, 256, resp, tag, 10s);
+      if (r.status == Status::Timeout)
+        return fail(4, "call %llu did not complete within 10 s", (unsigned long long)tag);
+      if (r.status != Status::Ok || !check_payload(resp.data, 256, 5, tag))
+        return fail(5, "call %llu: %s", (unsigned long long)tag, st(r.status).c_str());
       const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
       if (timing) during.push_back(us);
       if (!signalled_warm && tag >= 50) {

@@ -186,6 +186,14 @@ struct Pair {
     poll(a, a_rx);
     return moved;
   }
+  // Both sides' clocks move on `ms`, both tick, then one step.
+  void quiet_round(std::uint64_t ms) {
+    a.now += ms * kMs;
+    b.now += ms * kMs;
+    a.mgr->tick(a.now);
+    b.mgr->tick(b.now);
+    step();
+  }
   std::uint32_t up() {
     a.t.set_connect_result(Result<transport::ConnId>::ok(1));
     auto r = a.mgr->connect("198.18.0.2:7000", "198.18.0.2", 7000, a.now);

@@ -216,16 +216,9 @@ TEST_CASE("credits: one-way traffic is paced by explicit Credit messages, never 
 
   // Idle: ticks settle what is owed, then the two sides fall silent (no
   // endless one-credit Credit ping-pong).
-  auto quiet_round = [&p] {
-    p.a.now += 20 * kMs;
-    p.b.now += 20 * kMs;
-    p.a.mgr->tick(p.a.now);
-    p.b.mgr->tick(p.b.now);
-    p.step();
-  };
-  for (int i = 0; i < 10; ++i) quiet_round();
+  for (int i = 0; i < 10; ++i) p.quiet_round(20);
   const std::size_t a_mark = p.a.t.sent().size(), b_mark = p.b.t.sent().size();
-  for (int i = 0; i < 10; ++i) quiet_round();
+  for (int i = 0; i < 10; ++i) p.quiet_round(20);
   CHECK(count(p.a.t.sent(), wire::MsgType::Credit, a_mark) == 0);
   CHECK(count(p.b.t.sent(), wire::MsgType::Credit, b_mark) == 0);
   CHECK(p.rnr == 0);
@@ -273,33 +266,26 @@ TEST_CASE("credits: with a pool, a message no grant answers is still acknowledge
   Pair p(128, 8);
   const std::uint32_t id = p.up();
   REQUIRE(p.a.lane(id).pooled());
-  auto quiet_round = [&p] {
-    p.a.now += 10 * kMs;
-    p.b.now += 10 * kMs;
-    p.a.mgr->tick(p.a.now);
-    p.b.mgr->tick(p.b.now);
-    p.step();
-  };
   std::uint64_t tok = 1;
   for (; tok <= 60; ++tok) REQUIRE(p.a.send(id, tok).accepted == 1);
   for (int i = 0; i < 50 && p.b.ev.messages.size() < 60; ++i) p.step();
   REQUIRE(p.b.ev.messages.size() == 60);
-  for (int i = 0; i < 5; ++i) quiet_round();
+  for (int i = 0; i < 5; ++i) p.quiet_round(10);
   CHECK(p.a.lane(id).settled());
 
   for (int k = 0; k < 3; ++k, ++tok) {
     REQUIRE(p.a.send(id, tok).accepted == 1);
     p.step();
-    quiet_round();
-    quiet_round();
-    quiet_round();
+    p.quiet_round(10);
+    p.quiet_round(10);
+    p.quiet_round(10);
     INFO("message " << tok);
     CHECK(p.a.lane(id).settled());
   }
   // Acks are delayed, not chattering: an idle pair's lanes fall silent
   // (heartbeats go on, on the bootstrap connection).
   const std::size_t a_mark = p.a.t.sent().size(), b_mark = p.b.t.sent().size();
-  for (int i = 0; i < 10; ++i) quiet_round();
+  for (int i = 0; i < 10; ++i) p.quiet_round(10);
   CHECK(count(p.a.t.sent(), wire::MsgType::Credit, a_mark) == 0);
   CHECK(count(p.b.t.sent(), wire::MsgType::Credit, b_mark) == 0);
   CHECK(count(p.a.t.sent(), wire::MsgType::Heartbeat, a_mark) + count(p.b.t.sent(), wire::MsgType::Heartbeat, b_mark) ==
