@@ -98,4 +98,10 @@ Result<DeviceChoice> pick_device(const RdmaConfig& config) {
   return Result<DeviceChoice>::ok(std::move(choice));
 }
 
+bool software_provider(const ibv_context* ctx) noexcept {
+  if (ctx == nullptr) return false;
+  const std::string_view name = ibv_get_device_name(ctx->device);
+  return name.starts_with("rxe") || name.starts_with("siw");
+}
+
 }  // namespace ferry::transport::rdma

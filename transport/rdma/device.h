@@ -32,4 +32,9 @@ bool parse_sockaddr(std::string_view host, std::uint16_t port, sockaddr_storage&
 // Number of RDMA devices present (0 when the verbs library finds none).
 int device_count() noexcept;
 
+// Whether `ctx` is a software provider (Soft-RoCE rxe, soft-iWARP siw):
+// its "NIC" is kernel code on the host's CPUs and its queues are kernel
+// buffers mapped into the process.
+bool software_provider(const ibv_context* ctx) noexcept;
+
 }  // namespace ferry::transport::rdma

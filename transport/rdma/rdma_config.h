@@ -14,7 +14,8 @@ namespace ferry::transport::rdma {
 
 // Compile-time capacities: every array of the datapath is sized by these.
 inline constexpr std::uint32_t kMaxConnections = 1024;   // one bit each in the attention mask
-inline constexpr std::uint32_t kSendQueueDepth = 128;    // send WRs outstanding per QP
+inline constexpr std::uint32_t kSendQueueDepth = 128;    // send ring per QP (the QP takes 127 at once: rdma_qp.cpp)
+inline constexpr std::uint32_t kSoftwareMaxInline = 48;  // inline bytes on rxe/siw (rdma_qp.cpp)
 inline constexpr std::uint32_t kRecvDepth = 128;         // credits a connection starts with (caps().recv_depth)
 inline constexpr std::uint32_t kMaxRecvPool = 1u << 18;  // receives on the shared receive queue at most
 inline constexpr std::size_t kSlotAlign = 64;            // receive/send slot stride alignment (cache line)

@@ -2,11 +2,13 @@
 // rdma_create_qp) and moved INIT -> RTR -> RTS here, so every transport attribute is set
 // explicitly: ack timeout and retry count from the config, the source GID
 // override, and rnr_retry = 0 always (see rdma_config.h).
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
+#include "transport/rdma/device.h"
 #include "transport/rdma/rdma_qp.h"
 
 namespace ferry::transport::rdma {
@@ -29,9 +31,16 @@ Status QpFactory::setup(std::uint32_t slot, rdma_cm_id* id, bool passive) {
   a.srq = srq_;  // receives come from the transport's shared pool (rdma_transport.h)
   a.qp_type = IBV_QPT_RC;
   a.sq_sig_all = 0;  // selective signalling
-  a.cap.max_send_wr = kSendQueueDepth;
+  // Providers size a send queue in powers of two, and one slot stays empty
+  // to tell full from empty: 127 WRs take 128 slots where 128 would take
+  // 256. A software provider's queue is a kernel buffer mapped into ferryd
+  // (resident per QP, idle or not), and Soft-RoCE's element is 208 B plus
+  // the inline room, rounded up: 48 B keep it at 256 B where 256 B of
+  // inline double it. A copy is a copy there, so inline buys nothing.
+  a.cap.max_send_wr = kSendQueueDepth - 1;
   a.cap.max_send_sge = 2;
-  a.cap.max_inline_data = config_.max_inline;
+  a.cap.max_inline_data =
+      software_provider(pd_->context) ? std::min(config_.max_inline, kSoftwareMaxInline) : config_.max_inline;
   ibv_qp* qp = ibv_create_qp(pd_, &a);
   if (qp == nullptr && config_.max_inline > 0) {
     spdlog::warn("rdma: QP with {} B inline refused ({}); retrying without inline", config_.max_inline,
@@ -45,6 +54,7 @@ Status QpFactory::setup(std::uint32_t slot, rdma_cm_id* id, bool passive) {
   }
   // Same device and request for every QP: the grant is the same too.
   max_inline_ = a.cap.max_inline_data;
+  sq_depth_ = std::min(a.cap.max_send_wr, kSendQueueDepth);
   c.qp = qp;
   c.id = id;
   c.sq_head = c.sq_done = c.sq_tail = 0;

@@ -41,6 +41,9 @@ class QpFactory {
   [[nodiscard]] Status to_rts(std::uint32_t slot);
   // Inline bytes the device granted (the same for every QP of it).
   std::uint32_t max_inline() const noexcept { return max_inline_; }
+  // Send WRs a QP takes at once: what the device granted, at most
+  // kSendQueueDepth (the transport's ring).
+  std::uint32_t sq_depth() const noexcept { return sq_depth_; }
 
  private:
   const RdmaConfig& config_;
@@ -50,6 +53,7 @@ class QpFactory {
   ibv_cq* cq_ = nullptr;
   ibv_srq* srq_ = nullptr;
   std::uint32_t max_inline_ = 0;
+  std::uint32_t sq_depth_ = kSendQueueDepth - 1;
 };
 
 }  // namespace ferry::transport::rdma

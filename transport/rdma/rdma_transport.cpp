@@ -134,12 +134,14 @@ Status RdmaTransport::init() {
   if (s != Status::Ok) return s;
   stats_.recv_registered_bytes = recv_slab_.size();
   stats_.send_registered_bytes = send_slab_.size() + bounce_slab_.size();
+  const bool software = rdma::software_provider(ctx_);
   spdlog::info(
       "rdma: {} ready: {} connections, eager {} B, shared receive queue {} x {} B = {} KiB, send slab {} KiB, "
-      "{} bounce slots = {} KiB, ack_timeout {}, retry_cnt {}, rnr_retry 0",
+      "{} bounce slots = {} KiB, QPs of {} send WRs with {} B inline{}, ack_timeout {}, retry_cnt {}, rnr_retry 0",
       dev.value.name, config_.max_connections, config_.max_eager_bytes, pool, slot, recv_slab_.size() / 1024,
-      send_slab_.size() / 1024, config_.bounce_slots, bounce_slab_.size() / 1024, config_.ack_timeout,
-      config_.retry_cnt);
+      send_slab_.size() / 1024, config_.bounce_slots, bounce_slab_.size() / 1024, kSendQueueDepth - 1,
+      software ? std::min(config_.max_inline, kSoftwareMaxInline) : config_.max_inline,
+      software ? " (software provider: small queue elements)" : "", config_.ack_timeout, config_.retry_cnt);
   return Status::Ok;
 }
 
@@ -199,10 +201,7 @@ const char* RdmaTransport::device_name() const noexcept {
   return ctx_ == nullptr ? "" : ibv_get_device_name(ctx_->device);
 }
 
-bool RdmaTransport::software_provider() const noexcept {
-  const std::string_view name = device_name();
-  return name.starts_with("rxe") || name.starts_with("siw");
-}
+bool RdmaTransport::software_provider() const noexcept { return rdma::software_provider(ctx_); }
 
 Result<std::uint16_t> RdmaTransport::listen(std::string_view host, std::uint16_t port) {
   owner_.check();

@@ -150,7 +150,7 @@ PostResult RdmaTransport::post_send(std::span<const SendWr> wrs) noexcept {
       }
       chain = c;
     }
-    if (c->sq_used() >= kSendQueueDepth) {
+    if (c->sq_used() >= qps_.sq_depth()) {
       r.status = Status::Busy;
       break;
     }
