@@ -379,6 +379,16 @@ constexpr ConfigKey kKeys[] = {
     {.name = "channel-conns", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Count,
      .value_name = "N", .min = 1, .max = 8, .summary = "data connections per channel",
      .access = number<&Config::channel_conns>()},
+    {.name = "peer-max-connections", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Count,
+     .value_name = "N", .min = 1, .max = 1024,
+     .summary = "TCP connections to and from peer daemons at once (bootstrap, and data lanes on tcp)",
+     .details = "A channel takes 1 of them, plus channel-conns on the tcp transport; accepted connections no "
+                "channel has taken never get the last 16. Each is a descriptor (counted in the limit ferryd raises at start-up). An "
+                "unused slot costs address space only (about max-message-bytes + 84 KiB, not committed); a "
+                "connection's buffers are given back when it closes. On tcp lanes (transport tcp, or auto "
+                "without an RDMA device) each has credit-floor receives of receive-pool reserved, so "
+                "peer-max-connections x credit-floor must fit in receive-pool.",
+     .access = number<&Config::peer_max_connections>()},
     {.name = "peer-hello-timeout-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 1, .max = 60000,
      .summary = "an accepted peer connection that sends no complete first message within this is closed",
@@ -387,7 +397,7 @@ constexpr ConfigKey kKeys[] = {
                 "logged at most once per 10 s.",
      .access = number<&Config::peer_hello_timeout_ms>()},
     {.name = "peer-max-unauthenticated-per-source", .section = kChannels, .kind = ValueKind::Number,
-     .unit = Unit::Count, .value_name = "N", .min = 1, .max = 64,
+     .unit = Unit::Count, .value_name = "N", .min = 1, .max = 1024,
      .summary = "accepted peer connections from one address that no channel has taken yet",
      .details = "A new one past it replaces that address's oldest silent connection, or is refused. Such "
                 "connections never take the 16 slots kept for dials and working channels.",

@@ -32,6 +32,20 @@ constexpr CrossRule kRules[] = {
                        : "max-memory-bytes (" + format_size(c.max_memory_bytes)) +
               "): no client of the default size could attach";
      }},
+    {"peer-max-connections, credit-floor, receive-pool",
+     "on tcp lanes (transport tcp, or auto, which falls back to tcp) peer-max-connections x credit-floor fits in "
+     "receive-pool: every tcp connection has its floor of receive credits reserved",
+     [](const Config& c) -> std::optional<std::string> {
+       // On rdma lanes the tcp connections carry no credits (the rdma
+       // transport's connections have the reservation): nothing to check.
+       const std::uint64_t need = std::uint64_t{c.peer_max_connections} * c.credit_floor;
+       if (c.transport == Transport::Rdma || need <= c.receive_pool) return std::nullopt;
+       return "peer-max-connections " + num(c.peer_max_connections) + " x credit-floor " + num(c.credit_floor) +
+              " = " + num(need) + " receive credits reserved on tcp lanes, more than receive-pool (" +
+              num(c.receive_pool) + "): raise receive-pool to at least " + num(need) +
+              " (on tcp it is a budget, not memory), lower peer-max-connections or credit-floor, or use "
+              "--transport rdma";
+     }},
 };
 // clang-format on
 

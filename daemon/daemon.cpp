@@ -57,8 +57,10 @@ int run_daemon(const Config& config) {
     return 1;
   }
   if (fds.soft != fds.soft_before) {
-    spdlog::info("raised the soft descriptor limit from {} to {} (max-clients {} needs about that many; hard limit {})",
-                 fds.soft_before, fds.soft, config.max_clients, fds.hard);
+    spdlog::info(
+        "raised the soft descriptor limit from {} to {} (max-clients {} and peer-max-connections {} need about that "
+        "many; hard limit {})",
+        fds.soft_before, fds.soft, config.max_clients, config.peer_max_connections, fds.hard);
   }
 
   std::string error;

@@ -12,7 +12,7 @@ namespace ferry::daemon {
 
 std::uint64_t descriptors_needed(const Config& c) noexcept {
   return kBaseDescriptors + kDescriptorsPerClient * c.max_clients + c.control_max_connections + kAdminReserve +
-         kMaxHandshakes;
+         kMaxHandshakes + c.peer_max_connections;
 }
 
 std::optional<std::string> ensure_descriptor_limit(const Config& c, DescriptorLimit* out) {
@@ -23,10 +23,11 @@ std::optional<std::string> ensure_descriptor_limit(const Config& c, DescriptorLi
   out->hard = lim.rlim_max;
   if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= out->needed) return std::nullopt;
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < out->needed) {
-    return "max-clients " + std::to_string(c.max_clients) + " and control-max-connections " +
-           std::to_string(c.control_max_connections) + " need about " + std::to_string(out->needed) +
+    return "max-clients " + std::to_string(c.max_clients) + ", control-max-connections " +
+           std::to_string(c.control_max_connections) + " and peer-max-connections " +
+           std::to_string(c.peer_max_connections) + " need about " + std::to_string(out->needed) +
            " file descriptors, but the hard limit is " + std::to_string(lim.rlim_max) +
-           ": raise it (LimitNOFILE= in the systemd unit, ulimit -Hn) or lower max-clients";
+           ": raise it (LimitNOFILE= in the systemd unit, ulimit -Hn) or lower max-clients or peer-max-connections";
   }
   lim.rlim_cur = out->needed;
   if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {

@@ -1,10 +1,11 @@
 // Start-up check that ferryd's descriptor limit (RLIMIT_NOFILE) covers what
-// its configuration lets clients take: about kPerClient descriptors per
-// attached client, the control connections with the administrators'
-// reserve, the attach handshakes in flight, the transports' connections
-// and a fixed base. Short of it, the soft limit is raised (up to the hard
-// limit); when even the hard limit is short, start-up is refused with the
-// numbers, rather than failing accept() later. Start-up only.
+// its configuration lets clients and peers take: about kPerClient
+// descriptors per attached client, the control connections with the
+// administrators' reserve, the attach handshakes in flight, the tcp
+// transport's peer connections (peer-max-connections) and a fixed base.
+// Short of it, the soft limit is raised (up to the hard limit); when even
+// the hard limit is short, start-up is refused with the numbers, rather
+// than failing accept() later. Start-up only.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,9 @@ namespace ferry::daemon {
 // A client's descriptors in ferryd: its attach socket, its segment's memfd
 // and the two doorbell eventfds.
 inline constexpr std::uint64_t kDescriptorsPerClient = 4;
-// Listeners, epoll, eventfds, log, the transports' connection slots (64 for
-// tcp) and rdma device files, with room to spare.
-inline constexpr std::uint64_t kBaseDescriptors = 160;
+// Listeners, epoll, eventfds, log and rdma device files, with room to
+// spare; the tcp transport's connections (peer-max-connections) come on top.
+inline constexpr std::uint64_t kBaseDescriptors = 96;
 
 std::uint64_t descriptors_needed(const Config& c) noexcept;
 
@@ -33,7 +34,8 @@ struct DescriptorLimit {
 
 // Raises the soft limit when needed. On success returns the limits (the
 // caller logs a raise); when the hard limit is too low, an error naming
-// max-clients, control-max-connections, both numbers and the fix.
+// max-clients, control-max-connections, peer-max-connections, the numbers
+// and the fix.
 [[nodiscard]] std::optional<std::string> ensure_descriptor_limit(const Config& c, DescriptorLimit* out);
 
 }  // namespace ferry::daemon

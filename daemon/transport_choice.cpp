@@ -162,6 +162,7 @@ void Transports::release_owner() noexcept {
 void make_transports(const Config& config, Transports& out) {
   transport::tcp::TcpConfig tc;
   tc.connect_timeout_ms = config.connect_timeout_ms;
+  tc.max_connections = config.peer_max_connections;
   tc.hello_timeout_ms = config.peer_hello_timeout_ms;
   tc.max_unvouched_per_source = config.peer_max_unauthenticated_per_source;
   tc.max_message_bytes = std::max<std::uint32_t>(config.max_message_bytes, wire::kMinMessageBytes);

@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "ferry/status.h"
-#include "transport/rdma/attention.h"
+#include "transport/attention_mask.h"
 #include "transport/rdma/qp_index.h"
 #include "transport/rdma/rdma_connection.h"
 #include "transport/transport.h"
@@ -54,10 +54,10 @@ class ConnectionTable {
   // Destroys every QP and cm id (the transport's destructor).
   void destroy_all() noexcept;
 
-  AttentionMask attention;       // bit per slot: completions owed that the CQ will not signal again
-  QpIndex qps;                   // qp_num -> slot of every live QP (receive CQEs of the shared queue)
-  std::uint32_t accepting = 0;   // connections in Accepting (their first CQE may beat ESTABLISHED)
-  std::uint32_t connecting = 0;  // connections in Connecting (connect_async)
+  AttentionMask<kMaxConnections> attention;  // bit per slot: completions owed that the CQ will not signal again
+  QpIndex qps;                               // qp_num -> slot of every live QP (receive CQEs of the shared queue)
+  std::uint32_t accepting = 0;               // connections in Accepting (their first CQE may beat ESTABLISHED)
+  std::uint32_t connecting = 0;              // connections in Connecting (connect_async)
 
  private:
   std::uint32_t max_;

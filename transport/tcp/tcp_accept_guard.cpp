@@ -90,17 +90,19 @@ void AcceptGuard::vouch(std::uint32_t slot) noexcept {
 
 void AcceptGuard::forget(std::uint32_t slot) noexcept { vouch(slot); }
 
-std::uint64_t AcceptGuard::expired(std::uint64_t now_ns) noexcept {
+std::uint32_t AcceptGuard::expired(std::uint64_t now_ns, AttentionMask<kMaxConnections>& out) noexcept {
   const std::uint64_t limit = std::uint64_t{cfg_.hello_timeout_ms} * 1'000'000;
-  std::uint64_t mask = 0;
+  std::uint32_t n = 0;
   for (std::uint32_t i = 0; i < cfg_.max_connections; ++i) {
-    if (silent_[i] && now_ns - accepted_ns_[i] >= limit) mask |= 1ull << i;
+    if (!silent_[i] || now_ns - accepted_ns_[i] < limit) continue;
+    out.set(i);
+    ++n;
   }
-  if (mask != 0) {
-    stats_.timed_out += static_cast<std::uint64_t>(__builtin_popcountll(mask));
+  if (n != 0) {
+    stats_.timed_out += n;
     maybe_log(now_ns);
   }
-  return mask;
+  return n;
 }
 
 std::uint64_t AcceptGuard::next_deadline_ns() const noexcept {

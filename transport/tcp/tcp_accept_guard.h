@@ -24,6 +24,9 @@
 
 #include <sys/socket.h>
 
+#include "transport/attention_mask.h"
+#include "transport/tcp/tcp_config.h"
+
 namespace ferry::transport::tcp {
 
 // The counts the owner publishes (daemon status JSON counters).
@@ -72,9 +75,9 @@ class AcceptGuard {
   // The slot closed, for whatever reason (idempotent).
   void forget(std::uint32_t slot) noexcept;
   void evicted() noexcept { ++stats_.evicted; }
-  // Silent slots past their deadline, as a bit mask (the caller closes
-  // them and forgets each); counts them. 0 when none.
-  [[nodiscard]] std::uint64_t expired(std::uint64_t now_ns) noexcept;
+  // Sets in `out` the silent slots past their deadline (the caller closes
+  // them and forgets each); counts them. Returns how many, 0 when none.
+  std::uint32_t expired(std::uint64_t now_ns, AttentionMask<kMaxConnections>& out) noexcept;
   // When expired() next has something to say; 0: no silent connection.
   std::uint64_t next_deadline_ns() const noexcept;
   // One rate-limited line with the counts since the last one.

@@ -12,20 +12,23 @@
 namespace ferry::transport::tcp {
 
 // Compile-time capacities: arrays are sized by these at construction.
-inline constexpr std::uint32_t kMaxConnections = 64;     // one bit each in the attention mask
+inline constexpr std::uint32_t kMaxConnections = 1024;   // slots; one bit each in the attention mask
 inline constexpr std::uint32_t kSendQueueDepth = 256;    // WRs outstanding per connection
 inline constexpr std::uint32_t kMaxIov = 64;             // iovecs per writev (header + payload per WR)
 inline constexpr std::uint32_t kEpollBatch = 64;         // readiness events per poll()
 inline constexpr std::size_t kRxSlackBytes = 64 * 1024;  // room to read past one full frame
-static_assert(kMaxConnections <= 64, "attention mask is one uint64_t");
+static_assert(kMaxConnections % 64 == 0, "the attention mask is whole 64-bit words");
+static_assert(kMaxConnections <= 0xFFFF, "a ConnId carries slot + 1 in its low 16 bits");
 static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "send queue index is masked");
 static_assert(kMaxIov >= 2 && kMaxIov % 2 == 0 && kMaxIov <= 1024, "two iovecs per WR, within IOV_MAX");
 
 struct TcpConfig {
-  // Connections (accepted + connected) at once: 1..kMaxConnections.
+  // Connections (accepted + connected) at once: 1..kMaxConnections. Each
+  // slot reserves address space for its send queue and receive buffer
+  // (tcp_slot_memory.h); memory is committed only while a connection uses it.
   std::uint32_t max_connections = kMaxConnections;
   // Largest payload sent or accepted: wire::kMinMessageBytes..wire::kMaxPayloadBytes.
-  // Each connection preallocates a receive buffer of about this size.
+  // Each connection slot reserves a receive buffer of about this size.
   std::uint32_t max_message_bytes = 1u << 20;
   // Bound on connect(): 1..60000 ms; after it, PeerUnreachable.
   std::uint32_t connect_timeout_ms = 3000;

@@ -8,12 +8,14 @@
 // Receive buffer: [rx_begin, rx_end) holds bytes not yet handed out. Recv
 // completions point into it, so it is compacted only at the start of the
 // next poll() (when those pointers expire by contract).
+//
+// Both live in the transport's SlotMemory (tcp_slot_memory.h), not here:
+// a slot costs its pages only while a connection writes them.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string_view>
 
 #include "ferry/status.h"
@@ -57,13 +59,13 @@ struct TcpConnection {
   Status close_status = Status::Ok;       // reported in Closed
   std::uint64_t connect_deadline_ns = 0;  // Connecting: PeerUnreachable after it
 
-  std::array<PendingWr, kSendQueueDepth> sq{};
+  PendingWr* sq = nullptr;  // kSendQueueDepth entries (SlotMemory)
   std::uint32_t sq_head = 0;
   std::uint32_t sq_written = 0;
   std::uint32_t sq_tail = 0;
   std::uint32_t write_offset = 0;
 
-  std::unique_ptr<std::byte[]> rx;  // preallocated at construction, kept across reuse
+  std::byte* rx = nullptr;  // rx_buffer_bytes() (SlotMemory), kept across reuse
   std::size_t rx_begin = 0;
   std::size_t rx_end = 0;
 

@@ -54,7 +54,7 @@ void TcpTransport::inject_fault(TcpConnection& c, PendingWr& p, std::uint32_t sl
     // breaking the byte stream; otherwise the next data frame is tried.
     if (c.sq_written + 1 != c.sq_tail) return;
     ++c.sq_written;  // as if written: report_sends completes it Ok
-    attention_ |= 1ull << slot;
+    attention_.set(slot);
   }
   fault_.fired = true;
   // Once per process and only under a test switch: the log's cost is fine here.

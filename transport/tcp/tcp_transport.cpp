@@ -79,7 +79,9 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const TcpConfig& conf
   auto fault = tcp_fault_from_env();  // test-only switch; logs when set
   if (!fault) return Result<std::unique_ptr<TcpTransport>>::fail(fault.status);
   std::unique_ptr<TcpTransport> t(new TcpTransport(config));
-  if (t->epoll_fd_ < 0 || t->timer_fd_ < 0) return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  if (t->epoll_fd_ < 0 || t->timer_fd_ < 0 || !t->memory_.mapped()) {
+    return Result<std::unique_ptr<TcpTransport>>::fail(Status::NoMemory);
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kTimerTag;
@@ -95,16 +97,19 @@ TcpTransport::TcpTransport(const TcpConfig& config)
       epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
       guard_(guard_config(config)),
-      conns_(new TcpConnection[kMaxConnections]) {
-  // Receive buffers are allocated now, not on accept: default-initialised
-  // bytes are not touched, so untouched capacity costs address space only.
+      memory_(config.max_connections, config.rx_buffer_bytes()),
+      conns_(new TcpConnection[config.max_connections]) {
+  // Buffers are reserved now, not on accept, so accepting never allocates;
+  // the kernel commits their pages only when a connection writes them.
+  if (!memory_.mapped()) return;  // create() fails it
   for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
-    conns_[i].rx.reset(new std::byte[config_.rx_buffer_bytes()]);
+    conns_[i].sq = memory_.sq(i);
+    conns_[i].rx = memory_.rx(i);
   }
 }
 
 TcpTransport::~TcpTransport() {
-  for (std::uint32_t i = 0; i < kMaxConnections; ++i) {
+  for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
     if (conns_[i].fd >= 0) ::close(conns_[i].fd);
   }
   if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -209,14 +214,27 @@ void TcpTransport::begin_drain(std::uint32_t slot, Status why) noexcept {
   c.want_write = false;
   c.state = ConnState::Draining;
   c.close_status = why;
-  attention_ |= 1ull << slot;
+  attention_.set(slot);
 }
 
 void TcpTransport::free_slot(std::uint32_t slot) noexcept {
   TcpConnection& c = conns_[slot];
   c.state = ConnState::Free;
   ++c.generation;  // stale ConnIds stop matching
-  attention_ &= ~(1ull << slot);
+  attention_.clear(slot);
+  // Every WR was reported: nobody reads the send queue now. The receive
+  // buffer may hold payloads handed out in this poll: the next one.
+  memory_.release_sq(slot);
+  freed_.set(slot);
+}
+
+void TcpTransport::release_freed() noexcept {
+  // A slot reused since it was freed has received nothing yet (only poll
+  // receives, after this): giving its pages back loses nothing.
+  for (std::uint32_t s = freed_.next(0); s != decltype(freed_)::kNone; s = freed_.next(s + 1)) {
+    freed_.clear(s);
+    memory_.release_rx(s);
+  }
 }
 
 Result<std::uint16_t> TcpTransport::listen(std::string_view host, std::uint16_t port) {
@@ -367,7 +385,7 @@ Result<ConnId> TcpTransport::connect_async(std::string_view host, std::uint16_t 
 void TcpTransport::connecting_done(std::uint32_t slot, std::span<Completion> out, std::size_t& n) noexcept {
   TcpConnection& c = conns_[slot];
   if (n == out.size()) {  // no room for its completion: the next poll
-    attention_ |= 1ull << slot;
+    attention_.set(slot);
     return;
   }
   int err = connect_result(c.fd);
@@ -399,7 +417,7 @@ void TcpTransport::connecting_done(std::uint32_t slot, std::span<Completion> out
 void TcpTransport::expire_connects() noexcept {
   const std::uint64_t now = mono_now_ns();
   for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
-    if (conns_[i].state == ConnState::Connecting && now >= conns_[i].connect_deadline_ns) attention_ |= 1ull << i;
+    if (conns_[i].state == ConnState::Connecting && now >= conns_[i].connect_deadline_ns) attention_.set(i);
   }
 }
 
@@ -489,11 +507,10 @@ void TcpTransport::expire_silent() noexcept {
   while (::read(timer_fd_, &expiry, sizeof expiry) > 0) {
   }
   timer_due_ = false;
-  std::uint64_t mask = guard_.expired(mono_now_ns());
-  while (mask != 0) {
-    const auto slot = static_cast<std::uint32_t>(__builtin_ctzll(mask));
-    mask &= mask - 1;
-    begin_drain(slot, Status::PeerReset);
+  AttentionMask<kMaxConnections> due;
+  if (guard_.expired(mono_now_ns(), due) != 0) {
+    for (std::uint32_t s = due.next(0); s != decltype(due)::kNone; s = due.next(s + 1))
+      begin_drain(s, Status::PeerReset);
   }
   arm_timer();
 }

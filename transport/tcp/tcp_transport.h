@@ -1,11 +1,13 @@
 // The kernel-TCP backend: the fallback where no RDMA device exists and the
 // data path every test runs. One non-blocking TCP socket per connection,
 // TCP_NODELAY, wire frames (header then payload) sent with one writev per
-// batch and received with large reads into a preallocated buffer; readiness
-// through one epoll fd (event_fd()).
+// batch and received with large reads into a per-connection buffer;
+// readiness through one epoll fd (event_fd()). Up to kMaxConnections
+// (1,024) connections; their buffers are reserved address space, committed
+// only while a connection uses them (tcp_slot_memory.h).
 //
-// Setup (create/listen/accept/close) is in tcp_transport.cpp, connecting in
-// tcp_connect.cpp, the datapath (post_send/poll) in tcp_transport_datapath.cpp.
+// Setup (create/listen/connect/accept/close) is in tcp_transport.cpp, the
+// datapath (post_send/poll) in tcp_transport_datapath.cpp.
 #pragma once
 
 #include <sys/epoll.h>
@@ -15,11 +17,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "transport/attention_mask.h"
 #include "transport/owner_thread.h"
 #include "transport/tcp/tcp_accept_guard.h"
 #include "transport/tcp/tcp_config.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_fault.h"
+#include "transport/tcp/tcp_slot_memory.h"
 #include "transport/transport.h"
 
 namespace ferry::transport::tcp {
@@ -36,8 +40,9 @@ struct TcpStats {
 
 class TcpTransport final : public Transport {
  public:
-  // Allocates every buffer the datapath will use. BadRequest for an invalid
-  // config; NoMemory if the epoll fd cannot be created.
+  // Reserves every buffer the datapath will use. BadRequest for an invalid
+  // config; NoMemory if the epoll fd or the buffers' address space cannot
+  // be had.
   static Result<std::unique_ptr<TcpTransport>> create(const TcpConfig& config);
   ~TcpTransport() override;
 
@@ -47,7 +52,7 @@ class TcpTransport final : public Transport {
   [[nodiscard]] Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) override;
   // Blocking for at most connect_timeout_ms.
   [[nodiscard]] Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
-  // The socket connects in the background (tcp_connect.cpp): poll() reports
+  // The socket connects in the background: poll() reports
   // Connected, or Closed with PeerUnreachable when it is refused or
   // connect_timeout_ms passes. Fails at once with BadRequest (not a numeric
   // address), Busy (no free slot), NoMemory (no socket) or PeerUnreachable
@@ -80,7 +85,7 @@ class TcpTransport final : public Transport {
 
   // setup (tcp_transport.cpp)
   [[nodiscard]] Status configure_socket(int fd) noexcept;
-  // A socket connecting in the background (tcp_connect.cpp).
+  // A socket connecting in the background.
   [[nodiscard]] Result<int> connect_start(std::string_view host, std::uint16_t port);
   static int connect_result(int fd) noexcept;  // 0, the errno of a failed connect, or EINPROGRESS
   void connecting_done(std::uint32_t slot, std::span<Completion> out, std::size_t& n) noexcept;
@@ -96,6 +101,9 @@ class TcpTransport final : public Transport {
   void arm_timer() noexcept;
   void begin_drain(std::uint32_t slot, Status why) noexcept;
   void free_slot(std::uint32_t slot) noexcept;
+  // Gives back the receive buffers of slots freed since the last poll
+  // (their Recv payloads expire now); at the start of poll().
+  void release_freed() noexcept;
   void set_want_write(std::uint32_t slot, bool on) noexcept;
   ConnId id_of(std::uint32_t slot) const noexcept;
 
@@ -122,10 +130,13 @@ class TcpTransport final : public Transport {
   bool timer_due_ = false;
   AcceptGuard guard_;
   bool accept_pending_ = false;
-  std::uint64_t attention_ = 0;   // bit per slot: work that epoll will not signal
-  std::uint32_t next_slot_ = 0;   // where the next service sweep starts (fairness)
-  std::uint32_t connecting_ = 0;  // slots in Connecting (their deadlines are looked at in poll)
-  std::unique_ptr<TcpConnection[]> conns_;
+  AttentionMask<kMaxConnections> attention_;  // bit per slot: work that epoll will not signal
+  AttentionMask<kMaxConnections> touched_;    // post_send: slots to flush once the batch is queued
+  AttentionMask<kMaxConnections> freed_;      // slots whose receive buffer is given back at the next poll
+  std::uint32_t next_slot_ = 0;               // where the next service sweep starts (fairness)
+  std::uint32_t connecting_ = 0;              // slots in Connecting (their deadlines are looked at in poll)
+  SlotMemory memory_;                         // every slot's send queue and receive buffer
+  std::unique_ptr<TcpConnection[]> conns_;    // config_.max_connections of them
   std::array<epoll_event, kEpollBatch> events_{};
   std::array<iovec, kMaxIov> iov_{};
   TcpStats stats_;

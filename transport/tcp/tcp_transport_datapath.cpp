@@ -14,7 +14,6 @@ namespace ferry::transport::tcp {
 PostResult TcpTransport::post_send(std::span<const SendWr> wrs) noexcept {
   owner_.check();
   PostResult result;
-  std::uint64_t touched = 0;  // connections to flush once the batch is queued
   for (const SendWr& wr : wrs) {
     TcpConnection* c = lookup(wr.conn);
     if (c == nullptr || c->state != ConnState::Open) {
@@ -51,12 +50,13 @@ PostResult TcpTransport::post_send(std::span<const SendWr> wrs) noexcept {
     // One predictable branch when no test armed a fault (tcp_fault.h).
     if (fault_.armed()) [[unlikely]]
       inject_fault(*c, p, (wr.conn & 0xFFFFu) - 1, h.type);
-    touched |= 1ull << ((wr.conn & 0xFFFFu) - 1);
+    touched_.set((wr.conn & 0xFFFFu) - 1);
     ++result.accepted;
   }
-  while (touched != 0) {
-    const auto slot = static_cast<std::uint32_t>(__builtin_ctzll(touched));
-    touched &= touched - 1;
+  // Usually one or two connections per batch: the sweep reads the mask's
+  // words once and leaves it empty for the next call.
+  for (std::uint32_t slot = touched_.next(0); slot != decltype(touched_)::kNone; slot = touched_.next(slot + 1)) {
+    touched_.clear(slot);
     flush(slot);
   }
   return result;
@@ -121,7 +121,7 @@ void TcpTransport::flush(std::uint32_t slot) noexcept {
     }
   }
   if (c.sq_written == c.sq_tail) set_want_write(slot, false);
-  if (c.sq_head != c.sq_written) attention_ |= 1ull << slot;
+  if (c.sq_head != c.sq_written) attention_.set(slot);
 }
 
 std::size_t TcpTransport::report_sends(std::uint32_t slot, std::span<Completion> out) noexcept {
@@ -161,7 +161,7 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
   if (c.rx_begin == c.rx_end) {
     c.rx_begin = c.rx_end = 0;
   } else if (c.rx_begin > 0) {
-    std::memmove(c.rx.get(), c.rx.get() + c.rx_begin, c.rx_end - c.rx_begin);
+    std::memmove(c.rx, c.rx + c.rx_begin, c.rx_end - c.rx_begin);
     c.rx_end -= c.rx_begin;
     c.rx_begin = 0;
   }
@@ -170,7 +170,7 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
   for (;;) {
     while (n < out.size() && c.rx_end - c.rx_begin >= wire::kHeaderBytes) {
       wire::Header h;
-      const std::span<const std::byte> avail(c.rx.get() + c.rx_begin, c.rx_end - c.rx_begin);
+      const std::span<const std::byte> avail(c.rx + c.rx_begin, c.rx_end - c.rx_begin);
       const wire::WireError e = wire::decode_header(avail, config_.max_message_bytes, h);
       if (e != wire::WireError::None) {
         begin_drain(slot, wire::to_status(e) == Status::Ok ? Status::ProtocolError : wire::to_status(e));
@@ -182,22 +182,22 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
       out[n].kind = CompletionKind::Recv;
       out[n].conn = id;
       out[n].header = h;
-      out[n].payload = c.rx.get() + c.rx_begin + wire::kHeaderBytes;
+      out[n].payload = c.rx + c.rx_begin + wire::kHeaderBytes;
       ++n;
       c.rx_begin += frame;
       guard_.spoke(slot);  // an accepted connection's first frame ends its deadline
     }
     if (n == out.size()) {
-      attention_ |= 1ull << slot;  // buffered frames may remain
+      attention_.set(slot);  // buffered frames may remain
       return n;
     }
     if (c.rx_end == cap) {
       // Full because frames handed out in this poll pin the front; the next
       // poll compacts. The socket stays readable, so epoll will say so too.
-      attention_ |= 1ull << slot;
+      attention_.set(slot);
       return n;
     }
-    const ssize_t r = ::recv(c.fd, c.rx.get() + c.rx_end, cap - c.rx_end, MSG_DONTWAIT);
+    const ssize_t r = ::recv(c.fd, c.rx + c.rx_end, cap - c.rx_end, MSG_DONTWAIT);
     if constexpr (FERRY_DATAPATH_STATS) ++stats_.read_calls;
     if (r > 0) {
       if constexpr (FERRY_DATAPATH_STATS) stats_.bytes_received += static_cast<std::uint64_t>(r);
@@ -217,7 +217,7 @@ bool TcpTransport::needs_attention(const TcpConnection& c) const noexcept {
 
 std::size_t TcpTransport::service(std::uint32_t slot, std::span<Completion> out) noexcept {
   TcpConnection& c = conns_[slot];
-  attention_ &= ~(1ull << slot);  // re-set below by whatever still has work
+  attention_.clear(slot);  // re-set below by whatever still has work
   std::size_t n = 0;
   if (c.state == ConnState::Connecting) connecting_done(slot, out, n);
   if (c.state == ConnState::Connecting) return n;
@@ -233,13 +233,15 @@ std::size_t TcpTransport::service(std::uint32_t slot, std::span<Completion> out)
     free_slot(slot);
     return n;
   }
-  if (c.state != ConnState::Free && needs_attention(c)) attention_ |= 1ull << slot;
+  if (c.state != ConnState::Free && needs_attention(c)) attention_.set(slot);
   return n;
 }
 
 std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
   owner_.check();
   if (out.empty()) return 0;
+  if (freed_.any()) [[unlikely]]
+    release_freed();  // the payloads the last poll handed out expire now
   const int ready = ::epoll_wait(epoll_fd_, events_.data(), static_cast<int>(events_.size()), 0);
   for (int i = 0; i < ready; ++i) {
     if (events_[i].data.u64 == kListenerTag) {
@@ -247,22 +249,27 @@ std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
     } else if (events_[i].data.u64 == kTimerTag) {
       timer_due_ = true;
     } else {
-      attention_ |= 1ull << events_[i].data.u64;
+      attention_.set(static_cast<std::uint32_t>(events_[i].data.u64));
     }
   }
   std::size_t n = 0;
   if (accept_pending_) n += accept_ready(out);
   if (connecting_ != 0) expire_connects();
-  if (timer_due_)
-    expire_silent();  // before the sweep: their Closed goes out in this poll  // the deadlines of connects still under
-                      // way
-  // Sweep from a rotating start so a busy low slot cannot starve the rest
-  // when `out` is small.
+  if (timer_due_) expire_silent();  // before the sweep: their Closed goes out in this poll
+  // Sweep the set bits from a rotating start, [start, count) then
+  // [0, start), so a busy low slot cannot starve the rest when `out` is
+  // small. Each slot is serviced at most once per poll: a bit service()
+  // sets again waits for the next one.
   const std::uint32_t count = config_.max_connections;
-  for (std::uint32_t k = 0; k < count && n < out.size() && attention_ != 0; ++k) {
-    const std::uint32_t slot = (next_slot_ + k) % count;
-    if ((attention_ & (1ull << slot)) == 0) continue;
-    n += service(slot, out.subspan(n));
+  const std::uint32_t start = next_slot_;
+  constexpr std::uint32_t kNone = decltype(attention_)::kNone;
+  if (attention_.any()) {
+    for (std::uint32_t s = attention_.next(start); s != kNone && n < out.size(); s = attention_.next(s + 1)) {
+      n += service(s, out.subspan(n));
+    }
+    for (std::uint32_t s = attention_.next(0); s < start && n < out.size(); s = attention_.next(s + 1)) {
+      n += service(s, out.subspan(n));
+    }
   }
   next_slot_ = (next_slot_ + 1) % count;
   return n;

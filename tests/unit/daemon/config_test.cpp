@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/config_file.h"
 #include "daemon/config_keys.h"
+#include "daemon/descriptor_limit.h"
 #include "daemon/engine_fault.h"
 #include "ferry_config.h"
 
@@ -218,6 +219,34 @@ TEST_CASE("cross-field rules refuse what would fail at run time") {
   err = check_ranges(c);
   REQUIRE(err);
   CHECK(err->find("max-memory-bytes-per-uid") != std::string::npos);
+}
+
+TEST_CASE("peer-max-connections: tcp lanes' credit floors fit in the receive pool; descriptors cover them") {
+  Config c;
+  CHECK(std::uint64_t{c.peer_max_connections} * c.credit_floor <= c.receive_pool);  // the defaults fit
+  c.peer_max_connections = 1024;
+  for (Transport t : {Transport::Tcp, Transport::Auto}) {
+    c.transport = t;
+    auto err = check_ranges(c);
+    REQUIRE(err);
+    CHECK(err->find("peer-max-connections 1024") != std::string::npos);
+    CHECK(err->find("receive-pool (1024)") != std::string::npos);
+    CHECK(err->find("at least 4096") != std::string::npos);
+  }
+  c.transport = Transport::Rdma;  // the rdma transport's connections hold the floors
+  CHECK_FALSE(check_ranges(c));
+  c.transport = Transport::Tcp;
+  c.receive_pool = 4096;
+  CHECK_FALSE(check_ranges(c));
+  c.peer_max_connections = 1025;
+  REQUIRE(check_ranges(c));
+  CHECK(parse({"--peer-max-connections", "1025"}).exit_code == 2);
+  CHECK(parse({"--peer-max-connections", "0"}).exit_code == 2);
+
+  Config small, large;
+  small.peer_max_connections = 64;
+  large.peer_max_connections = 1024;
+  CHECK(descriptors_needed(large) - descriptors_needed(small) == 1024 - 64);
 }
 
 TEST_CASE("listen needs a numeric host, as start-up does") {

@@ -1,21 +1,26 @@
-// A bit per connection slot whose completions are owed but that the CQ
-// will not signal again (rdma_connections.h). kMaxConnections bits in
-// words, with a count so the datapath's "anything owed?" is one compare and
-// a sweep visits only set bits. No allocation.
+// A bit per connection slot of a transport whose work is owed but that
+// the kernel (epoll, a CQ) will not signal again: the tcp and rdma
+// backends' "attention" sets. Bits bits in 64-bit words, with a count so
+// the datapath's "anything owed?" is one compare, and next() so a sweep
+// visits only set bits, a word at a time. No allocation; not thread-safe
+// (one owner, like the datapath that holds it).
 #pragma once
 
 #include <array>
 #include <bit>
 #include <cstdint>
 
-#include "transport/rdma/rdma_config.h"
+namespace ferry::transport {
 
-namespace ferry::transport::rdma {
-
+template <std::uint32_t Bits>
 class AttentionMask {
+  static_assert(Bits > 0 && Bits % 64 == 0, "the attention mask is whole 64-bit words");
+
  public:
+  static constexpr std::uint32_t kBits = Bits;
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
 
+  // slot < Bits (the caller's slot numbers are bounded by the same constant).
   void set(std::uint32_t slot) noexcept {
     std::uint64_t& w = words_[slot / 64];
     const std::uint64_t bit = 1ull << (slot % 64);
@@ -33,7 +38,7 @@ class AttentionMask {
   std::uint32_t count() const noexcept { return count_; }
   // The first set slot >= from, or kNone.
   std::uint32_t next(std::uint32_t from) const noexcept {
-    if (from >= kMaxConnections) return kNone;
+    if (from >= Bits) return kNone;
     std::uint32_t i = from / 64;
     std::uint64_t w = words_[i] & (~0ull << (from % 64));
     for (;;) {
@@ -42,11 +47,15 @@ class AttentionMask {
       w = words_[i];
     }
   }
+  void reset() noexcept {
+    words_ = {};
+    count_ = 0;
+  }
 
  private:
-  static constexpr std::uint32_t kWords = kMaxConnections / 64;
+  static constexpr std::uint32_t kWords = Bits / 64;
   std::array<std::uint64_t, kWords> words_{};
   std::uint32_t count_ = 0;
 };
 
-}  // namespace ferry::transport::rdma
+}  // namespace ferry::transport
