@@ -17,9 +17,15 @@ inline constexpr std::uint32_t kSendQueueDepth = 256;    // WRs outstanding per 
 inline constexpr std::uint32_t kMaxIov = 64;             // iovecs per writev (header + payload per WR)
 inline constexpr std::uint32_t kEpollBatch = 64;         // readiness events per poll()
 inline constexpr std::size_t kRxSlackBytes = 64 * 1024;  // room to read past one full frame
+// An idle connection (heartbeats) should commit no page of its own:
+inline constexpr std::uint32_t kSqHotEntries = 8;            // send queue entries kept densely, for all slots
+inline constexpr std::size_t kLandingBytes = 256 * 1024;     // shared first-read buffer of one poll
+inline constexpr std::size_t kLandingReadBytes = 16 * 1024;  // at most this per first read into it
 static_assert(kMaxConnections % 64 == 0, "the attention mask is whole 64-bit words");
 static_assert(kMaxConnections <= 0xFFFF, "a ConnId carries slot + 1 in its low 16 bits");
 static_assert((kSendQueueDepth & (kSendQueueDepth - 1)) == 0, "send queue index is masked");
+static_assert(kSqHotEntries > 0 && kSqHotEntries < kSendQueueDepth);
+static_assert(kLandingReadBytes <= kLandingBytes);
 static_assert(kMaxIov >= 2 && kMaxIov % 2 == 0 && kMaxIov <= 1024, "two iovecs per WR, within IOV_MAX");
 
 struct TcpConfig {

@@ -3,7 +3,10 @@
 // Send queue: a ring of WRs with their headers already encoded. Three
 // free-running counters split it: [head, written) went out and await their
 // SendDone report, [written, tail) wait for the socket; write_offset counts
-// bytes of the WR at `written` already sent (partial writes).
+// bytes of the WR at `written` already sent (partial writes). An empty ring
+// starts again at 0, so a connection that sends one message at a time
+// (heartbeats) only uses its first entries, which are kept densely with
+// every other slot's (`hot`): an idle connection has no page of its own.
 //
 // Receive buffer: [rx_begin, rx_end) holds bytes not yet handed out. Recv
 // completions point into it, so it is compacted only at the start of the
@@ -59,7 +62,8 @@ struct TcpConnection {
   Status close_status = Status::Ok;       // reported in Closed
   std::uint64_t connect_deadline_ns = 0;  // Connecting: PeerUnreachable after it
 
-  PendingWr* sq = nullptr;  // kSendQueueDepth entries (SlotMemory)
+  PendingWr* hot = nullptr;  // entries 0..kSqHotEntries-1 (SlotMemory)
+  PendingWr* sq = nullptr;   // the rest, kSendQueueDepth - kSqHotEntries (SlotMemory)
   std::uint32_t sq_head = 0;
   std::uint32_t sq_written = 0;
   std::uint32_t sq_tail = 0;
@@ -70,7 +74,10 @@ struct TcpConnection {
   std::size_t rx_end = 0;
 
   std::uint32_t sq_used() const noexcept { return sq_tail - sq_head; }
-  PendingWr& sq_at(std::uint32_t i) noexcept { return sq[i & (kSendQueueDepth - 1)]; }
+  PendingWr& sq_at(std::uint32_t i) noexcept {
+    const std::uint32_t k = i & (kSendQueueDepth - 1);
+    return k < kSqHotEntries ? hot[k] : sq[k - kSqHotEntries];
+  }
 };
 
 }  // namespace ferry::transport::tcp

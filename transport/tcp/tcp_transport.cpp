@@ -98,11 +98,13 @@ TcpTransport::TcpTransport(const TcpConfig& config)
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
       guard_(guard_config(config)),
       memory_(config.max_connections, config.rx_buffer_bytes()),
+      landing_(new std::byte[kLandingBytes]),
       conns_(new TcpConnection[config.max_connections]) {
   // Buffers are reserved now, not on accept, so accepting never allocates;
   // the kernel commits their pages only when a connection writes them.
   if (!memory_.mapped()) return;  // create() fails it
   for (std::uint32_t i = 0; i < config_.max_connections; ++i) {
+    conns_[i].hot = memory_.hot(i);
     conns_[i].sq = memory_.sq(i);
     conns_[i].rx = memory_.rx(i);
   }

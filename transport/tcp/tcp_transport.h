@@ -117,6 +117,11 @@ class TcpTransport final : public Transport {
   std::size_t service(std::uint32_t slot, std::span<Completion> out) noexcept;
   std::size_t report_sends(std::uint32_t slot, std::span<Completion> out) noexcept;
   std::size_t receive(std::uint32_t slot, std::span<Completion> out) noexcept;
+  // Hands out the whole frames of buf[begin, end) as Recv completions while
+  // `out` has room, advancing begin; false when a header is invalid (the
+  // connection then drains with the reason).
+  bool take_frames(std::uint32_t slot, std::byte* buf, std::size_t& begin, std::size_t end, std::span<Completion> out,
+                   std::size_t& n) noexcept;
   bool needs_attention(const TcpConnection& c) const noexcept;
 
   TcpConfig config_;
@@ -136,6 +141,8 @@ class TcpTransport final : public Transport {
   std::uint32_t next_slot_ = 0;               // where the next service sweep starts (fairness)
   std::uint32_t connecting_ = 0;              // slots in Connecting (their deadlines are looked at in poll)
   SlotMemory memory_;                         // every slot's send queue and receive buffer
+  std::unique_ptr<std::byte[]> landing_;      // kLandingBytes: first reads of one poll (receive())
+  std::size_t landing_used_ = 0;              // reset at the start of each poll
   std::unique_ptr<TcpConnection[]> conns_;    // config_.max_connections of them
   std::array<epoll_event, kEpollBatch> events_{};
   std::array<iovec, kMaxIov> iov_{};

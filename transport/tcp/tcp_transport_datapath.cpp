@@ -40,6 +40,7 @@ PostResult TcpTransport::post_send(std::span<const SendWr> wrs) noexcept {
       result.status = Status::Busy;
       break;
     }
+    if (c->sq_head == c->sq_tail) c->sq_head = c->sq_written = c->sq_tail = 0;  // empty: the hot entries again
     PendingWr& p = c->sq_at(c->sq_tail);
     wire::encode_header(h, p.header);
     p.payload = wr.payload;
@@ -154,6 +155,31 @@ std::size_t TcpTransport::report_sends(std::uint32_t slot, std::span<Completion>
   return n;
 }
 
+bool TcpTransport::take_frames(std::uint32_t slot, std::byte* buf, std::size_t& begin, std::size_t end,
+                               std::span<Completion> out, std::size_t& n) noexcept {
+  const ConnId id = id_of(slot);
+  while (n < out.size() && end - begin >= wire::kHeaderBytes) {
+    wire::Header h;
+    const std::span<const std::byte> avail(buf + begin, end - begin);
+    const wire::WireError e = wire::decode_header(avail, config_.max_message_bytes, h);
+    if (e != wire::WireError::None) {
+      begin_drain(slot, wire::to_status(e) == Status::Ok ? Status::ProtocolError : wire::to_status(e));
+      return false;
+    }
+    const std::size_t frame = wire::kHeaderBytes + h.payload_len;
+    if (avail.size() < frame) break;
+    out[n] = Completion{};
+    out[n].kind = CompletionKind::Recv;
+    out[n].conn = id;
+    out[n].header = h;
+    out[n].payload = buf + begin + wire::kHeaderBytes;
+    ++n;
+    begin += frame;
+    guard_.spoke(slot);  // an accepted connection's first frame ends its deadline
+  }
+  return true;
+}
+
 std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out) noexcept {
   TcpConnection& c = conns_[slot];
   const std::size_t cap = config_.rx_buffer_bytes();
@@ -166,27 +192,33 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
     c.rx_begin = 0;
   }
   std::size_t n = 0;
-  const ConnId id = id_of(slot);
-  for (;;) {
-    while (n < out.size() && c.rx_end - c.rx_begin >= wire::kHeaderBytes) {
-      wire::Header h;
-      const std::span<const std::byte> avail(c.rx + c.rx_begin, c.rx_end - c.rx_begin);
-      const wire::WireError e = wire::decode_header(avail, config_.max_message_bytes, h);
-      if (e != wire::WireError::None) {
-        begin_drain(slot, wire::to_status(e) == Status::Ok ? Status::ProtocolError : wire::to_status(e));
-        return n;
-      }
-      const std::size_t frame = wire::kHeaderBytes + h.payload_len;
-      if (avail.size() < frame) break;
-      out[n] = Completion{};
-      out[n].kind = CompletionKind::Recv;
-      out[n].conn = id;
-      out[n].header = h;
-      out[n].payload = c.rx + c.rx_begin + wire::kHeaderBytes;
-      ++n;
-      c.rx_begin += frame;
-      guard_.spoke(slot);  // an accepted connection's first frame ends its deadline
+  // Nothing buffered: the first read goes to this poll's shared landing
+  // buffer. Frames that arrive whole (an idle connection's heartbeats, most
+  // small messages) are handed out from there; only a partial frame, or
+  // frames `out` has no room for, are copied into the connection's own
+  // buffer, which so commits pages only for what it has to hold.
+  if (c.rx_end == 0 && kLandingBytes - landing_used_ >= kLandingReadBytes) {
+    std::byte* land = landing_.get() + landing_used_;
+    ssize_t r = 0;
+    do {
+      r = ::recv(c.fd, land, kLandingReadBytes, MSG_DONTWAIT);
+    } while (r < 0 && errno == EINTR);
+    if constexpr (FERRY_DATAPATH_STATS) ++stats_.read_calls;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r <= 0) {
+      begin_drain(slot, Status::PeerReset);  // 0: orderly close by the peer; <0: reset
+      return 0;
     }
+    if constexpr (FERRY_DATAPATH_STATS) stats_.bytes_received += static_cast<std::uint64_t>(r);
+    const auto got = static_cast<std::size_t>(r);
+    landing_used_ += got;  // the frames handed out from it live until the next poll
+    std::size_t off = 0;
+    if (!take_frames(slot, land, off, got, out, n)) return n;
+    std::memcpy(c.rx, land + off, got - off);
+    c.rx_end = got - off;
+  }
+  for (;;) {
+    if (!take_frames(slot, c.rx, c.rx_begin, c.rx_end, out, n)) return n;
     if (n == out.size()) {
       attention_.set(slot);  // buffered frames may remain
       return n;
@@ -240,8 +272,9 @@ std::size_t TcpTransport::service(std::uint32_t slot, std::span<Completion> out)
 std::size_t TcpTransport::poll(std::span<Completion> out) noexcept {
   owner_.check();
   if (out.empty()) return 0;
+  landing_used_ = 0;  // the payloads the last poll handed out expire now
   if (freed_.any()) [[unlikely]]
-    release_freed();  // the payloads the last poll handed out expire now
+    release_freed();
   const int ready = ::epoll_wait(epoll_fd_, events_.data(), static_cast<int>(events_.size()), 0);
   for (int i = 0; i < ready; ++i) {
     if (events_[i].data.u64 == kListenerTag) {
