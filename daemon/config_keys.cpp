@@ -387,7 +387,8 @@ constexpr ConfigKey kKeys[] = {
                 "unused slot costs address space only (about max-message-bytes + 84 KiB, not committed); a "
                 "connection's buffers are given back when it closes. On tcp lanes (transport tcp, or auto "
                 "without an RDMA device) each has credit-floor receives of receive-pool reserved, so "
-                "peer-max-connections x credit-floor must fit in receive-pool.",
+                "peer-max-connections x credit-floor must fit in receive-pool, and what is left is all that "
+                "busy lanes may borrow: raise receive-pool with it (docs/operations.md).",
      .access = number<&Config::peer_max_connections>()},
     {.name = "peer-hello-timeout-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 1, .max = 60000,

@@ -53,6 +53,13 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       "receive credits: pool of {} receives ({}), floor {} reserved for each of {} connections, share {} per lane",
       pc.receives, caps.recv_pool != 0 ? "the lane transport's shared receive queue" : "a budget", pc.floor,
       pc.connections, pc.share);
+  if (pool_.shared() < pc.share && pc.share > pc.floor) {
+    spdlog::warn(
+        "receive credits: only {} of the pool are left to share beyond the floors, less than one lane's share "
+        "({}): busy lanes stay near their floor of {}; raise receive-pool (or lower peer-max-connections / "
+        "rdma-max-connections)",
+        pool_.shared(), pc.share, pc.floor);
+  }
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
 }
 

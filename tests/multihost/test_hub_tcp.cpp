@@ -3,7 +3,8 @@
 // the hub, past the 64 the tcp transport once held), and every spoke's
 // caller completes its calls to a service on the hub. All connections come
 // from 127.0.0.1, so the hub allows more of them unauthenticated at once
-// than the default 16 per source (the opens race).
+// than the default 16 per source (the opens race). The spokes keep the
+// default peer-max-connections.
 #include <catch2/catch.hpp>
 
 #include "tests/integration/traffic.h"
@@ -23,7 +24,9 @@ TEST_CASE("a tcp hub holds 24 channels of 5 connections each (120 > 64)") {
   flags.heartbeat_ms = 200;
   flags.peer_timeout_ms = 5000;  // 25 daemons on a few shared cores
   flags.connect_timeout_ms = 5000;
-  flags.node_args = {{"--peer-max-unauthenticated-per-source", "128"}};
+  // The default 64 connections would not do: 128 (x credit-floor 4 = 512
+  // of the 1,024 receive credits reserved, the rest to share).
+  flags.node_args = {{"--peer-max-connections", "128", "--peer-max-unauthenticated-per-source", "128"}};
   Cluster cl(1 + kSpokes, net_mode_from_env(), flags);
   INFO("mode " << to_string(cl.mode()));
 
