@@ -75,6 +75,10 @@ struct Counters {
   Counter redials_deferred{0};    // Opens refused PeerUnreachable without a dial: the address failed just before
   Counter lane_breaks{0};         // data lane connections lost or dropped (recoveries: those rebuilt)
   Counter rail_moves{0};          // lanes moved back to a rail that came back (each also a lane break)
+  Counter rail_keys_sent{0};      // RailKeys messages we sent (several rails: an arena's keys, per channel and lane)
+  Counter rail_keys_learned{0};   // RailKeys messages from peers taken into a channel's key table
+  Counter rail_keys_refused{0};   // RailKeys messages from peers refused (bad payload; logged)
+  Counter rail_keys_used{0};      // RDMA READ/WRITE posts whose key the table changed to the far end rail's
   Counter duplicates_dropped{0};  // lane messages received twice (by lane_seq) and dropped
   // Channels on demand (max-channels).
   Counter channels_opened{0};    // channels that came Up (first or again)
@@ -160,6 +164,10 @@ void for_each_counter(const Counters& c, F&& f) {
   f("redials_deferred", c.redials_deferred);
   f("lane_breaks", c.lane_breaks);
   f("rail_moves", c.rail_moves);
+  f("rail_keys_sent", c.rail_keys_sent);
+  f("rail_keys_learned", c.rail_keys_learned);
+  f("rail_keys_refused", c.rail_keys_refused);
+  f("rail_keys_used", c.rail_keys_used);
   f("duplicates_dropped", c.duplicates_dropped);
   f("channels_opened", c.channels_opened);
   f("channels_evicted", c.channels_evicted);

@@ -197,6 +197,7 @@ void Engine::on_message(peer::Channel& ch, std::uint32_t lane, const wire::Heade
     case wire::MsgType::RendezvousReq: proxy_.on_delivery(ch, lane, h, payload); break;
     case wire::MsgType::Response: remote_.on_response(ch, h, payload); break;
     case wire::MsgType::WriteDone: remote_.on_write_done(ch, h); break;
+    case wire::MsgType::RailKeys: peers_->on_rail_keys(ch, lane, h, payload); break;
     default:
       // Types this daemon does not speak on a lane: a peer that sends them
       // anyway is ignored rather than trusted.

@@ -44,6 +44,10 @@ transport::MemoryHandle SegmentMr::rx() const noexcept { return handle(rx_); }
 std::uint32_t SegmentMr::tx_rkey(std::uint32_t rail) const noexcept {
   return rail < tx_.size() && tx_[rail] != nullptr ? tx_[rail]->rkey : 0;
 }
+std::uint64_t SegmentMr::tx_addr() const noexcept {
+  return tx_[0] != nullptr ? reinterpret_cast<std::uintptr_t>(tx_[0]->addr) : 0;
+}
+std::uint64_t SegmentMr::tx_length() const noexcept { return tx_[0] != nullptr ? tx_[0]->length : 0; }
 
 #else
 
@@ -58,6 +62,8 @@ Status SegmentMr::make(std::span<ibv_pd* const>, void*, std::size_t, void*, std:
 transport::MemoryHandle SegmentMr::tx() const noexcept { return {}; }
 transport::MemoryHandle SegmentMr::rx() const noexcept { return {}; }
 std::uint32_t SegmentMr::tx_rkey(std::uint32_t) const noexcept { return 0; }
+std::uint64_t SegmentMr::tx_addr() const noexcept { return 0; }
+std::uint64_t SegmentMr::tx_length() const noexcept { return 0; }
 
 #endif
 

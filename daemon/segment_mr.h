@@ -64,6 +64,10 @@ class SegmentMr {
   transport::MemoryHandle rx() const noexcept;
   // The tx arena's rkey on rail `rail` (0 when not registered there).
   std::uint32_t tx_rkey(std::uint32_t rail) const noexcept;
+  // The tx arena's range as registered (0 when not): what a RailKeys
+  // message announces (transport/wire/rail_keys.h).
+  std::uint64_t tx_addr() const noexcept;
+  std::uint64_t tx_length() const noexcept;
   ibv_mr* tx_mr() const noexcept { return tx_[0]; }  // what memory windows bind to (single rail)
 
  private:

@@ -86,7 +86,13 @@ struct SendWr {
   std::uint32_t payload_len = 0;
   std::uint64_t user_data = 0;  // echoed in the completion
   wire::RemoteBuffer remote{};  // RDMA ops only
-  MemoryHandle local{};         // RDMA ops only: region holding `payload`
+  // RDMA ops, several rails: the remote buffer's key on each rail of the
+  // peer that exposed it (its RailKeys table, daemon/remote/peer_keys.h).
+  // The lane posting the WR puts the entry of the peer rail at the far end
+  // of its connection into remote.rkey, again at each replay; 0: keep
+  // remote.rkey (the key the request carried).
+  std::array<std::uint32_t, kMaxRails> remote_rail_rkey{};
+  MemoryHandle local{};  // RDMA ops only: region holding `payload`
   // Send only: up to kMaxPrefixBytes copied at post time in front of the
   // payload (one message: header, prefix, payload; header.payload_len covers
   // both). Carries the RemoteBuffer descriptors of zero-copy Calls and

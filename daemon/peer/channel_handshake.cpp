@@ -38,7 +38,8 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.protocol_version = wire::kProtocolVersion;
   hs.qp_count = static_cast<std::uint16_t>(cfg_.lanes);
   hs.daemon_epoch = cfg_.epoch;
-  hs.capabilities = lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma : wire::kCapTcp;
+  hs.capabilities =
+      lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma | wire::kCapRailKeys : wire::kCapTcp;
   hs.initial_credits = recv_depth_;  // the pool's floor: each lane's initial grant (receive_pool.h)
   if (pool_.share() > pool_.floor()) hs.capabilities |= wire::kCapCreditPool;
   hs.max_message_bytes = cfg_.max_message_bytes;
@@ -140,6 +141,10 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
+    // Its rails: where its lanes come from, so each lane knows which of its
+    // arena keys (RailKeys) a READ or WRITE on it needs (note_peer_rail).
+    ch.peer_rails = remote.rail_ipv4;
+    ch.peer_rail_count = remote.rail_count;
     conns_.set(conn, false, ConnTable::Ref{ch.id, -1});
     if (h.ack != 0 && h.ack <= 0xFFFF) {
       const std::string host = transport_.peer_address(conn);
@@ -197,6 +202,7 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     Lane& l = ch->lanes[lane];
     l.set_conn(conn);
     l.join();
+    note_peer_rail(*ch, lane);
     // A joined lane vouches for its channel (after the proof, with auth): the
     // transport's limits on unauthenticated connections end for both.
     via(on_lanes).vouch(conn);
@@ -282,6 +288,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     return;
   }
   ch.lanes[static_cast<std::uint32_t>(lane)].join();
+  note_peer_rail(ch, static_cast<std::uint32_t>(lane));
   if (ch.all_lanes_joined()) become_up(ch, now_ns);
 }
 

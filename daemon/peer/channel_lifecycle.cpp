@@ -223,7 +223,10 @@ void ChannelManager::close_if_unused(Channel& ch, std::uint64_t now_ns) {
 }
 
 void ChannelManager::reap() {
-  for (std::uint32_t id : finished_) channels_.erase(id);
+  for (std::uint32_t id : finished_) {
+    peer_keys_.forget(id);
+    channels_.erase(id);
+  }
   finished_.clear();
 }
 
@@ -350,6 +353,7 @@ void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::C
     return;
   }
   l.rejoin(conn);
+  note_peer_rail(ch, lane);
   conns_.set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
   l.credits_from(remote.initial_credits, true, handshake_sent(ch), pooled(remote));
   reposts_due_ = true;                                        // the Hello used one of our receives
@@ -378,6 +382,7 @@ void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Hea
   }
   l.credits_from(remote.initial_credits, false, 1, pooled(remote));
   l.rejoin(l.conn());
+  note_peer_rail(ch, lane);
   replay(ch, lane, h.ack, now_ns);
 }
 

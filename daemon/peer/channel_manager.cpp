@@ -13,6 +13,7 @@
 
 #include "daemon/rails/rail_set.h"
 #include "ferry_config.h"
+#include "transport/wire/rail_keys.h"
 
 namespace ferry::daemon::peer {
 
@@ -88,6 +89,40 @@ std::uint32_t ChannelManager::rail_of_lane(std::uint32_t channel, std::uint32_t 
   if (ch == nullptr) return 0;
   const transport::ConnId c = ch->lanes[lane].conn();
   return c == transport::kInvalidConn ? 0 : rails::RailSet::rail_of(c);
+}
+
+void ChannelManager::note_peer_rail(Channel& ch, std::uint32_t lane) {
+  Lane& l = ch.lanes[lane];
+  l.set_peer_rail(Lane::kNoPeerRail);
+  if (ch.peer_rail_count == 0 || l.conn() == transport::kInvalidConn) return;  // a one-rail peer: no table
+  const std::string host = lanes_.peer_address(l.conn());
+  in_addr a{};
+  if (host.empty() || inet_pton(AF_INET, host.c_str(), &a) != 1) return;
+  for (std::uint32_t i = 0; i < ch.peer_rail_count && i < ch.peer_rails.size(); ++i) {
+    if (ch.peer_rails[i] == a.s_addr) {
+      l.set_peer_rail(static_cast<std::uint8_t>(i));
+      return;
+    }
+  }
+  spdlog::debug("channel {} lane {}: peer address {} is none of its rails; its requests' own keys are used", ch.id,
+                lane, host);
+}
+
+void ChannelManager::on_rail_keys(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) {
+  wire::RailKeys rk;
+  const wire::WireError e = wire::decode_rail_keys({payload, h.payload_len}, h.aux, rk);
+  if (e != wire::WireError::None) {
+    // The header rules passed it, so only its fields are wrong: the peer's
+    // keys for that arena are not used (its requests' own keys are).
+    spdlog::warn("channel {} lane {}: RailKeys refused ({}: {} rails, {} bytes); the requests' own keys are used",
+                 ch.id, lane, to_string(e), h.aux, h.payload_len);
+    bump(counters_.rail_keys_refused);
+    return;
+  }
+  const std::uint32_t replaced = peer_keys_.learn(ch.id, rk);
+  bump(counters_.rail_keys_learned);
+  spdlog::debug("channel {} lane {}: peer arena [{:#x}, +{}) keys on {} rails{}", ch.id, lane, rk.addr, rk.length,
+                rk.rails, replaced != 0 ? fmt::format(" (replaces {})", replaced) : std::string());
 }
 
 Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_t port) {
@@ -330,7 +365,12 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     // side, so those acks are already on their way (TCP orders each
     // connection, not across connections). The channel is Up; the late acks
     // are accepted by on_hello_ack.
-    for (std::uint32_t i = 0; i < ch->lane_count; ++i) ch->lanes[i].join();
+    for (std::uint32_t i = 0; i < ch->lane_count; ++i) {
+      if (!ch->lanes[i].joined()) {
+        ch->lanes[i].join();
+        note_peer_rail(*ch, i);
+      }
+    }
     become_up(*ch, now_ns);
   }
   if (!ch->usable() || ref.lane < 0) {

@@ -54,6 +54,7 @@
 #include "daemon/peer/channel_auth.h"
 #include "daemon/peer/held_controls.h"
 #include "daemon/peer/peer_index.h"
+#include "daemon/peer/peer_keys.h"
 #include "daemon/peer/receive_pool.h"
 #include "ferry/result.h"
 #include "transport/transport.h"
@@ -146,6 +147,14 @@ class ChannelManager {
   // The rail lane `lane` of channel `channel` is on now (0: one rail, or
   // the lane has no connection).
   std::uint32_t rail_of_lane(std::uint32_t channel, std::uint32_t lane) noexcept;
+  // Rails this daemon tells its peers about (0: one rail, no rails block).
+  std::uint32_t rail_count() const noexcept { return rail_count_; }
+  // The peers' arena keys per rail (peer_keys.h), learned from their
+  // RailKeys messages (on_rail_keys); a channel's entries go with it.
+  PeerKeyTable& peer_keys() noexcept { return peer_keys_; }
+  // A RailKeys message on a lane: its entry goes into the channel's table;
+  // a bad payload is logged, counted (rail_keys_refused) and dropped.
+  void on_rail_keys(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
 
   // Bootstrap listener (numeric host). Returns the bound port.
   // With separate lane transport, it listens on the same host and port.
@@ -293,6 +302,10 @@ class ChannelManager {
   bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
   // Several rails: a lane's connect from its rail to the peer's.
   [[nodiscard]] Result<transport::ConnId> dial_lane(Channel& ch, std::uint32_t lane);
+  // Several rails: which of the peer's rails lane `lane`'s connection
+  // reaches (its remote address among the peer's handshake rail addresses),
+  // for the keys of the peer's arenas (Lane::set_peer_rail). At every join.
+  void note_peer_rail(Channel& ch, std::uint32_t lane);
   // Several rails: lanes that left a rail which is back move home (channel_tick).
   void rails_back(Channel& ch, std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
@@ -391,6 +404,7 @@ class ChannelManager {
   std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
   bool reposts_due_ = false;           // some lane used receives since the last lanes poll
   HeldControls held_;
+  PeerKeyTable peer_keys_;
   bool changed_ = false;
 };
 

@@ -67,6 +67,14 @@ transport::PostResult Lane::post_backlog(std::uint32_t n, std::uint64_t now_ns) 
   for (std::uint32_t k = 0; k < n; ++k) {
     transport::SendWr& w = at(first + k).wr;
     w.conn = conn_;
+    if (peer_rail_ < w.remote_rail_rkey.size() && w.remote_rail_rkey[peer_rail_] != 0 &&
+        w.remote_rail_rkey[peer_rail_] != w.remote.rkey &&
+        (w.op == transport::WrOp::RdmaRead || w.op == transport::WrOp::RdmaWriteImm)) {
+      // The exposing peer's key on the rail this connection reaches differs
+      // from the one the WR had (the request's lane was on another rail).
+      w.remote.rkey = w.remote_rail_rkey[peer_rail_];
+      bump(counters_->rail_keys_used);
+    }
     if (w.op == transport::WrOp::Send) {
       w.header.credit = 0;
       if (carrier == n && stats_.credits_owed != 0) {

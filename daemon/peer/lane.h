@@ -117,7 +117,18 @@ class Lane {
 
   // The connection and its handshake.
   transport::ConnId conn() const noexcept { return conn_; }
-  void set_conn(transport::ConnId c) noexcept { conn_ = c; }
+  // Several rails: the peer's rail at the far end of the connection
+  // (kNoPeerRail: unknown, or the peer has one). An RDMA READ or WRITE
+  // takes its remote key from the WR's remote_rail_rkey entry of that rail,
+  // at every post, so a WR replayed on a connection to another of the
+  // peer's rails uses that rail's key (docs/rails.md).
+  static constexpr std::uint8_t kNoPeerRail = 0xFF;
+  void set_peer_rail(std::uint8_t r) noexcept { peer_rail_ = r; }
+  std::uint8_t peer_rail() const noexcept { return peer_rail_; }
+  void set_conn(transport::ConnId c) noexcept {
+    if (c != conn_) peer_rail_ = kNoPeerRail;
+    conn_ = c;
+  }
   bool joined() const noexcept { return joined_; }
   void join() noexcept { joined_ = true; }
   // The peer's initial credits on this connection (acceptor: from its Hello,
@@ -199,6 +210,7 @@ class Lane {
   void set_redial_ns(std::uint64_t t) noexcept { redial_ns_ = t; }
   // A new connection took the lane's place.
   void rejoin(transport::ConnId c) noexcept {
+    if (c != conn_) peer_rail_ = kNoPeerRail;
     conn_ = c;
     joined_ = true;
     broken_ = false;
@@ -250,6 +262,7 @@ class Lane {
   Counters* counters_ = nullptr;
 
   transport::ConnId conn_ = transport::kInvalidConn;
+  std::uint8_t peer_rail_ = kNoPeerRail;
   bool joined_ = false;  // handshake on this connection done
   LaneStats stats_;
   // Receives a lane lends at most while it has no pool (tests): any grant

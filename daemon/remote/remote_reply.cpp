@@ -51,6 +51,7 @@ Status RemoteReplier::reply(ClientSession& server, const Operation& op, const Pe
   wr.payload = server.at(op.offset);
   wr.payload_len = op.length;
   wr.remote = call.resp_remote;
+  if (write) (void)peers_.peer_keys().fill(ch->id, call.resp_remote, wr.remote_rail_rkey);  // as Rendezvous::start
   wr.signaled = true;
   // A payload leaves from the server's tx arena: tracked, so the session
   // outlives the WR (rdma: the SGE names its MR).

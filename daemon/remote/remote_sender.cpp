@@ -143,9 +143,38 @@ transport::SendWr RemoteSender::request_wr(ClientSession& c, const Endpoint& ep,
   return wr;
 }
 
+bool RemoteSender::announce_keys(ClientSession& c, peer::Channel& ch, std::uint32_t lane) {
+  const std::uint32_t rails = peers_.rail_count();
+  lane %= ch.lane_count;
+  if (rails < 2 || keys_.per_call() || (ch.negotiated.capabilities & wire::kCapRailKeys) == 0 ||
+      announced_.sent(c.id(), ch.id, lane)) {
+    return true;
+  }
+  wire::RailKeys& rk = scratch_keys_;
+  rk = {};
+  rk.addr = c.mr.tx_addr();
+  rk.length = c.mr.tx_length();
+  rk.rails = rails;
+  for (std::uint32_t i = 0; i < rails; ++i) rk.rkey[i] = c.mr.tx_rkey(i);
+  transport::SendWr wr;
+  wr.header.type = wire::MsgType::RailKeys;
+  wr.header.aux = rails;
+  wr.prefix_len = static_cast<std::uint8_t>(wire::encode_rail_keys(rk, wr.prefix));
+  wr.signaled = false;
+  if (wr.prefix_len == 0 || rk.length == 0) return true;  // nothing to tell (cannot happen with rails)
+  const transport::PostResult posted = peers_.post(ch, lane, wr);
+  if (posted.accepted != 1) return false;
+  announced_.mark(c.id(), ch.id, lane);
+  bump(counters_.rail_keys_sent);
+  return true;
+}
+
 Outcome RemoteSender::post_request(ClientSession& c, const Endpoint& ep, peer::Channel& ch, std::uint64_t token,
                                    RemoteOp& rop) {
   const Shape s = shape_of(c, rop.entry);
+  // Several rails: the peer learns the arena's keys on every rail first, on
+  // this lane (so in order before the request, replays included).
+  if (s.exposed() && !announce_keys(c, ch, lane_key(c, ep))) return Outcome::blocked();
   transport::SendWr wr = request_wr(c, ep, s, token, rop);
   // The peer's answer completes the op; a failed WR still reports
   // (on_send_done) and fails it. A payload from the client's arena goes

@@ -49,6 +49,7 @@
 #include "daemon/counters.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/peer_fwd.h"
+#include "daemon/remote/rail_keys_sent.h"
 #include "daemon/remote/remote_keys.h"
 #include "daemon/remote/remote_ops.h"
 #include "daemon/remote/send_windows.h"
@@ -57,6 +58,7 @@
 #include "daemon/session/sink.h"
 #include "daemon/target.h"
 #include "transport/wire/header.h"
+#include "transport/wire/rail_keys.h"
 
 namespace ferry::daemon {
 
@@ -122,6 +124,11 @@ class RemoteSender final : public Sink {
   transport::SendWr request_wr(ClientSession& c, const Endpoint& ep, const Shape& s, std::uint64_t token,
                                const RemoteOp& rop) const noexcept;
   Outcome post_request(ClientSession& c, const Endpoint& ep, peer::Channel& ch, std::uint64_t token, RemoteOp& rop);
+  // Several rails: tells the peer the client's tx arena keys on every rail
+  // (RailKeys) on the request's lane, once per (client, channel, lane),
+  // before a request that exposes a buffer (rail_keys_sent.h). False: the
+  // lane had no room (the request waits too).
+  bool announce_keys(ClientSession& c, peer::Channel& ch, std::uint32_t lane);
   // Its keys are open: the request goes (or the op ends, if it cannot).
   void opened(std::uint64_t token, RemoteOp& op);
   void send_open(std::uint64_t token, RemoteOp& op, peer::Channel& ch);
@@ -150,6 +157,8 @@ class RemoteSender final : public Sink {
   std::uint32_t large_bytes_;  // engine-spin-bulk-bytes (0: none counts)
   std::uint64_t large_started_ = 0;
   SendWindows windows_;
+  RailKeysSent announced_;
+  wire::RailKeys scratch_keys_{};
   RemoteOpTable ops_{1024};              // Open, Send, Call
   std::vector<std::uint64_t> postable_;  // keys open, the lane had no room: posted again each poll_keys
   std::vector<std::uint32_t> overdue_;   // scratch for expire

@@ -235,6 +235,7 @@ void RemoteSender::close(ClientSession& c, Endpoint& ep) {
 }
 
 void RemoteSender::client_gone(ClientSession& gone) {
+  announced_.client_gone(gone.id());
   // Nobody to complete to: its remote ops end (answers then find nothing)
   // except those exposing its memory to a peer, which keep the session
   // retired until answered; close its remote endpoints so peers drop their
@@ -256,6 +257,7 @@ void RemoteSender::client_gone(ClientSession& gone) {
 
 void RemoteSender::channel_down(peer::Channel& ch, Status why) {
   const std::uint32_t id = ch.id;
+  announced_.channel_down(id);
   const Status open_status = why == Status::Ok ? Status::PeerReset : why;
   std::size_t failed = 0, moved = 0;
   // Opens not answered yet move to the peer's other channel (the winner of a

@@ -27,6 +27,9 @@ Outcome Rendezvous::start(peer::Channel& ch, ClientSession& server, const wire::
   wr.payload = server.at(job.block.offset);  // the READ's destination
   wr.payload_len = src.length;
   wr.remote = src;
+  // Several rails: the source's key on every rail of the peer (its
+  // RailKeys); the lane takes the one its connection reaches.
+  (void)peers_.peer_keys().fill(ch.id, src, wr.remote_rail_rkey);
   wr.local = server.mr.rx();  // the READ lands in the server's rx arena
   wr.user_data = zc;
   wr.signaled = true;

@@ -14,6 +14,12 @@
 //     failover_ms is the time from the link going down to the lane rebuilt.
 //  3. veth2 comes back: the rail returns, A moves the lane home
 //     (rail_moves), and rail 1 carries traffic again.
+// "rail down rendezvous": the same with calls that expose buffers: most
+// requests are above the eager threshold (B RDMA-READs them from A's tx
+// arena) and every response buffer is exposed (B RDMA-WRITEs the echo into
+// it). A request's own key is of the rail its lane was on; B uses the key
+// of the rail its connection reaches now, from A's RailKeys (docs/rails.md),
+// so the move to rail 0 fails no READ or WRITE (rail_keys_used grows on B).
 // Times are emulated (TCG): ratios and counts, not absolute figures.
 #include <sys/wait.h>
 
@@ -35,6 +41,9 @@ using namespace ferry::mhtest;
 namespace {
 
 constexpr std::uint32_t kEager = 8192;
+// Rendezvous case: the smallest eager threshold, calls up to 8 times it.
+constexpr std::uint32_t kSmallEager = 4096;
+constexpr std::uint32_t kExposedMax = 32768;
 const char* const kRail1A = "198.18.1.1";
 const char* const kRail1B = "198.18.1.2";
 
@@ -80,14 +89,14 @@ struct RailGuard {
 
 std::uint64_t rail_tx(const StatusView& s, std::size_t i) { return i < s.rails.size() ? s.rails[i].tx_bytes : 0; }
 
-fault::FaultCallerSpec spec_for(const Node& a, const Node& b, std::uint32_t caller, const Gate* done) {
+fault::FaultCallerSpec spec_for(const Node& a, const Node& b, std::uint32_t caller, const Gate* done, bool exposed) {
   fault::FaultCallerSpec s;
   s.socket = a.socket();
   s.target = b.target("echo");
   s.caller = caller;
   s.concurrency = 8;
-  s.max_size = kEager;     // eager calls: every byte goes over the lanes
-  s.expect_fault = false;  // the failover is below the application: no call may fail
+  s.max_size = exposed ? kExposedMax : kEager;  // eager: every byte goes over the lanes as messages
+  s.expect_fault = false;                       // the failover is below the application: no call may fail
   s.stop = done;
   s.after_recovery = 100;  // verified calls after `done`
   s.open_within = 60s;
@@ -95,9 +104,7 @@ fault::FaultCallerSpec spec_for(const Node& a, const Node& b, std::uint32_t call
   return s;
 }
 
-}  // namespace
-
-TEST_CASE("rail down") {
+void rail_down(bool exposed) {
   if (env("FERRY_IN_VM") != "1" || env("RXE2").empty()) {
     std::printf("SKIP: needs the Soft-RoCE VM with scripts/vm/rxe-rails.sh's second rail\n");
     std::fflush(stdout);
@@ -111,12 +118,12 @@ TEST_CASE("rail down") {
   f.peer_timeout_ms = 5000;
   f.connect_timeout_ms = 20000;
   f.hosts = {env("ADDR0"), env("ADDR1")};
-  // Requests and replies as messages (no RDMA READ/WRITE with a peer's key):
-  // a key is of the rail its request went on, and a rail change under an
-  // exposed buffer is the limit docs/rails.md names.
+  // Eager: requests and replies as messages. Exposed: rendezvous READs of
+  // most requests and a WRITE into every response buffer, each with the key
+  // of A's rail at the far end of the connection it goes on (RailKeys).
   f.extra_args = {"--rdma-ack-timeout",          "18",
-                  "--eager-threshold",           std::to_string(kEager),
-                  "--rdma-eager-response-bytes", std::to_string(kEager)};
+                  "--eager-threshold",           std::to_string(exposed ? kSmallEager : kEager),
+                  "--rdma-eager-response-bytes", exposed ? "0" : std::to_string(kEager)};
   f.node_args = {{"--device", env("RXE0") + "," + env("RXE2")}, {"--device", env("RXE1") + "," + env("RXE3")}};
   Cluster cl(2, NetMode::Loopback, f);
   KeepLogs keep{cl};
@@ -127,7 +134,7 @@ TEST_CASE("rail down") {
   server_spec.give_up_after = 200s;  // the whole scenario, under TCG
   const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server(server_spec, ready, stop); });
   REQUIRE(ready.wait(20s));
-  const fault::FaultCallerSpec s1 = spec_for(a, b, 1, &done), s2 = spec_for(a, b, 2, &done);
+  const fault::FaultCallerSpec s1 = spec_for(a, b, 1, &done, exposed), s2 = spec_for(a, b, 2, &done, exposed);
   const pid_t c1 = cl.spawn_on(0, [s1] { return fault::run_fault_caller(s1); });
   const pid_t c2 = cl.spawn_on(0, [s2] { return fault::run_fault_caller(s2); });
   std::string err;
@@ -190,6 +197,26 @@ TEST_CASE("rail down") {
   REQUIRE(sa);
   CHECK(sa->counter("peer_failures") == 0);  // the channel never failed
   CHECK(sa->rails[1].failures >= 1);
+  const auto sb = read_status(b.control(), &err);
+  REQUIRE(sb);
+  CHECK(sb->counter("peer_failures") == 0);
+  CHECK(sa->counter("rail_keys_refused") == 0);
+  CHECK(sb->counter("rail_keys_refused") == 0);
+  if (exposed) {
+    CHECK(sa->counter("rail_keys_sent") >= 1);      // A told B its callers' arenas
+    CHECK(sb->counter("rail_keys_learned") >= 1);   // ... B took them in
+    CHECK(sb->counter("rail_keys_used") >= 1);      // ... and its READs/WRITEs used them
+    CHECK(sb->counter("rendezvous_reads") >= 100);  // the payloads went by READ
+    CHECK(sb->counter("zero_copy_writes") >= 100);  // the echoes by WRITE
+  } else {
+    CHECK(sa->counter("rail_keys_sent") == 0);  // nothing exposed: nothing announced
+  }
+  std::printf(
+      "rail-failover: exposed=%d A rail_keys_sent=%llu B rail_keys_learned=%llu rail_keys_used=%llu "
+      "rendezvous_reads=%llu zero_copy_writes=%llu\n",
+      exposed ? 1 : 0, (unsigned long long)sa->counter("rail_keys_sent"),
+      (unsigned long long)sb->counter("rail_keys_learned"), (unsigned long long)sb->counter("rail_keys_used"),
+      (unsigned long long)sb->counter("rendezvous_reads"), (unsigned long long)sb->counter("zero_copy_writes"));
   std::printf(
       "rail-failover: A recoveries=%llu retransmits=%llu lane_breaks=%llu rail_moves=%llu rail0_tx=%llu "
       "rail1_tx=%llu rail1_failures=%llu rail1_returns=%llu\n",
@@ -202,3 +229,9 @@ TEST_CASE("rail down") {
   stop.signal();
   CHECK(reap(server, 10s) == 0);
 }
+
+}  // namespace
+
+TEST_CASE("rail down") { rail_down(false); }
+
+TEST_CASE("rail down rendezvous") { rail_down(true); }

@@ -42,6 +42,7 @@ class ConnectionTable {
   static std::uint32_t slot_of(ConnId conn) noexcept { return (conn & 0xFFFFu) - 1; }
   // The connection of a live id, nullptr for an unknown or stale one.
   RdmaConnection* lookup(ConnId conn) noexcept;
+  const RdmaConnection* lookup(ConnId conn) const noexcept { return const_cast<ConnectionTable*>(this)->lookup(conn); }
   // The QP of an open connection, nullptr otherwise.
   ibv_qp* qp_of(ConnId conn) noexcept;
 

@@ -3,6 +3,7 @@
 // datapath: may allocate and log.
 #include "transport/rdma/rdma_transport.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -228,6 +229,16 @@ Status RdmaTransport::close(ConnId conn) {
   if (c == nullptr || c->state != ConnState::Open) return Status::EndpointClosed;
   conns_.begin_drain(ConnectionTable::slot_of(conn), Status::Cancelled, Status::Ok);
   return Status::Ok;
+}
+
+std::string RdmaTransport::peer_address(ConnId conn) const {
+  const RdmaConnection* c = conns_.lookup(conn);
+  if (c == nullptr) return {};
+  const sockaddr* sa = c->id != nullptr ? rdma_get_peer_addr(c->id) : reinterpret_cast<const sockaddr*>(&c->dst);
+  if (sa == nullptr || sa->sa_family != AF_INET) return {};
+  char text[INET_ADDRSTRLEN] = {};
+  if (inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof text) == nullptr) return {};
+  return text;
 }
 
 Result<MemoryHandle> RdmaTransport::register_memory(void* addr, std::size_t len) {

@@ -97,6 +97,9 @@ class RdmaTransport final : public Transport {
   [[nodiscard]] Result<ConnId> connect(std::string_view host, std::uint16_t port) override;
   [[nodiscard]] Result<ConnId> connect_async(std::string_view host, std::uint16_t port) override;
   [[nodiscard]] Status close(ConnId conn) override;
+  // The IPv4 address at the far end of an open (or accepting, connecting)
+  // connection, from its rdma_cm id; "" otherwise.
+  std::string peer_address(ConnId conn) const override;
   [[nodiscard]] Result<MemoryHandle> register_memory(void* addr, std::size_t len) override;
   [[nodiscard]] Status deregister_memory(MemoryHandle mr) override;
 

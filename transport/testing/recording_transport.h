@@ -24,6 +24,8 @@ struct RecordedSend {
   std::vector<std::byte> payload;
   std::uint64_t user_data = 0;
   bool signaled = true;
+  wire::RemoteBuffer remote{};    // RDMA ops
+  std::vector<std::byte> prefix;  // Send: the bytes copied in front of the payload
 };
 
 class RecordingTransport final : public Transport {
@@ -117,6 +119,8 @@ class RecordingTransport final : public Transport {
       if (wr.payload_len != 0) s.payload.assign(wr.payload, wr.payload + wr.payload_len);
       s.user_data = wr.user_data;
       s.signaled = wr.signaled;
+      s.remote = wr.remote;
+      s.prefix.assign(wr.prefix.begin(), wr.prefix.begin() + wr.prefix_len);
       sent_.push_back(std::move(s));
       if (auto_complete_ && wr.signaled) {
         Completion c;

@@ -75,8 +75,12 @@ inline constexpr std::uint64_t kCapAuth = 1ull << 4;            // shared-secret
 // Without it on both sides a grant returns only used receives (the peer's
 // miscount check relies on that).
 inline constexpr std::uint64_t kCapCreditPool = 1ull << 5;
+// The sender understands RailKeys messages (transport/wire/rail_keys.h): a
+// daemon with several rails sends them only to a peer that offers this, so
+// an older build never sees a message type it would refuse.
+inline constexpr std::uint64_t kCapRailKeys = 1ull << 6;
 inline constexpr std::uint64_t kCapsKnown =
-    kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth | kCapCreditPool;
+    kCapTcp | kCapRdma | kCapZeroCopyWrite | kCapRendezvousRead | kCapAuth | kCapCreditPool | kCapRailKeys;
 
 struct Handshake {
   std::uint16_t protocol_version = kProtocolVersion;  // what this build speaks

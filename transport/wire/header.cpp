@@ -5,6 +5,7 @@
 
 #include "transport/wire/endian.h"
 #include "transport/wire/handshake.h"
+#include "transport/wire/rail_keys.h"
 #include "transport/wire/remote_buffer.h"
 
 namespace ferry::wire {
@@ -49,6 +50,7 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   at(MsgType::Resync) =        {0,                   0,                  0,                                 false, false, false, false, true,  false};
   at(MsgType::Goodbye) =       {0,                   0,                  0,                                 true,  false, false, false, true,  false};
   at(MsgType::Challenge) =     {kAuthNonceBytes,     kAuthNonceBytes,    0,                                 false, false, false, false, true,  false};
+  at(MsgType::RailKeys) =      {rail_keys_bytes(1),  kRailKeysMaxBytes,  kFlagRetransmit,                   false, false, false, false, true,  true};
   // clang-format on
   return r;
 }
@@ -108,6 +110,11 @@ WireError validate_header(const Header& h, std::uint32_t max_payload) noexcept {
     const bool resp = (h.flags & kFlagRespBuffer) != 0;
     if (resp && !call) return WireError::BadFlags;
     if (h.payload_len != kRemoteBufferBytes * (resp ? 2u : 1u)) return WireError::BadLength;
+  }
+  if (h.type == MsgType::RailKeys) {
+    // aux: the rail count; the payload is exactly that many keys.
+    if (h.aux == 0 || h.aux > kMaxRailKeys) return WireError::BadField;
+    if (h.payload_len != rail_keys_bytes(h.aux)) return WireError::BadLength;
   }
   if (h.type == MsgType::Call && h.aux > kMaxCallTimeoutMs) return WireError::BadField;
   // Response: aux is the length the caller would have needed, only with ResponseTooLarge.

@@ -28,8 +28,10 @@ enum class MsgType : std::uint8_t {
   Goodbye = 16,        // orderly channel shutdown (draining); status = reason
   Challenge = 17,      // auth only: an acceptor's first message on every accepted connection; payload = 16-byte
                        // nonce that the dialer's lane Hello proof must cover (daemon/peer/hello_proof.h)
+  RailKeys = 18,       // several rails: a tx arena's range and its rkey on each of the sender's rails (aux = rail
+                       // count); sent before the first request exposing it on a lane (transport/wire/rail_keys.h)
 };
-inline constexpr std::uint8_t kMaxMsgType = static_cast<std::uint8_t>(MsgType::Challenge);
+inline constexpr std::uint8_t kMaxMsgType = static_cast<std::uint8_t>(MsgType::RailKeys);
 
 constexpr std::string_view to_string(MsgType t) noexcept {
   switch (t) {
@@ -50,6 +52,7 @@ constexpr std::string_view to_string(MsgType t) noexcept {
     case MsgType::Resync: return "Resync";
     case MsgType::Goodbye: return "Goodbye";
     case MsgType::Challenge: return "Challenge";
+    case MsgType::RailKeys: return "RailKeys";
   }
   return "Unknown";
 }

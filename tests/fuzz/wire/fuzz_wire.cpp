@@ -1,4 +1,5 @@
-// libFuzzer target for the wire decoders: header, handshake, remote buffer.
+// libFuzzer target for the wire decoders: header, handshake, remote buffer,
+// rail keys.
 // Beyond "no crash, no sanitizer report" it checks that whatever the decoder
 // accepts re-encodes to the same bytes (header) or the same value
 // (handshake, descriptor), so decode and encode cannot drift apart.
@@ -11,6 +12,7 @@
 
 #include "transport/wire/handshake.h"
 #include "transport/wire/header.h"
+#include "transport/wire/rail_keys.h"
 #include "transport/wire/remote_buffer.h"
 
 using namespace ferry::wire;
@@ -53,6 +55,16 @@ void fuzz_remote_buffer(std::span<const std::byte> in) {
   check(std::memcmp(out.data(), in.data(), kRemoteBufferBytes) == 0);
 }
 
+void fuzz_rail_keys(std::span<const std::byte> in, std::uint32_t rails) {
+  RailKeys rk;
+  if (decode_rail_keys(in, rails, rk) != WireError::None) return;
+  check(rk.rails == rails && rails >= 1 && rails <= kMaxRailKeys && in.size() == rail_keys_bytes(rails));
+  check(rk.length != 0 && rk.addr + rk.length > rk.addr);
+  std::array<std::byte, kRailKeysMaxBytes> out{};
+  check(encode_rail_keys(rk, out) == in.size());
+  check(std::memcmp(out.data(), in.data(), in.size()) == 0);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -79,11 +91,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto payload = in.subspan(off, h.payload_len < avail ? h.payload_len : avail);
     if (h.type == MsgType::Hello || h.type == MsgType::HelloAck) fuzz_handshake(payload);
     if (h.type == MsgType::RendezvousReq || (h.flags & kFlagRespBuffer) != 0) fuzz_remote_buffer(payload);
+    if (h.type == MsgType::RailKeys) fuzz_rail_keys(payload, h.aux);
     off += payload.size();
   }
   // The payload decoders also see raw input directly.
   fuzz_handshake(in.first(in.size() < kHandshakeMaxBytes ? in.size() : kHandshakeMaxBytes));
   fuzz_handshake(in.first(in.size() < kHandshakeBaseBytes ? in.size() : kHandshakeBaseBytes));
   fuzz_remote_buffer(in);
+  // Rail keys of every count the header allows, and some it does not.
+  fuzz_rail_keys(in, size > 0 ? data[0] & 7u : 0);
   return 0;
 }

@@ -33,6 +33,8 @@ seeds = {
     'error': header(11, status=9, plen=4) + b'gone',
     'rendezvous': header(12, plen=16, src=1, dst=2, token=8) + remote_buffer(),
     'write_done': header(14, dst=1, token=7, aux=4096),
+    'rail_keys': header(18, plen=24, seq=0, aux=2) + struct.pack('<QQII', 0x7F0000000000, 64 << 20, 0x1234, 0x5678),
+    'rail_keys_bad_count': header(18, plen=24, aux=3) + struct.pack('<QQII', 0x7F0000000000, 64 << 20, 1, 2),
     'bad_magic': b'\x00' * 48,
     'truncated': header(8, plen=5, src=1, dst=2)[:30],
 }

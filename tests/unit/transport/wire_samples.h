@@ -3,6 +3,7 @@
 
 #include "transport/wire/handshake.h"
 #include "transport/wire/header.h"
+#include "transport/wire/rail_keys.h"
 #include "transport/wire/remote_buffer.h"
 
 namespace ferry::wire::testing {
@@ -70,6 +71,10 @@ inline Header valid_header(MsgType t) {
     case MsgType::Resync: break;
     case MsgType::Goodbye: h.status = Status::Cancelled; break;
     case MsgType::Challenge: h.payload_len = kAuthNonceBytes; break;
+    case MsgType::RailKeys:
+      h.aux = 2;
+      h.payload_len = rail_keys_bytes(2);
+      break;
   }
   return h;
 }
