@@ -170,12 +170,18 @@ void rail_down(bool exposed) {
   CHECK(held);
   std::printf("rail-failover: failover_ms=%lld (link down to the lane rebuilt on rail 0, status polled)\n",
               static_cast<long long>(failover_ms));
-  const std::uint64_t tx0_at = rail_tx(*moved, 0);
-  // Traffic flows on rail 0 alone meanwhile.
-  auto flowing = poll_status(
-      a.control(), 30s, [&](const StatusView& s) { return rail_tx(s, 0) > tx0_at + 500'000; }, &held, &err);
+  // Traffic flows on rail 0 alone meanwhile: A's requests (eager), or
+  // B's READs of them and WRITEs of the echoes (exposed: A's requests are
+  // descriptors, a few bytes each).
+  const Node& poster = exposed ? b : a;
+  const auto at = read_status(poster.control(), &err);
+  REQUIRE(at);
+  const std::uint64_t tx0_at = rail_tx(*at, 0);
+  (void)poll_status(
+      poster.control(), 30s, [&](const StatusView& s) { return rail_tx(s, 0) > tx0_at + 500'000; }, &held, &err);
   CHECK(held);
-  const std::uint64_t tx1_down = flowing ? rail_tx(*flowing, 1) : 0;
+  const auto a_down = read_status(a.control(), &err);
+  const std::uint64_t tx1_down = a_down ? rail_tx(*a_down, 1) : 0;
   std::this_thread::sleep_for(2s);
 
   // 3. Rail 1 comes back; the lane moves home and rail 1 carries calls again.
