@@ -117,6 +117,9 @@ struct Config {
   std::uint64_t channel_window_bytes = 32 * kMiB;
   std::uint64_t nic_window_bytes = 128 * kMiB;
   std::uint32_t max_reads_inflight = 8;
+  // Several rails: a rendezvous READ of at least this many bytes is split
+  // over lanes on different rails (daemon/remote/rendezvous.h); 0: never.
+  std::uint32_t rail_split_bytes = 256 * 1024;
   // Receive credits (daemon/peer/receive_pool.h): the shared pool, each
   // lane's floor and its share.
   std::uint32_t receive_pool = 1024;

@@ -463,6 +463,13 @@ constexpr ConfigKey kKeys[] = {
      .value_name = "N", .min = 1, .max = 256,
      .summary = "rdma: rendezvous RDMA READs this daemon has in flight per channel; more wait in arrival order",
      .access = number<&Config::max_reads_inflight>()},
+    {.name = "rail-split-bytes", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Bytes,
+     .value_name = "BYTES", .min = 0, .max = wire::kMaxPayloadBytes,
+     .summary = "rdma, several rails: rendezvous READs of at least this many bytes are split over the rails; 0 = never",
+     .details = "The reading daemon posts one chunk per rail that has a live lane of the channel, each landing at its "
+                "offset in the destination; chunk sizes follow each rail's measured READ throughput (equal until "
+                "measured). Needs the peer's rail keys (RailKeys, docs/rails.md): a READ without them is not split.",
+     .access = number<&Config::rail_split_bytes>()},
     {.name = "rdma-windows", .section = kFlow, .kind = ValueKind::Number, .unit = Unit::Count, .value_name = "N",
      .min = 0, .max = 65536,
      .summary = "rdma: memory windows, so a peer gets a key to just the buffer a call exposes; 0 = arena keys",

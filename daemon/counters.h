@@ -69,6 +69,8 @@ struct Counters {
   // rdma large-message paths (README "Copies per path").
   Counter rendezvous_sends{0};    // our RendezvousReqs (the peer READs the payload)
   Counter rendezvous_reads{0};    // READs we issued and delivered
+  Counter split_reads{0};         // rendezvous READs split over several rails (rail-split-bytes)
+  Counter split_read_chunks{0};   // the chunks they were posted as
   Counter zero_copy_writes{0};    // replies we RDMA-WROTE into a caller's buffer
   Counter zero_copy_replies{0};   // replies that arrived in our caller's buffer by WRITE
   Counter busy_backoffs{0};       // remote ops the peer refused Busy, held here and sent again after a backoff
@@ -158,6 +160,8 @@ void for_each_counter(const Counters& c, F&& f) {
   f("answer_stalls", c.answer_stalls);
   f("rendezvous_sends", c.rendezvous_sends);
   f("rendezvous_reads", c.rendezvous_reads);
+  f("split_reads", c.split_reads);
+  f("split_read_chunks", c.split_read_chunks);
   f("zero_copy_writes", c.zero_copy_writes);
   f("zero_copy_replies", c.zero_copy_replies);
   f("busy_backoffs", c.busy_backoffs);

@@ -213,7 +213,7 @@ void Engine::on_send_done(std::uint64_t user_data, Status status) {
   switch (tag.kind) {
     case WrKind::RemoteOp: remote_.on_send_done(tag.token(), status); break;
     case WrKind::Reply: calls_.replier().on_send_done(tag.token(), status); break;
-    case WrKind::Read: proxy_.on_read_done(tag.slot, status); break;
+    case WrKind::Read: proxy_.on_read_done(tag.slot, tag.generation, status); break;
     case WrKind::ZeroCopy:
     case WrKind::None: break;  // untracked (answers, acks), or a slot already settled
   }

@@ -18,7 +18,7 @@ ProxyServer::ProxyServer(const Config& config, peer::ChannelManager& peers, Sess
       max_message_bytes_(config.max_message_bytes),
       large_bytes_(config.engine_spin_bulk_bytes),
       fault_(fault),
-      reads_(peers, sessions, config.max_reads_inflight) {
+      reads_(peers, sessions, counters, config.max_reads_inflight, config.rail_split_bytes) {
   proxies_.reserve(1024);
   blocked_.reserve(256);
 }
@@ -159,7 +159,7 @@ Outcome ProxyServer::start_read(peer::Channel& ch, std::uint32_t lane, const wir
   job.block = r.block;
   job.length = src.length;
   job.call_deadline_ns = call_deadline_ns;
-  const Outcome o = reads_.start(ch, *r.server, src, job);
+  const Outcome o = reads_.start(ch, *r.server, src, job, deadlines_.now());
   if (!o.is_done()) {
     unreserve();
     return o;
@@ -169,10 +169,11 @@ Outcome ProxyServer::start_read(peer::Channel& ch, std::uint32_t lane, const wir
   return o;
 }
 
-void ProxyServer::on_read_done(std::uint32_t slot, Status status) {
-  const std::optional<Rendezvous::Job> done = reads_.finish(slot);
-  if (!done) return;
+void ProxyServer::on_read_done(std::uint32_t slot, std::uint32_t chunk, Status chunk_status) {
+  const std::optional<Rendezvous::Job> done = reads_.finish(slot, chunk, chunk_status, deadlines_.now());
+  if (!done) return;  // other chunks of a split READ still under way
   const Rendezvous::Job& job = *done;
+  const Status status = job.status;  // the first failure among its chunks
   Proxy* p = proxy_of(job.channel, job.header.dst_ep);
   if (p != nullptr && p->reading != 0) --p->reading;
   ClientSession* server = sessions_.find(job.server);

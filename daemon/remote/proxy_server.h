@@ -48,8 +48,9 @@ class ProxyServer {
   void on_close(peer::Channel& ch, const wire::Header& h);
   // Send, Call, RendezvousReq.
   void on_delivery(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
-  // A rendezvous READ finished (tag kind Read).
-  void on_read_done(std::uint32_t slot, Status status);
+  // A rendezvous READ, or a chunk of a split one, finished (tag kind Read;
+  // `chunk`: the tag's generation field).
+  void on_read_done(std::uint32_t slot, std::uint32_t chunk, Status status);
   // Staged deliveries that may go now; returns how many went or gave up.
   std::size_t retry_staged();
   void channel_down(std::uint32_t channel);

@@ -3,7 +3,8 @@
 // two bits of kind, then that kind's slot and generation. 0 is no tag.
 //
 //   63..62  kind        RemoteOp, Reply, ZeroCopy, Read
-//   61..32  generation  RemoteOp, Reply: its table slot's generation (30 bits)
+//   61..32  generation  RemoteOp, Reply: its table slot's generation (30 bits);
+//                       Read: the chunk of a READ split over rails (rendezvous.h)
 //   31..0   slot        RemoteOp, Reply: table index + 1; ZeroCopy, Read: slot index
 //
 // A RemoteOp's tag is its wire token (kind 0); a Reply's is its token in
@@ -40,7 +41,9 @@ struct WrTag {
   static constexpr std::uint64_t remote_op(std::uint64_t token) noexcept { return of(WrKind::RemoteOp, token); }
   static constexpr std::uint64_t reply(std::uint64_t token) noexcept { return of(WrKind::Reply, token); }
   static constexpr std::uint64_t zero_copy(std::uint32_t slot) noexcept { return of(WrKind::ZeroCopy, slot); }
-  static constexpr std::uint64_t read(std::uint32_t slot) noexcept { return of(WrKind::Read, slot); }
+  static constexpr std::uint64_t read(std::uint32_t slot, std::uint32_t chunk = 0) noexcept {
+    return of(WrKind::Read, std::uint64_t{chunk & kGenerationMask} << kSlotBits | slot);
+  }
   static constexpr WrTag decode(std::uint64_t user_data) noexcept {
     WrTag t;
     t.kind = user_data == 0 ? WrKind::None : static_cast<WrKind>(user_data >> kKindShift);
@@ -60,6 +63,8 @@ struct WrTag {
 static_assert(WrTag::decode(WrTag::read(7)).kind == WrKind::Read && WrTag::decode(WrTag::read(7)).slot == 7);
 static_assert(WrTag::decode(WrTag::remote_op((std::uint64_t{WrTag::kGenerationMask} << 32) | 5)).kind ==
               WrKind::RemoteOp);
+static_assert(WrTag::decode(WrTag::read(7, 3)).kind == WrKind::Read && WrTag::decode(WrTag::read(7, 3)).slot == 7 &&
+              WrTag::decode(WrTag::read(7, 3)).generation == 3);
 static_assert(WrTag::decode(0).kind == WrKind::None);
 static_assert(WrTag::decode(WrTag::reply(1)).kind == WrKind::Reply);
 

@@ -20,6 +20,10 @@
 // it). A request's own key is of the rail its lane was on; B uses the key
 // of the rail its connection reaches now, from A's RailKeys (docs/rails.md),
 // so the move to rail 0 fails no READ or WRITE (rail_keys_used grows on B).
+// "rail split": no fault; one caller (its endpoint on lane 0, rail 0) makes
+// calls of up to 1 MiB; B splits each rendezvous READ of at least
+// rail-split-bytes (default 256 KiB) into a chunk per rail, so rail 1 of B
+// carries READ bytes although no endpoint is on it. Every echo verified.
 // Times are emulated (TCG): ratios and counts, not absolute figures.
 #include <sys/wait.h>
 
@@ -236,7 +240,72 @@ void rail_down(bool exposed) {
   CHECK(reap(server, 10s) == 0);
 }
 
+void rail_split() {
+  if (env("FERRY_IN_VM") != "1" || env("RXE2").empty()) {
+    std::printf("SKIP: needs the Soft-RoCE VM with scripts/vm/rxe-rails.sh's second rail\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.channel_conns = 2;
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 5000;
+  f.connect_timeout_ms = 20000;
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  f.extra_args = {"--rdma-ack-timeout", "18"};
+  f.node_args = {{"--device", env("RXE0") + "," + env("RXE2")}, {"--device", env("RXE1") + "," + env("RXE3")}};
+  Cluster cl(2, NetMode::Loopback, f);
+  KeepLogs keep{cl};
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  Gate ready, stop, done;
+  RpcServerSpec server_spec{b.socket()};
+  server_spec.give_up_after = 200s;
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server(server_spec, ready, stop); });
+  REQUIRE(ready.wait(20s));
+  fault::FaultCallerSpec s1 = spec_for(a, b, 1, &done, true);
+  s1.max_size = 1u << 20;  // a twelfth of the calls are 1 MiB (traffic_payload.cpp), the rest smaller
+  s1.concurrency = 4;
+  s1.after_recovery = 20;
+  const pid_t c1 = cl.spawn_on(0, [s1] { return fault::run_fault_caller(s1); });
+  std::string err;
+  bool held = false;
+  auto split = poll_status(
+      b.control(), 150s, [](const StatusView& s) { return s.counter("split_reads") >= 20; }, &held, &err);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
+  CHECK(split);
+  CHECK(held);
+  done.signal();
+  CHECK(reap(c1, 180s) == 0);  // every call completed once, verified
+  const auto sa = read_status(a.control(), &err);
+  const auto sb = read_status(b.control(), &err);
+  REQUIRE(sa);
+  REQUIRE(sb);
+  CHECK(sa->counter("peer_failures") == 0);
+  CHECK(sb->counter("peer_failures") == 0);
+  CHECK(sb->counter("rail_keys_refused") == 0);
+  CHECK(sb->counter("split_reads") >= 20);
+  CHECK(sb->counter("split_read_chunks") >= 2 * sb->counter("split_reads"));
+  REQUIRE(sb->rails.size() == 2);
+  // The caller's lane is on rail 0; rail 1 of B carries READ chunks only.
+  CHECK(rail_tx(*sb, 0) > 8'000'000);
+  CHECK(rail_tx(*sb, 1) > 8'000'000);
+  std::printf(
+      "rail-split: B split_reads=%llu split_read_chunks=%llu rendezvous_reads=%llu rail0_tx=%llu "
+      "rail1_tx=%llu\n",
+      (unsigned long long)sb->counter("split_reads"), (unsigned long long)sb->counter("split_read_chunks"),
+      (unsigned long long)sb->counter("rendezvous_reads"), (unsigned long long)rail_tx(*sb, 0),
+      (unsigned long long)rail_tx(*sb, 1));
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+}
+
 }  // namespace
+
+TEST_CASE("rail split") { rail_split(); }
 
 TEST_CASE("rail down") { rail_down(false); }
 
