@@ -137,8 +137,10 @@ Outcome Rendezvous::start(peer::Channel& ch, ClientSession& server, const wire::
 }
 
 void Rendezvous::measured(std::uint32_t rail, std::uint32_t bytes, std::uint64_t elapsed_ns) noexcept {
-  if (rail >= rate_.size()) return;
-  const double sample = static_cast<double>(bytes) / static_cast<double>(std::max<std::uint64_t>(elapsed_ns, 1));
+  // The engine's clock is read once per turn: a READ done in the turn that
+  // posted it has no time to speak of, and would weigh its rail without bound.
+  if (rail >= rate_.size() || elapsed_ns == 0) return;
+  const double sample = static_cast<double>(bytes) / static_cast<double>(elapsed_ns);
   rate_[rail] = rate_[rail] == 0 ? sample : 0.75 * rate_[rail] + 0.25 * sample;
 }
 
