@@ -37,7 +37,7 @@ void fuzz_decode(std::span<const std::byte> in, Handshake& hs, bool& ok) {
   check(!hs.has_proof || hs.has_nonce);
   check(in.size() == handshake_bytes(hs));
   check(hs.protocol_version != 0 && hs.daemon_epoch != 0 && (hs.capabilities & ~kCapsKnown) == 0);
-  std::array<std::byte, kHandshakeMaxBytes> out{};
+  std::array<std::byte, kHandshakeMaxWithRails> out{};
   const std::size_t n = encode_handshake(hs, out);
   check(n == in.size());
   // Unknown capability bits are dropped on decode, so compare the fields, not the bytes 16..23.

@@ -28,7 +28,7 @@ void fuzz_handshake(std::span<const std::byte> in) {
   if (decode_handshake(in, hs) != WireError::None) return;
   check(hs.protocol_version != 0 && hs.qp_count >= 1 && hs.qp_count <= kMaxQpsPerChannel);
   check(hs.daemon_epoch != 0 && (hs.capabilities & ~kCapsKnown) == 0);
-  std::array<std::byte, kHandshakeMaxBytes> out{};
+  std::array<std::byte, kHandshakeMaxWithRails> out{};
   const std::size_t n = encode_handshake(hs, out);
   check(n == in.size());
   Handshake again;
@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     off += payload.size();
   }
   // The payload decoders also see raw input directly.
-  fuzz_handshake(in.first(in.size() < kHandshakeMaxBytes ? in.size() : kHandshakeMaxBytes));
+  fuzz_handshake(in.first(in.size() < kHandshakeMaxWithRails ? in.size() : kHandshakeMaxWithRails));
   fuzz_handshake(in.first(in.size() < kHandshakeBaseBytes ? in.size() : kHandshakeBaseBytes));
   fuzz_remote_buffer(in);
   // Rail keys of every count the header allows, and some it does not.
