@@ -7,11 +7,18 @@
 #include <new>
 #include <span>
 
+#include "transport/sparse_pages.h"
+
 namespace ferry::daemon::peer {
 
 void Lane::open() {
-  if (slots_ == nullptr) slots_.reset(static_cast<Slot*>(::operator new(sizeof(Slot) * kCapacity)));
+  if (slots_ != nullptr) return;
+  std::byte* p = transport::map_sparse(kRingBytes);
+  if (p == nullptr) throw std::bad_alloc();
+  slots_.reset(reinterpret_cast<Slot*>(p));
 }
+
+void Lane::RingFree::operator()(Slot* p) const noexcept { transport::unmap_sparse(p, kRingBytes); }
 
 void Lane::credits_from(std::uint32_t peer_initial, bool hello_received, std::uint32_t sent, bool pooled) noexcept {
   if (peer_credits_ != 0) return;  // told once per connection

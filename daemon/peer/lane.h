@@ -293,13 +293,17 @@ class Lane {
   std::uint64_t broken_ns_ = 0;
   std::uint64_t redial_ns_ = 0;  // initiator, broken, no connect under way: dial again then
 
-  // The ring's storage, uninitialised: a slot is written by post() before
-  // anything reads it, so an idle lane's ring costs address space, not
-  // resident memory (value-initialising 1,024 slots touched ~180 KiB per
-  // lane, most of an idle peer's memory). Slot is an aggregate, so the
-  // allocation itself creates its objects.
+  // The ring's storage: pages of its own (transport/sparse_pages.h), written
+  // by post() before anything reads them, so an idle lane's ring costs
+  // address space, not resident memory. From the heap it did not: the
+  // rings landed in transparent huge pages, and one write committed 2 MiB
+  // (7 idle rdma peers in the VM: 2 MiB more per huge page crossed). Slot is
+  // an aggregate, so the mapping itself creates its objects; an empty ring
+  // starts again at slot 0 (lane_ring.cpp), so a lane that sends one message
+  // at a time touches one page.
+  static constexpr std::size_t kRingBytes = sizeof(Slot) * kCapacity;
   struct RingFree {
-    void operator()(Slot* p) const noexcept { ::operator delete(p); }
+    void operator()(Slot* p) const noexcept;
   };
   using Ring = std::unique_ptr<Slot[], RingFree>;
   static_assert(std::is_trivially_destructible_v<Slot>);

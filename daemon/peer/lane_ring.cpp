@@ -50,6 +50,7 @@ void Lane::report_confirmed() noexcept {
     const std::uint64_t user_data = s.wr.user_data;
     ++head_;
     --stats_.unconfirmed;
+    if (stats_.unconfirmed == 0 && stats_.backlog == 0) head_ = 0;  // empty: the next WR reuses slot 0's page
     if (report) done_->on_send_done(user_data, Status::Ok);
   }
 }

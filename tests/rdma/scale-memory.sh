@@ -3,10 +3,11 @@
 # per host, in the Soft-RoCE VM (run through run-vm-suite.sh --checks, see
 # docs/benchmarks/scaling.md). One receiver ferryd on ADDR1 (rxe1, default
 # settings) and N sender ferryd on ADDR0 (rxe0, distinct ports); each sender
-# opens a channel (k = 2 rdma lanes) with one small incast message, then the
-# channels sit idle. Measured on the receiver: VmRSS before any peer and
+# opens a channel (k = 2 rdma lanes; k = 1, ferryd's default, in the variant
+# "default") with one small incast message, then the channels sit idle. Measured on the receiver: VmRSS before any peer and
 # with N idle peers, its registered memory (status counters; the old build
-# logs its slabs), its QPs (`rdma res show qp`). Then QPs of one sender
+# logs its slabs), its QPs (`rdma res show qp`), where the RSS grew (per
+# mapping, smaps_diff.py) and glibc's heap account (malloc_stats via gdb). Then QPs of one sender
 # daemon serving 1, 4 and 8 client processes towards the receiver.
 # Two builds in the same VM run: this tree's (FERRY_BUILD) and the pre-SRQ
 # one in $FERRY_BUILD/main-bin (ferryd, ferryctl, ferry-bench copied from
@@ -14,6 +15,7 @@
 # Output: $FERRY_CHECK_DIR/scale.txt (one "key value" line per figure).
 set -euo pipefail
 build=${FERRY_BUILD:?}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${FERRY_CHECK_DIR:-${TMPDIR:-/tmp}/scale-memory}
 mkdir -p "$out"
 run=$(mktemp -d "${TMPDIR:-/tmp}/scale.XXXXXX")
@@ -27,7 +29,8 @@ stop_all() {
   pids=()
 }
 trap stop_all EXIT
-common=(--transport rdma --channel-conns 2 --rdma-ack-timeout 18 --heartbeat-ms 1000 --peer-timeout-ms 30000
+conns=(--channel-conns 2) # lanes per channel (k); the "default" variant leaves it at ferryd's default
+common=(--transport rdma --rdma-ack-timeout 18 --heartbeat-ms 1000 --peer-timeout-ms 30000
         --connect-timeout-ms 20000 --log-level info)
 
 # start NAME ADDR PORT FERRYD CTL [ARGS...]: a daemon, back when its control socket answers.
@@ -35,7 +38,7 @@ start() {
   local name=$1 addr=$2 port=$3 ferryd=$4 ctl=$5
   shift 5
   mkdir -p "$run/$name"
-  "$ferryd" --runtime-dir "$run/$name" --listen "$addr:$port" "${common[@]}" "$@" >"$run/$name.log" 2>&1 &
+  "$ferryd" --runtime-dir "$run/$name" --listen "$addr:$port" "${common[@]}" "${conns[@]}" "$@" >"$run/$name.log" 2>&1 &
   pids+=($!)
   echo $! >"$run/$name.pid"
   for _ in $(seq 1 300); do
@@ -98,6 +101,17 @@ variant() {
   rss=$(rss_kib "$rpid")
   qps=$(qps_of "$rpid")
   cp "/proc/$rpid/smaps" "$out/$label-smaps.after"
+  # Where the growth is: RSS per mapping, after minus before; and glibc's
+  # own account of the heap (in use against held), printed by the receiver
+  # into its log through gdb.
+  /usr/bin/python3 "$repo/tests/rdma/smaps_diff.py" "$out/$label-smaps.before" "$out/$label-smaps.after" \
+    >"$out/$label-smaps.diff" 2>&1 || true
+  sed "s/^/$label smaps_diff /" "$out/$label-smaps.diff" | head -8 | tee -a "$res"
+  if command -v gdb >/dev/null; then
+    timeout 60 gdb -p "$rpid" -batch -ex 'call (void)malloc_stats()' >/dev/null 2>&1 || true
+    grep -E '^(Arena|system bytes|in use bytes|Total)' "$run/$label-r.log" | tr -s ' ' | sed "s/^/$label malloc /" |
+      tee -a "$res" || true
+  fi
   rdma res show qp >"$out/$label-qps.txt" 2>&1 || true
   rdma -j res show qp >"$out/$label-qps.json" 2>&1 || true
   {
@@ -125,9 +139,16 @@ variant() {
 }
 
 rdma res show qp >/dev/null 2>&1 || { echo "SKIP: no rdma tool"; exit 77; }
+# Transparent huge pages change what one write into a sparse mapping commits.
+echo "thp $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)" | tee -a "$res"
 if [[ -x $build/main-bin/ferryd && ${SCALE_MAIN:-1} == 1 ]]; then
   LD_LIBRARY_PATH=$build/main-bin variant main "$build/main-bin" 7
 fi
 variant srq "$build" 7 --receive-pool 64 --rdma-max-connections 4
+# ferryd's defaults on both sides (one lane per channel): the issue's "per
+# idle peer at default settings".
+conns=()
+variant default "$build" 7
+conns=(--channel-conns 2)
 [[ ${SCALE_30:-1} == 1 ]] && variant srq30 "$build" 30 --receive-pool 64 --rdma-max-connections 4
 echo "--- $res"; cat "$res"

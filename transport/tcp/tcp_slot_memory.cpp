@@ -7,6 +7,8 @@
 #include <new>
 #include <type_traits>
 
+#include "transport/sparse_pages.h"
+
 namespace ferry::transport::tcp {
 namespace {
 
@@ -26,9 +28,8 @@ SlotMemory::SlotMemory(std::uint32_t slots, std::size_t rx_bytes) noexcept
       rx_bytes_(page_round(rx_bytes)),
       stride_(sq_bytes_ + rx_bytes_),
       bytes_(hot_bytes_ + stride_ * slots) {
-  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return;
-  base_ = static_cast<std::byte*>(p);
+  base_ = map_sparse(bytes_);
+  if (base_ == nullptr) return;
   slots_ = base_ + hot_bytes_;
   // Begin the entries' lifetimes; default-initialising a trivial type
   // writes nothing, so no page is touched.
@@ -38,9 +39,7 @@ SlotMemory::SlotMemory(std::uint32_t slots, std::size_t rx_bytes) noexcept
   }
 }
 
-SlotMemory::~SlotMemory() {
-  if (base_ != nullptr) ::munmap(base_, bytes_);
-}
+SlotMemory::~SlotMemory() { unmap_sparse(base_, bytes_); }
 
 PendingWr* SlotMemory::hot(std::uint32_t slot) const noexcept {
   return std::launder(reinterpret_cast<PendingWr*>(base_)) + std::size_t{slot} * kSqHotEntries;
