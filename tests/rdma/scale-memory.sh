@@ -61,7 +61,15 @@ except ValueError:
     qps = []
 print(sum(1 for q in qps if q.get("pid") in tids and q.get("type") == "RC"))' "$tids"
 }
-counter() { "$1" --control "$run/$2/control.sock" status --json | grep -o "\"$3\": *[0-9]*" | grep -o '[0-9]*$' || echo 0; }
+# The daemon-wide counter NAME (status "counters"; peers repeat some names).
+counter() {
+  "$1" --control "$run/$2/control.sock" status --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+try:
+    print(int(json.load(sys.stdin).get("counters", {}).get(sys.argv[1], 0)))
+except ValueError:
+    print(0)' "$3"
+}
 
 # variant LABEL BIN_DIR PEERS SENDER_ARGS...
 variant() {
