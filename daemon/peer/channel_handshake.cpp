@@ -28,6 +28,7 @@
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/heartbeat.h"
 #include "daemon/peer/hello_proof.h"
+#include "daemon/rails/rail_config.h"
 #include "daemon/rails/rail_set.h"
 #include "ferry_config.h"
 
@@ -403,8 +404,10 @@ void ChannelManager::lane_proof_refused(const Channel& ch, transport::ConnId con
 Result<transport::ConnId> ChannelManager::dial_lane(Channel& ch, std::uint32_t lane) {
 #if FERRY_HAVE_RDMA
   // Lane i leaves from the i-th rail that is up (after its failed dials,
-  // the next ones) to the peer's rail of the same index (modulo its rails).
-  const std::uint32_t r = rails_->pick(lane, ch.rail_skip[lane]);
+  // the next ones; a channel of fewer lanes than rails counts from a rail
+  // of its own) to the peer's rail of the same index (modulo its rails).
+  const std::uint32_t slot = rails::lane_rail_slot(lane, ch.lane_count, ch.id, rails_->count());
+  const std::uint32_t r = rails_->pick(slot, ch.rail_skip[lane]);
   if (r >= rails_->count()) return Result<transport::ConnId>::fail(Status::PeerUnreachable);  // no rail is up
   std::string host = ch.host;
   if (ch.peer_rail_count != 0) {

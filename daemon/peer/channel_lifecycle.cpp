@@ -33,6 +33,7 @@
 
 #include "daemon/peer/channel_manager.h"
 #include "daemon/peer/heartbeat.h"
+#include "daemon/rails/rail_config.h"
 #include "daemon/rails/rail_set.h"
 #include "ferry_config.h"
 
@@ -146,7 +147,7 @@ void ChannelManager::rails_back(Channel& ch, std::uint64_t now_ns) {
   }
   ch.rail_skip = {};
   for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
-    const std::uint32_t want = rails_->pick(i, 0);
+    const std::uint32_t want = rails_->pick(rails::lane_rail_slot(i, ch.lane_count, ch.id, rails_->count()), 0);
     const std::uint32_t now_on = rails::RailSet::rail_of(ch.lanes[i].conn());
     if (want >= rails_->count() || want == now_on) continue;
     bump(counters_.rail_moves);

@@ -39,6 +39,16 @@ std::vector<std::string> rdma_devices(std::string_view sysfs_root);
 // of the first `count` is up.
 std::uint32_t pick_rail(std::span<const bool> up, std::uint32_t count, std::uint32_t lane, std::uint32_t skip) noexcept;
 
+// The place among the rails that lane `lane` of a channel of `lanes` lanes
+// takes (pick_rail's `lane`): a channel with fewer lanes than there are
+// rails starts at a rail of its own, by its id, so channels of one lane
+// (the default) spread over the NICs instead of all landing on rail 0.
+// A channel with a lane for every rail keeps lane i on rail i.
+constexpr std::uint32_t lane_rail_slot(std::uint32_t lane, std::uint32_t lanes, std::uint32_t channel,
+                                       std::uint32_t rails) noexcept {
+  return lanes < rails ? lane + channel % rails : lane;
+}
+
 // Resolves --device. On failure returns nullopt and sets *why.
 std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_option, std::string_view listen_host,
                                                    std::string_view sysfs_root, std::string* why);

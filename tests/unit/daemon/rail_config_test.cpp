@@ -117,3 +117,24 @@ TEST_CASE("pick_rail: lane i on the i-th rail that is up; failed dials move on")
   const std::array<bool, 4> none{false, false, false, false};
   CHECK(pick_rail(none, 2, 0, 0) == 2);  // none is up: count
 }
+
+TEST_CASE("lane_rail_slot: channels of one lane spread over the rails; a lane per rail keeps lane i on rail i") {
+  const std::array<bool, 4> two{true, true, false, false};
+  // One lane per channel, two rails: consecutive channels alternate.
+  std::array<int, 2> used{};
+  for (std::uint32_t channel = 1; channel <= 10; ++channel) {
+    ++used[pick_rail(two, 2, lane_rail_slot(0, 1, channel, 2), 0)];
+  }
+  CHECK(used[0] == 5);
+  CHECK(used[1] == 5);
+  // As many lanes as rails (or more): lane i on rail i whatever the channel.
+  for (std::uint32_t channel = 1; channel <= 4; ++channel) {
+    CHECK(pick_rail(two, 2, lane_rail_slot(0, 2, channel, 2), 0) == 0);
+    CHECK(pick_rail(two, 2, lane_rail_slot(1, 2, channel, 2), 0) == 1);
+  }
+  // One rail: nothing to spread.
+  CHECK(lane_rail_slot(0, 1, 7, 1) == 0);
+  // A rail down: every channel's lane on the one that is up.
+  const std::array<bool, 4> one_down{true, false, false, false};
+  CHECK(pick_rail(one_down, 2, lane_rail_slot(0, 1, 3, 2), 0) == 0);
+}
