@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -61,6 +62,26 @@ int sh(const std::string& cmd) {
   std::fflush(stdout);
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+// Milliseconds of the day of a log line's "[YYYY-MM-DD HH:MM:SS.mmm]" stamp; -1 without one.
+long long log_ms(const std::string& line) {
+  int h = 0, m = 0, sec = 0, ms = 0;
+  if (line.size() < 25 || std::sscanf(line.c_str() + 12, "%d:%d:%d.%d", &h, &m, &sec, &ms) != 4) return -1;
+  return ((h * 60LL + m) * 60 + sec) * 1000 + ms;
+}
+
+// The daemon's own failover time, from its log: the first line containing
+// `from` to the first line after it containing `to`, in ms; -1 if absent.
+long long log_span_ms(const std::string& log, const std::string& from, const std::string& to) {
+  std::istringstream in(log);
+  std::string line;
+  long long start = -1;
+  while (std::getline(in, line)) {
+    if (start < 0 && line.find(from) != std::string::npos) start = log_ms(line);
+    if (start >= 0 && line.find(to) != std::string::npos) return log_ms(line) - start;
+  }
+  return -1;
 }
 
 // veth2 up again with rxe-rails.sh's routes (the kernel drops a down
@@ -177,6 +198,10 @@ void rail_down(bool exposed) {
   CHECK(held);
   std::printf("rail-failover: failover_ms=%lld (link down to the lane rebuilt on rail 0, status polled)\n",
               static_cast<long long>(failover_ms));
+  // Without the latency of `ip` and of ferryctl polls (forks under TCG): A's
+  // own account, rail 1 taken out to lane 1 rebuilt on rail 0.
+  std::printf("rail-failover: daemon_failover_ms=%lld (A's log: rail 1 port down to lane 1 rebuilt)\n",
+              log_span_ms(cl.log_tail(0, 64 << 20), "port down; taking it out", "lane 1: rebuilt"));
   // Traffic flows on rail 0 alone meanwhile: A's requests (eager), or
   // B's READs of them and WRITEs of the echoes (exposed: A's requests are
   // descriptors, a few bytes each).

@@ -2,6 +2,8 @@
 // parks cm ids while the port is down: rdma_device_events.cpp).
 #include "transport/rdma/rdma_connections.h"
 
+#include <spdlog/spdlog.h>
+
 #include "transport/rdma/rdma_device_events.h"
 
 namespace ferry::transport::rdma {
@@ -43,8 +45,15 @@ void ConnectionTable::begin_drain(std::uint32_t slot, Status wr_status, Status c
   // two teardowns does not matter; with the port down the id waits instead
   // of disconnecting (rdma_device_events.cpp).
   if (c.qp != nullptr) {
-    qps.erase(c.qp->qp_num);
-    ibv_destroy_qp(c.qp);
+    const std::uint32_t qpn = c.qp->qp_num;
+    qps.erase(qpn);
+    // Into the error state here, so the QP stops sending and retrying now;
+    // destroyed by the reaper, since a destroy may block for seconds
+    // (qp_reaper.h). Its CQEs still in the CQ are stale from here on.
+    ibv_qp_attr err{};
+    err.qp_state = IBV_QPS_ERR;
+    if (ibv_modify_qp(c.qp, &err, IBV_QP_STATE) != 0) spdlog::debug("rdma: QP {} refused the error state", qpn);
+    reaper_.destroy(c.qp);
   }
   events_.retire_id(c.id, true);
   c.qp = nullptr;
@@ -70,6 +79,7 @@ void ConnectionTable::free_slot(std::uint32_t slot) noexcept {
 }
 
 void ConnectionTable::destroy_all() noexcept {
+  reaper_.drain();
   for (std::uint32_t i = 0; i < max_; ++i) {
     RdmaConnection& c = conns_[i];
     if (c.qp != nullptr) {

@@ -17,6 +17,7 @@
 #include "ferry/status.h"
 #include "transport/attention_mask.h"
 #include "transport/rdma/qp_index.h"
+#include "transport/rdma/qp_reaper.h"
 #include "transport/rdma/rdma_connection.h"
 #include "transport/transport.h"
 
@@ -46,13 +47,13 @@ class ConnectionTable {
   // The QP of an open connection, nullptr otherwise.
   ibv_qp* qp_of(ConnId conn) noexcept;
 
-  // Tears an Open or Accepting connection down now (QP destroyed, id
-  // retired); an Open one drains: its pending WRs complete with wr_status,
-  // then Closed with closed_status.
+  // Tears an Open or Accepting connection down now (QP into the error
+  // state and handed to the reaper, id retired); an Open one drains: its
+  // pending WRs complete with wr_status, then Closed with closed_status.
   void begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept;
   void free_slot(std::uint32_t slot) noexcept;
   void flag(std::uint32_t slot) noexcept { attention.set(slot); }
-  // Destroys every QP and cm id (the transport's destructor).
+  // Destroys every QP (the reaper's too) and cm id (the transport's destructor).
   void destroy_all() noexcept;
 
   AttentionMask<kMaxConnections> attention;  // bit per slot: completions owed that the CQ will not signal again
@@ -64,6 +65,7 @@ class ConnectionTable {
   std::uint32_t max_;
   DeviceEvents& events_;
   std::unique_ptr<RdmaConnection[]> conns_;
+  QpReaper reaper_;
 };
 
 }  // namespace ferry::transport::rdma
