@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   if (o.scenario == "tcp-server") return run_tcp_server(o);
+  if (o.scenario == "tcp-relay-server") return run_tcp_relay_server(o);
   const ScenarioSpec* spec = find_scenario(o.scenario);
   if (!spec) {
     std::fprintf(stderr, "ferry-bench: unknown scenario '%s'; known:\n", o.scenario.c_str());

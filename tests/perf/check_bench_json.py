@@ -210,7 +210,7 @@ def main():
             print("SKIP: %s not built" % a.ferryd)
             sys.exit(SKIP)
         check_remote_rpc(a.bench, a.ferryd)
-    elif a.scenario in ("uds-rpc", "tcp-rpc", "shm-pingpong"):
+    elif a.scenario in ("uds-rpc", "tcp-rpc", "tcp-relay-rpc", "shm-pingpong"):
         check_scenario(a.bench, a.scenario, [], expect_daemon=False)
     else:
         if not os.access(a.ferryd, os.X_OK):

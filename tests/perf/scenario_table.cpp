@@ -12,6 +12,10 @@ constexpr std::array kScenarios = {
                  run_uds_rpc, 2},
     ScenarioSpec{"tcp-rpc", "baseline: request/response over kernel TCP (loopback or --target), TCP_NODELAY",
                  run_tcp_rpc, 2},
+    ScenarioSpec{"tcp-relay-rpc",
+                 "baseline: tcp-rpc in ferry's process shape, a relay process on each side (--target: a "
+                 "tcp-relay-server)",
+                 run_tcp_relay_rpc, 2},
     ScenarioSpec{"shm-pingpong",
                  "baseline: two processes spin on shared memory, one cache line each way (ipc-echo's floor)",
                  run_shm_pingpong, 1},
@@ -37,6 +41,7 @@ void print_scenarios(std::FILE* out) {
     std::fprintf(out, "  %-12.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
                  static_cast<int>(s.summary.size()), s.summary.data());
   std::fprintf(out, "  %-12s %s\n", "tcp-server", "serve tcp-rpc on --listen HOST:PORT until killed");
+  std::fprintf(out, "  %-12s %s\n", "tcp-relay-server", "serve tcp-relay-rpc on --listen HOST:PORT until killed");
 }
 
 }  // namespace ferry::bench

@@ -9,6 +9,9 @@
 #     no memory windows, engine spin settings, CPU pinning in the guest);
 #   ferry-bench tcp-rpc: kernel TCP, client (source ADDR0, forced across
 #     veth0) -> `ferry-bench tcp-server` on ADDR1, blocking I/O, TCP_NODELAY;
+#   ferry-bench tcp-relay-rpc ("relay"): the same kernel TCP through a relay
+#     process on each side (client -> relay A -> relay B -> server), the
+#     four processes of a ferry call with no ferry code in the path;
 #   the software RDMA peers (bench-peers.sh): rsockets' rstream (spinning,
 #     and "rstream-wait": blocking on the completion channel) and
 #     libfabric's verbs provider (fi_pingpong, RC endpoints), client on rxe1,
@@ -29,7 +32,7 @@
 # size, still works), BENCH_ITERS (per size up to 4 KiB; 64 KiB gets 1/4,
 # 1 MiB 1/20), BENCH_REPEATS (3), BENCH_MODES ("default busy"),
 # BENCH_PEERS ("rstream fi_pingpong"; add rstream-wait), BENCH_TOOLS
-# (default "ferry tcp peers perftest uds"), BENCH_LOCAL (1),
+# (default "ferry tcp relay peers perftest uds"), BENCH_LOCAL (1),
 # BENCH_SPIN_US (2000: at 100000, four spinning processes on the VM's 2
 # vCPUs starved the channel handshake, which timed out again and again).
 set -euo pipefail
@@ -37,13 +40,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 sizes=${BENCH_SIZES:-${BENCH_SIZE:-64 4096 65536 1048576}}
 iters_base=${BENCH_ITERS:-2000} repeats=${BENCH_REPEATS:-3}
 modes=${BENCH_MODES:-default busy} spin_us=${BENCH_SPIN_US:-2000}
-peers=${BENCH_PEERS:-rstream fi_pingpong} tools=${BENCH_TOOLS:-ferry tcp peers perftest uds}
+peers=${BENCH_PEERS:-rstream fi_pingpong} tools=${BENCH_TOOLS:-ferry tcp relay peers perftest uds}
 with_local=${BENCH_LOCAL:-1}
 build=${FERRY_BUILD:?}
 dir=${FERRY_CHECK_DIR:-$(mktemp -d)}
 run=$(mktemp -d "${TMPDIR:-/tmp}/ferry-bench-XXXXXX") # sockets: not on the 9p results share
 bench=$build/tests/perf/ferry-bench
-port=7610 tcp_port=7620
+port=7610 tcp_port=7620 relay_port=7621
 # One row per measurement: repeat tool size p50_us min_us mean_us cpu_us
 # daemon_cpu_us. Round trips throughout (perftest: twice its one-way
 # figures); cpu_us is the CPU of every process of the tool per round trip,
@@ -156,44 +159,52 @@ check_lanes() { # every mode's daemon A carried its calls on rdma
   done
 }
 
-# --- tcp-rpc between the same two addresses ---------------------------------
-tcp_server=
-start_tcp_server() {
+# --- kernel TCP between the same two addresses -------------------------------
+# tcp-rpc: client -> tcp-server (two processes). tcp-relay-rpc: the same
+# kernel TCP in ferry's process shape, client -> relay A -> relay B ->
+# server (four processes, blocking relays where the daemons sit): what the
+# shape's two extra process hops cost on this machine without ferry's code.
+declare -A kernel_server=()
+start_kernel_servers() {
   # The guest owns both addresses, so without a rule the kernel would route
   # ADDR0 -> ADDR1 through lo; like rxe-net.sh's rules for rxe, this one
-  # sends the benchmark's TCP connection out of veth0 (source ADDR0) into veth1.
-  ip rule add pref 99 to "$ADDR1" ipproto tcp dport "$tcp_port" lookup 101
-  local route deadline
-  route=$(ip route get "$ADDR1" ipproto tcp dport "$tcp_port")
-  [[ "$route" == *" dev veth0 "* ]] || { echo "tcp-rpc route does not use veth0: $route" >&2; exit 1; }
-  "$bench" tcp-server --listen "$ADDR1:$tcp_port" >"$dir/tcp-server.log" 2>&1 &
-  tcp_server=$!
-  pids+=($!)
-  deadline=$((SECONDS + 20))
-  until ss -ltn "sport = :$tcp_port" | grep -q LISTEN; do
-    ((SECONDS < deadline)) || { echo "tcp-server did not listen" >&2; exit 1; }
-    sleep 0.1
+  # sends the benchmarks' TCP connections out of veth0 (source ADDR0) into veth1.
+  ip rule add pref 99 to "$ADDR1" ipproto tcp dport "$tcp_port-$relay_port" lookup 101
+  local route deadline kind port
+  for kind in tcp-server tcp-relay-server; do
+    [[ $kind == tcp-server ]] && port=$tcp_port || port=$relay_port
+    route=$(ip route get "$ADDR1" ipproto tcp dport "$port")
+    [[ "$route" == *" dev veth0 "* ]] || { echo "$kind route does not use veth0: $route" >&2; exit 1; }
+    "$bench" "$kind" --listen "$ADDR1:$port" >"$dir/$kind.log" 2>&1 &
+    kernel_server[$kind]=$!
+    pids+=($!)
+    deadline=$((SECONDS + 20))
+    until ss -ltn "sport = :$port" | grep -q LISTEN; do
+      ((SECONDS < deadline)) || { echo "$kind did not listen" >&2; exit 1; }
+      sleep 0.1
+    done
   done
 }
 
-tcp_one() { # tcp_one REPEAT SIZE
-  local size=$2 out tx0 tx1 s0 s1
-  out=$dir/r$1-tcp-$size.out
+kernel_one() { # kernel_one REPEAT SIZE SCENARIO (tcp-rpc | tcp-relay-rpc)
+  local size=$2 scenario=$3 out tx0 tx1 s0 s1 kind port
+  [[ $scenario == tcp-rpc ]] && kind=tcp-server port=$tcp_port || kind=tcp-relay-server port=$relay_port
+  out=$dir/r$1-$scenario-$size.out
   tx0=$(cat /sys/class/net/veth0/statistics/tx_packets)
-  s0=$(cpu_ns_of "$tcp_server")
-  if "$bench" tcp-rpc --size "$size" --iters "$(iters_for "$size")" --target "$ADDR1:$tcp_port" --json >"$out" 2>&1; then
+  s0=$(cpu_ns_of "${kernel_server[$kind]}")
+  if "$bench" "$scenario" --size "$size" --iters "$(iters_for "$size")" --target "$ADDR1:$port" --json >"$out" 2>&1; then
     tx1=$(cat /sys/class/net/veth0/statistics/tx_packets)
-    s1=$(cpu_ns_of "$tcp_server")
+    s1=$(cpu_ns_of "${kernel_server[$kind]}")
     # Proof that the calls crossed the veth pair, not lo.
     if ((tx1 - tx0 < $(iters_for "$size"))); then
-      echo "tcp-rpc size $size: only $((tx1 - tx0)) packets left veth0" >&2
+      echo "$scenario size $size: only $((tx1 - tx0)) packets left veth0" >&2
       failures=$((failures + 1))
     else
-      # The server's CPU over the whole run (warm-up included: a slight overcount).
-      printf '%s\ttcp-rpc\t%s\t%s\n' "$1" "$size" "$(bench_row "$out" $(((s1 - s0) / 1000)))" >>"$results"
+      # The listening server's CPU over the whole run (warm-up included: a slight overcount).
+      printf '%s\t%s\t%s\t%s\n' "$1" "$scenario" "$size" "$(bench_row "$out" $(((s1 - s0) / 1000)))" >>"$results"
     fi
   else
-    echo "tcp-rpc size $size repeat $1 failed: $(tail -n1 "$out")" >&2
+    echo "$scenario size $size repeat $1 failed: $(tail -n1 "$out")" >&2
     failures=$((failures + 1))
   fi
 }
@@ -258,13 +269,14 @@ machine_round() { # machine_round REPEAT: one JSON line per probe and vCPU into 
 }
 
 has() { [[ " $tools " == *" $1 "* ]]; }
-has tcp && start_tcp_server
+{ has tcp || has relay; } && start_kernel_servers
 has ferry && start_all_daemons
 for ((r = 1; r <= repeats; r++)); do
   machine_round "$r"
   for size in $sizes; do
     if has ferry; then for mode in $modes; do ferry_one "$r" "$mode" "$size"; done; fi
-    has tcp && tcp_one "$r" "$size"
+    has tcp && kernel_one "$r" "$size" tcp-rpc
+    has relay && kernel_one "$r" "$size" tcp-relay-rpc
     has peers && peers_one "$r" "$size"
     has perftest && perftest_one "$r" "$size"
     has uds && ((with_local)) && uds_one "$r" "$size"

@@ -62,7 +62,7 @@ def main():
         return min(v) if v else (None, None)
 
     ferry = [f"ferry-{m}" for m in modes if any(r[1] == f"ferry-{m}" for r in rows)]
-    others = [t for t in ("tcp-rpc", "rstream", "rstream-wait", "fi_pingpong", "ib_send_lat", "ib_write_lat", "uds-rpc")
+    others = [t for t in ("tcp-rpc", "tcp-relay-rpc", "rstream", "rstream-wait", "fi_pingpong", "ib_send_lat", "ib_write_lat", "uds-rpc")
               if t in tools]
 
     print("round trip, medians over repeats, emulated us: p50 / mean (min) [repeats]")
@@ -79,23 +79,27 @@ def main():
 
     print("\nratios per size (medians of the same run). p50 columns: ferry's median round trip against")
     print("tcp-rpc's median and perftest's t_typical; mean columns: against the peers' mean round trip")
-    print("| size | mode | / tcp-rpc p50 | / rstream mean | / fi_pingpong mean | / best peer mean | / 2x ib_send_lat p50 |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("| size | mode | / tcp-rpc p50 | / tcp-relay-rpc p50 | / rstream mean | / fi_pingpong mean | / best peer mean "
+          "| / 2x ib_send_lat p50 |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for s in sizes:
         bp, bname = best_peer(s)
         for t in ferry:
             p50, mean = get(t, s, "p50"), get(t, s, "mean")
             best = f"{ratio(mean, bp)} ({bname})" if bname else "n/a"
             print(f"| {fmt_size(s)} | {t[6:]} | {ratio(p50, get('tcp-rpc', s, 'p50'))} | "
+                  f"{ratio(p50, get('tcp-relay-rpc', s, 'p50'))} | "
                   f"{ratio(mean, get('rstream', s, 'mean'))} | {ratio(mean, get('fi_pingpong', s, 'mean'))} | "
                   f"{best} | {ratio(p50, get('ib_send_lat', s, 'p50'))} |")
 
     print("\nthe references against each other (means)")
-    print("| size | tcp-rpc / best peer | rstream-wait / rstream | fi_pingpong / rstream | best peer / 2x ib_send_lat |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| size | tcp-rpc / best peer | tcp-relay-rpc / tcp-rpc (p50) | rstream-wait / rstream | fi_pingpong / rstream "
+          "| best peer / 2x ib_send_lat |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for s in sizes:
         bp, bname = best_peer(s)
         print(f"| {fmt_size(s)} | {ratio(get('tcp-rpc', s, 'mean'), bp)} | "
+              f"{ratio(get('tcp-relay-rpc', s, 'p50'), get('tcp-rpc', s, 'p50'))} | "
               f"{ratio(get('rstream-wait', s, 'mean'), get('rstream', s, 'mean'))} | "
               f"{ratio(get('fi_pingpong', s, 'mean'), get('rstream', s, 'mean'))} | "
               f"{ratio(bp, get('ib_send_lat', s, 'mean'))} |")

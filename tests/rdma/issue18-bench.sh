@@ -5,12 +5,13 @@
 # VM time, printing the tables of docs/benchmarks/soft-roce-peers.md,
 # docs/benchmarks/ps-soft-roce.md and docs/rdma-latency.md:
 #   1. the peers bench (bench-vs-perftest.sh): 64 B, 4 KiB, 64 KiB, 1 MiB
-#      round trips of ferry remote-rpc over rdma (modes: before = phase 1's
-#      datapath, phase2 = the held spin and eager responses without this
-#      session's clock stride and large-transfer sleep, default, busy = the
-#      client and echo server busy-poll), kernel TCP (tcp-rpc), rsockets
-#      (rstream), libfabric verbs (fi_pingpong) and perftest, 2 interleaved
-#      repeats, with the machine probe (vcpu_stalls.py) each repeat;
+#      round trips of ferry remote-rpc over rdma (modes: default, busy =
+#      the client and echo server busy-poll; the earlier datapaths are
+#      modes of ferry-modes.sh), kernel TCP (tcp-rpc, and tcp-relay-rpc:
+#      the same through a relay process on each side, ferry's four-process
+#      shape), rsockets (rstream), libfabric verbs (fi_pingpong) and
+#      perftest, 2 interleaved repeats, with the machine probe
+#      (vcpu_stalls.py) each repeat;
 #   2. the PS head-to-head (ps-vm-bench.sh): ferry-ps bench through the two
 #      ferryd against per-process kernel TCP, 16 keys x dim 16 and the
 #      default 512 x 64, 2 interleaved repeats;
@@ -37,7 +38,7 @@ trap 'rm -f "$list"' EXIT
 # NAME TIMEOUT COMMAND: the timeouts add up to under the VM's 900 s.
 cat >"$list" <<'EOF'
 @no-meson
-bench 420 BENCH_ITERS=300 BENCH_REPEATS=2 BENCH_MODES="before phase2 default busy" BENCH_PEERS="rstream fi_pingpong" BENCH_LOCAL=0 BENCH_TOOLS="ferry tcp peers perftest" tests/rdma/bench-vs-perftest.sh
+bench 420 BENCH_ITERS=300 BENCH_REPEATS=2 BENCH_MODES="default busy" BENCH_PEERS="rstream fi_pingpong" BENCH_LOCAL=0 BENCH_TOOLS="ferry tcp relay peers perftest" tests/rdma/bench-vs-perftest.sh
 ps 240 PS_REPEATS=2 PS_ITERS_SMALL=200 PS_ITERS_DEFAULT=20 PS_MODES="before default" tests/rdma/ps-vm-bench.sh
 counts 200 COUNT_SCENARIOS="ferry-default:64 ferry-default:65536 rstream:64" tests/rdma/count-calls.sh
 EOF

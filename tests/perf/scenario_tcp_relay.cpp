@@ -1,0 +1,160 @@
+// tcp-relay-rpc: kernel TCP in ferry's process shape. A remote ferry call
+// crosses four processes (client -> daemon A -> daemon B -> server and
+// back); tcp-rpc crosses two. This baseline puts a relay process where each
+// daemon sits: client -> (Unix socket) relay A -> (TCP, --target) relay B
+// -> (Unix socket) echo server, blocking I/O everywhere, each relay
+// forwarding one framed message at a time. Against tcp-rpc in the same run
+// it prices the two extra process hops of the shape on the machine at hand,
+// with no ferry code in the path (docs/rdma-latency.md).
+//
+// `ferry-bench tcp-relay-server --listen HOST:PORT` is relay B: per
+// accepted connection a process that forks its echo server on a socketpair.
+// Without --target, ferry-bench forks one on --listen itself.
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "forked_server.h"
+#include "framed_io.h"
+#include "framed_rpc.h"
+#include "scenarios.h"
+#include "tcp_socket.h"
+
+namespace ferry::bench {
+
+namespace {
+
+// One framed message from `from` to `to`; false at EOF or on an error.
+bool forward(int from, int to, std::vector<std::byte>& buf) {
+  std::uint32_t len = 0;
+  if (!read_frame_header(from, &len)) return false;
+  if (len > buf.size()) buf.resize(len);  // grows once per new size, never per message
+  return read_exact(from, buf.data(), len) && write_frame(to, buf.data(), len);
+}
+
+// Requests from `client_side` go to `server_side`, each answer back, until
+// the client side closes. 0 at that EOF, 1 when the server side fails.
+int relay(int client_side, int server_side) {
+  std::vector<std::byte> buf;
+  while (forward(client_side, server_side, buf)) {
+    if (!forward(server_side, client_side, buf)) return 1;
+  }
+  return 0;
+}
+
+// Relay B for one accepted connection: its echo server on a socketpair.
+int serve_relayed(int tcp_fd) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 1;
+  const pid_t server = ::fork();
+  if (server < 0) return 1;
+  if (server == 0) {
+    ::close(tcp_fd);
+    ::close(sv[0]);
+    ::_exit(serve_framed_echo(sv[1]));
+  }
+  ::close(sv[1]);
+  const int rc = relay(tcp_fd, sv[0]);
+  ::close(sv[0]);  // the echo server sees EOF and exits
+  return rc;
+}
+
+}  // namespace
+
+Outcome run_tcp_relay_rpc(ScenarioContext& ctx) {
+  const BenchOptions& o = ctx.options();
+  if (o.concurrency != 1) {
+    return ctx.fail(Outcome::BadUsage,
+                    "tcp-relay-rpc is a one-call-at-a-time blocking baseline: --concurrency must be 1");
+  }
+  std::string error;
+  std::string target = o.target;
+  ForkedServer relay_b;  // only without --target: relay B and its echo server, here
+  if (!target.empty()) ctx.server_not_charged();
+  if (target.empty()) {
+    std::string bound;
+    const int lfd = tcp_listen(o.listen, &bound, &error);
+    if (lfd < 0) return ctx.fail(Outcome::Failed, "tcp-relay-rpc listen: " + error);
+    const bool started = relay_b.start(
+        [&](ReadyNotifier& ready) {
+          ready.ready(bound);
+          const int fd = tcp_accept(lfd);
+          ::close(lfd);
+          if (fd < 0) return 1;
+          const int rc = serve_relayed(fd);
+          ::close(fd);
+          return rc;
+        },
+        &error);
+    ::close(lfd);
+    if (!started || !relay_b.wait_ready(std::chrono::seconds(10), &target, &error))
+      return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay B: " + error);
+    ctx.cpu().add_process(relay_b.pid());
+  }
+
+  // Relay A: our side's "daemon", between this process and the TCP connection.
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return ctx.fail(Outcome::Failed, std::string("socketpair: ") + std::strerror(errno));
+  ForkedServer relay_a;
+  const bool started = relay_a.start(
+      [&](ReadyNotifier& ready) {
+        ::close(sv[0]);
+        std::string why;
+        const int tcp_fd = tcp_connect(target, &why);
+        if (tcp_fd < 0) {
+          ready.failed(why);
+          return 1;
+        }
+        ready.ready();
+        const int rc = relay(sv[1], tcp_fd);
+        ::close(tcp_fd);
+        return rc;
+      },
+      &error);
+  ::close(sv[1]);
+  if (!started || !relay_a.wait_ready(std::chrono::seconds(10), nullptr, &error)) {
+    ::close(sv[0]);
+    return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay A: " + error);
+  }
+  ctx.cpu().add_process(relay_a.pid());
+
+  Outcome outcome = run_framed_rpc(sv[0], ctx);
+  ::close(sv[0]);  // relay A sees EOF, closes its TCP connection: relay B and its server follow
+  for (ForkedServer* p : {&relay_a, &relay_b}) {
+    if (p->pid() <= 0) continue;
+    const int rc = p->stop(std::chrono::seconds(5));
+    if (outcome == Outcome::Ok && rc != 0)
+      outcome = ctx.fail(Outcome::Failed, "tcp-relay-rpc relay exited with " + std::to_string(rc));
+  }
+  return outcome;
+}
+
+int run_tcp_relay_server(const BenchOptions& options) {
+  std::string bound, error;
+  const int lfd = tcp_listen(options.listen, &bound, &error);
+  if (lfd < 0) {
+    std::fprintf(stderr, "ferry-bench tcp-relay-server: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("listening on %s\n", bound.c_str());
+  std::fflush(stdout);
+  ::signal(SIGCHLD, SIG_IGN);  // relays and their echo servers reap themselves
+  for (;;) {
+    const int fd = tcp_accept(lfd);
+    if (fd < 0) continue;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(lfd);
+      ::_exit(serve_relayed(fd));
+    }
+    ::close(fd);
+  }
+}
+
+}  // namespace ferry::bench
