@@ -10,12 +10,10 @@
 // `ferry-bench tcp-relay-server --listen HOST:PORT` is relay B: per
 // accepted connection a process that forks its echo server on a socketpair.
 // Without --target, ferry-bench forks one on --listen itself.
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -23,6 +21,7 @@
 #include "framed_io.h"
 #include "framed_rpc.h"
 #include "scenarios.h"
+#include "tcp_servers.h"
 #include "tcp_socket.h"
 
 namespace ferry::bench {
@@ -75,24 +74,10 @@ Outcome run_tcp_relay_rpc(ScenarioContext& ctx) {
   std::string error;
   std::string target = o.target;
   ForkedServer relay_b;  // only without --target: relay B and its echo server, here
-  if (!target.empty()) ctx.server_not_charged();
-  if (target.empty()) {
-    std::string bound;
-    const int lfd = tcp_listen(o.listen, &bound, &error);
-    if (lfd < 0) return ctx.fail(Outcome::Failed, "tcp-relay-rpc listen: " + error);
-    const bool started = relay_b.start(
-        [&](ReadyNotifier& ready) {
-          ready.ready(bound);
-          const int fd = tcp_accept(lfd);
-          ::close(lfd);
-          if (fd < 0) return 1;
-          const int rc = serve_relayed(fd);
-          ::close(fd);
-          return rc;
-        },
-        &error);
-    ::close(lfd);
-    if (!started || !relay_b.wait_ready(std::chrono::seconds(10), &target, &error))
+  if (!target.empty()) {
+    ctx.server_not_charged();
+  } else {
+    if (!fork_tcp_server(relay_b, o.listen, serve_relayed, &target, &error))
       return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay B: " + error);
     ctx.cpu().add_process(relay_b.pid());
   }
@@ -136,25 +121,7 @@ Outcome run_tcp_relay_rpc(ScenarioContext& ctx) {
 }
 
 int run_tcp_relay_server(const BenchOptions& options) {
-  std::string bound, error;
-  const int lfd = tcp_listen(options.listen, &bound, &error);
-  if (lfd < 0) {
-    std::fprintf(stderr, "ferry-bench tcp-relay-server: %s\n", error.c_str());
-    return 1;
-  }
-  std::printf("listening on %s\n", bound.c_str());
-  std::fflush(stdout);
-  ::signal(SIGCHLD, SIG_IGN);  // relays and their echo servers reap themselves
-  for (;;) {
-    const int fd = tcp_accept(lfd);
-    if (fd < 0) continue;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(lfd);
-      ::_exit(serve_relayed(fd));
-    }
-    ::close(fd);
-  }
+  return serve_tcp_forever(options, "tcp-relay-server", serve_relayed);
 }
 
 }  // namespace ferry::bench

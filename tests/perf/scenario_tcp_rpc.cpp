@@ -4,14 +4,12 @@
 // (default 127.0.0.1:0), or connects to --target where
 // `ferry-bench tcp-server --listen HOST:PORT` runs (then the server's
 // CPU is not charged: it is another host's, or at least not our child).
-#include <signal.h>
 #include <unistd.h>
-
-#include <cstdio>
 
 #include "forked_server.h"
 #include "framed_rpc.h"
 #include "scenarios.h"
+#include "tcp_servers.h"
 #include "tcp_socket.h"
 
 namespace ferry::bench {
@@ -24,24 +22,10 @@ Outcome run_tcp_rpc(ScenarioContext& ctx) {
   std::string error;
   ForkedServer server;
   std::string target = o.target;
-  if (!target.empty()) ctx.server_not_charged();
-  if (target.empty()) {
-    std::string bound;
-    const int lfd = tcp_listen(o.listen, &bound, &error);
-    if (lfd < 0) return ctx.fail(Outcome::Failed, "tcp-rpc listen: " + error);
-    const bool started = server.start(
-        [&](ReadyNotifier& ready) {
-          ready.ready(bound);
-          const int fd = tcp_accept(lfd);
-          ::close(lfd);
-          if (fd < 0) return 1;
-          const int rc = serve_framed_echo(fd);
-          ::close(fd);
-          return rc;
-        },
-        &error);
-    ::close(lfd);
-    if (!started || !server.wait_ready(std::chrono::seconds(10), &target, &error))
+  if (!target.empty()) {
+    ctx.server_not_charged();
+  } else {
+    if (!fork_tcp_server(server, o.listen, serve_framed_echo, &target, &error))
       return ctx.fail(Outcome::Failed, "tcp-rpc server: " + error);
     ctx.cpu().add_process(server.pid());
   }
@@ -58,28 +42,6 @@ Outcome run_tcp_rpc(ScenarioContext& ctx) {
   return outcome;
 }
 
-int run_tcp_server(const BenchOptions& options) {
-  std::string bound, error;
-  const int lfd = tcp_listen(options.listen, &bound, &error);
-  if (lfd < 0) {
-    std::fprintf(stderr, "ferry-bench tcp-server: %s\n", error.c_str());
-    return 1;
-  }
-  std::printf("listening on %s\n", bound.c_str());
-  std::fflush(stdout);
-  ::signal(SIGCHLD, SIG_IGN);  // connection processes reap themselves
-  for (;;) {
-    const int fd = tcp_accept(lfd);
-    if (fd < 0) continue;
-    // One process per connection, as "one connection per process pair".
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(lfd);
-      const int rc = serve_framed_echo(fd);
-      ::_exit(rc);
-    }
-    ::close(fd);
-  }
-}
+int run_tcp_server(const BenchOptions& options) { return serve_tcp_forever(options, "tcp-server", serve_framed_echo); }
 
 }  // namespace ferry::bench
