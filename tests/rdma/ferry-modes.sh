@@ -19,6 +19,8 @@ mode_flags() {
     # stride and the sleep during large transfers.
     phase2) ferryd_flags=(--engine-clock-stride 1 --engine-spin-bulk-bytes 0) ;;
     busy) ferryd_flags=(--engine-spin-us "$spin_us"); bench_flags=(--busy-poll) ;;
+    # The sleep during large transfers from 64 KiB up (the default: 256 KiB).
+    bulk64k) ferryd_flags=(--engine-spin-bulk-bytes 65536) ;;
     arena) ferryd_flags=(--rdma-windows 0) ;;
     busy-arena) ferryd_flags=(--engine-spin-us "$spin_us" --rdma-windows 0); bench_flags=(--busy-poll) ;;
     # The engines sleep as soon as a turn finds nothing: they wait on the

@@ -30,6 +30,15 @@ constexpr std::size_t kPayload = 64 * 1024;
 std::uint32_t slot_of(ConnId c) { return (c & 0xFFFFu) - 1; }
 
 // VmRSS of this process in KiB.
+// AddressSanitizer keeps a shadow byte per 8 bytes of memory the test
+// touched, and the shadow stays resident when the buffers are given back:
+// under ASan the "all closed" figure may keep 1/8 of what traffic touched.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsanShadow = true;
+#else
+constexpr bool kAsanShadow = false;
+#endif
+
 long rss_kib() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -307,7 +316,8 @@ TEST_CASE("tcp: 300 connections, a message each way on each, deferred deliveries
     // 2 x 300 receive buffers held up to 3 frames of 64 KiB: tens of MiB
     // while open, given back at close.
     CHECK(rss_busy - rss_idle > 32 * 1024);
-    CHECK(rss_closed - rss_idle < 8 * 1024);
+    const long shadow = kAsanShadow ? (rss_busy - rss_idle) / 8 : 0;
+    CHECK(rss_closed - rss_idle < 8 * 1024 + shadow);
     old_client = client.conns;
     old_server = server.conns;
   }
