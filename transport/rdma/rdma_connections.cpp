@@ -38,18 +38,18 @@ ibv_qp* ConnectionTable::qp_of(ConnId conn) noexcept {
 void ConnectionTable::begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept {
   RdmaConnection& c = conns_[slot];
   if (c.state != ConnState::Open && c.state != ConnState::Accepting) return;
-  // Tear the QP down at once: after ibv_destroy_qp the NIC touches none of
-  // the WRs' buffers, so every pending WR can be reported now; CQEs of the
-  // old QP still in the CQ are dropped (state is no longer Open).
-  // The QP is ferry's own (never attached to the cm id), so the order of the
-  // two teardowns does not matter; with the port down the id waits instead
-  // of disconnecting (rdma_device_events.cpp).
+  // Tear the QP down at once: in the error state it starts no WR again and
+  // flushes the rest, so every pending WR can be reported now (a lane
+  // replays from client memory that stays registered, and a bounce slot
+  // reused meanwhile is never sent by a QP in error); CQEs of the old QP
+  // still in the CQ are dropped (state is no longer Open). The destroy
+  // itself goes to the reaper, since it may block for seconds
+  // (qp_reaper.h). The QP is ferry's own (never attached to the cm id), so
+  // the order of the two teardowns does not matter; with the port down the
+  // id waits instead of disconnecting (rdma_device_events.cpp).
   if (c.qp != nullptr) {
     const std::uint32_t qpn = c.qp->qp_num;
     qps.erase(qpn);
-    // Into the error state here, so the QP stops sending and retrying now;
-    // destroyed by the reaper, since a destroy may block for seconds
-    // (qp_reaper.h). Its CQEs still in the CQ are stale from here on.
     ibv_qp_attr err{};
     err.qp_state = IBV_QPS_ERR;
     if (ibv_modify_qp(c.qp, &err, IBV_QP_STATE) != 0) spdlog::debug("rdma: QP {} refused the error state", qpn);
