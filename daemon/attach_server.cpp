@@ -27,23 +27,28 @@ std::string clean_name(const char (&raw)[shm::kClientNameBytes]) {
 
 }  // namespace
 
-AttachServer::AttachServer(asio::io_context& io, const Config& config, Engine& engine, std::uint64_t epoch)
+AttachServer::AttachServer(asio::io_context& io, const Config& config, EngineSet& engines, std::uint64_t epoch)
     : io_(io),
       config_(config),
-      engine_(engine),
+      engines_(engines),
       epoch_(epoch),
       listener_(io),
-      engine_events_(io),
       retry_timer_(io),
-      backoff_timer_(io) {}
+      backoff_timer_(io) {
+  for (std::uint32_t e = 0; e < engines.size(); ++e) {
+    engine_events_.push_back(std::make_unique<asio::posix::stream_descriptor>(io));
+  }
+}
 
 AttachServer::~AttachServer() { stop(); }
 
 void AttachServer::start(int listen_fd) {
   listener_.assign(listen_fd);
-  engine_events_.assign(engine_.event_fd());
+  for (std::uint32_t e = 0; e < engines_.size(); ++e) {
+    engine_events_[e]->assign(engines_.engine(e).event_fd());
+    watch_engine_events(e);
+  }
   accept_next();
-  watch_engine_events();
 }
 
 void AttachServer::stop() {
@@ -51,7 +56,7 @@ void AttachServer::stop() {
   stopped_ = true;
   boost::system::error_code ec;
   listener_.close(ec);
-  engine_events_.release();  // the engine owns that fd
+  for (auto& ev : engine_events_) ev->release();  // the engines own those fds
   retry_timer_.cancel();
   backoff_timer_.cancel();
   for (const auto& c : handshaking_) c->sock.close(ec);
@@ -147,6 +152,7 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
     return;
   }
   reply.client_id = conn->id;
+  reply.engine = conn->engine;
   reply.segment_bytes = session->view().layout.segment_bytes;
   const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.peer_fd()};
   if (!send_message(fd, &reply, sizeof(reply), fds, shm::kAttachFdCount)) {
@@ -157,16 +163,17 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   }
   // The engine has never seen this session; hand it over only now that the
   // client holds its fds.
-  if (!engine_.submit(EngineCommand{EngineCommand::Kind::Attach, session, 0})) {
-    spdlog::error("client {}: engine queue full; dropping it", conn->id);
+  if (!engines_.engine(conn->engine).submit(EngineCommand{EngineCommand::Kind::Attach, session, 0})) {
+    spdlog::error("client {}: engine {} queue full; dropping it", conn->id, conn->engine);
     delete session;
     close_conn(conn);
     return;
   }
+  engines_.placed(conn->engine);
   const ClientInfo& info = *conn->info;
-  spdlog::info("client {} attached: name '{}' pid {} uid {} gid {} tx {} rx {} sq {} cq {}", info.id, info.name,
-               info.pid, info.uid, info.gid, info.tx_bytes, info.rx_bytes, session->sq.capacity(),
-               session->cq.capacity());
+  spdlog::info("client {} attached: name '{}' pid {} uid {} gid {} engine {} tx {} rx {} sq {} cq {}", info.id,
+               info.name, info.pid, info.uid, info.gid, conn->engine, info.tx_bytes, info.rx_bytes,
+               session->sq.capacity(), session->cq.capacity());
   conns_.emplace(conn->id, conn);
   watch(conn);
 }
@@ -182,6 +189,15 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   conn->info = info;
 
   if (req.magic != shm::kAttachMagic || req.abi_version != shm::kAbiVersion) return Status::VersionMismatch;
+  if (req.reserved != 0) return Status::BadRequest;
+  const std::optional<std::uint32_t> engine = engines_.place(req.engine);
+  if (!engine) {
+    spdlog::warn("attach of '{}' (pid {}): it asked for engine {} (FERRY_ENGINE); ferryd runs engines 0..{}",
+                 info->name, info->pid, req.engine - 1, engines_.size() - 1);
+    return Status::BadRequest;
+  }
+  conn->engine = *engine;
+  info->engine = *engine;
   if (conns_.size() >= config_.max_clients || draining_) return Status::Busy;
   shm::SegmentSizes sizes{
       req.sizes.sq_entries != 0 ? req.sizes.sq_entries : config_.sq_entries,
@@ -207,12 +223,13 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   // leaves from and lands in them without per-message registration (only
   // the tx arena is reachable by peers: segment_mr.h).
   SegmentMr mr;
-  if (engine_.rdma_pd() != nullptr) {
+  const Engine& home = engines_.engine(conn->engine);
+  if (home.rdma_pd() != nullptr) {
     std::string why;
     const auto& lay = seg.value.view.layout;
     std::byte* base = static_cast<std::byte*>(seg.value.view.base);
-    const Status s = SegmentMr::make(engine_.rdma_pds(), base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
-                                     lay.rx_bytes, engine_.per_call_keys(), &mr, &why);
+    const Status s = SegmentMr::make(home.rdma_pds(), base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
+                                     lay.rx_bytes, home.per_call_keys(), &mr, &why);
     if (s != Status::Ok) {
       spdlog::warn(
           "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
@@ -288,7 +305,8 @@ void AttachServer::hang_up(const ConnPtr& conn) {
   spdlog::debug("client {} hung up", conn->id);
   conns_.erase(conn->id);
   close_conn(conn);
-  send_engine(EngineCommand{EngineCommand::Kind::Detach, nullptr, conn->id});
+  engines_.left(conn->engine);
+  send_engine(conn->engine, EngineCommand{EngineCommand::Kind::Detach, nullptr, conn->id});
 }
 
 void AttachServer::close_conn(const ConnPtr& conn) {
@@ -298,33 +316,36 @@ void AttachServer::close_conn(const ConnPtr& conn) {
   if (handshaking_.erase(conn) != 0) accept_next();
 }
 
-void AttachServer::send_engine(const EngineCommand& cmd) {
-  if (unsent_.empty() && engine_.submit(cmd)) return;
-  unsent_.push_back(cmd);
+void AttachServer::send_engine(std::uint32_t engine, const EngineCommand& cmd) {
+  if (unsent_.empty() && engines_.engine(engine).submit(cmd)) return;
+  unsent_.emplace_back(engine, cmd);
   if (unsent_.size() > 1) return;  // timer already armed
   retry_timer_.expires_after(std::chrono::milliseconds(1));
   retry_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
-    std::vector<EngineCommand> pending;
+    std::vector<std::pair<std::uint32_t, EngineCommand>> pending;
     pending.swap(unsent_);
-    for (const auto& c : pending) send_engine(c);
+    for (const auto& [e, c] : pending) send_engine(e, c);
   });
 }
 
-void AttachServer::watch_engine_events() {
-  engine_events_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec || stopped_) return;
-    std::uint64_t v;
-    [[maybe_unused]] auto r = ::read(engine_.event_fd(), &v, sizeof(v));
-    while (auto id = engine_.pop_event()) {
-      auto it = conns_.find(*id);
-      if (it == conns_.end()) continue;
-      ConnPtr conn = it->second;
-      conns_.erase(it);
-      close_conn(conn);  // the engine already detached it
-    }
-    watch_engine_events();
-  });
+void AttachServer::watch_engine_events(std::uint32_t e) {
+  engine_events_[e]->async_wait(asio::posix::stream_descriptor::wait_read,
+                                [this, e](const boost::system::error_code& ec) {
+                                  if (ec || stopped_) return;
+                                  Engine& engine = engines_.engine(e);
+                                  std::uint64_t v;
+                                  [[maybe_unused]] auto r = ::read(engine.event_fd(), &v, sizeof(v));
+                                  while (auto id = engine.pop_event()) {
+                                    auto it = conns_.find(*id);
+                                    if (it == conns_.end()) continue;
+                                    ConnPtr conn = it->second;
+                                    conns_.erase(it);
+                                    engines_.left(conn->engine);
+                                    close_conn(conn);  // the engine already detached it
+                                  }
+                                  watch_engine_events(e);
+                                });
 }
 
 }  // namespace ferry::daemon

@@ -19,7 +19,7 @@
 #include "daemon/client_session.h"
 #include "daemon/config.h"
 #include "daemon/counters.h"
-#include "daemon/engine.h"
+#include "daemon/engines/engine_set.h"
 #include "shm/attach_protocol.h"
 
 namespace ferry::daemon {
@@ -34,7 +34,7 @@ inline constexpr std::size_t kMaxHandshakes = 64;
 
 class AttachServer {
  public:
-  AttachServer(asio::io_context& io, const Config& config, Engine& engine, std::uint64_t epoch);
+  AttachServer(asio::io_context& io, const Config& config, EngineSet& engines, std::uint64_t epoch);
   ~AttachServer();
 
   // Takes the listening fd (from listen_unix) and starts accepting.
@@ -55,6 +55,7 @@ class AttachServer {
     asio::posix::stream_descriptor sock;
     asio::steady_timer timer;
     std::uint32_t id = 0;
+    std::uint32_t engine = 0;  // where it was placed
     std::shared_ptr<ClientInfo> info;
     std::uint64_t segment_bytes = 0;  // counted against the memory quotas while attached
   };
@@ -70,21 +71,22 @@ class AttachServer {
   void watch(const ConnPtr& conn);
   void hang_up(const ConnPtr& conn);
   void close_conn(const ConnPtr& conn);
-  void send_engine(const EngineCommand& cmd);
-  void watch_engine_events();
+  void send_engine(std::uint32_t engine, const EngineCommand& cmd);
+  void watch_engine_events(std::uint32_t engine);
 
   asio::io_context& io_;
   const Config& config_;
-  Engine& engine_;
+  EngineSet& engines_;
   std::uint64_t epoch_;
   asio::posix::stream_descriptor listener_;
-  asio::posix::stream_descriptor engine_events_;
+  std::vector<std::unique_ptr<asio::posix::stream_descriptor>> engine_events_;  // one per engine
   asio::steady_timer retry_timer_;
   asio::steady_timer backoff_timer_;
   AcceptBackoff backoff_{"attach socket"};
   bool accept_armed_ = false;          // an async_wait on the listener is pending
   bool backing_off_ = false;           // accept failed for want of resources: waiting
-  std::vector<EngineCommand> unsent_;  // engine queue was full; retried on a timer
+  // An engine's queue was full: retried on a timer, in order.
+  std::vector<std::pair<std::uint32_t, EngineCommand>> unsent_;
   std::set<ConnPtr> handshaking_;
   std::map<std::uint32_t, ConnPtr> conns_;  // attached
   std::uint32_t next_id_ = 1;

@@ -18,6 +18,25 @@ ClientSession::ClientSession(std::shared_ptr<ClientInfo> info, shm::CreatedSegme
       info_(std::move(info)),
       segment_(std::move(segment)) {}
 
+std::unique_ptr<ClientSession> ClientSession::shadow_of(const ClientSession& origin, std::uint32_t origin_engine) {
+  auto info = std::make_shared<ClientInfo>();
+  info->id = origin.info_->id;
+  info->pid = origin.info_->pid;
+  info->uid = origin.info_->uid;
+  info->gid = origin.info_->gid;
+  info->name = origin.info_->name;
+  info->tx_bytes = origin.info_->tx_bytes;
+  info->rx_bytes = origin.info_->rx_bytes;
+  info->attached_at = origin.info_->attached_at;
+  // The same memory, not owned: the origin's mapping stays until this is freed.
+  shm::CreatedSegment view{shm::Mapping{}, origin.segment_.view};
+  auto s = std::make_unique<ClientSession>(std::move(info), std::move(view), shm::Doorbell{}, shm::Doorbell{},
+                                           origin.bounds.max_message_bytes);
+  s->origin_engine = origin_engine;
+  s->max_endpoints = origin.max_endpoints;
+  return s;
+}
+
 Endpoint& ClientSession::add_endpoint(Sink& sink) {
   std::uint32_t id = next_endpoint_id_++;
   while (id == 0 || endpoints.count(id) != 0) id = next_endpoint_id_++;  // wrapped: skip 0 and live ids

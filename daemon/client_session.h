@@ -35,6 +35,7 @@ struct ClientInfo {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::uint32_t engine = 0;  // the engine it was placed on
   std::string name;
   std::uint64_t tx_bytes = 0;
   std::uint64_t rx_bytes = 0;
@@ -72,11 +73,18 @@ struct RemoteLink {
   bool keys_opening = false;
 };
 
+// "No engine": a session that is no shadow, an endpoint not forwarded.
+inline constexpr std::uint32_t kNoEngine = ~std::uint32_t{0};
+
 struct Endpoint {
   std::uint32_t id = 0;
-  Sink* sink = nullptr;          // bound at Open: local delivery or the remote sender
+  Sink* sink = nullptr;          // bound at Open: local delivery, the remote sender or the forwarder
   std::uint32_t service_id = 0;  // local: target; may have gone away since Open
   RemoteLink remote;             // remote endpoints only (remote.channel != 0)
+  // An endpoint another engine serves (engines/forwarder.h): its ops run
+  // there, on this client's shadow, as endpoint `forward_ep` of it.
+  std::uint32_t forward_engine = kNoEngine;
+  std::uint32_t forward_ep = 0;
   std::deque<Parked> parked;
   bool in_retry_list = false;
   bool is_remote() const noexcept { return remote.channel != 0; }
@@ -88,6 +96,16 @@ class ClientSession {
                 shm::Doorbell cq_bell, std::uint32_t max_message_bytes);
   ClientSession(const ClientSession&) = delete;
   ClientSession& operator=(const ClientSession&) = delete;
+
+  // Engines (engines/forwarder.h): the shadow of `origin` on another engine,
+  // for the ops it runs there (on endpoints whose service or channel that
+  // engine owns). It names the same memory and keeps no rings: its
+  // completions go back to the client's own engine, `origin_engine`, which
+  // alone touches the client's rings. `origin` outlives it (its engine keeps
+  // it retired until every shadow is freed).
+  static std::unique_ptr<ClientSession> shadow_of(const ClientSession& origin, std::uint32_t origin_engine);
+  bool is_shadow() const noexcept { return origin_engine != kNoEngine; }
+  const ClientInfo& info() const noexcept { return *info_; }
 
   std::uint32_t id() const noexcept { return info_->id; }
   ClientInfo& info() noexcept { return *info_; }
@@ -117,6 +135,14 @@ class ClientSession {
   // Remote ops that let a peer READ or WRITE this segment until answered
   // (RemoteOp::exposed); a detached session also stays retired until 0.
   std::uint32_t remote_holds = 0;
+
+  // A shadow: the engine of the client's own session (kNoEngine: this is it).
+  std::uint32_t origin_engine = kNoEngine;
+  // The client's own session: engines that hold a shadow of it (bit per
+  // engine) and how many of them have not freed theirs yet; it stays
+  // retired after detach until none is left.
+  std::uint64_t shadow_engines = 0;
+  std::uint32_t shadow_refs = 0;
 
   std::unordered_map<std::uint32_t, Endpoint> endpoints;
   std::vector<std::uint32_t> services;

@@ -48,6 +48,10 @@ struct Config {
   Transport transport = Transport::Auto;
   std::string device;  // empty = first found
   std::string config_file;
+  // Datapath engines (daemon/engines/): 0 = auto (engines_for_cpus), and
+  // the CPUs to pin them to ("" = not pinned; "2,3,8-11").
+  std::uint32_t engines = 0;
+  std::string engine_cpus;
   // FERRY_FAULT_ENGINE=forget-call-after=N (engine_fault.h; tests only), 0 = off.
   std::uint64_t fault_forget_call_after = 0;
   LogLevel log_level = LogLevel::Info;

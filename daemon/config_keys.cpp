@@ -7,8 +7,10 @@
 #include <arpa/inet.h>
 
 #include <limits>
+#include <vector>
 #include <type_traits>
 
+#include "daemon/engines/engine_cpus.h"
 #include "daemon/target.h"
 #include "shm/ring_entries.h"
 #include "shm/segment_layout.h"
@@ -127,6 +129,28 @@ constexpr KeyAccess gid_index_access{
     },
     [](const Config& c) { return c.gid_index < 0 ? std::string("auto") : std::to_string(c.gid_index); }};
 
+constexpr KeyAccess engines_access{
+    [](Config& c, std::string_view t) -> std::optional<std::string> {
+      if (t == "auto" || t == "0") {
+        c.engines = 0;
+        return std::nullopt;
+      }
+      const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
+      if (!v || *v < 1 || *v > kMaxEngines) return "must be auto or in [1, " + std::to_string(kMaxEngines) + "]";
+      c.engines = static_cast<std::uint32_t>(*v);
+      return std::nullopt;
+    },
+    [](const Config& c) { return c.engines == 0 ? std::string("auto") : std::to_string(c.engines); }};
+
+constexpr KeyAccess engine_cpus_access{
+    [](Config& c, std::string_view t) -> std::optional<std::string> {
+      std::vector<int> cpus;
+      if (auto bad = parse_cpu_list(t, cpus)) return bad;
+      c.engine_cpus = std::string(t);
+      return std::nullopt;
+    },
+    [](const Config& c) { return c.engine_cpus; }};
+
 constexpr KeyAccess config_file_access = text<&Config::config_file>();
 
 constexpr std::string_view kCommandLine = "Command line";
@@ -196,6 +220,20 @@ constexpr ConfigKey kKeys[] = {
                 "when the device has it, else the device's first IPv4 RoCE v2 GID. The rail of the --listen "
                 "address comes first. At most 4.",
      .access = text<&Config::device>()},
+    {.name = "engines", .section = kServing, .value_name = "N|auto",
+     .summary = "datapath engine threads (1..64); auto: one per four CPUs ferryd may run on, at least 1",
+     .details = "Each engine is a whole datapath on its own thread, sharing nothing with the others: the clients "
+                "placed on it at attach (the least loaded engine, or the one a client asks for with "
+                "FERRY_ENGINE), their rings and calls, and its own channels to peer daemons. An op for a service "
+                "or a channel of another engine crosses to it through a ring between the two engines. auto counts "
+                "the CPUs of ferryd's affinity mask (taskset, systemd CPUAffinity=) at start-up. With --listen "
+                "HOST:PORT engine i listens for peers on PORT+i (docs/protocol.md).",
+     .access = engines_access},
+    {.name = "engine-cpus", .section = kServing, .value_name = "LIST",
+     .summary = "CPUs to pin the engines to, e.g. 2,3 or 8-15 (engine i on the i-th, wrapping); empty: not pinned",
+     .details = "Pinning keeps an engine and its clients on one NUMA node: pin the engines there and start the "
+                "clients with FERRY_ENGINE naming them. A CPU ferryd may not run on fails start-up.",
+     .access = engine_cpus_access},
     {.name = "gid-index", .section = kServing, .value_name = "auto|N",
      .summary = "RDMA source GID index: auto (the RoCE v2 GID of the listen address) or 0..255",
      .details = "A number forces one entry of the port's GID table (see show_gids).", .access = gid_index_access},

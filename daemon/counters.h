@@ -5,6 +5,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 
 namespace ferry::daemon {
 
@@ -40,6 +42,7 @@ struct Counters {
   Counter engine_sleeps{0};
   // Busy turns and their length (loop/turn_stats.h); max is a high-water mark.
   Counter engine_busy_turns{0};
+  Counter engine_busy_ns{0};  // time in busy turns (engines' busy_fraction); not listed among the counters
   Counter engine_turn_max_us{0};
   Counter engine_turns_over_100us{0};
   Counter engine_turns_over_1ms{0};
@@ -117,8 +120,9 @@ inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std:
 inline std::uint64_t read(const Counter& c) noexcept { return c.load(std::memory_order_relaxed); }
 
 // Name/pointer pairs so status and counters output list every counter.
-template <typename F>
-void for_each_counter(const Counters& c, F&& f) {
+// (C: Counters or const Counters.)
+template <typename C, typename F>
+void for_each_counter(C& c, F&& f) {
   f("attaches", c.attaches);
   f("detaches", c.detaches);
   f("ops_submitted", c.ops_submitted);
@@ -194,6 +198,21 @@ void for_each_counter(const Counters& c, F&& f) {
   f("receive_pool_borrowed_max", c.receive_pool_borrowed_max);
   f("rdma_recv_registered_bytes", c.rdma_recv_registered_bytes);
   f("rdma_send_registered_bytes", c.rdma_send_registered_bytes);
+}
+
+// The same counter of two sets side by side: f(name, Counter& into, const Counter& from).
+template <typename F>
+void for_each_counter_pair(Counters& into, const Counters& from, F&& f) {
+  const Counter* theirs[128];
+  std::size_t n = 0;
+  for_each_counter(from, [&](std::string_view, const Counter& c) {
+    if (n < std::size(theirs)) theirs[n++] = &c;
+  });
+  std::size_t i = 0;
+  for_each_counter(into, [&](std::string_view name, Counter& c) {
+    if (i < n) f(name, c, *theirs[i]);
+    ++i;
+  });
 }
 
 }  // namespace ferry::daemon

@@ -7,8 +7,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <functional>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -16,7 +18,8 @@
 #include "daemon/config_reload.h"
 #include "daemon/control_server.h"
 #include "daemon/descriptor_limit.h"
-#include "daemon/engine.h"
+#include "daemon/engines/engine_set.h"
+#include "daemon/engines/engine_status.h"
 #include "daemon/engine_fault.h"
 #include "daemon/peer/peer_status_json.h"
 #include "daemon/runtime_dir.h"
@@ -99,24 +102,46 @@ int run_daemon(const Config& config) {
   // this (asio) thread; the engine keeps the start-up `config`, so a reload
   // never races with the engine thread.
   Config live = config;
-  Counters counters;
-  Engine engine(config, counters, random_u64(), epoch);
-  std::thread engine_thread([&engine] { engine.run(); });
+  EnginePlan plan;
+  if (auto bad = plan_engines(config.engines, config.engine_cpus, plan)) {
+    spdlog::error("{}", *bad);
+    return 1;
+  }
+  spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",
+               config.engines == 0 ? "engines auto: one per four CPUs ferryd may use" : "engines",
+               config.engine_cpus.empty() ? std::string() : ", pinned to CPUs " + config.engine_cpus);
+  EngineSet engines(config, plan, random_u64(), epoch);
+  engines.start();
 
   asio::io_context io;
-  AttachServer attach(io, live, engine, epoch);
-  DaemonFacts facts{&live, &counters, engine.transport_name(), epoch, std::chrono::steady_clock::now(), false, {}};
-  facts.peers = [&engine] { return peer::peers_json(engine.peers_snapshot()); };
-  facts.rails = &engine.rail_facts();
-  ControlCommands commands;
-  commands.status = [&] {
-    facts.draining = attach.draining();
-    return status_json(facts, attach.client_count());
+  AttachServer attach(io, live, engines, epoch);
+  EngineRates rates(engines);
+  DaemonFacts facts{&live, nullptr, engines.engine(0).transport_name(), epoch, std::chrono::steady_clock::now(),
+                    false, {}};
+  std::unique_ptr<Counters> total;  // every engine's counters, summed at each request
+  auto totals = [&]() -> const Counters& {
+    total = std::make_unique<Counters>();
+    engines.total(*total);
+    facts.counters = total.get();
+    return *total;
   };
+  facts.peers = [&engines] { return peer::peers_json(engines.peers_snapshot()); };
+  facts.rails = &engines.engine(0).rail_facts();
+  auto status = [&] {
+    facts.draining = attach.draining();
+    totals();
+    std::vector<peer::PeerInfo> peers = engines.peers_snapshot();
+    facts.peers = [&peers] { return peer::peers_json(peers); };
+    json::Value v = status_json(facts, attach.client_count());
+    (*v.as_object())["engines"] = rates.json(peers);
+    return v;
+  };
+  ControlCommands commands;
+  commands.status = status;
   commands.clients = [&] { return clients_json(attach.clients()); };
-  commands.counters = [&] { return counters_json(counters); };
-  commands.peers = [&] { return peer::peers_json(engine.peers_snapshot()); };
-  commands.channels = [&] { return peer::channels_json(engine.peers_snapshot()); };
+  commands.counters = [&] { return counters_json(totals()); };
+  commands.peers = [&] { return peer::peers_json(engines.peers_snapshot()); };
+  commands.channels = [&] { return peer::channels_json(engines.peers_snapshot()); };
   commands.drain = [&] {
     attach.set_draining(true);
     spdlog::info("draining: new attaches are refused (ferryctl resume undoes it)");
@@ -137,10 +162,17 @@ int run_daemon(const Config& config) {
   });
   attach.start(client_fd);
   control.start(control_fd);
-  StatusReporter reporter(io, notifier, [&] {
-    facts.draining = attach.draining();
-    return status_json(facts, attach.client_count());
-  });
+  StatusReporter reporter(io, notifier, status);
+  asio::steady_timer rate_timer(io);
+  std::function<void()> sample_rates = [&] {
+    rate_timer.expires_after(std::chrono::seconds(1));
+    rate_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      rates.sample();
+      sample_rates();
+    });
+  };
+  sample_rates();
 
   asio::signal_set hangup(io, SIGHUP);
   std::function<void()> await_hangup = [&] {
@@ -163,18 +195,19 @@ int run_daemon(const Config& config) {
     reporter.stop();
     boost::system::error_code ignored;
     hangup.cancel(ignored);
+    rate_timer.cancel();
     // Stop accepting and hang up on every client (they see DaemonGone), then
     // let the engine detach them all and exit.
     attach.stop();
     control.stop();
-    while (!engine.submit(EngineCommand{EngineCommand::Kind::Stop, nullptr, 0})) std::this_thread::yield();
+    engines.stop();
   });
   spdlog::info("ready: clients {} control {}", client_path, control_path);
   notifier.ready(reporter.line());
   reporter.start();
   io.run();
 
-  engine_thread.join();
+  engines.stop();
   unlink_ours(client_file);
   unlink_ours(control_file);
   spdlog::info("ferryd stopped");

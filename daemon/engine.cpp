@@ -52,13 +52,32 @@ EngineFault fault_of(const Config& config) {
 
 }  // namespace
 
+std::unique_ptr<EngineGroup> lone_group(const Config& config) {
+  auto g = std::make_unique<EngineGroup>(1);
+  std::vector<ServiceOwner> owners;
+  if (auto bad = parse_service_owners(config.service_owners, owners)) throw std::runtime_error(*bad);  // start-up only
+  g->directory.reserve(std::move(owners));
+  return g;
+}
+
+Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch,
+               EngineGroup& group, std::uint32_t index)
+    : Engine(config, counters, token_key, epoch, made(config), nullptr, &group, index) {}
+
 Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch)
-    : Engine(config, counters, token_key, epoch, made(config)) {}
+    : Engine(config, counters, token_key, epoch, made(config), lone_group(config), nullptr, 0) {}
 
 Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch,
                Transports transports)
+    : Engine(config, counters, token_key, epoch, std::move(transports), lone_group(config), nullptr, 0) {}
+
+Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch,
+               Transports transports, std::unique_ptr<EngineGroup> own, EngineGroup* group, std::uint32_t index)
     : config_(config),
       counters_(counters),
+      own_group_(std::move(own)),
+      group_(own_group_ ? *own_group_ : *group),
+      index_(index),
       transports_(std::move(transports)),
       control_(),
       deadlines_(config.delivery_timeout_ms, config.peer_timeout_ms),
@@ -70,18 +89,19 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
       remote_(config, sessions_, *peers_, parking_, deadlines_, transports_.keys, counters, transports_.remote_access(),
               transports_.lane_max_message),
       calls_(sessions_, *peers_, deadlines_, counters, token_key, transports_.lane_max_message),
-      local_(sessions_, calls_, counters),
-      proxy_(config, *peers_, sessions_, local_, calls_, deadlines_, counters, fault_of(config)),
-      dispatcher_(config, sessions_, parking_, deadlines_, local_, calls_, remote_, counters) {
+      local_(sessions_, calls_, counters, group_.directory, index),
+      proxy_(config, *peers_, sessions_, local_, calls_, deadlines_, counters, fault_of(config), group_, index),
+      forwarder_(sessions_, counters),
+      router_(config, group_, index, sessions_, local_, remote_, forwarder_, counters),
+      dispatcher_(config, sessions_, parking_, deadlines_, local_, calls_, remote_, router_, forwarder_, counters) {
+  sessions_.set_shadow_sink(&forwarder_);
+  remote_.set_redirects(&router_);
   bool watched = loop_.events.add(control_.wake_fd(), kWakeTag);
   // The transports wake the sleep (their connects under way included);
   // poll_peers() on the next turn consumes what woke it (level-triggered).
   watched = watched && loop_.events.add(transports_.bootstrap->event_fd(), kTransportTag);
   watched = watched && loop_.events.add(peers_->lanes_event_fd(), kTransportTag);
   if (!watched) throw std::runtime_error("engine setup: cannot watch its event fds");  // start-up only
-  std::vector<ServiceOwner> owners;
-  if (auto bad = parse_service_owners(config_.service_owners, owners)) throw std::runtime_error(*bad);  // start-up only
-  local_.reserve_names(std::move(owners));
   peers_->set_rails(transports_.rails);  // several rails: lanes spread over them
   listen();
   transports_.release_owner();  // set up on this thread, owned by the engine thread from run() on
@@ -91,16 +111,27 @@ Engine::~Engine() {
   transports_.keys.disable();  // windows first: they keep the segments' MRs they are bound to
 }
 
+void Engine::join_group() {
+  if (group_.size() > 1 && group_.rings) forwarder_.attach(*group_.rings, index_);
+}
+
 void Engine::listen() {
   if (config_.listen.empty()) return;
   const std::optional<HostPort> at = parse_host_port(config_.listen);
   if (!at) throw std::runtime_error("cannot parse --listen " + config_.listen);  // start-up only
-  auto r = peers_->listen(at->host, at->port);
+  // Engine i listens on PORT+i (port 0: each picks its own); peers are
+  // redirected to it for its services (engines/open_router.h).
+  const std::uint32_t port = at->port == 0 ? 0 : at->port + index_;
+  if (port > 0xFFFF) throw std::runtime_error("--listen " + config_.listen + ": no port left for engine " +
+                                              std::to_string(index_));  // start-up only
+  auto r = peers_->listen(at->host, static_cast<std::uint16_t>(port));
   if (!r) {
-    throw std::runtime_error("cannot listen for peers on " + config_.listen + " (" + std::string(to_string(r.status)) +
+    throw std::runtime_error("cannot listen for peers on " + at->host + ":" + std::to_string(port) + " (engine " +
+                             std::to_string(index_) + "; " + std::string(to_string(r.status)) +
                              "; numeric host, free port)");  // start-up only
   }
-  spdlog::info("listening for peer daemons on {}", config_.listen);
+  group_.ports[index_] = r.value;
+  spdlog::info("engine {}: listening for peer daemons on {}:{}", index_, at->host, r.value);
 }
 
 std::vector<peer::PeerInfo> Engine::peers_snapshot() const {
@@ -167,10 +198,17 @@ void Engine::detach(std::uint32_t id) {
   remote_.client_gone(*c);
   local_.client_gone(*c);
   parking_.client_gone(id);
+  if (c->is_shadow()) {
+    // Another engine's client detached: its shadow here ends (and tells
+    // its origin once nothing here names its memory: Sessions::destroy).
+    sessions_.remove(id);
+    return;
+  }
+  forwarder_.client_gone(*c);
   loop_.events.remove(c->sq_bell.fd());
   spdlog::info("client {} ({}, pid {}) detached", id, c->info().name, c->info().pid);
-  // Unmaps the segment (and deregisters its MR) now, or once the rdma WRs
-  // and peer accesses that name its memory have ended.
+  // Unmaps the segment (and deregisters its MR) now, or once the rdma WRs,
+  // peer accesses and other engines' shadows that name its memory have ended.
   sessions_.remove(id);
   bump(counters_.detaches);
 }

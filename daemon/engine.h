@@ -23,6 +23,7 @@
 
 struct ibv_pd;
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -32,6 +33,9 @@ struct ibv_pd;
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "daemon/engines/engine_group.h"
+#include "daemon/engines/forwarder.h"
+#include "daemon/engines/open_router.h"
 #include "daemon/local/calls.h"
 #include "daemon/local/local_delivery.h"
 #include "daemon/loop/control_link.h"
@@ -57,8 +61,13 @@ inline constexpr int kPeerTickMs = 10;  // sleep bound while channels exist (hea
 
 class Engine final : private peer::ChannelEvents {
  public:
-  // `epoch` identifies this daemon instance to peers (nonzero). Makes the
-  // transports `config` asks for (throws at start-up when it cannot).
+  // Engine `index` of `group` (engines/engine_group.h). `epoch` identifies
+  // this engine of this daemon instance to peers (nonzero; each engine has
+  // its own). Makes the transports `config` asks for and listens on the
+  // engine's port (throws at start-up when it cannot).
+  Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch, EngineGroup& group,
+         std::uint32_t index);
+  // A lone engine (a group of its own).
   Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch = 1);
   // The same on transports made by the caller (tests: a recording transport).
   Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch, Transports transports);
@@ -72,6 +81,8 @@ class Engine final : private peer::ChannelEvents {
   // ring); readable event_fd() means some may be waiting.
   [[nodiscard]] std::optional<std::uint32_t> pop_event() noexcept { return control_.pop_event(); }
   int event_fd() const noexcept { return control_.event_fd(); }
+  // Any thread: the eventfd that wakes this engine's sleep.
+  int wake_fd() const noexcept { return control_.wake_fd(); }
   // Control thread: a copy of the channel table taken by the engine on its
   // next turn after this call (peer_snapshot.h).
   std::vector<peer::PeerInfo> peers_snapshot() const;
@@ -91,10 +102,20 @@ class Engine final : private peer::ChannelEvents {
   // Bootstrap port actually bound (0: not listening).
   std::uint16_t listen_port() const noexcept { return peers_->listen_port(); }
 
+  // Start-up, once every engine of the group exists: the rings to the others.
+  void join_group();
+  std::uint32_t index() const noexcept { return index_; }
+  // Any thread: messages this engine sent to and took from other engines.
+  std::uint64_t cross_out() const noexcept { return cross_out_.load(std::memory_order_relaxed); }
+  std::uint64_t cross_in() const noexcept { return cross_in_.load(std::memory_order_relaxed); }
+
   // Engine thread body; returns after a Stop command, all clients detached.
   void run();
 
  private:
+  Engine(const Config& config, Counters& counters, std::uint64_t token_key, std::uint64_t epoch, Transports transports,
+         std::unique_ptr<EngineGroup> own, EngineGroup* group, std::uint32_t index);
+
   // engine_loop.cpp
   std::size_t turn();
   std::size_t drain_commands();
@@ -117,6 +138,12 @@ class Engine final : private peer::ChannelEvents {
   void on_message(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) override;
   void on_send_done(std::uint64_t user_data, Status status) override;
 
+  // engine_cross.cpp: what other engines hand this one.
+  std::size_t poll_cross();
+  void on_cross(std::uint32_t from, const CrossMsg& m);
+  void make_shadow(std::uint32_t from, const CrossMsg& m);
+  void run_forwarded(std::uint32_t from, const CrossMsg& m);
+
   // The loop's own state.
   struct Loop {
     EventSet events;        // what the sleep waits on: the wake fd, SQ doorbells, transports
@@ -128,6 +155,9 @@ class Engine final : private peer::ChannelEvents {
 
   const Config& config_;
   Counters& counters_;
+  std::unique_ptr<EngineGroup> own_group_;  // a lone engine's
+  EngineGroup& group_;
+  std::uint32_t index_;
   Transports transports_;  // before everything that uses them: destroyed last
   ControlLink control_;    // may still hold sessions (their MRs need the transports)
   Deadlines deadlines_;
@@ -138,7 +168,11 @@ class Engine final : private peer::ChannelEvents {
   Calls calls_;
   LocalDelivery local_;
   ProxyServer proxy_;
+  Forwarder forwarder_;
+  OpenRouter router_;
   Dispatcher dispatcher_;
+  std::atomic<std::uint64_t> cross_out_{0};  // published each turn from forwarder_.link()
+  std::atomic<std::uint64_t> cross_in_{0};
   mutable PeerSnapshot snapshot_;
   Loop loop_;
 };

@@ -18,6 +18,7 @@ namespace ferry::daemon {
 
 std::size_t Engine::turn() {
   std::size_t work = drain_commands();
+  work += poll_cross();  // other engines: ops to run here, completions of ours run there
   work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
   work += poll_submissions();
   work += parking_.retry();
@@ -27,6 +28,7 @@ std::size_t Engine::turn() {
   sessions_.flush();
   reap_doomed();
   control_.flush_events();
+  if (!forwarder_.link().single()) work += forwarder_.link().flush();  // and wakes the engines sent to
   return work;
 }
 
@@ -184,6 +186,9 @@ void Engine::sleep_until_work() {
   for (ClientSession* c : sessions_.all()) {
     if (!c->sq.prepare_to_sleep()) all_idle = false;
   }
+  CrossLink& cross = forwarder_.link();
+  const bool crossing = !cross.single();
+  if (crossing && (cross.spilling() || !cross.prepare_to_sleep())) all_idle = false;
   if (all_idle && !control_.commands_waiting()) {
     // Waiting deliveries and CQ overflows wait for room that frees without
     // a doorbell (the client reading its CQ), so they need a periodic look.
@@ -206,6 +211,7 @@ void Engine::sleep_until_work() {
     peers_->woke(transports || n <= 0);
   }
   for (ClientSession* c : sessions_.all()) c->sq.woke_up();
+  if (crossing) cross.woke_up();
 }
 
 }  // namespace ferry::daemon

@@ -79,6 +79,7 @@ json::Value clients_json(const std::vector<std::shared_ptr<const ClientInfo>>& c
     o["uid"] = json::Value(static_cast<std::uint64_t>(c->uid));
     o["gid"] = json::Value(static_cast<std::uint64_t>(c->gid));
     o["name"] = c->name;
+    o["engine"] = json::Value(static_cast<std::uint64_t>(c->engine));
     o["tx_bytes"] = json::Value(c->tx_bytes);
     o["rx_bytes"] = json::Value(c->rx_bytes);
     o["memory"] = json::Value(c->tx_bytes + c->rx_bytes);

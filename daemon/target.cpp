@@ -1,5 +1,6 @@
 #include "daemon/target.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "daemon/session/validate.h"
@@ -68,7 +69,8 @@ std::optional<HostPort> parse_host_port(std::string_view text) noexcept {
   return hp;
 }
 
-Target parse_target(std::string_view text, const std::optional<HostPort>& own) noexcept {
+Target parse_target(std::string_view text, const std::optional<HostPort>& own,
+                    std::span<const std::uint16_t> own_ports) noexcept {
   Target t;
   auto slash = text.rfind('/');
   if (slash == std::string_view::npos) {
@@ -83,7 +85,9 @@ Target parse_target(std::string_view text, const std::optional<HostPort>& own) n
   if (!hp) return t;
   t.service = service;
   bool local = false;
-  if (own && hp->port != 0 && hp->port == own->port) {
+  const bool ours = hp->port != 0 && own && (hp->port == own->port || std::find(own_ports.begin(), own_ports.end(),
+                                                                                hp->port) != own_ports.end());
+  if (ours) {
     local = hp->host == own->host || (is_wildcard(own->host) && is_loopback(hp->host));
   }
   t.kind = local ? TargetKind::Local : TargetKind::Remote;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,8 @@ struct Target {
 // equal to it (or loopback/localhost with the same port when listening on a
 // wildcard address) is Local. Without a port a host never matches: the
 // bootstrap port has no default.
-Target parse_target(std::string_view text, const std::optional<HostPort>& own_listen) noexcept;
+// `own_ports`: the other ports this daemon listens on (one per engine).
+Target parse_target(std::string_view text, const std::optional<HostPort>& own_listen,
+                    std::span<const std::uint16_t> own_ports = {}) noexcept;
 
 }  // namespace ferry::daemon

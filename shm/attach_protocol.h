@@ -27,9 +27,12 @@ struct AttachRequest {
   std::uint32_t pid;            // informational; ferryd trusts SO_PEERCRED instead
   SegmentSizes sizes;           // 0 fields ask for the daemon's defaults
   char name[kClientNameBytes];  // NUL padded, for logs and ferryctl clients
+  std::uint32_t engine;         // the engine asked for, index + 1; 0: ferryd's choice (FERRY_ENGINE)
+  std::uint32_t reserved;       // must be 0
 };
 static_assert(std::is_standard_layout_v<AttachRequest>);
-static_assert(sizeof(AttachRequest) == 72);
+static_assert(sizeof(AttachRequest) == 80);
+static_assert(offsetof(AttachRequest, engine) == 72);
 
 struct AttachReply {
   std::uint64_t magic;
@@ -37,7 +40,7 @@ struct AttachReply {
   std::uint8_t status;  // ferry::Status; fds are attached only when Ok
   std::uint8_t reserved0[3];
   std::uint32_t client_id;
-  std::uint32_t reserved1;
+  std::uint32_t engine;  // the engine the client was placed on (index)
   std::uint64_t segment_bytes;
   std::uint64_t daemon_epoch;
 };

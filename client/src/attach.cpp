@@ -61,6 +61,19 @@ Status connect_socket(const std::string& path, Fd& out) {
   return Status::Ok;
 }
 
+// AttachRequest::engine: index + 1 of the engine asked for, 0 for any.
+// FERRY_ENGINE applies when the options name none; a value that is not a
+// number is ignored (the daemon chooses).
+std::uint32_t requested_engine(const AttachOptions& o) {
+  if (o.engine >= 0) return static_cast<std::uint32_t>(o.engine) + 1;
+  const char* env = std::getenv("FERRY_ENGINE");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(env, &end, 10);
+  if (end == env || *end != '\0' || v >= 0xFFFF) return 0;
+  return static_cast<std::uint32_t>(v) + 1;
+}
+
 Status send_request(int fd, const AttachOptions& o) {
   shm::AttachRequest req{};
   req.magic = shm::kAttachMagic;
@@ -68,6 +81,7 @@ Status send_request(int fd, const AttachOptions& o) {
   req.pid = static_cast<std::uint32_t>(::getpid());
   req.sizes = {o.sq_entries, o.cq_entries, o.tx_bytes, o.rx_bytes};
   std::memcpy(req.name, o.name.data(), std::min(o.name.size(), shm::kClientNameBytes - 1));
+  req.engine = requested_engine(o);
   ssize_t n;
   do {
     n = ::send(fd, &req, sizeof req, MSG_NOSIGNAL);
@@ -193,6 +207,7 @@ Result<std::unique_ptr<Client>> Client::attach(const AttachOptions& options) {
                                      shm::Doorbell(fds[2].release()), slots, release_slots, stash);
   if (!impl->init_events()) return R::fail(Status::NoMemory);
   impl->set_busy_poll(options.busy_poll);
+  impl->engine_ = reply.engine;
   return R::ok(std::unique_ptr<Client>(new Client(std::move(impl))));
 }
 

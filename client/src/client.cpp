@@ -79,6 +79,7 @@ Status Client::state() const noexcept { return impl_->state_; }
 void Client::detach() noexcept { impl_->detach(); }
 ClientStats Client::stats() const noexcept { return impl_->counters_; }
 std::uint32_t Client::client_id() const noexcept { return impl_->client_id_; }
+std::uint32_t Client::engine() const noexcept { return impl_->engine_; }
 std::uint64_t Client::daemon_epoch() const noexcept { return impl_->epoch_; }
 
 }  // namespace ferry

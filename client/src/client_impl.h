@@ -87,6 +87,7 @@ class Client::Impl {
   std::uint64_t tx_offset_ = 0, tx_bytes_ = 0, rx_offset_ = 0, rx_bytes_ = 0;
   std::uint64_t max_message_ = 0;
   std::uint32_t client_id_ = 0;
+  std::uint32_t engine_ = 0;  // the daemon engine it runs on
   std::uint64_t epoch_ = 0;
   Status state_ = Status::Ok;
   bool busy_poll_ = false;         // AttachOptions::busy_poll: poll() never arms

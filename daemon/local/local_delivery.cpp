@@ -1,14 +1,18 @@
 #include "daemon/local/local_delivery.h"
 
+#include "daemon/engines/service_directory.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string>
 #include <cstring>
 
 namespace ferry::daemon {
 
-LocalDelivery::LocalDelivery(Sessions& sessions, Calls& calls, Counters& counters)
-    : sessions_(sessions), calls_(calls), counters_(counters) {}
+LocalDelivery::LocalDelivery(Sessions& sessions, Calls& calls, Counters& counters, ServiceDirectory& directory,
+                             std::uint32_t engine)
+    : sessions_(sessions), calls_(calls), counters_(counters), directory_(directory), engine_(engine) {}
 
 void LocalDelivery::serve(ClientSession& c, const Operation& op) {
   // Copy out first: the client can rewrite its arena at any moment.
@@ -24,17 +28,18 @@ void LocalDelivery::serve(ClientSession& c, const Operation& op) {
     sessions_.complete(c, shm::Op::Serve, op.user_data, Status::NoMemory);
     return;
   }
-  auto r = services_.add(sv, c.id(), c.info().uid);
+  auto r = directory_.claim(sv, engine_, c.info().uid);
   if (!r) {
     if (r.status == Status::PermissionDenied) {
       spdlog::warn(
           "client {} ('{}', pid {}, uid {}): Serve of '{}' refused: the name is reserved to uid {} "
           "(service-owners)",
-          c.id(), c.info().name, c.info().pid, c.info().uid, sv, *services_.reserved_to(sv));
+          c.id(), c.info().name, c.info().pid, c.info().uid, sv, directory_.reserved_to(sv).value_or(0));
     }
     sessions_.complete(c, shm::Op::Serve, op.user_data, r.status);
     return;
   }
+  services_.add(Service{r.value, c.id(), std::string(sv)});
   c.services.push_back(r.value);
   c.info().services.store(static_cast<std::uint32_t>(c.services.size()), std::memory_order_relaxed);
   spdlog::info("client {} serves '{}' as service {}", c.id(), sv, r.value);
@@ -51,18 +56,22 @@ void LocalDelivery::unserve(ClientSession& c, const Operation& op) {
   // Calls already delivered stay open and can still be replied; waiting
   // deliveries to it fail with ServiceGone on their next try.
   services_.remove(op.handle);
+  directory_.release(op.handle);
   c.services.erase(it);
   c.info().services.store(static_cast<std::uint32_t>(c.services.size()), std::memory_order_relaxed);
   sessions_.complete(c, shm::Op::Unserve, op.user_data, Status::Ok);
 }
 
 void LocalDelivery::client_gone(ClientSession& gone) {
-  for (std::uint32_t sid : gone.services) services_.remove(sid);
+  for (std::uint32_t sid : gone.services) {
+    services_.remove(sid);
+    directory_.release(sid);
+  }
   gone.services.clear();
 }
 
-void LocalDelivery::open(ClientSession& c, const Operation& op, std::string_view service) {
-  const Service* s = services_.find(service);
+void LocalDelivery::open(ClientSession& c, const Operation& op, std::uint32_t service_id) {
+  const Service* s = services_.find(service_id);
   if (s == nullptr) {
     sessions_.complete(c, shm::Op::Open, op.user_data, Status::ServiceNotFound);
     return;

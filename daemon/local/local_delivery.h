@@ -20,21 +20,26 @@
 
 namespace ferry::daemon {
 
+class ServiceDirectory;
+
 class LocalDelivery final : public Sink {
  public:
-  LocalDelivery(Sessions& sessions, Calls& calls, Counters& counters);
+  // `directory`: the host's service names (engines/service_directory.h);
+  // `engine`: ours, under which our services are listed there.
+  LocalDelivery(Sessions& sessions, Calls& calls, Counters& counters, ServiceDirectory& directory,
+                std::uint32_t engine);
 
+  // The services this engine serves.
   const ServiceRegistry& services() const noexcept { return services_; }
-  // Names reserved to a uid (service-owners), at start-up.
-  void reserve_names(std::vector<ServiceOwner> owners) { services_.reserve(std::move(owners)); }
   void serve(ClientSession& c, const Operation& op);
   void unserve(ClientSession& c, const Operation& op);
   // A client detached: its services go (deliveries still waiting for them
   // fail ServiceGone on their next try).
   void client_gone(ClientSession& gone);
 
-  // Open of a target on this daemon: an endpoint bound here.
-  void open(ClientSession& c, const Operation& op, std::string_view service);
+  // Open of service `id` of this engine (the directory named it): an
+  // endpoint bound here.
+  void open(ClientSession& c, const Operation& op, std::uint32_t service_id);
   // A Send or Call of `c` on a local endpoint (Sink).
   Outcome offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) override;
 
@@ -58,6 +63,8 @@ class LocalDelivery final : public Sink {
   Sessions& sessions_;
   Calls& calls_;
   Counters& counters_;
+  ServiceDirectory& directory_;
+  std::uint32_t engine_;
   ServiceRegistry services_;
 };
 

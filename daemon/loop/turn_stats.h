@@ -17,6 +17,7 @@ class TurnStats {
  public:
   void record(std::uint64_t ns, Counters& c) noexcept {
     bump(c.engine_busy_turns);
+    bump(c.engine_busy_ns, ns);  // status: the engine's busy_fraction
     if (ns > 100'000) bump(c.engine_turns_over_100us);
     if (ns > 1'000'000) bump(c.engine_turns_over_1ms);
     if (ns > 10'000'000) bump(c.engine_turns_over_10ms);

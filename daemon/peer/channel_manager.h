@@ -112,6 +112,7 @@ class ChannelEvents : public LaneCompletions {
 // One row of `ferryctl peers`, copied out for the control thread.
 struct PeerInfo {
   std::uint32_t channel = 0;
+  std::uint32_t engine = 0;  // the engine that owns the channel (set by the daemon's EngineSet)
   std::string address;
   std::uint64_t epoch = 0;
   ChannelState state = ChannelState::Connecting;

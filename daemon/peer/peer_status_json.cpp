@@ -56,6 +56,7 @@ json::Value peers_json(const std::vector<PeerInfo>& peers) {
     o["epoch"] = json::Value(p.epoch);
     o["state"] = std::string(to_string(p.state));
     o["transport"] = std::string(transport::to_string(p.transport));
+    o["engine"] = json::Value(static_cast<std::uint64_t>(p.engine));
     o["qps"] = json::Value(static_cast<std::uint64_t>(p.lane_count));
     json::Array lanes;
     for (std::uint32_t i = 0; i < p.lane_count; ++i) lanes.push_back(lane_json(p, i));

@@ -2,13 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/engines/engine_group.h"
 #include "daemon/peer/channel_manager.h"
 
 namespace ferry::daemon {
 
 ProxyServer::ProxyServer(const Config& config, peer::ChannelManager& peers, Sessions& sessions, LocalDelivery& local,
-                         Calls& calls, Deadlines& deadlines, Counters& counters, EngineFault fault)
+                         Calls& calls, Deadlines& deadlines, Counters& counters, EngineFault fault,
+                         const EngineGroup& group, std::uint32_t engine)
     : peers_(peers),
+      group_(group),
+      engine_(engine),
       sessions_(sessions),
       local_(local),
       calls_(calls),
@@ -38,8 +42,15 @@ void ProxyServer::on_open(peer::Channel& ch, std::uint32_t lane, const wire::Hea
   ack.type = wire::MsgType::OpenAck;
   ack.token = h.token;
   ack.dst_ep = h.src_ep;
-  const Service* s = local_.services().find(name);
-  if (s == nullptr) {
+  const std::optional<ServiceLocation> at = group_.directory.find(name);
+  const Service* s = at && at->engine == engine_ ? local_.services().find(at->id) : nullptr;
+  if (at && at->engine != engine_ && group_.ports[at->engine] != 0) {
+    // Another engine of ours serves it: the peer opens it there, over the
+    // channel of its engine that pairs with that one (open_router.h).
+    ack.status = Status::ServiceNotFound;
+    ack.flags = wire::kFlagRedirect;
+    ack.aux = wire::redirect_aux(at->engine, group_.ports[at->engine]);
+  } else if (s == nullptr) {
     ack.status = Status::ServiceNotFound;
   } else {
     std::uint32_t id = next_proxy_id_++;

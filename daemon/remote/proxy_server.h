@@ -39,10 +39,15 @@ namespace ferry::daemon {
 // `source` of a delivery that came from a peer: this bit | the proxy id.
 inline constexpr std::uint32_t kRemoteSourceBit = 1u << 31;
 
+struct EngineGroup;
+
 class ProxyServer {
  public:
+  // `group`, `engine`: an Open for a service of another of our engines is
+  // redirected there (wire::kFlagRedirect; engines/open_router.h).
   ProxyServer(const Config& config, peer::ChannelManager& peers, Sessions& sessions, LocalDelivery& local, Calls& calls,
-              Deadlines& deadlines, Counters& counters, EngineFault fault);
+              Deadlines& deadlines, Counters& counters, EngineFault fault, const EngineGroup& group,
+              std::uint32_t engine);
 
   void on_open(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload);
   void on_close(peer::Channel& ch, const wire::Header& h);
@@ -94,6 +99,8 @@ class ProxyServer {
   void unstage(const Staged& sd) noexcept;
 
   peer::ChannelManager& peers_;
+  const EngineGroup& group_;
+  std::uint32_t engine_;
   Sessions& sessions_;
   LocalDelivery& local_;
   Calls& calls_;

@@ -10,7 +10,7 @@
 
 namespace ferry::daemon {
 
-void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t) {
+void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t, std::uint8_t redirects) {
   const std::string host = t.remote.host == "localhost" ? std::string("127.0.0.1") : t.remote.host;
   if (t.remote.port == 0 || t.service.empty() || t.service.size() > wire::kMaxServiceNameBytes) {
     bump(counters_.bad_requests);
@@ -30,6 +30,8 @@ void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t) 
   rop.client = c.id();
   rop.user_data = op.user_data;
   rop.service = std::string(t.service);
+  rop.open = op;
+  rop.redirects = redirects;
   rop.host = host;
   rop.port = t.remote.port;
   rop.retry_until_ns = now + open_retry_ns_;
@@ -94,6 +96,12 @@ void RemoteSender::on_open_ack(peer::Channel& ch, const wire::Header& h) {
   ClientSession* c = sessions_.find(op.client);
   if (c == nullptr || c->doomed) {
     if (h.status == Status::Ok) say_close(ch, 0, 0, h.src_ep);  // nobody wants it any more: the peer drops its proxy
+    return;
+  }
+  if ((h.flags & wire::kFlagRedirect) != 0 && redirects_ != nullptr) {
+    // Another engine of the peer serves it: the Open goes there instead.
+    redirects_->redirected(*c, op.open, wire::redirect_port(h.aux), wire::redirect_engine(h.aux),
+                           static_cast<std::uint8_t>(op.redirects + 1));
     return;
   }
   if (h.status != Status::Ok) {

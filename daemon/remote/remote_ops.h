@@ -36,6 +36,8 @@ struct RemoteOp {
   std::uint32_t resp_length = 0;  // Call
   bool sent = false;              // Open: false while the channel is still coming up
   std::string service;            // Open only (control path: may allocate)
+  Operation open{};               // Open: the client's op (routed again on a redirect)
+  std::uint8_t redirects = 0;     // Open: redirects so far
   // Open: the daemon it names, and until when a failed set-up (a dial or a
   // handshake that missed connect-timeout-ms) is dialled again rather than
   // failing the Open; channel 0 while it waits for the next dial.

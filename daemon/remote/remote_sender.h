@@ -62,6 +62,17 @@
 
 namespace ferry::daemon {
 
+// Who routes an Open again when the peer says another of its engines
+// serves it (engines/open_router.h).
+class OpenRedirects {
+ public:
+  virtual void redirected(ClientSession& c, const Operation& op, std::uint16_t port, std::uint32_t peer_engine,
+                          std::uint8_t redirects) = 0;
+
+ protected:
+  ~OpenRedirects() = default;
+};
+
 class RemoteSender final : public Sink {
  public:
   // `remote_access`: the lanes can RDMA READ and WRITE with immediate
@@ -72,7 +83,9 @@ class RemoteSender final : public Sink {
                std::uint32_t lane_max_message);
 
   // remote_open.cpp
-  void open(ClientSession& c, const Operation& op, const Target& t);
+  // `redirects`: how often a peer redirected this Open already.
+  void open(ClientSession& c, const Operation& op, const Target& t, std::uint8_t redirects = 0);
+  void set_redirects(OpenRedirects* r) noexcept { redirects_ = r; }
   void on_channel_up(peer::Channel& ch);
   void on_open_ack(peer::Channel& ch, const wire::Header& h);
   // Whether an op of ours (an Open included) is on channel `id`. Control rate.
@@ -167,6 +180,7 @@ class RemoteSender final : public Sink {
   std::uint64_t open_retry_ns_;
   static constexpr std::uint64_t kOpenRedialNs = 100'000'000;
   std::vector<std::uint64_t> redialled_;  // scratch for retry_opens
+  OpenRedirects* redirects_ = nullptr;    // null: a redirect fails the Open ServiceNotFound
   // Waits for the next dial of an Open whose set-up failed; false when its
   // budget is spent (the caller completes it with `why`).
   bool park_open(RemoteOp& op, std::uint64_t now_ns) noexcept;

@@ -1,5 +1,8 @@
 #include "daemon/session/dispatch.h"
 
+#include "daemon/engines/forwarder.h"
+#include "daemon/engines/open_router.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,17 +11,18 @@
 namespace ferry::daemon {
 
 Dispatcher::Dispatcher(const Config& config, Sessions& sessions, Parking& parking, Deadlines& deadlines,
-                       LocalDelivery& local, Calls& calls, RemoteSender& remote, Counters& counters)
+                       LocalDelivery& local, Calls& calls, RemoteSender& remote, OpenRouter& router,
+                       Forwarder& forwarder, Counters& counters)
     : sessions_(sessions),
       parking_(parking),
       deadlines_(deadlines),
       local_(local),
       calls_(calls),
       remote_(remote),
+      router_(router),
+      forwarder_(forwarder),
       counters_(counters),
-      call_timeout_ms_(config.call_timeout_ms) {
-  if (!config.listen.empty()) own_listen_ = parse_host_port(config.listen);
-}
+      call_timeout_ms_(config.call_timeout_ms) {}
 
 std::size_t Dispatcher::poll(ClientSession& c) {
   // Back-pressure on this client only: nothing new while completions owed to
@@ -55,7 +59,7 @@ void Dispatcher::dispatch(ClientSession& c, const shm::SqEntry& e) {
     case Op::Nop: sessions_.complete(c, Op::Nop, op.user_data, Status::Ok); break;
     case Op::Serve: local_.serve(c, op); break;
     case Op::Unserve: local_.unserve(c, op); break;
-    case Op::Open: open(c, op); break;
+    case Op::Open: router_.open(c, op); break;
     case Op::Close: close(c, op); break;
     case Op::Send:
     case Op::Call: send(c, op); break;
@@ -64,17 +68,12 @@ void Dispatcher::dispatch(ClientSession& c, const shm::SqEntry& e) {
   }
 }
 
-void Dispatcher::open(ClientSession& c, const Operation& op) {
-  char text[kMaxTargetBytes];
-  std::memcpy(text, c.at(op.offset), op.length);  // copied out: the client may rewrite its arena
-  const Target t = parse_target(std::string_view(text, op.length), own_listen_);
-  switch (t.kind) {
-    case TargetKind::Invalid:
-      bump(counters_.bad_requests);
-      sessions_.complete(c, shm::Op::Open, op.user_data, Status::BadRequest);
-      return;
-    case TargetKind::Remote: remote_.open(c, op, t); return;
-    case TargetKind::Local: local_.open(c, op, t.service); return;
+void Dispatcher::run_forwarded(ClientSession& shadow, const Operation& op) {
+  switch (op.op) {
+    case shm::Op::Close: close(shadow, op); break;
+    case shm::Op::Send:
+    case shm::Op::Call: send(shadow, op); break;
+    default: sessions_.complete(shadow, op.op, op.user_data, Status::BadRequest); break;  // never handed over
   }
 }
 
@@ -82,6 +81,12 @@ void Dispatcher::close(ClientSession& c, const Operation& op) {
   Endpoint* ep = c.find_endpoint(op.handle);
   if (ep == nullptr) {
     sessions_.complete(c, shm::Op::Close, op.user_data, Status::EndpointClosed);
+    return;
+  }
+  if (ep->forward_engine != kNoEngine) {
+    // Its ops run on another engine: the Close too, answered from there.
+    forwarder_.close(c, *ep, op);
+    c.remove_endpoint(ep->id);
     return;
   }
   if (ep->is_remote()) remote_.close(c, *ep);

@@ -22,18 +22,23 @@
 
 namespace ferry::daemon {
 
+class OpenRouter;
+class Forwarder;
+
 class Dispatcher {
  public:
   Dispatcher(const Config& config, Sessions& sessions, Parking& parking, Deadlines& deadlines, LocalDelivery& local,
-             Calls& calls, RemoteSender& remote, Counters& counters);
+             Calls& calls, RemoteSender& remote, OpenRouter& router, Forwarder& forwarder, Counters& counters);
 
   // Takes what `c` submitted, up to a batch whose completions fit its CQ.
   // Returns the entries taken (1 for a corrupt ring: `c` is doomed).
   std::size_t poll(ClientSession& c);
+  // An op another engine handed over (Close, Send, Call) on a shadow
+  // (engines/forwarder.h): checked there already.
+  void run_forwarded(ClientSession& shadow, const Operation& op);
 
  private:
   void dispatch(ClientSession& c, const shm::SqEntry& e);
-  void open(ClientSession& c, const Operation& op);
   void close(ClientSession& c, const Operation& op);
   void send(ClientSession& c, const Operation& op);
   void release(ClientSession& c, const Operation& op);
@@ -44,8 +49,9 @@ class Dispatcher {
   LocalDelivery& local_;
   Calls& calls_;
   RemoteSender& remote_;
+  OpenRouter& router_;
+  Forwarder& forwarder_;
   Counters& counters_;
-  std::optional<HostPort> own_listen_;  // a target naming it is local
   std::uint32_t call_timeout_ms_;       // a Call's timeout when it gives none
 };
 

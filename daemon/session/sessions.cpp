@@ -28,15 +28,46 @@ void Sessions::add(std::unique_ptr<ClientSession> s) {
   clients_.emplace(id, std::move(s));
 }
 
+void Sessions::add_shadow(std::unique_ptr<ClientSession> s) {
+  const std::uint32_t id = s->id();
+  clients_.emplace(id, std::move(s));
+}
+
 void Sessions::remove(std::uint32_t id) {
   auto node = clients_.extract(id);
   if (node.empty()) return;
-  order_.erase(std::find(order_.begin(), order_.end(), node.mapped().get()));
+  if (auto it = std::find(order_.begin(), order_.end(), node.mapped().get()); it != order_.end()) order_.erase(it);
   ClientSession& s = *node.mapped();
-  if (s.zc_inflight == 0 && s.remote_holds == 0) return;  // unmapped (and deregistered) here
-  spdlog::debug("client {}: {} zero-copy WRs in flight, {} remote accesses pending; segment kept until they end", id,
-                s.zc_inflight, s.remote_holds);
+  if (!in_use(s)) {
+    destroy(std::move(node.mapped()));  // unmapped (and deregistered) here
+    return;
+  }
+  spdlog::debug(
+      "client {}: {} zero-copy WRs in flight, {} remote accesses pending, {} engines' shadows; segment kept until "
+      "they end",
+      id, s.zc_inflight, s.remote_holds, s.shadow_refs);
   retired_.push_back(std::move(node.mapped()));
+}
+
+void Sessions::destroy(std::unique_ptr<ClientSession> s) noexcept {
+  if (s->is_shadow() && shadow_sink_ != nullptr) shadow_sink_->shadow_freed(*s);
+}
+
+void Sessions::post_done(std::uint32_t client, const shm::CqEntry& entry) noexcept {
+  ClientSession* c = find(client);
+  if (c == nullptr || c->is_shadow()) return;
+  if (c->outstanding != 0) --c->outstanding;
+  bump(counters_.ops_completed);
+  post(*c, entry);
+}
+
+void Sessions::shadow_freed(std::uint32_t client) noexcept {
+  if (ClientSession* c = find(client)) {
+    if (c->shadow_refs != 0) --c->shadow_refs;
+    return;
+  }
+  auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == client; });
+  if (it != retired_.end() && (*it)->shadow_refs != 0 && --(*it)->shadow_refs == 0) released(client);
 }
 
 std::uint64_t Sessions::track_wr(ClientSession& c, std::uint64_t inner_tag) noexcept {
@@ -68,12 +99,18 @@ void Sessions::release_hold(std::uint32_t id) noexcept {
 
 void Sessions::released(std::uint32_t id) noexcept {
   auto it = std::find_if(retired_.begin(), retired_.end(), [&](const auto& s) { return s->id() == id; });
-  if (it == retired_.end() || (*it)->zc_inflight != 0 || (*it)->remote_holds != 0) return;
+  if (it == retired_.end() || in_use(**it)) return;
   spdlog::debug("client {}: the last WR or peer access naming its memory ended; segment released", id);
-  retired_.erase(it);  // unmaps the segment, deregisters its MR
+  std::unique_ptr<ClientSession> gone = std::move(*it);
+  retired_.erase(it);
+  destroy(std::move(gone));  // unmaps the segment, deregisters its MR
 }
 
 void Sessions::post(ClientSession& c, const shm::CqEntry& entry) noexcept {
+  if (c.is_shadow()) {
+    if (shadow_sink_ != nullptr) shadow_sink_->shadow_done(c, entry);
+    return;
+  }
   if (c.overflow.empty() && c.cq.try_push(entry)) {
     c.cq_dirty = true;
     return;
@@ -100,7 +137,7 @@ void Sessions::complete(ClientSession& c, shm::Op op, std::uint64_t user_data, S
   e.user_data = user_data;
   e.length = length;
   if (c.outstanding != 0) --c.outstanding;
-  bump(counters_.ops_completed);
+  if (!c.is_shadow()) bump(counters_.ops_completed);  // counted where the client's own engine posts it
   post(c, e);
 }
 

@@ -22,6 +22,18 @@ namespace ferry::daemon {
 inline constexpr std::uint32_t kSqBatch = 32;
 static_assert(kSqBatch <= shm::kMinRingEntries, "a batch never exceeds the smallest ring");
 
+// Where the completions of shadows go (engines/forwarder.h): back to the
+// engine of the client's own session, which posts them.
+class ShadowSink {
+ public:
+  virtual void shadow_done(const ClientSession& shadow, const shm::CqEntry& entry) noexcept = 0;
+  // A shadow is gone for good: nothing of this engine names its memory.
+  virtual void shadow_freed(const ClientSession& shadow) noexcept = 0;
+
+ protected:
+  ~ShadowSink() = default;
+};
+
 class Sessions {
  public:
   Sessions(Counters& counters, std::size_t max_clients);
@@ -33,6 +45,14 @@ class Sessions {
   const std::vector<ClientSession*>& all() const noexcept { return order_; }
   bool empty() const noexcept { return order_.empty(); }
   void add(std::unique_ptr<ClientSession> s);
+  // A shadow of another engine's client (not polled: it has no rings here).
+  void add_shadow(std::unique_ptr<ClientSession> s);
+  void set_shadow_sink(ShadowSink* sink) noexcept { shadow_sink_ = sink; }
+  // A completion of a forwarded op, from the engine that ran it: posted to
+  // the client if it is still here (else dropped: it detached).
+  void post_done(std::uint32_t client, const shm::CqEntry& entry) noexcept;
+  // An engine freed its shadow of `client` (ClientSession::shadow_refs).
+  void shadow_freed(std::uint32_t client) noexcept;
   // Forgets a detached client: its segment is unmapped (and its MR
   // deregistered) now, or once the WRs and peer accesses that name its
   // memory have ended (zero_copy.h).
@@ -67,12 +87,17 @@ class Sessions {
 
  private:
   void released(std::uint32_t id) noexcept;  // a WR or access ended: a retired session may go now
+  static bool in_use(const ClientSession& s) noexcept {
+    return s.zc_inflight != 0 || s.remote_holds != 0 || s.shadow_refs != 0;
+  }
+  void destroy(std::unique_ptr<ClientSession> s) noexcept;  // a shadow tells its origin first
 
   Counters& counters_;
   std::unordered_map<std::uint32_t, std::unique_ptr<ClientSession>> clients_;
   std::vector<ClientSession*> order_;                    // polling order
   std::vector<std::unique_ptr<ClientSession>> retired_;  // detached, memory still reachable
   ZeroCopy zero_copy_;
+  ShadowSink* shadow_sink_ = nullptr;
 };
 
 }  // namespace ferry::daemon

@@ -38,7 +38,7 @@ constexpr std::array<TypeRule, kMaxMsgType + 1> make_rules() {
   at(MsgType::Heartbeat) =     {0,                   0,                  0,                                 false, false, false, false, true,  false};
   at(MsgType::Credit) =        {0,                   0,                  0,                                 false, false, false, false, false, false};
   at(MsgType::Open) =          {1,                   kMaxServiceNameBytes, kFlagRetransmit,                 false, true,  true,  false, false, false};
-  at(MsgType::OpenAck) =       {0,                   0,                  kFlagRetransmit,                   true,  true,  false, true,  false, false};
+  at(MsgType::OpenAck) =       {0,                   0,                  kFlagRetransmit | kFlagRedirect,   true,  true,  false, true,  false, true};
   at(MsgType::Close) =         {0,                   0,                  kFlagRetransmit,                   true,  false, false, true,  false, false};
   at(MsgType::Send) =          {0,                   kAny,               kFlagRetransmit,                   false, false, true,  true,  false, false};
   at(MsgType::Call) =          {0,                   kAny,               kFlagRetransmit | kFlagRespBuffer, false, true,  true,  true,  false, true};

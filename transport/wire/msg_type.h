@@ -64,6 +64,12 @@ constexpr std::string_view to_string(MsgType t) noexcept {
 // received there (daemon/peer/channel_lifecycle.cpp).
 inline constexpr std::uint8_t kFlagRetransmit = 1u << 0;
 inline constexpr std::uint8_t kFlagRespBuffer = 1u << 1;  // Call: payload starts with the response RemoteBuffer
-inline constexpr std::uint8_t kFlagsKnown = kFlagRetransmit | kFlagRespBuffer;
+// OpenAck: the service is served by another engine of the peer (daemon/engines/):
+// status ServiceNotFound, aux = engine << 16 | that engine's bootstrap port.
+inline constexpr std::uint8_t kFlagRedirect = 1u << 2;
+inline constexpr std::uint8_t kFlagsKnown = kFlagRetransmit | kFlagRespBuffer | kFlagRedirect;
+constexpr std::uint32_t redirect_aux(std::uint32_t engine, std::uint16_t port) noexcept { return engine << 16 | port; }
+constexpr std::uint16_t redirect_port(std::uint32_t aux) noexcept { return static_cast<std::uint16_t>(aux & 0xFFFF); }
+constexpr std::uint32_t redirect_engine(std::uint32_t aux) noexcept { return aux >> 16; }
 
 }  // namespace ferry::wire

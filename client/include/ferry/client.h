@@ -76,6 +76,11 @@ struct AttachOptions {
   // event_fd() is then readable for a completion only while wait() sleeps,
   // so do not block on event_fd() with this set.
   bool busy_poll = false;
+  // The daemon engine to run on (0-based), e.g. one pinned on this
+  // process's NUMA node; -1: $FERRY_ENGINE when set, else the daemon puts
+  // the client on its least loaded engine. Asking for an engine the daemon
+  // does not run fails the attach with BadRequest.
+  int engine = -1;
 };
 
 // What the client refused or deferred (never reset). A well-behaved daemon
@@ -154,6 +159,8 @@ class Client {
   void detach() noexcept;
   ClientStats stats() const noexcept;
   std::uint32_t client_id() const noexcept;
+  // The daemon engine this client runs on (AttachOptions::engine).
+  std::uint32_t engine() const noexcept;
   std::uint64_t daemon_epoch() const noexcept;
 
   class Impl;

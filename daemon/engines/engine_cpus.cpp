@@ -1,0 +1,80 @@
+#include "daemon/engines/engine_cpus.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+namespace ferry::daemon {
+
+namespace {
+
+std::optional<int> cpu_number(std::string_view s) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size() || v < 0 || v >= CPU_SETSIZE) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::string> parse_cpu_list(std::string_view text, std::vector<int>& out) {
+  out.clear();
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    const std::string bad = "invalid CPU list item '" + std::string(item) + "' (expected N or N-M)";
+    const std::size_t dash = item.find('-');
+    const auto lo = cpu_number(item.substr(0, dash));
+    const auto hi = dash == std::string_view::npos ? lo : cpu_number(item.substr(dash + 1));
+    if (!lo || !hi || *hi < *lo) return bad;
+    for (int c = *lo; c <= *hi; ++c) out.push_back(c);
+  }
+  return std::nullopt;
+}
+
+std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::uint32_t engines_for_cpus(std::size_t cpus) noexcept {
+  const std::size_t n = cpus / 4;
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(n, 1, kMaxEngines));
+}
+
+std::optional<std::string> plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out) {
+  const std::vector<int> allowed = allowed_cpus();
+  out.engines = configured != 0 ? configured : engines_for_cpus(allowed.empty() ? 1 : allowed.size());
+  std::vector<int> listed;
+  if (auto bad = parse_cpu_list(cpu_list, listed)) return "engine-cpus: " + *bad;
+  for (int c : listed) {
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), c) == allowed.end()) {
+      return "engine-cpus: CPU " + std::to_string(c) + " is not one ferryd may run on (its affinity mask)";
+    }
+  }
+  out.cpus.assign(out.engines, -1);
+  for (std::uint32_t e = 0; e < out.engines && !listed.empty(); ++e) out.cpus[e] = listed[e % listed.size()];
+  return std::nullopt;
+}
+
+std::optional<std::string> pin_this_thread(int cpu) {
+  if (cpu < 0) return std::nullopt;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  const int rc = ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
+  if (rc != 0) return "cannot pin to CPU " + std::to_string(cpu) + ": " + std::strerror(rc);
+  return std::nullopt;
+}
+
+}  // namespace ferry::daemon

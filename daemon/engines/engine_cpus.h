@@ -1,0 +1,40 @@
+// How many engines ferryd runs and where: `--engines auto` sized from the
+// CPUs ferryd may use, `--engine-cpus` parsed and applied. Start-up only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry::daemon {
+
+inline constexpr std::uint32_t kMaxEngines = 64;
+
+// "2,3,8-11" -> {2,3,8,9,10,11}. An error naming the bad item, or nullopt.
+// Empty text: an empty list.
+[[nodiscard]] std::optional<std::string> parse_cpu_list(std::string_view text, std::vector<int>& out);
+
+// The CPUs in this process's affinity mask (sched_getaffinity).
+std::vector<int> allowed_cpus();
+
+// auto: one engine per four CPUs ferryd may run on, at least one, at most
+// kMaxEngines. A quarter leaves the rest of the host to the processes the
+// engines serve (trainers, shard servers): an engine that busy-polls while
+// its clients are busy costs them a core.
+std::uint32_t engines_for_cpus(std::size_t cpus) noexcept;
+
+// The engine count and each engine's CPU (-1: not pinned) from the
+// configuration. An error when a listed CPU is not one ferryd may run on.
+struct EnginePlan {
+  std::uint32_t engines = 1;
+  std::vector<int> cpus;  // one per engine
+};
+[[nodiscard]] std::optional<std::string> plan_engines(std::uint32_t configured, std::string_view cpu_list,
+                                                      EnginePlan& out);
+
+// Pins the calling thread to `cpu` (no-op for -1). An error text or nullopt.
+[[nodiscard]] std::optional<std::string> pin_this_thread(int cpu);
+
+}  // namespace ferry::daemon

@@ -1,0 +1,26 @@
+// What the engines of one ferryd share: the service directory, each
+// engine's bootstrap port (peers are redirected there) and the rings
+// between them. Made before the engine threads start; after that the ports
+// never change, the directory locks itself and each ring has one producer
+// and one consumer thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "daemon/engines/cross_link.h"
+#include "daemon/engines/service_directory.h"
+
+namespace ferry::daemon {
+
+struct EngineGroup {
+  explicit EngineGroup(std::uint32_t engines) : ports(engines, 0) {}
+  std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(ports.size()); }
+
+  std::vector<std::uint16_t> ports;  // each engine's bootstrap port (0: not listening)
+  ServiceDirectory directory;
+  std::unique_ptr<CrossRings> rings;  // null until the engines exist (their wake fds)
+};
+
+}  // namespace ferry::daemon
