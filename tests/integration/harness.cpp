@@ -1,5 +1,7 @@
 #include "tests/integration/harness.h"
 
+#include "control/json.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -103,6 +105,24 @@ long Daemon::status_number(const std::string& key) const {
   const auto colon = out.find(':', at);
   if (colon == std::string::npos) return -1;
   return std::strtol(out.c_str() + colon + 1, nullptr, 10);
+}
+
+long Daemon::engine_number(std::uint32_t engine, const std::string& key) const {
+  const std::string cmd = env_or_throw("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (::pclose(p) != 0) return -1;
+  const std::optional<json::Value> v = json::parse(out);
+  const json::Value* engines = v ? v->find("engines") : nullptr;
+  const json::Array* a = engines != nullptr ? engines->as_array() : nullptr;
+  if (a == nullptr || engine >= a->size()) return -1;
+  const json::Value* x = (*a)[engine].find(key);
+  const std::optional<std::int64_t> num = x != nullptr ? x->as_int() : std::nullopt;
+  return num ? static_cast<long>(*num) : -1;
 }
 
 bool Daemon::wait_clients(long want, std::chrono::milliseconds within) const {

@@ -38,6 +38,9 @@ class Daemon {
   long clients() const;
   // The same status -> the first number keyed `key` (e.g. a counter: "calls"), or -1.
   long status_number(const std::string& key) const;
+  // The same status -> engines[engine][key] (an engine's number: "clients",
+  // "cross_engine_in", ...), or -1.
+  long engine_number(std::uint32_t engine, const std::string& key) const;
   // Polls clients() until it equals `want` or the deadline passes.
   bool wait_clients(long want, std::chrono::milliseconds within) const;
   // Polls until 0 <= clients() <= most.

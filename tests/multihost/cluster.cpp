@@ -68,23 +68,36 @@ NetMode net_mode_from_env() {
 }
 
 std::uint16_t pick_free_port() {
+  constexpr std::uint16_t kPortsPerDaemon = 4;
   static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
                           static_cast<unsigned>(Clock::now().time_since_epoch().count()));
   static std::set<std::uint16_t> handed_out;  // never the same port twice in one process
   std::uniform_int_distribution<int> dist(20000, 32000);
   for (int tries = 0; tries < 200; ++tries) {
     const auto port = static_cast<std::uint16_t>(dist(rng));
-    if (handed_out.count(port)) continue;
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
+    // A ferryd with several engines listens on PORT+i for engine i: the
+    // next few ports must be free too (and are never handed out again).
+    bool ok = true;
+    for (std::uint16_t k = 0; k < kPortsPerDaemon && ok; ++k) {
+      const auto p = static_cast<std::uint16_t>(port + k);
+      if (handed_out.count(p)) {
+        ok = false;
+        break;
+      }
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        ok = false;
+        break;
+      }
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(p);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      ::close(fd);
+    }
     if (ok) {
-      handed_out.insert(port);
+      for (std::uint16_t k = 0; k < kPortsPerDaemon; ++k) handed_out.insert(static_cast<std::uint16_t>(port + k));
       return port;
     }
   }
