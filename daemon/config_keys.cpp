@@ -226,8 +226,9 @@ constexpr ConfigKey kKeys[] = {
                 "placed on it at attach (the least loaded engine, or the one a client asks for with "
                 "FERRY_ENGINE), their rings and calls, and its own channels to peer daemons. An op for a service "
                 "or a channel of another engine crosses to it through a ring between the two engines. auto counts "
-                "the CPUs of ferryd's affinity mask (taskset, systemd CPUAffinity=) at start-up. With --listen "
-                "HOST:PORT engine i listens for peers on PORT+i (docs/protocol.md).",
+                "the CPUs of ferryd's affinity mask (taskset, systemd CPUAffinity=) at start-up; the environment "
+                "variable FERRYD_ENGINES, when set, replaces auto. With --listen HOST:PORT engine i listens for "
+                "peers on PORT+i (docs/protocol.md).",
      .access = engines_access},
     {.name = "engine-cpus", .section = kServing, .value_name = "LIST",
      .summary = "CPUs to pin the engines to, e.g. 2,3 or 8-15 (engine i on the i-th, wrapping); empty: not pinned",

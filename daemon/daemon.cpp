@@ -129,8 +129,9 @@ int run_daemon(const Config& config) {
   facts.rails = &engines.engine(0).rail_facts();
   auto status = [&] {
     facts.draining = attach.draining();
-    totals();
+    // The snapshot first: each engine publishes its transports' counters with it.
     std::vector<peer::PeerInfo> peers = engines.peers_snapshot();
+    totals();
     facts.peers = [&peers] { return peer::peers_json(peers); };
     json::Value v = status_json(facts, attach.client_count());
     (*v.as_object())["engines"] = rates.json(peers);
@@ -139,7 +140,10 @@ int run_daemon(const Config& config) {
   ControlCommands commands;
   commands.status = status;
   commands.clients = [&] { return clients_json(attach.clients()); };
-  commands.counters = [&] { return counters_json(totals()); };
+  commands.counters = [&] {
+    (void)engines.peers_snapshot();  // the engines publish their transports' counters with it
+    return counters_json(totals());
+  };
   commands.peers = [&] { return peer::peers_json(engines.peers_snapshot()); };
   commands.channels = [&] { return peer::channels_json(engines.peers_snapshot()); };
   commands.drain = [&] {

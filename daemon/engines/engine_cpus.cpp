@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 namespace ferry::daemon {
@@ -54,6 +55,18 @@ std::uint32_t engines_for_cpus(std::size_t cpus) noexcept {
 
 std::optional<std::string> plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out) {
   const std::vector<int> allowed = allowed_cpus();
+  if (configured == 0) {
+    // FERRYD_ENGINES stands in for auto (test runs use it to put every
+    // ferryd they start on several engines).
+    if (const char* env = std::getenv("FERRYD_ENGINES"); env != nullptr && *env != '\0') {
+      std::uint32_t v = 0;
+      const auto [end, ec] = std::from_chars(env, env + std::strlen(env), v);
+      if (ec != std::errc{} || *end != '\0' || v < 1 || v > kMaxEngines) {
+        return "FERRYD_ENGINES: '" + std::string(env) + "' is not in [1, " + std::to_string(kMaxEngines) + "]";
+      }
+      configured = v;
+    }
+  }
   out.engines = configured != 0 ? configured : engines_for_cpus(allowed.empty() ? 1 : allowed.size());
   std::vector<int> listed;
   if (auto bad = parse_cpu_list(cpu_list, listed)) return "engine-cpus: " + *bad;

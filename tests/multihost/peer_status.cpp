@@ -137,6 +137,9 @@ std::optional<StatusView> read_status(const std::string& control, std::string* e
       s.rails.push_back(std::move(rv));
     }
   }
+  if (const json::Value* engines = v->find("engines"); engines != nullptr && engines->as_array() != nullptr) {
+    s.engines = engines->as_array()->size();
+  }
   if (const json::Value* counters = v->find("counters"); counters != nullptr && counters->is_object()) {
     for (const auto& [name, value] : *counters->as_object()) s.counters[name] = value.as_uint().value_or(0);
   }

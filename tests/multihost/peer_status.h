@@ -44,6 +44,7 @@ struct StatusView {
   std::vector<PeerView> peers;
   std::vector<RailView> rails;                    // empty on tcp
   std::map<std::string, std::uint64_t> counters;  // the daemon's `counters` object
+  std::size_t engines = 1;                        // entries of its `engines` array
 
   // A counter by name; 0 when the daemon does not report it.
   std::uint64_t counter(const std::string& name) const {
