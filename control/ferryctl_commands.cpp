@@ -114,7 +114,8 @@ int run_command(const Options& o) {
     case CtlCommand::Help: print(usage_text()); return kExitOk;
     case CtlCommand::Version: print("ferryctl " FERRY_VERSION "\n"); return kExitOk;
     case CtlCommand::Status:
-      return show(o, control::call(o.control_path, Command::Status, timeout_of(o)), Command::Status, render_status);
+      return show(o, control::call(o.control_path, Command::Status, timeout_of(o)), Command::Status,
+                  o.all ? render_status_all : render_status);
     case CtlCommand::Clients:
       return show(o, control::call(o.control_path, Command::Clients, timeout_of(o)), Command::Clients, render_clients);
     case CtlCommand::Counters:

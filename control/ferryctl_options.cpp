@@ -69,6 +69,7 @@ po::options_description option_table() {
                   "control socket (default: $FERRY_CONTROL, else dirname($FERRY_SOCKET)/control.sock, else "
                   "/run/ferry/control.sock)")("json", po::bool_switch(),
                                               "print the daemon's JSON result (top: one object per refresh)")(
+      "all", po::bool_switch(), "status: list every counter, not only those that are not 0")(
       "interval", po::value<std::string>()->value_name("S"), "top: seconds between refreshes (default 1)")(
       "count", po::value<std::string>()->value_name("N"), "top: exit after N refreshes")(
       "timeout", po::value<std::string>()->value_name("S"), "seconds to wait for the daemon (default 5)")(
@@ -113,6 +114,7 @@ ParseOutcome parse_options(const std::vector<std::string>& args) {
   if (vm["help"].as<bool>()) command = CtlCommand::Help;
   if (vm["version"].as<bool>() && command != CtlCommand::Help) command = CtlCommand::Version;
   o.json = vm["json"].as<bool>();
+  o.all = vm["all"].as<bool>();
   if (vm.count("control")) {
     const auto& v = vm["control"].as<std::string>();
     if (v.empty()) return usage_error("--control needs a socket path");

@@ -29,6 +29,7 @@ struct Options {
   CtlCommand command = CtlCommand::Help;
   std::string control_path;  // resolved: --control, else the environment
   bool json = false;
+  bool all = false;         // status: every counter, not only those that moved
   double interval_s = 1.0;  // top
   int count = 0;            // top: refreshes before exiting; 0 = until q/Ctrl-C
   double timeout_s = 5.0;   // per request

@@ -176,7 +176,24 @@ std::string render_counters(const json::Value& counters) {
   return format_table(Row{"COUNTER", "VALUE"}, rows);
 }
 
-std::string render_status(const json::Value& status) {
+std::string_view counter_group(std::string_view n) noexcept {
+  auto starts = [&](std::string_view p) { return n.substr(0, p.size()) == p; };
+  if (starts("engine_") || starts("spin_") || n == "corrupt_rings" || n == "cq_overflows") return "engine";
+  if (starts("rdma_") || starts("rendezvous_") || starts("key_windows") || n == "split_reads" ||
+      n == "eager_responses" || starts("receive_pool")) {
+    return "rdma and receive credits";
+  }
+  if (n == "rnr_naks" || n == "retransmits" || n == "recoveries" || n == "credit_stalls" || n == "window_stalls" ||
+      n == "reply_stalls" || n == "answer_stalls" || n == "staged" || n == "busy_rejects" || n == "lane_rebuilds") {
+    return "flow control and recovery";
+  }
+  if (starts("peer_") || starts("remote_") || starts("channel") || n == "heartbeats_missed") return "peers";
+  return "clients and operations";
+}
+
+namespace {
+
+std::string status_text(const json::Value& status, bool all) {
   auto text = [&](std::string_view key) {
     const json::Value* v = status.find(key);
     return v == nullptr ? std::string("-") : cell_text(*v);
@@ -202,19 +219,76 @@ std::string render_status(const json::Value& status) {
     std::snprintf(buf, sizeof buf, "%.3fs user, %.3fs sys", *user->as_double() / 1e6, *sys->as_double() / 1e6);
     out += std::string("cpu:        ") + buf + "\n";
   }
+  if (std::string engines = render_engines(status); !engines.empty()) out += "\nengines:\n" + engines;
   out += "\npeers:\n";
   const json::Value* peers = status.find("peers");
-  out += render_object_list(peers == nullptr ? json::Value(json::Array{}) : *peers, kPeerColumns, "no peers", "  ");
-  out += "\ncounters:\n";
-  const json::Value* counters = status.find("counters");
-  if (counters == nullptr || counters->as_object() == nullptr || counters->as_object()->empty()) {
-    out += "  no counters\n";
+  const json::Array* pa = peers == nullptr ? nullptr : peers->as_array();
+  if (pa == nullptr || pa->empty()) {
+    out += "  no peers\n";
   } else {
+    // A line each (ferryctl peers has every column).
     std::vector<Row> rows;
-    for (const auto& [k, v] : *counters->as_object()) rows.push_back(Row{k, cell_text(v)});
-    out += format_table(Row{"COUNTER", "VALUE"}, rows, "  ");
+    for (const json::Value& p : *pa) {
+      auto cell = [&](std::string_view k) {
+        const json::Value* v = p.find(k);
+        return v == nullptr ? std::string("-") : cell_text(*v);
+      };
+      rows.push_back(Row{cell("addr"), cell("engine"), cell("state"), cell("qps"), cell("rtt_us"), cell("endpoints"),
+                         cell("window_stalls"), cell("rnr_naks")});
+    }
+    out += format_table(Row{"ADDR", "ENGINE", "STATE", "QPS", "RTT_US", "ENDPOINTS", "WINDOW_STALLS", "RNR_NAKS"}, rows,
+                        "  ");
   }
+  const json::Value* counters = status.find("counters");
+  const json::Object* co = counters == nullptr ? nullptr : counters->as_object();
+  if (co == nullptr || co->empty()) return out + "\ncounters:\n  no counters\n";
+  // Grouped, in a fixed order; without --all only those that moved.
+  static constexpr std::string_view kGroups[] = {"clients and operations", "engine", "peers",
+                                                 "flow control and recovery", "rdma and receive credits"};
+  std::size_t hidden = 0;
+  for (std::string_view g : kGroups) {
+    std::vector<Row> rows;
+    for (const auto& [k, v] : *co) {
+      if (counter_group(k) != g) continue;
+      if (!all && v.as_uint() == std::optional<std::uint64_t>(0)) {
+        ++hidden;
+        continue;
+      }
+      rows.push_back(Row{k, cell_text(v)});
+    }
+    if (rows.empty()) continue;
+    out += "\n" + std::string(g) + ":\n" + format_table(Row{"COUNTER", "VALUE"}, rows, "  ");
+  }
+  if (hidden != 0) out += "\n(" + std::to_string(hidden) + " counters at 0 not shown; --all lists them)\n";
   return out;
 }
+
+}  // namespace
+
+std::string render_engines(const json::Value& status, std::string_view indent) {
+  const json::Value* engines = status.find("engines");
+  const json::Array* a = engines == nullptr ? nullptr : engines->as_array();
+  if (a == nullptr || a->empty()) return {};
+  std::vector<Row> rows;
+  for (const json::Value& e : *a) {
+    auto cell = [&](std::string_view k) {
+      const json::Value* v = e.find(k);
+      return v == nullptr || v->is_null() ? std::string("-") : cell_text(*v);
+    };
+    std::string busy = "-";
+    if (const json::Value* b = e.find("busy_fraction"); b != nullptr && b->as_double()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.0f%%", *b->as_double() * 100);
+      busy = buf;
+    }
+    rows.push_back(Row{cell("id"), cell("cpu"), cell("clients"), cell("lanes"), cell("msgs_per_s"), busy,
+                       cell("cross_engine_in"), cell("cross_engine_out")});
+  }
+  return format_table(Row{"ENGINE", "CPU", "CLIENTS", "LANES", "MSGS/S", "BUSY", "CROSS IN", "CROSS OUT"}, rows,
+                      indent);
+}
+
+std::string render_status(const json::Value& status) { return status_text(status, false); }
+std::string render_status_all(const json::Value& status) { return status_text(status, true); }
 
 }  // namespace ferry::ctl

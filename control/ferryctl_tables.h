@@ -23,7 +23,14 @@ std::string cell_text(const json::Value& v);
 std::string format_bytes(std::uint64_t bytes);      // "512 B", "64.0 MiB"
 std::string format_duration(std::int64_t seconds);  // "3d 04h 05m 06s", "42s"
 
+// The status for a screen: the daemon, its engines, its peers and the
+// counters that are not 0, grouped (render_status_all: every counter).
 std::string render_status(const json::Value& status);
+std::string render_status_all(const json::Value& status);
+// The "engines" array as a table (status, top); "" when there is none.
+std::string render_engines(const json::Value& status, std::string_view indent = "  ");
+// The group a counter is shown under (status).
+std::string_view counter_group(std::string_view name) noexcept;
 std::string render_clients(const json::Value& clients);
 std::string render_counters(const json::Value& counters);
 // An array of objects as a table: `preferred` columns first (when present in

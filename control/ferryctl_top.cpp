@@ -106,6 +106,7 @@ std::string render_top_frame(const json::Value* prev, const json::Value& cur, do
   }
   std::snprintf(buf, sizeof buf, "    (every %gs, q to quit)\n\n", interval_s);
   out += buf;
+  if (std::string engines = render_engines(cur, ""); !engines.empty()) out += engines + "\n";
   std::vector<Row> rows;
   const json::Value* counters = cur.find("counters");
   if (const json::Object* o = counters == nullptr ? nullptr : counters->as_object()) {
@@ -127,6 +128,7 @@ json::Value top_json(const json::Value* prev, const json::Value& cur, double dt_
   if (const json::Value* up = cur.find("uptime_s")) out["uptime_s"] = *up;
   const json::Value* counters = cur.find("counters");
   out["counters"] = counters == nullptr ? json::Value(json::Object{}) : *counters;
+  if (const json::Value* engines = cur.find("engines")) out["engines"] = *engines;
   if (prev != nullptr) {
     out["interval_s"] = dt_s;
     json::Object rates;

@@ -22,6 +22,11 @@ std::optional<std::string> sample_value(const json::Value& v) {
   return std::nullopt;
 }
 
+std::string cell_id(const json::Value& v) {
+  if (auto u = v.as_uint()) return std::to_string(*u);
+  return "?";
+}
+
 void family(std::string& out, const std::string& name, std::string_view type, std::string_view help) {
   out += "# HELP " + name + " ";
   out += help;  // help text is ours: no backslashes or newlines to escape
@@ -43,6 +48,36 @@ void gauge_from(std::string& out, const json::Value& status, std::string_view ke
   if (!value) return;
   family(out, name, "gauge", help);
   out += name + " " + *value + "\n";
+}
+
+// One sample per engine of each of its numbers, labelled engine="ID".
+void engine_samples(std::string& out, const json::Value& status) {
+  const json::Value* engines = status.find("engines");
+  const json::Array* a = engines == nullptr ? nullptr : engines->as_array();
+  if (a == nullptr || a->empty()) return;
+  struct Metric {
+    std::string_view key, name, type, help;
+  };
+  static constexpr Metric kMetrics[] = {
+      {"clients", "ferry_engine_clients", "gauge", "Clients placed on the engine."},
+      {"lanes", "ferry_engine_lanes", "gauge", "Data lanes (QPs or TCP connections) the engine owns."},
+      {"msgs_per_s", "ferry_engine_messages_per_second", "gauge",
+       "Client ops completed plus peers' messages delivered by the engine, per second (last second)."},
+      {"busy_fraction", "ferry_engine_busy_ratio", "gauge",
+       "Share of the last second the engine spent in turns that did work."},
+      {"cross_engine_in", "ferry_engine_cross_in_total", "counter", "Messages the engine took from other engines."},
+      {"cross_engine_out", "ferry_engine_cross_out_total", "counter", "Messages the engine handed to other engines."},
+  };
+  for (const Metric& m : kMetrics) {
+    family(out, std::string(m.name), m.type, m.help);
+    for (const json::Value& e : *a) {
+      const json::Value* id = e.find("id");
+      const json::Value* v = e.find(m.key);
+      std::optional<std::string> value = v == nullptr ? std::nullopt : sample_value(*v);
+      if (id == nullptr || !value) continue;
+      out += std::string(m.name) + "{engine=\"" + escape_label_value(cell_id(*id)) + "\"} " + *value + "\n";
+    }
+  }
 }
 
 }  // namespace
@@ -96,6 +131,8 @@ std::string render_prometheus(const json::Value& status) {
              *sample_value(json::Value(*v->as_double() / 1e6)) + "\n";
     }
   }
+
+  engine_samples(out, status);
 
   const json::Value* counters = status.find("counters");
   if (const json::Object* o = counters == nullptr ? nullptr : counters->as_object()) {
