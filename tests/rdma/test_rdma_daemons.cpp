@@ -121,17 +121,23 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
   stop.signal();
   CHECK(reap(server, 10s) == 0);
 
-  // Both daemons: transport rdma, one peer with k lanes (QPs) all on rdma.
+  // Both daemons: transport rdma, one peer entry per pair of engines that
+  // carried traffic (one with a single engine), each with k lanes (QPs) all on rdma.
   for (const Node* n : {&a, &b}) {
     std::string err;
     bool held = false;
-    const auto v = poll_status(
-        n->control(), 5s, [&](const StatusView& s) { return s.peers.size() == 1 && s.peers[0].state == "Up"; }, &held,
-        &err);
+    auto all_up = [](const StatusView& s) {
+      bool up = !s.peers.empty() && s.peers.size() <= s.engines;
+      for (const auto& p : s.peers) up = up && p.state == "Up";
+      return up;
+    };
+    const auto v = poll_status(n->control(), 5s, all_up, &held, &err);
     INFO(n->listen() << ": " << err << (v ? "\n" + describe(*v) : ""));
     REQUIRE(held);
-    CHECK(v->peers[0].channels.size() == kLanes);
-    for (const auto& ch : v->peers[0].channels) CHECK(ch.transport == "rdma");
+    for (const auto& p : v->peers) {
+      CHECK(p.channels.size() == kLanes);
+      for (const auto& ch : p.channels) CHECK(ch.transport == "rdma");
+    }
     const auto s = status_json(*n);
     REQUIRE(s);
     const json::Value* t = s->find("transport");

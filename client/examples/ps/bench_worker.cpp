@@ -37,7 +37,7 @@ bool BenchWorker::finish(Ticket t, const char* what, std::string* error) {
 }
 
 bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes,
-                          std::string* error) {
+                          std::string* error, std::chrono::nanoseconds late) {
   for (auto& k : keys_) k = zipf_(rng_);
   const bool dense = load_.dense > 0;
 
@@ -52,7 +52,7 @@ bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench
   const bool pulled = finish(rows.value, "pull", error) && (!dense || finish(dense_rows.value, "dense pull", error));
   auto t1 = bench::SteadyClock::now();
   if (!pulled) return false;
-  if (pulls) pulls->record(t1 - t0);
+  if (pulls) pulls->record(t1 - t0 + late);
 
   // Use the rows where they landed; the gradient of a row sums those of its
   // key's draws (the model's gradient does not read the values).
@@ -88,7 +88,7 @@ bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench
   if (!pushed) return false;
   w_.release(push.value);
   if (dense) w_.release(dense_push.value);
-  if (pushes) pushes->record(t1 - t0);
+  if (pushes) pushes->record(t1 - t0 + late);
   return true;
 }
 

@@ -4,6 +4,7 @@
 // rows where they landed, push them back.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -21,8 +22,11 @@ class BenchWorker {
   BenchWorker(Worker& worker, const Workload& workload, std::uint32_t worker_id);
 
   // One iteration (`it` feeds the gradients). Records the pull and push
-  // latencies when recorders are given. False on any failure.
-  bool iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes, std::string* error);
+  // latencies when recorders are given, each plus `late`: how long after
+  // its intended start the iteration began (open loop, --rate). False on
+  // any failure.
+  bool iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes, std::string* error,
+               std::chrono::nanoseconds late = std::chrono::nanoseconds{0});
 
   // Test-only fault injection: skip the push of iteration `it`.
   void skip_push_at(std::uint32_t it) { skip_push_ = it; }

@@ -98,9 +98,10 @@ int run_bench(const PsOptions& o) {
   const double ops_per_s = static_cast<double>(ops) / wall_s;
   const double cpu_per_op = ops ? static_cast<double>(cpu_total) / static_cast<double>(ops) : 0;
 
-  std::printf("ferry-ps bench: transport %s, %u workers x %u shards, %llu keys, dim %u, batch %u, %u iters\n",
+  std::printf("ferry-ps bench: transport %s, %u workers x %u shards, %llu keys, dim %u, batch %u, %u iters%s\n",
               std::string(to_string(o.transport)).c_str(), o.workers, o.workload.shards,
-              static_cast<unsigned long long>(o.workload.keys), o.workload.dim, o.workload.batch, o.iters);
+              static_cast<unsigned long long>(o.workload.keys), o.workload.dim, o.workload.batch, o.iters,
+              o.rate > 0 ? (", open loop at " + std::to_string(static_cast<long long>(o.rate)) + " ops/s").c_str() : "");
   print_summary("pull", pull);
   print_summary("push", push);
   std::printf(
@@ -116,7 +117,7 @@ int run_bench(const PsOptions& o) {
         "\"push_mean_us\":%.3f,\"push_p50_us\":%.3f,\"push_p99_us\":%.3f,\"push_p999_us\":%.3f,\"push_max_us\":%.3f,"
         "\"ops_per_s\":%.1f,\"keys_per_s\":%.1f,\"wall_s\":%.4f,\"cpu_us_per_op\":%.3f,\"cpu_total_us\":%llu,"
         "\"cpu_workers_us\":%llu,\"cpu_shards_us\":%llu,\"cpu_daemons_us\":%llu,\"cpu_self_us\":%llu,"
-        "\"daemon_cpu_included\":%s,\"rss_kb\":%llu}\n",
+        "\"daemon_cpu_included\":%s,\"rss_kb\":%llu,\"offered_ops_per_s\":%s}\n",
         std::string(to_string(o.transport)).c_str(), o.workers, o.workload.shards,
         static_cast<unsigned long long>(o.workload.keys), o.workload.dim, o.workload.batch, o.iters,
         static_cast<unsigned long long>(pull.samples), static_cast<unsigned long long>(push.samples),
@@ -125,7 +126,8 @@ int run_bench(const PsOptions& o) {
         static_cast<double>(keys) / wall_s, wall_s, cpu_per_op, static_cast<unsigned long long>(cpu_total),
         static_cast<unsigned long long>(worker_cpu), static_cast<unsigned long long>(cpu.servers_us),
         static_cast<unsigned long long>(cpu.daemon_us), static_cast<unsigned long long>(cpu.self_us),
-        controls.empty() ? "null" : (cpu.daemon_included ? "true" : "false"), static_cast<unsigned long long>(rss_kb));
+        controls.empty() ? "null" : (cpu.daemon_included ? "true" : "false"), static_cast<unsigned long long>(rss_kb),
+        o.rate > 0 ? std::to_string(o.rate).c_str() : "null");
   }
   return 0;
 }

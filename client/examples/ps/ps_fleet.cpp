@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <random>
+#include <thread>
 #include <fstream>
 
 #include "bench_worker.h"
@@ -55,6 +57,41 @@ bool read_line(int fd, std::chrono::steady_clock::time_point deadline, std::stri
   }
 }
 
+// --rate: when each iteration is meant to start (Poisson arrivals at
+// `per_s` per second from the first call; 0: closed loop, no waiting).
+// next() waits for the next arrival and says how late the iteration
+// starts; an iteration that could not start on time starts at once.
+class OpenLoop {
+ public:
+  OpenLoop(double per_s, std::uint64_t seed) : on_(per_s > 0), gap_(on_ ? per_s : 1.0), rng_(seed) {}
+
+  std::chrono::nanoseconds next() {
+    if (!on_) return std::chrono::nanoseconds{0};
+    const auto now = bench::SteadyClock::now();
+    if (!started_) {
+      started_ = true;
+      due_ = now;
+    }
+    due_ += std::chrono::duration_cast<bench::SteadyClock::duration>(std::chrono::duration<double>(gap_(rng_)));
+    if (due_ > now) {
+      // Sleep most of the wait, then spin the rest: a timer's wake-up
+      // lateness would count as latency.
+      if (due_ - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(due_ - std::chrono::microseconds(100));
+      while (bench::SteadyClock::now() < due_) {
+      }
+      return std::chrono::nanoseconds{0};
+    }
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(now - due_);
+  }
+
+ private:
+  bool on_;
+  bool started_ = false;
+  std::exponential_distribution<double> gap_;
+  std::mt19937_64 rng_;
+  bench::SteadyClock::time_point due_{};
+};
+
 // The worker process body: warm up, say ready, wait for go, run, report.
 int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, std::uint32_t id, int report_fd,
                 int go_fd) {
@@ -79,8 +116,9 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
   }
   const std::uint64_t cpu0 = bench::self_cpu_us();
   bool ok = true;
+  OpenLoop arrivals(o.rate / 2.0 / o.workers, o.workload.seed ^ (0x5851F42D4C957F2Dull * (id + 1)));
   for (std::uint32_t it = o.warmup; it < o.warmup + o.iters && ok; ++it)
-    ok = worker.iterate(it, &pulls, &pushes, &error);
+    ok = worker.iterate(it, &pulls, &pushes, &error, arrivals.next());
   head.cpu_us = bench::self_cpu_us() - cpu0;
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -31,13 +31,18 @@ constexpr const char* kUsage = R"(usage:
                   [--socket PATH] [--server-socket PATH] [--target HOST:PORT] [--json]
                   [--latency-dump FILE] [--batch B] [--skew S] [--lr LR] [--dense F]
                   [--warmup I] [--seed N] [--busy-poll] [--worker-netns NS] [--shard-netns NS]
-                  [--shard-pool N]
+                  [--shard-pool N] [--rate OPS]
   ferry-ps check  (same options; deterministic run, then every parameter is compared
                   with a sequential in-process reference; exit 0 only when all match)
   ferry-ps server --shard i/n --keys K --dim D [--transport ferry|tcp] [--socket PATH]
                   [--listen HOST:PORT] [--batch B] [--dense F] [--lr LR] [--shard-pool N]
   ferry-ps worker --worker-id W --shards M --keys K --dim D --iters I [--transport ferry|tcp]
                   [--socket PATH] [--target HOST:PORT] [--shard-addrs A,B,...]
+
+--rate OPS: open loop. Each worker starts its iterations (a pull, then a push: two
+ops) at Poisson arrivals, OPS/2 per second over all workers, and each op's latency
+counts from its intended start, so a stall shows as latency instead of a slower
+offered load. Without it each worker starts the next iteration when the last ends.
 
 Defaults: --workers 2 --shards 2 --keys 100000 --dim 64 --iters 1000 --batch 512
 --skew 0.99 --lr 0.125 --dense 0 --warmup 20 --seed 1. Shards serve "ps-shard-<i>"
@@ -96,7 +101,7 @@ po::options_description describe() {
       "listen", text(), "server --transport tcp: HOST:PORT")("latency-dump", text(), "FILE")(
       "worker-netns", text(), "NS")("shard-netns", text(), "NS")("shard-pool", text(), "response buffers per shard")(
       "fault-skip-push", text(), "tests: worker 0 drops this push")("worker-id", text(), "worker: its number")(
-      "shard", text(), "server: i/n")("shard-addrs", text(), "worker --transport tcp: A,B,...");
+      "shard", text(), "server: i/n")("rate", text(), "bench: offered ops/s over all workers (open loop)")("shard-addrs", text(), "worker --transport tcp: A,B,...");
   return d;
 }
 
@@ -148,6 +153,7 @@ void apply_options(const po::variables_map& vm, PsOptions* o) {
     w.shards = static_cast<std::uint32_t>(n);
   }
   if (has("shard-addrs")) o->shard_addresses = split_commas(str("shard-addrs"));
+  if (has("rate")) o->rate = to_double("rate", str("rate"), 1, 1e9);
 }
 
 int usage_error(const std::string& what) {

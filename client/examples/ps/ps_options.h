@@ -33,6 +33,9 @@ struct PsOptions {
   bool busy_poll = false;
   std::uint32_t shard_pool = 0;  // ferry shards' response buffers; 0: 2 x workers + 4 (bench/check), 64 (server)
   std::string latency_dump;
+  // bench: offered ops/s over all workers (open loop, Poisson arrivals per
+  // worker; latency from each op's intended start); 0: closed loop.
+  double rate = 0;
   std::string worker_netns;  // bench/check: run workers / shards inside these network namespaces
   std::string shard_netns;
   // Test-only fault: worker 0 skips its push at this iteration, so check must fail.
