@@ -28,13 +28,7 @@ std::string clean_name(const char (&raw)[shm::kClientNameBytes]) {
 }  // namespace
 
 AttachServer::AttachServer(asio::io_context& io, const Config& config, EngineSet& engines, std::uint64_t epoch)
-    : io_(io),
-      config_(config),
-      engines_(engines),
-      epoch_(epoch),
-      listener_(io),
-      retry_timer_(io),
-      backoff_timer_(io) {
+    : io_(io), config_(config), engines_(engines), epoch_(epoch), listener_(io), retry_timer_(io), backoff_timer_(io) {
   for (std::uint32_t e = 0; e < engines.size(); ++e) {
     engine_events_.push_back(std::make_unique<asio::posix::stream_descriptor>(io));
   }

@@ -83,8 +83,8 @@ class AttachServer {
   asio::steady_timer retry_timer_;
   asio::steady_timer backoff_timer_;
   AcceptBackoff backoff_{"attach socket"};
-  bool accept_armed_ = false;          // an async_wait on the listener is pending
-  bool backing_off_ = false;           // accept failed for want of resources: waiting
+  bool accept_armed_ = false;  // an async_wait on the listener is pending
+  bool backing_off_ = false;   // accept failed for want of resources: waiting
   // An engine's queue was full: retried on a timer, in order.
   std::vector<std::pair<std::uint32_t, EngineCommand>> unsent_;
   std::set<ConnPtr> handshaking_;

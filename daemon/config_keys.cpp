@@ -7,8 +7,8 @@
 #include <arpa/inet.h>
 
 #include <limits>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 #include "daemon/engines/engine_cpus.h"
 #include "daemon/target.h"
@@ -142,14 +142,13 @@ constexpr KeyAccess engines_access{
     },
     [](const Config& c) { return c.engines == 0 ? std::string("auto") : std::to_string(c.engines); }};
 
-constexpr KeyAccess engine_cpus_access{
-    [](Config& c, std::string_view t) -> std::optional<std::string> {
-      std::vector<int> cpus;
-      if (auto bad = parse_cpu_list(t, cpus)) return bad;
-      c.engine_cpus = std::string(t);
-      return std::nullopt;
-    },
-    [](const Config& c) { return c.engine_cpus; }};
+constexpr KeyAccess engine_cpus_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
+                                         std::vector<int> cpus;
+                                         if (auto bad = parse_cpu_list(t, cpus)) return bad;
+                                         c.engine_cpus = std::string(t);
+                                         return std::nullopt;
+                                       },
+                                       [](const Config& c) { return c.engine_cpus; }};
 
 constexpr KeyAccess config_file_access = text<&Config::config_file>();
 

@@ -122,8 +122,9 @@ void Engine::listen() {
   // Engine i listens on PORT+i (port 0: each picks its own); peers are
   // redirected to it for its services (engines/open_router.h).
   const std::uint32_t port = at->port == 0 ? 0 : at->port + index_;
-  if (port > 0xFFFF) throw std::runtime_error("--listen " + config_.listen + ": no port left for engine " +
-                                              std::to_string(index_));  // start-up only
+  if (port > 0xFFFF)
+    throw std::runtime_error("--listen " + config_.listen + ": no port left for engine " +
+                             std::to_string(index_));  // start-up only
   auto r = peers_->listen(at->host, static_cast<std::uint16_t>(port));
   if (!r) {
     throw std::runtime_error("cannot listen for peers on " + at->host + ":" + std::to_string(port) + " (engine " +

@@ -85,8 +85,9 @@ Target parse_target(std::string_view text, const std::optional<HostPort>& own,
   if (!hp) return t;
   t.service = service;
   bool local = false;
-  const bool ours = hp->port != 0 && own && (hp->port == own->port || std::find(own_ports.begin(), own_ports.end(),
-                                                                                hp->port) != own_ports.end());
+  const bool ours =
+      hp->port != 0 && own &&
+      (hp->port == own->port || std::find(own_ports.begin(), own_ports.end(), hp->port) != own_ports.end());
   if (ours) {
     local = hp->host == own->host || (is_wildcard(own->host) && is_loopback(hp->host));
   }

@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <string>
 #include <cstring>
+#include <string>
 
 namespace ferry::daemon {
 

@@ -13,7 +13,6 @@
 #include <unordered_map>
 #include <vector>
 
-
 namespace ferry::daemon {
 
 struct Service {

@@ -52,7 +52,7 @@ class Dispatcher {
   OpenRouter& router_;
   Forwarder& forwarder_;
   Counters& counters_;
-  std::uint32_t call_timeout_ms_;       // a Call's timeout when it gives none
+  std::uint32_t call_timeout_ms_;  // a Call's timeout when it gives none
 };
 
 }  // namespace ferry::daemon

@@ -98,10 +98,11 @@ int run_bench(const PsOptions& o) {
   const double ops_per_s = static_cast<double>(ops) / wall_s;
   const double cpu_per_op = ops ? static_cast<double>(cpu_total) / static_cast<double>(ops) : 0;
 
-  std::printf("ferry-ps bench: transport %s, %u workers x %u shards, %llu keys, dim %u, batch %u, %u iters%s\n",
-              std::string(to_string(o.transport)).c_str(), o.workers, o.workload.shards,
-              static_cast<unsigned long long>(o.workload.keys), o.workload.dim, o.workload.batch, o.iters,
-              o.rate > 0 ? (", open loop at " + std::to_string(static_cast<long long>(o.rate)) + " ops/s").c_str() : "");
+  std::printf(
+      "ferry-ps bench: transport %s, %u workers x %u shards, %llu keys, dim %u, batch %u, %u iters%s\n",
+      std::string(to_string(o.transport)).c_str(), o.workers, o.workload.shards,
+      static_cast<unsigned long long>(o.workload.keys), o.workload.dim, o.workload.batch, o.iters,
+      o.rate > 0 ? (", open loop at " + std::to_string(static_cast<long long>(o.rate)) + " ops/s").c_str() : "");
   print_summary("pull", pull);
   print_summary("push", push);
   std::printf(

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
-#include <fstream>
 
 #include "bench_worker.h"
 #include "cpu_accounting.h"
@@ -76,7 +76,8 @@ class OpenLoop {
     if (due_ > now) {
       // Sleep most of the wait, then spin the rest: a timer's wake-up
       // lateness would count as latency.
-      if (due_ - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(due_ - std::chrono::microseconds(100));
+      if (due_ - now > std::chrono::microseconds(200))
+        std::this_thread::sleep_until(due_ - std::chrono::microseconds(100));
       while (bench::SteadyClock::now() < due_) {
       }
       return std::chrono::nanoseconds{0};

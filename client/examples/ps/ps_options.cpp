@@ -101,7 +101,8 @@ po::options_description describe() {
       "listen", text(), "server --transport tcp: HOST:PORT")("latency-dump", text(), "FILE")(
       "worker-netns", text(), "NS")("shard-netns", text(), "NS")("shard-pool", text(), "response buffers per shard")(
       "fault-skip-push", text(), "tests: worker 0 drops this push")("worker-id", text(), "worker: its number")(
-      "shard", text(), "server: i/n")("rate", text(), "bench: offered ops/s over all workers (open loop)")("shard-addrs", text(), "worker --transport tcp: A,B,...");
+      "shard", text(), "server: i/n")("rate", text(), "bench: offered ops/s over all workers (open loop)")(
+      "shard-addrs", text(), "worker --transport tcp: A,B,...");
   return d;
 }
 
