@@ -54,8 +54,17 @@ int run_daemon(const Config& config) {
   spdlog::info("{} (checked against the device at engine start)", transport.reason);
   log_fault_injection_state();
 
+  EnginePlan plan;
+  if (auto bad = plan_engines(config.engines, config.engine_cpus, plan)) {
+    spdlog::error("{}", *bad);
+    return 1;
+  }
+  spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",
+               config.engines == 0 ? "engines auto: one per four CPUs ferryd may use" : "engines",
+               config.engine_cpus.empty() ? std::string() : ", pinned to CPUs " + config.engine_cpus);
+
   DescriptorLimit fds;
-  if (auto bad = ensure_descriptor_limit(config, &fds)) {
+  if (auto bad = ensure_descriptor_limit(config, plan.engines, &fds)) {
     spdlog::error("{}", *bad);
     return 1;
   }
@@ -102,14 +111,6 @@ int run_daemon(const Config& config) {
   // this (asio) thread; the engine keeps the start-up `config`, so a reload
   // never races with the engine thread.
   Config live = config;
-  EnginePlan plan;
-  if (auto bad = plan_engines(config.engines, config.engine_cpus, plan)) {
-    spdlog::error("{}", *bad);
-    return 1;
-  }
-  spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",
-               config.engines == 0 ? "engines auto: one per four CPUs ferryd may use" : "engines",
-               config.engine_cpus.empty() ? std::string() : ", pinned to CPUs " + config.engine_cpus);
   EngineSet engines(config, plan, random_u64(), epoch);
   engines.start();
 

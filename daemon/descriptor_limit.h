@@ -22,8 +22,9 @@ inline constexpr std::uint64_t kDescriptorsPerClient = 4;
 // Listeners, epoll, eventfds, log and rdma device files, with room to
 // spare; the tcp transport's connections (peer-max-connections) come on top.
 inline constexpr std::uint64_t kBaseDescriptors = 96;
+inline constexpr std::uint64_t kDescriptorsPerEngine = 16;
 
-std::uint64_t descriptors_needed(const Config& c) noexcept;
+std::uint64_t descriptors_needed(const Config& c, std::uint32_t engines = 1) noexcept;
 
 struct DescriptorLimit {
   std::uint64_t needed = 0;
@@ -36,6 +37,7 @@ struct DescriptorLimit {
 // caller logs a raise); when the hard limit is too low, an error naming
 // max-clients, control-max-connections, peer-max-connections, the numbers
 // and the fix.
-[[nodiscard]] std::optional<std::string> ensure_descriptor_limit(const Config& c, DescriptorLimit* out);
+[[nodiscard]] std::optional<std::string> ensure_descriptor_limit(const Config& c, std::uint32_t engines,
+                                                                 DescriptorLimit* out);
 
 }  // namespace ferry::daemon
