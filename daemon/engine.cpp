@@ -170,7 +170,7 @@ std::size_t Engine::poll_peers() {
     loop_.next_tick_ns = now + kTickNs;
     work += peers_->tick(now);
   }
-  publish_peers(now, peers_->take_changed());
+  if (const bool changed = peers_->take_changed(); snapshot_.due(now, changed)) publish_peers(now, changed);
   return work;
 }
 

@@ -17,17 +17,19 @@
 namespace ferry::daemon {
 
 std::size_t Engine::turn() {
-  std::size_t work = drain_commands();
-  work += poll_cross();  // other engines: ops to run here, completions of ours run there
-  work += poll_peers();  // peer daemons: handshakes, heartbeats, their traffic
+  // Each step is asked only when it may have work (an inline check): an
+  // idle component costs a load, not a call (docs/benchmarks/engines.md).
+  std::size_t work = control_.commands_waiting() ? drain_commands() : 0;
+  if (!forwarder_.link().single()) work += poll_cross();  // other engines: ops to run here, completions
+  work += poll_peers();                                   // peer daemons: handshakes, heartbeats, traffic
   work += poll_submissions();
-  work += parking_.retry();
-  work += proxy_.retry_staged();
-  work += remote_.poll_keys();  // keys bound or closed: requests go, ops end
-  work += expire();
+  if (!parking_.empty()) work += parking_.retry();
+  if (proxy_.staging()) work += proxy_.retry_staged();
+  if (remote_.keys_pending()) work += remote_.poll_keys();  // keys bound or closed: requests go, ops end
+  if (deadlines_.due()) work += expire();
   sessions_.flush();
-  reap_doomed();
-  control_.flush_events();
+  if (sessions_.any_doomed()) reap_doomed();
+  if (control_.events_waiting()) control_.flush_events();
   if (!forwarder_.link().single()) work += forwarder_.link().flush();  // and wakes the engines sent to
   return work;
 }
@@ -159,7 +161,6 @@ std::size_t Engine::poll_submissions() {
 }
 
 std::size_t Engine::expire() {
-  if (!deadlines_.due()) return 0;
   const std::uint64_t now = deadlines_.now();
   Sweep s = calls_.expire(now);
   s.merge(remote_.expire(now));
@@ -168,6 +169,7 @@ std::size_t Engine::expire() {
 }
 
 void Engine::reap_doomed() {
+  sessions_.doomed_reaped();
   for (std::size_t i = 0; i < sessions_.all().size();) {
     ClientSession* c = sessions_.all()[i];
     if (c->doomed) {

@@ -11,7 +11,6 @@ Deadlines::Deadlines(std::uint32_t delivery_timeout_ms, std::uint32_t peer_timeo
     : delivery_timeout_ns_(std::uint64_t{delivery_timeout_ms} * 1'000'000),
       backstop_grace_ns_((2 * std::uint64_t{peer_timeout_ms} + 1000) * 1'000'000) {}
 
-std::uint64_t Deadlines::now() const noexcept { return turn_ns_ != 0 ? turn_ns_ : mono_ns(); }
 
 std::uint64_t Deadlines::after(std::uint32_t timeout_ms) noexcept {
   if (timeout_ms == 0) return 0;  // no clock read for calls without one (and for every Send)
@@ -34,12 +33,6 @@ std::uint64_t Deadlines::backstop(std::uint32_t timeout_ms) noexcept {
 
 void Deadlines::note(std::uint64_t at_ns) noexcept {
   if (at_ns != 0) next_ns_ = std::min(next_ns_, at_ns);
-}
-
-bool Deadlines::due() const noexcept {
-  if (next_ns_ == kNone) return false;
-  const std::uint64_t t = now();
-  return t >= next_ns_ && t >= last_sweep_ns_ + kSweepNs;
 }
 
 void Deadlines::swept(std::uint64_t next_ns) noexcept {

@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "daemon/mono_clock.h"
+
 namespace ferry::daemon {
 
 // What a component's sweep of its deadlines found: how many expired (work
@@ -39,7 +41,7 @@ class Deadlines {
   Deadlines(std::uint32_t delivery_timeout_ms, std::uint32_t peer_timeout_ms) noexcept;
 
   void start_turn(std::uint64_t now_ns) noexcept { turn_ns_ = now_ns; }
-  std::uint64_t now() const noexcept;
+  std::uint64_t now() const noexcept { return turn_ns_ != 0 ? turn_ns_ : mono_ns(); }
 
   // now + timeout (0: none, and no clock read), noted as a deadline.
   std::uint64_t after(std::uint32_t timeout_ms) noexcept;
@@ -53,7 +55,11 @@ class Deadlines {
   std::uint64_t delivery_timeout_ns() const noexcept { return delivery_timeout_ns_; }
 
   // Whether a sweep is due now; swept() records it and the next earliest.
-  bool due() const noexcept;
+  bool due() const noexcept {
+    if (next_ns_ == kNone) return false;  // the common case: a load and a compare
+    const std::uint64_t t = now();
+    return t >= next_ns_ && t >= last_sweep_ns_ + kSweepNs;
+  }
   void swept(std::uint64_t next_ns) noexcept;
   // Milliseconds until the next sweep is due (-1: nothing noted), for sleeping.
   int ms_until_due(std::uint64_t now_ns) const noexcept;

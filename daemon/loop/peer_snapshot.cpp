@@ -2,12 +2,6 @@
 
 namespace ferry::daemon {
 
-bool PeerSnapshot::due(std::uint64_t now_ns, bool force) const noexcept {
-  if (force || now_ns >= next_ns_) return true;
-  // One relaxed-cost load per turn; done_ is only written by this thread.
-  return asked_.load(std::memory_order_acquire) != done_;
-}
-
 void PeerSnapshot::publish(std::vector<peer::PeerInfo>&& fresh, std::uint64_t now_ns) {
   next_ns_ = now_ns + kPublishNs;
   const std::uint64_t asked = asked_.load(std::memory_order_acquire);

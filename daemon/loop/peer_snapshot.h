@@ -26,7 +26,11 @@ class PeerSnapshot {
   std::vector<peer::PeerInfo> request(Wake&& wake) const;
 
   // Engine thread: whether a copy is due now (asked for, periodic, forced).
-  [[nodiscard]] bool due(std::uint64_t now_ns, bool force) const noexcept;
+  [[nodiscard]] bool due(std::uint64_t now_ns, bool force) const noexcept {
+    if (force || now_ns >= next_ns_) return true;
+    // One acquire load per turn; done_ is only written by this thread.
+    return asked_.load(std::memory_order_acquire) != done_;
+  }
   // Engine thread: publishes `fresh` and answers the requests seen so far.
   void publish(std::vector<peer::PeerInfo>&& fresh, std::uint64_t now_ns);
 

@@ -234,7 +234,7 @@ std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   }
   if (split_) n += drain(true, now_ns);
   if (!held_.empty()) n += held_.flush(*this);
-  reap();
+  if (!finished_.empty()) reap();
   return n;
 }
 

@@ -36,7 +36,7 @@ std::size_t Dispatcher::poll(ClientSession& c) {
   if (c.sq.corrupt()) {
     spdlog::warn("client {} ({}): submission ring indices corrupt; detaching it", c.id(), c.info().name);
     bump(counters_.corrupt_rings);
-    c.doomed = true;
+    sessions_.doom(c);
     return 1;
   }
   for (std::uint32_t i = 0; i < n; ++i) dispatch(c, batch[i]);

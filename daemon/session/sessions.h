@@ -81,6 +81,13 @@ class Sessions {
                 std::uint32_t length = 0) noexcept;
   // A delivery may be posted now (CQ room, nothing overflowing).
   bool can_deliver(ClientSession& c) noexcept;
+  // A client to detach at the end of this turn (a corrupt ring).
+  void doom(ClientSession& c) noexcept {
+    c.doomed = true;
+    any_doomed_ = true;
+  }
+  bool any_doomed() const noexcept { return any_doomed_; }
+  void doomed_reaped() noexcept { any_doomed_ = false; }
   // Drains overflow queues and rings the CQ doorbells of sleeping clients.
   void flush() noexcept;
   bool any_overflow() const noexcept;
@@ -98,6 +105,7 @@ class Sessions {
   std::vector<std::unique_ptr<ClientSession>> retired_;  // detached, memory still reachable
   ZeroCopy zero_copy_;
   ShadowSink* shadow_sink_ = nullptr;
+  bool any_doomed_ = false;
 };
 
 }  // namespace ferry::daemon
