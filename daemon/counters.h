@@ -1,5 +1,6 @@
-// Daemon-wide counters: written by the engine thread (relaxed atomics, so a
-// bump is one uncontended add), read by the control thread for status.
+// Counters: one set per engine, written by that engine's thread only
+// (relaxed atomics stored by their one writer), read and summed by the
+// control thread for status.
 #pragma once
 
 #include <array>
@@ -116,7 +117,12 @@ struct Counters {
   Counter rdma_send_registered_bytes{0};
 };
 
-inline void bump(Counter& c, std::uint64_t n = 1) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
+// Each Counters has one writer, its engine's thread: a plain load and store
+// (no locked read-modify-write on the datapath); readers on other threads
+// see a relaxed value, never a torn one.
+inline void bump(Counter& c, std::uint64_t n = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
 inline std::uint64_t read(const Counter& c) noexcept { return c.load(std::memory_order_relaxed); }
 
 // Name/pointer pairs so status and counters output list every counter.

@@ -165,7 +165,7 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
 std::size_t Engine::poll_peers() {
   constexpr std::uint64_t kTickNs = 10'000'000;  // heartbeats and handshake deadlines at most every 10 ms
   const std::uint64_t now = deadlines_.now();
-  std::size_t work = peers_->poll(now);
+  std::size_t work = peers_->quiet_turn(now) ? 0 : peers_->poll(now);
   if (now >= loop_.next_tick_ns) {
     loop_.next_tick_ns = now + kTickNs;
     work += peers_->tick(now);

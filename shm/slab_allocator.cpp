@@ -16,9 +16,11 @@ namespace {
 
 constexpr std::uint8_t kPoolClass = 0xff;
 
+constexpr std::uint32_t kMinBlockShift = std::countr_zero(kMinBlockBytes);
+constexpr std::uint32_t kSlabShift = std::countr_zero(kSlabBytes);
 constexpr std::uint32_t block_bytes(std::uint32_t size_class) noexcept { return kMinBlockBytes << size_class; }
 constexpr std::uint32_t blocks_per_slab(std::uint32_t size_class) noexcept {
-  return kSlabBytes / block_bytes(size_class);
+  return kSlabBytes >> (kMinBlockShift + size_class);  // both powers of two
 }
 
 // Smallest class whose blocks hold `length`; length must be 1..kSlabBytes.
@@ -114,17 +116,23 @@ std::optional<Block> SlabAllocator::alloc(std::uint32_t length) noexcept {
   if (s.live == n) list_remove(partial_[cls], slab);
   allocated_ += cap;
   ++live_blocks_;
-  return Block{base_ + std::uint64_t{slab} * kSlabBytes + std::uint64_t{index} * cap, cap};
+  return Block{base_ + (std::uint64_t{slab} << kSlabShift) + (std::uint64_t{index} << (kMinBlockShift + cls)), cap};
 }
 
 Status SlabAllocator::free(std::uint64_t offset) noexcept {
-  if (live_capacity(offset) == 0) return Status::BadRequest;
+  // The checks of live_capacity(), done once here: a live block's start.
+  if (offset < base_) return Status::BadRequest;
   const std::uint64_t rel = offset - base_;
-  const auto slab = static_cast<std::uint32_t>(rel / kSlabBytes);
+  const auto slab = static_cast<std::uint32_t>(rel >> kSlabShift);
+  if (slab >= slab_count_) return Status::BadRequest;
   Slab& s = slabs_[slab];
   const std::uint32_t cls = s.size_class;
+  if (cls == kPoolClass) return Status::BadRequest;
   const std::uint32_t cap = block_bytes(cls);
-  const auto index = static_cast<std::uint32_t>((rel % kSlabBytes) / cap);
+  const std::uint64_t within = rel & (kSlabBytes - 1);
+  if ((within & (cap - 1)) != 0) return Status::BadRequest;  // mid-block
+  const auto index = static_cast<std::uint32_t>(within >> (kMinBlockShift + cls));
+  if (((s.live_bits[index / 64] >> (index % 64)) & 1) == 0) return Status::BadRequest;  // not live
   const std::uint32_t n = blocks_per_slab(cls);
 
   s.live_bits[index / 64] &= ~(std::uint64_t{1} << (index % 64));
@@ -167,12 +175,12 @@ std::uint32_t SlabAllocator::live_capacity(std::uint64_t offset) const noexcept 
   if (offset < base_) return 0;
   const std::uint64_t rel = offset - base_;
   if (rel >= bytes()) return 0;
-  const Slab& s = slabs_[rel / kSlabBytes];
+  const Slab& s = slabs_[rel >> kSlabShift];
   if (s.size_class == kPoolClass) return 0;
   const std::uint32_t cap = block_bytes(s.size_class);
-  const std::uint64_t within = rel % kSlabBytes;
-  if (within % cap != 0) return 0;  // mid-block
-  const auto index = static_cast<std::uint32_t>(within / cap);
+  const std::uint64_t within = rel & (kSlabBytes - 1);
+  if ((within & (cap - 1)) != 0) return 0;  // mid-block
+  const auto index = static_cast<std::uint32_t>(within >> (kMinBlockShift + s.size_class));
   const bool live = (s.live_bits[index / 64] >> (index % 64)) & 1;
   return live ? cap : 0;
 }

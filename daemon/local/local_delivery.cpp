@@ -88,6 +88,13 @@ void LocalDelivery::open(ClientSession& c, const Operation& op, std::uint32_t se
 Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) {
   const Service* s = services_.find(ep.service_id);
   if (s == nullptr) return Outcome::failed(Status::ServiceGone);
+  if (!op.is_call()) {
+    // A Send is done once copied: the sender's buffer is free again.
+    const Outcome o = deliver_message(*s, c.at(op.offset), op.length, c.id());
+    if (o.is_done()) sessions_.complete(c, shm::Op::Send, op.user_data, Status::Ok);
+    return o;
+  }
+  // A Call completes when its reply arrives.
   PendingCall call;
   call.caller = c.id();
   call.endpoint = ep.id;
@@ -95,20 +102,28 @@ Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op
   call.resp_offset = op.resp_offset;
   call.resp_length = op.resp_length;
   call.deadline_ns = at.call_deadline_ns;
-  const Outcome o = deliver(*s, op.is_call(), c.at(op.offset), op.length, c.id(), call);
-  // A Send is done once copied (the sender's buffer is free again); a Call
-  // completes when its reply arrives.
-  if (o.is_done() && !op.is_call()) sessions_.complete(c, shm::Op::Send, op.user_data, Status::Ok);
-  return o;
+  return deliver(*s, true, c.at(op.offset), op.length, c.id(), call);
 }
 
-Outcome LocalDelivery::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
-                               std::uint32_t source, PendingCall call) {
+Outcome LocalDelivery::deliver_message(const Service& s, const std::byte* payload, std::uint32_t length,
+                                       std::uint32_t source) {
   const Reservation r = reserve(s, length);
   if (!r.outcome.is_done()) return r.outcome;
   std::memcpy(r.server->at(r.block.offset), payload, length);
   bump(counters_.bytes_copied, length);
-  publish(*r.server, s, is_call, r.block, length, source, call);
+  bump(counters_.messages);
+  post_delivery(*r.server, s, shm::CqKind::Message, r.block, length, source, 0);
+  return Outcome::done();
+}
+
+Outcome LocalDelivery::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
+                               std::uint32_t source, const PendingCall& call) {
+  if (!is_call) return deliver_message(s, payload, length, source);
+  const Reservation r = reserve(s, length);
+  if (!r.outcome.is_done()) return r.outcome;
+  std::memcpy(r.server->at(r.block.offset), payload, length);
+  bump(counters_.bytes_copied, length);
+  publish(*r.server, s, true, r.block, length, source, call);
   return Outcome::done();
 }
 
@@ -122,21 +137,28 @@ LocalDelivery::Reservation LocalDelivery::reserve(const Service& s, std::uint32_
 }
 
 void LocalDelivery::publish(ClientSession& server, const Service& s, bool is_call, shm::Block block,
-                            std::uint32_t length, std::uint32_t source, PendingCall call) {
+                            std::uint32_t length, std::uint32_t source, const PendingCall& call) {
+  if (!is_call) {
+    bump(counters_.messages);
+    post_delivery(server, s, shm::CqKind::Message, block, length, source, 0);
+    return;
+  }
+  PendingCall opened = call;
+  opened.server = server.id();
+  opened.service = s.id;
+  post_delivery(server, s, shm::CqKind::Request, block, length, source, calls_.open(opened));
+}
+
+void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block,
+                                  std::uint32_t length, std::uint32_t source, std::uint64_t token) {
   shm::CqEntry d{};
-  d.kind = static_cast<std::uint8_t>(is_call ? shm::CqKind::Request : shm::CqKind::Message);
+  d.kind = static_cast<std::uint8_t>(kind);
   d.handle = s.id;
   d.offset = block.offset;
   d.length = length;
   d.capacity = block.capacity;
   d.source = source;
-  if (is_call) {
-    call.server = server.id();
-    call.service = s.id;
-    d.token = calls_.open(call);
-  } else {
-    bump(counters_.messages);
-  }
+  d.token = token;
   sessions_.post(server, d);
 }
 

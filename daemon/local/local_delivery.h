@@ -46,7 +46,7 @@ class LocalDelivery final : public Sink {
   // Copies `length` bytes of `payload` into the rx arena of service `s`'s
   // owner and posts a Message, or (is_call) a Request for `call`.
   Outcome deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
-                  PendingCall call);
+                  const PendingCall& call);
   // The two halves of deliver(), apart for rendezvous (the block is filled
   // by an RDMA READ in between): an rx block at the service's owner...
   struct Reservation {
@@ -57,9 +57,14 @@ class LocalDelivery final : public Sink {
   [[nodiscard]] Reservation reserve(const Service& s, std::uint32_t length);
   // ... then the Message/Request naming it.
   void publish(ClientSession& server, const Service& s, bool is_call, shm::Block block, std::uint32_t length,
-               std::uint32_t source, PendingCall call);
+               std::uint32_t source, const PendingCall& call);
 
  private:
+  // A Send's delivery: no call to open.
+  Outcome deliver_message(const Service& s, const std::byte* payload, std::uint32_t length, std::uint32_t source);
+  void post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block, std::uint32_t length,
+                     std::uint32_t source, std::uint64_t token);
+
   Sessions& sessions_;
   Calls& calls_;
   Counters& counters_;

@@ -181,6 +181,17 @@ class ChannelManager {
 
   // Drains transport completions into events. Returns the work done.
   std::size_t poll(std::uint64_t now_ns) noexcept;
+  // Whether poll() would do nothing this turn: no channel, no connection
+  // event due and not the turn that looks at the listener. Inline, so an
+  // engine without peers pays a few loads per turn, not a call; a turn it
+  // says true for counts as polled.
+  bool quiet_turn(std::uint64_t now_ns) noexcept {
+    if (split_ || control_due_ || closing_ || !channels_.empty() || !held_.empty() || !finished_.empty()) return false;
+    if ((polls_ + 1) % kControlPollEvery == 0) return false;  // poll() looks at the listener this turn
+    ++polls_;
+    last_now_ns_ = now_ns;
+    return true;
+  }
   // The engine is about to sleep: arms the transports' notifications. False
   // when it must poll once more first (Transport::prepare_to_sleep).
   bool prepare_to_sleep() noexcept;

@@ -9,12 +9,7 @@ Parking::Parking(Sessions& sessions, Deadlines& deadlines, Counters& counters)
   queue_.reserve(1024);
 }
 
-void Parking::submit(ClientSession& c, Endpoint& ep, const Operation& op, Attempt at) {
-  if (!ep.parked.empty()) {  // keep order behind what is already waiting
-    park(c, ep, op, at);
-    return;
-  }
-  const Outcome o = ep.sink->offer(c, ep, op, at);
+void Parking::not_taken(ClientSession& c, Endpoint& ep, const Operation& op, const Attempt& at, Outcome o) {
   if (o.is_blocked()) {
     park(c, ep, op, at);
   } else if (o.is_failed()) {

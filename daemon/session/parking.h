@@ -30,7 +30,15 @@ class Parking {
 
   // A Send or Call of `c` on `ep`: offered to the endpoint's sink now,
   // unless older ops of the endpoint wait (then it waits behind them).
-  void submit(ClientSession& c, Endpoint& ep, const Operation& op, Attempt at);
+  // Inline: the common case is one offer that goes.
+  void submit(ClientSession& c, Endpoint& ep, const Operation& op, Attempt at) {
+    if (!ep.parked.empty()) {  // keep order behind what is already waiting
+      park(c, ep, op, at);
+      return;
+    }
+    const Outcome o = ep.sink->offer(c, ep, op, at);
+    if (!o.is_done()) not_taken(c, ep, op, at, o);
+  }
   // A remote op the peer refused Busy waits again (at.seq set): ahead of
   // the endpoint's ops never sent, in first-send order.
   void refused(ClientSession& c, Endpoint& ep, const Operation& op, const Attempt& at);
@@ -44,6 +52,7 @@ class Parking {
 
  private:
   void park(ClientSession& c, Endpoint& ep, const Operation& op, Attempt at);
+  void not_taken(ClientSession& c, Endpoint& ep, const Operation& op, const Attempt& at, Outcome o);
   void enlist(ClientSession& c, Endpoint& ep);
 
   Sessions& sessions_;
