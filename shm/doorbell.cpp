@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -58,8 +59,10 @@ void Doorbell::ring() const noexcept {
   // eventfd: adds 1; EAGAIN only at the counter's maximum. pipe: 8 bytes;
   // EAGAIN when full, EPIPE when the reader is gone. Either way nothing is
   // owed: a full doorbell is a pending wake-up.
+  // The raw system call: glibc's write() is a cancellation point that wraps
+  // every call in two more (no thread here is ever cancelled).
   const std::uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof one);
+  [[maybe_unused]] const long n = ::syscall(SYS_write, fd_, &one, sizeof one);
 }
 
 void Doorbell::drain() const noexcept {
