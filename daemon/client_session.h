@@ -73,6 +73,8 @@ struct RemoteLink {
   bool keys_opening = false;
 };
 
+struct Service;
+
 // "No engine": a session that is no shadow, an endpoint not forwarded.
 inline constexpr std::uint32_t kNoEngine = ~std::uint32_t{0};
 
@@ -81,6 +83,12 @@ struct Endpoint {
   Sink* sink = nullptr;          // bound at Open: local delivery, the remote sender or the forwarder
   std::uint32_t service_id = 0;  // local: target; may have gone away since Open
   RemoteLink remote;             // remote endpoints only (remote.channel != 0)
+  // A local endpoint's service and its owner as last looked up, valid while
+  // LocalDelivery's generation is `cache_gen` (no service or client has
+  // gone since): a Send then costs no hash lookup.
+  const Service* cached_service = nullptr;
+  ClientSession* cached_owner = nullptr;
+  std::uint64_t cache_gen = 0;
   // An endpoint another engine serves (engines/forwarder.h): its ops run
   // there, on this client's shadow, as endpoint `forward_ep` of it.
   std::uint32_t forward_engine = kNoEngine;

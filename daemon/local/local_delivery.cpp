@@ -57,12 +57,14 @@ void LocalDelivery::unserve(ClientSession& c, const Operation& op) {
   // deliveries to it fail with ServiceGone on their next try.
   services_.remove(op.handle);
   directory_.release(op.handle);
+  forget_lookups();
   c.services.erase(it);
   c.info().services.store(static_cast<std::uint32_t>(c.services.size()), std::memory_order_relaxed);
   sessions_.complete(c, shm::Op::Unserve, op.user_data, Status::Ok);
 }
 
 void LocalDelivery::client_gone(ClientSession& gone) {
+  forget_lookups();  // its session, and any service it served, are going
   for (std::uint32_t sid : gone.services) {
     services_.remove(sid);
     directory_.release(sid);
@@ -86,11 +88,16 @@ void LocalDelivery::open(ClientSession& c, const Operation& op, std::uint32_t se
 }
 
 Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) {
-  const Service* s = services_.find(ep.service_id);
+  if (ep.cache_gen != gen_) {
+    ep.cached_service = services_.find(ep.service_id);
+    ep.cached_owner = ep.cached_service != nullptr ? sessions_.find(ep.cached_service->owner) : nullptr;
+    ep.cache_gen = gen_;
+  }
+  const Service* s = ep.cached_service;
   if (s == nullptr) return Outcome::failed(Status::ServiceGone);
   if (!op.is_call()) {
     // A Send is done once copied: the sender's buffer is free again.
-    const Outcome o = deliver_message(*s, c.at(op.offset), op.length, c.id());
+    const Outcome o = deliver_message(*s, ep.cached_owner, c.at(op.offset), op.length, c.id());
     if (o.is_done()) sessions_.complete(c, shm::Op::Send, op.user_data, Status::Ok);
     return o;
   }
@@ -105,20 +112,22 @@ Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op
   return deliver(*s, true, c.at(op.offset), op.length, c.id(), call);
 }
 
-Outcome LocalDelivery::deliver_message(const Service& s, const std::byte* payload, std::uint32_t length,
-                                       std::uint32_t source) {
-  const Reservation r = reserve(s, length);
-  if (!r.outcome.is_done()) return r.outcome;
-  std::memcpy(r.server->at(r.block.offset), payload, length);
+Outcome LocalDelivery::deliver_message(const Service& s, ClientSession* owner, const std::byte* payload,
+                                       std::uint32_t length, std::uint32_t source) {
+  if (owner == nullptr || owner->doomed) return Outcome::failed(Status::ServiceGone);
+  if (!sessions_.can_deliver(*owner)) return Outcome::blocked();
+  const std::optional<shm::Block> b = owner->rx.alloc(length);
+  if (!b) return Outcome::blocked();
+  std::memcpy(owner->at(b->offset), payload, length);
   bump(counters_.bytes_copied, length);
   bump(counters_.messages);
-  post_delivery(*r.server, s, shm::CqKind::Message, r.block, length, source, 0);
+  post_delivery(*owner, s, shm::CqKind::Message, *b, length, source, 0);
   return Outcome::done();
 }
 
 Outcome LocalDelivery::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
                                std::uint32_t source, const PendingCall& call) {
-  if (!is_call) return deliver_message(s, payload, length, source);
+  if (!is_call) return deliver_message(s, sessions_.find(s.owner), payload, length, source);
   const Reservation r = reserve(s, length);
   if (!r.outcome.is_done()) return r.outcome;
   std::memcpy(r.server->at(r.block.offset), payload, length);

@@ -61,7 +61,11 @@ class LocalDelivery final : public Sink {
 
  private:
   // A Send's delivery: no call to open.
-  Outcome deliver_message(const Service& s, const std::byte* payload, std::uint32_t length, std::uint32_t source);
+  Outcome deliver_message(const Service& s, ClientSession* owner, const std::byte* payload, std::uint32_t length,
+                          std::uint32_t source);
+  // Bumped whenever a service or a client goes: endpoints' cached lookups
+  // (Endpoint::cached_service) are stale then.
+  void forget_lookups() noexcept { ++gen_; }
   void post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block, std::uint32_t length,
                      std::uint32_t source, std::uint64_t token);
 
@@ -71,6 +75,7 @@ class LocalDelivery final : public Sink {
   ServiceDirectory& directory_;
   std::uint32_t engine_;
   ServiceRegistry services_;
+  std::uint64_t gen_ = 1;
 };
 
 }  // namespace ferry::daemon

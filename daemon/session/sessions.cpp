@@ -146,8 +146,6 @@ void Sessions::complete(std::uint32_t client, shm::Op op, std::uint64_t user_dat
   if (ClientSession* c = find(client)) complete(*c, op, user_data, status, 0, length);
 }
 
-bool Sessions::can_deliver(ClientSession& c) noexcept { return c.overflow.empty() && c.cq.free_slots() != 0; }
-
 void Sessions::flush() noexcept {
   for (ClientSession* c : order_) {
     while (!c->overflow.empty()) {

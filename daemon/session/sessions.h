@@ -80,7 +80,7 @@ class Sessions {
   void complete(std::uint32_t client, shm::Op op, std::uint64_t user_data, Status status,
                 std::uint32_t length = 0) noexcept;
   // A delivery may be posted now (CQ room, nothing overflowing).
-  bool can_deliver(ClientSession& c) noexcept;
+  bool can_deliver(ClientSession& c) noexcept { return c.overflow.empty() && c.cq.free_slots() != 0; }
   // A client to detach at the end of this turn (a corrupt ring).
   void doom(ClientSession& c) noexcept {
     c.doomed = true;
