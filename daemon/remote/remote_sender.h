@@ -112,7 +112,8 @@ class RemoteSender final : public Sink {
   // Keys opened or closed (remote_keys.h): requests that waited for their
   // keys go, ops that waited for theirs to close end. Returns the work done.
   std::size_t poll_keys();
-  bool keys_pending() const noexcept { return keys_.pending() != 0 || !postable_.empty(); }
+  // Inline: asked every turn; without per-call keys nothing is ever pending.
+  bool keys_pending() const noexcept { return !postable_.empty() || (keys_.per_call() && keys_.pending() != 0); }
 
   std::size_t inflight() const noexcept { return ops_.size(); }
   // Ops in flight that exposed a buffer (rendezvous source, response window).

@@ -129,13 +129,20 @@ void Sessions::post(ClientSession& c, const shm::CqEntry& entry) noexcept {
 
 void Sessions::complete(ClientSession& c, shm::Op op, std::uint64_t user_data, Status status, std::uint32_t handle,
                         std::uint32_t length) noexcept {
-  shm::CqEntry e{};
+  // Every field written (no memset call): the reserved ones are 0.
+  shm::CqEntry e;
   e.kind = static_cast<std::uint8_t>(shm::CqKind::OpDone);
   e.status = static_cast<std::uint8_t>(status);
   e.op = static_cast<std::uint8_t>(op);
+  e.reserved0 = 0;
   e.handle = handle;
   e.user_data = user_data;
+  e.offset = 0;
   e.length = length;
+  e.capacity = 0;
+  e.token = 0;
+  e.source = 0;
+  e.reserved1[0] = e.reserved1[1] = 0;
   if (c.outstanding != 0) --c.outstanding;
   if (!c.is_shadow()) bump(counters_.ops_completed);  // counted where the client's own engine posts it
   post(c, e);
