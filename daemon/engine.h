@@ -11,14 +11,10 @@
 //   sessions        completions to CQs, doorbells (session/sessions.h)
 //
 // and sleeps on the doorbells when turns find nothing for the spin budget
-// (loop/spin_policy.h). Who owns what: sessions (clients, CQs, segments
-// kept for WRs in flight), local delivery (services, deliveries), calls
-// (calls being served and their replies), remote sender (our remote ops and
-// send windows), proxy server (peers' endpoints here, staging,
-// rendezvous), channel manager (channels, lanes). engine.cpp: set-up, the
-// control thread's side, attach/detach, and the channel layer's events
-// routed to the components. The control thread talks to the engine only
-// through the control link and the peer snapshot.
+// (loop/spin_policy.h). The components and who owns what: datapath.h.
+// engine.cpp: set-up, the control thread's side, attach/detach. The
+// control thread talks to the engine only through the control link and the
+// peer snapshot; other engines only through the rings (engines/).
 #pragma once
 
 struct ibv_pd;
@@ -33,22 +29,12 @@ struct ibv_pd;
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
+#include "daemon/datapath.h"
 #include "daemon/engines/engine_group.h"
-#include "daemon/engines/forwarder.h"
-#include "daemon/engines/open_router.h"
-#include "daemon/local/calls.h"
-#include "daemon/local/local_delivery.h"
 #include "daemon/loop/control_link.h"
-#include "daemon/loop/deadlines.h"
 #include "daemon/loop/event_set.h"
 #include "daemon/loop/peer_snapshot.h"
 #include "daemon/loop/turn_stats.h"
-#include "daemon/peer/channel_manager.h"
-#include "daemon/remote/proxy_server.h"
-#include "daemon/remote/remote_sender.h"
-#include "daemon/session/dispatch.h"
-#include "daemon/session/parking.h"
-#include "daemon/session/sessions.h"
 #include "daemon/transport_choice.h"
 
 namespace ferry::daemon {
@@ -59,7 +45,7 @@ inline constexpr std::uint64_t kWakeTag = 0;
 inline constexpr std::uint64_t kTransportTag = ~std::uint64_t{0};
 inline constexpr int kPeerTickMs = 10;  // sleep bound while channels exist (heartbeats, deadlines)
 
-class Engine final : private peer::ChannelEvents {
+class Engine final {
  public:
   // Engine `index` of `group` (engines/engine_group.h). `epoch` identifies
   // this engine of this daemon instance to peers (nonzero; each engine has
@@ -100,7 +86,7 @@ class Engine final : private peer::ChannelEvents {
   // call (memory windows) rather than the tx arena's (remote_keys.h).
   bool per_call_keys() const noexcept { return transports_.keys.per_call(); }
   // Bootstrap port actually bound (0: not listening).
-  std::uint16_t listen_port() const noexcept { return peers_->listen_port(); }
+  std::uint16_t listen_port() const noexcept { return dp_.peers->listen_port(); }
 
   // Start-up, once every engine of the group exists: the rings to the others.
   void join_group();
@@ -132,17 +118,7 @@ class Engine final : private peer::ChannelEvents {
   void detach(std::uint32_t client_id);
   std::size_t poll_peers();
   void publish_peers(std::uint64_t now_ns, bool force);
-  void on_channel_up(peer::Channel& ch) override;
-  void on_channel_down(peer::Channel& ch, Status why) override;
-  bool channel_idle(const peer::Channel& ch) override;
-  void on_message(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) override;
-  void on_send_done(std::uint64_t user_data, Status status) override;
-
-  // engine_cross.cpp: what other engines hand this one.
-  std::size_t poll_cross();
-  void on_cross(std::uint32_t from, const CrossMsg& m);
-  void make_shadow(std::uint32_t from, const CrossMsg& m);
-  void run_forwarded(std::uint32_t from, const CrossMsg& m);
+  std::size_t poll_cross();  // what other engines handed this one
 
   // The loop's own state.
   struct Loop {
@@ -158,20 +134,10 @@ class Engine final : private peer::ChannelEvents {
   std::unique_ptr<EngineGroup> own_group_;  // a lone engine's
   EngineGroup& group_;
   std::uint32_t index_;
-  Transports transports_;  // before everything that uses them: destroyed last
-  ControlLink control_;    // may still hold sessions (their MRs need the transports)
-  Deadlines deadlines_;
-  Sessions sessions_;
-  std::unique_ptr<peer::ChannelManager> peers_;
-  Parking parking_;
-  RemoteSender remote_;
-  Calls calls_;
-  LocalDelivery local_;
-  ProxyServer proxy_;
-  Forwarder forwarder_;
-  OpenRouter router_;
-  Dispatcher dispatcher_;
-  std::atomic<std::uint64_t> cross_out_{0};  // published each turn from forwarder_.link()
+  Transports transports_;                    // before everything that uses them: destroyed last
+  ControlLink control_;                      // may still hold sessions (their MRs need the transports)
+  Datapath dp_;                              // the components (datapath.h)
+  std::atomic<std::uint64_t> cross_out_{0};  // published each turn from the forwarder's link
   std::atomic<std::uint64_t> cross_in_{0};
   mutable PeerSnapshot snapshot_;
   Loop loop_;

@@ -20,25 +20,37 @@ std::size_t Engine::turn() {
   // Each step is asked only when it may have work (an inline check): an
   // idle component costs a load, not a call (docs/benchmarks/engines.md).
   std::size_t work = control_.commands_waiting() ? drain_commands() : 0;
-  if (!forwarder_.link().single()) work += poll_cross();  // other engines: ops to run here, completions
-  work += poll_peers();                                   // peer daemons: handshakes, heartbeats, traffic
+  if (!dp_.forwarder.link().single()) work += poll_cross();  // other engines: ops to run here, completions
+  work += poll_peers();                                      // peer daemons: handshakes, heartbeats, traffic
   work += poll_submissions();
-  if (!parking_.empty()) work += parking_.retry();
-  if (proxy_.staging()) work += proxy_.retry_staged();
-  if (remote_.keys_pending()) work += remote_.poll_keys();  // keys bound or closed: requests go, ops end
-  if (deadlines_.due()) work += expire();
-  sessions_.flush();
-  if (sessions_.any_doomed()) reap_doomed();
+  if (!dp_.parking.empty()) work += dp_.parking.retry();
+  if (dp_.proxy.staging()) work += dp_.proxy.retry_staged();
+  if (dp_.remote.keys_pending()) work += dp_.remote.poll_keys();  // keys bound or closed: requests go, ops end
+  if (dp_.deadlines.due()) work += expire();
+  dp_.sessions.flush();
+  if (dp_.sessions.any_doomed()) reap_doomed();
   if (control_.events_waiting()) control_.flush_events();
-  if (!forwarder_.link().single()) work += forwarder_.link().flush();  // and wakes the engines sent to
+  if (!dp_.forwarder.link().single()) work += dp_.forwarder.link().flush();  // and wakes the engines sent to
   return work;
 }
 
-bool Engine::answers_due() const noexcept {
-  return calls_.size() != 0 || remote_.inflight() != 0 || calls_.replier().size() != 0;
+std::size_t Engine::poll_cross() {
+  CrossLink& link = dp_.forwarder.link();
+  if (link.single()) return 0;
+  std::size_t n = link.flush();  // spilled messages first: they are older
+  n += link.poll([this](std::uint32_t from, const CrossMsg& m) { dp_.on_cross(from, m); });
+  cross_in_.store(link.received(), std::memory_order_relaxed);
+  cross_out_.store(link.sent(), std::memory_order_relaxed);
+  return n;
 }
 
-bool Engine::bulk_inflight() const noexcept { return remote_.exposed_inflight() != 0 || proxy_.reads_inflight() != 0; }
+bool Engine::answers_due() const noexcept {
+  return dp_.calls.size() != 0 || dp_.remote.inflight() != 0 || dp_.calls.replier().size() != 0;
+}
+
+bool Engine::bulk_inflight() const noexcept {
+  return dp_.remote.exposed_inflight() != 0 || dp_.proxy.reads_inflight() != 0;
+}
 
 void Engine::run() {
   loop_.owner = std::this_thread::get_id();
@@ -78,7 +90,7 @@ void Engine::run() {
     const std::uint64_t start = clock.now(yielding);
     yielding = false;
     if (busy_since != 0) loop_.turns.record(start - busy_since, counters_);
-    deadlines_.start_turn(start);
+    dp_.deadlines.start_turn(start);
     const std::size_t work = turn();
     busy_since = work != 0 ? start : 0;
     if (work != 0) {
@@ -97,7 +109,7 @@ void Engine::run() {
     Transfer t = Transfer::Small;
     if (spin.holds()) {
       if (large_sleeps) {
-        const std::uint64_t started = remote_.large_started() + proxy_.large_started();
+        const std::uint64_t started = dp_.remote.large_started() + dp_.proxy.large_started();
         if (started != large_seen) large = true;
         large_seen = started;
       }
@@ -129,9 +141,9 @@ void Engine::run() {
   }
   // Stop: detach everyone so sessions unmap in an orderly way, then say
   // Goodbye to every peer.
-  while (!sessions_.empty()) detach(sessions_.all().back()->id());
-  peers_->close_all();
-  for (int i = 0; i < 8; ++i) (void)peers_->poll(mono_ns());  // lets the Goodbyes and closes go out
+  while (!dp_.sessions.empty()) detach(dp_.sessions.all().back()->id());
+  dp_.peers->close_all();
+  for (int i = 0; i < 8; ++i) (void)dp_.peers->poll(mono_ns());  // lets the Goodbyes and closes go out
 }
 
 std::size_t Engine::drain_commands() {
@@ -155,23 +167,15 @@ std::size_t Engine::poll_submissions() {
       std::abort();
     }
   }
-  std::size_t work = 0;
-  for (ClientSession* c : sessions_.all()) work += dispatcher_.poll(*c);
-  return work;
+  return dp_.poll_submissions();
 }
 
-std::size_t Engine::expire() {
-  const std::uint64_t now = deadlines_.now();
-  Sweep s = calls_.expire(now);
-  s.merge(remote_.expire(now));
-  deadlines_.swept(s.next_ns);
-  return s.expired;
-}
+std::size_t Engine::expire() { return dp_.expire(); }
 
 void Engine::reap_doomed() {
-  sessions_.doomed_reaped();
-  for (std::size_t i = 0; i < sessions_.all().size();) {
-    ClientSession* c = sessions_.all()[i];
+  dp_.sessions.doomed_reaped();
+  for (std::size_t i = 0; i < dp_.sessions.all().size();) {
+    ClientSession* c = dp_.sessions.all()[i];
     if (c->doomed) {
       const std::uint32_t id = c->id();
       detach(id);  // takes it out of all()
@@ -184,22 +188,22 @@ void Engine::reap_doomed() {
 
 void Engine::sleep_until_work() {
   // Dekker handshake per client (ring.h): announce, then re-check.
-  bool all_idle = peers_->prepare_to_sleep();
-  for (ClientSession* c : sessions_.all()) {
+  bool all_idle = dp_.peers->prepare_to_sleep();
+  for (ClientSession* c : dp_.sessions.all()) {
     if (!c->sq.prepare_to_sleep()) all_idle = false;
   }
-  CrossLink& cross = forwarder_.link();
+  CrossLink& cross = dp_.forwarder.link();
   const bool crossing = !cross.single();
   if (crossing && (cross.spilling() || !cross.prepare_to_sleep())) all_idle = false;
   if (all_idle && !control_.commands_waiting()) {
     // Waiting deliveries and CQ overflows wait for room that frees without
     // a doorbell (the client reading its CQ), so they need a periodic look.
     // So do keys being bound or closed (their completions wake nobody).
-    const bool pending = !parking_.empty() || control_.events_waiting() || proxy_.staging() || peers_->holding() ||
-                         sessions_.any_overflow() || remote_.keys_pending();
+    const bool pending = !dp_.parking.empty() || control_.events_waiting() || dp_.proxy.staging() ||
+                         dp_.peers->holding() || dp_.sessions.any_overflow() || dp_.remote.keys_pending();
     // Channels need their heartbeats and deadlines looked at even when quiet.
-    int timeout = pending ? kBusyPollMs : peers_->channel_count() != 0 ? kPeerTickMs : -1;
-    const int deadline = deadlines_.ms_until_due(mono_ns());
+    int timeout = pending ? kBusyPollMs : dp_.peers->channel_count() != 0 ? kPeerTickMs : -1;
+    const int deadline = dp_.deadlines.ms_until_due(mono_ns());
     if (deadline >= 0 && (timeout < 0 || deadline < timeout)) timeout = deadline;
     bump(counters_.engine_sleeps);
     bool transports = false;
@@ -210,9 +214,9 @@ void Engine::sleep_until_work() {
       if (tag == kWakeTag) control_.drain_wake();
       if (tag == kTransportTag) transports = true;
     });
-    peers_->woke(transports || n <= 0);
+    dp_.peers->woke(transports || n <= 0);
   }
-  for (ClientSession* c : sessions_.all()) c->sq.woke_up();
+  for (ClientSession* c : dp_.sessions.all()) c->sq.woke_up();
   if (crossing) cross.woke_up();
 }
 

@@ -3,37 +3,27 @@
 // completions and redirects of ops we handed over, and freed shadows.
 #include <spdlog/spdlog.h>
 
-#include "daemon/engine.h"
+#include "daemon/datapath.h"
 #include "daemon/segment_mr.h"
 
 namespace ferry::daemon {
 
-std::size_t Engine::poll_cross() {
-  CrossLink& link = forwarder_.link();
-  if (link.single()) return 0;
-  std::size_t n = link.flush();  // spilled messages first: they are older
-  n += link.poll([this](std::uint32_t from, const CrossMsg& m) { on_cross(from, m); });
-  cross_in_.store(link.received(), std::memory_order_relaxed);
-  cross_out_.store(link.sent(), std::memory_order_relaxed);
-  return n;
-}
-
-void Engine::on_cross(std::uint32_t from, const CrossMsg& m) {
+void Datapath::on_cross(std::uint32_t from, const CrossMsg& m) {
   switch (m.kind) {
     case CrossKind::Shadow: make_shadow(from, m); break;
     case CrossKind::Op: run_forwarded(from, m); break;
-    case CrossKind::Gone: detach(m.client); break;  // its shadow
-    case CrossKind::Done: forwarder_.on_done(from, m); break;
+    case CrossKind::Gone: (void)detach(m.client); break;  // its shadow
+    case CrossKind::Done: forwarder.on_done(from, m); break;
     case CrossKind::Redirect:
-      if (ClientSession* c = sessions_.find(m.client); c != nullptr && !c->is_shadow()) {
-        router_.redirected(*c, m.op, m.port, m.peer_engine, m.redirects);
+      if (ClientSession* c = sessions.find(m.client); c != nullptr && !c->is_shadow()) {
+        router.redirected(*c, m.op, m.port, m.peer_engine, m.redirects);
       }
       break;
-    case CrossKind::Freed: sessions_.shadow_freed(m.client); break;
+    case CrossKind::Freed: sessions.shadow_freed(m.client); break;
   }
 }
 
-void Engine::make_shadow(std::uint32_t from, const CrossMsg& m) {
+void Datapath::make_shadow(std::uint32_t from, const CrossMsg& m) {
   std::unique_ptr<ClientSession> s = ClientSession::shadow_of(*m.origin, from);
   if (transports_.pd != nullptr) {
     // Our lanes post from (and peers reach) its memory with our PDs' keys.
@@ -48,11 +38,11 @@ void Engine::make_shadow(std::uint32_t from, const CrossMsg& m) {
       spdlog::warn("engine {}: cannot register client {}'s segment for its ops here ({})", index_, m.client, why);
     }
   }
-  sessions_.add_shadow(std::move(s));
+  sessions.add_shadow(std::move(s));
 }
 
-void Engine::run_forwarded(std::uint32_t from, const CrossMsg& m) {
-  ClientSession* s = sessions_.find(m.client);
+void Datapath::run_forwarded(std::uint32_t from, const CrossMsg& m) {
+  ClientSession* s = sessions.find(m.client);
   if (s == nullptr || !s->is_shadow() || s->origin_engine != from) {
     // Cannot happen (Shadow comes first, Gone last); still, one answer per op.
     CrossMsg done;
@@ -62,14 +52,14 @@ void Engine::run_forwarded(std::uint32_t from, const CrossMsg& m) {
     done.cq.status = static_cast<std::uint8_t>(Status::EndpointClosed);
     done.cq.op = static_cast<std::uint8_t>(m.op.op);
     done.cq.user_data = m.op.user_data;
-    forwarder_.link().send(from, done);
+    forwarder.link().send(from, done);
     return;
   }
   if (m.op.op == shm::Op::Open) {
-    router_.open(*s, m.op, m.port, m.redirects);
+    router.open(*s, m.op, m.port, m.redirects);
     return;
   }
-  dispatcher_.run_forwarded(*s, m.op);
+  dispatcher.run_forwarded(*s, m.op);
 }
 
 }  // namespace ferry::daemon
