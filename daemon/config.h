@@ -57,7 +57,7 @@ struct Config {
   LogLevel log_level = LogLevel::Info;
   std::string socket_group;      // empty = ferryd's own group
   std::string admin_group;       // empty = root (and ferryd's own user) only
-  std::string service_owners;    // "NAME:USER,..." names reserved to a uid (daemon/local/services.h)
+  std::string service_owners;    // "NAME:USER,..." names reserved to a uid (daemon/serve/services.h)
   std::string auth_secret_file;  // empty = no peer auth
   std::int32_t gid_index = -1;   // -1 = auto
 
@@ -122,7 +122,7 @@ struct Config {
   std::uint64_t nic_window_bytes = 128 * kMiB;
   std::uint32_t max_reads_inflight = 8;
   // Several rails: a rendezvous READ of at least this many bytes is split
-  // over lanes on different rails (daemon/remote/rendezvous.h); 0: never.
+  // over lanes on different rails (daemon/serve/rendezvous.h); 0: never.
   std::uint32_t rail_split_bytes = 256 * 1024;
   // Receive credits (daemon/peer/receive_pool.h): the shared pool, each
   // lane's floor and its share.

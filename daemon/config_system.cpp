@@ -3,8 +3,8 @@
 #include <grp.h>
 
 #include "daemon/config.h"
-#include "daemon/local/services.h"
 #include "daemon/peer/auth_secret.h"
+#include "daemon/serve/services.h"
 
 namespace ferry::daemon {
 

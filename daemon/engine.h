@@ -6,7 +6,7 @@
 //   channels        peer daemons: handshakes, heartbeats, their traffic (peer/)
 //   dispatcher      a bounded batch from every client's SQ (session/dispatch.h)
 //   parking         Sends/Calls waiting for room, local or remote (session/parking.h)
-//   proxy server    peers' deliveries staged for a full receiver (remote/proxy_server.h)
+//   proxy server    peers' deliveries staged for a full receiver (serve/proxy_server.h)
 //   deadlines       calls past their timeout, remote calls past their backstop
 //   sessions        completions to CQs, doorbells (session/sessions.h)
 //

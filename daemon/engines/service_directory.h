@@ -3,7 +3,7 @@
 // (service-owners). Serve, Unserve and Open consult it (the one lock of the
 // engines, taken at those control-rate ops and never per message); each
 // engine keeps the services it serves in its own ServiceRegistry
-// (local/services.h), which Sends and Calls use without a lock.
+// (serve/services.h), which Sends and Calls use without a lock.
 //
 // Ids are nonzero and never reused, so an endpoint opened to a service that
 // later went away finds nothing and reports ServiceGone instead of reaching
@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/local/services.h"
+#include "daemon/serve/services.h"
 #include "ferry/result.h"
 
 namespace ferry::daemon {

@@ -8,7 +8,7 @@
 // look again (note()), and the engine sweeps the components that keep
 // deadlines when the earliest has passed, at most once per kSweepNs
 // (due(), then swept() with the next earliest). No per-call timer, no
-// allocation. What each deadline means: local/calls.h (a call's timeout at
+// allocation. What each deadline means: serve/calls.h (a call's timeout at
 // the server's daemon), remote/remote_sender.h (the caller's backstop).
 // Engine thread only.
 #pragma once

@@ -18,7 +18,7 @@
 //   rendezvous   rdma, over the eager threshold: a RendezvousReq carries the
 //                source RemoteBuffer (and the response buffer) and the
 //                serving daemon RDMA-READs the payload into its server's rx
-//                arena (remote/rendezvous.h).
+//                arena (serve/rendezvous.h).
 // A Send completes with the peer's zero-length Response (the delivery
 // outcome), a Call with its Response or WriteDone.
 //

@@ -12,10 +12,10 @@
 
 #include "daemon/config.h"
 #include "daemon/counters.h"
-#include "daemon/local/calls.h"
-#include "daemon/local/local_delivery.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/remote_sender.h"
+#include "daemon/serve/calls.h"
+#include "daemon/serve/local_delivery.h"
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
 #include "daemon/target.h"

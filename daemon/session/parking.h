@@ -1,5 +1,5 @@
 // The one place Sends and Calls wait when their receiver has no room: the
-// rx arena or CQ of a local server (local/local_delivery.h), or a send
+// rx arena or CQ of a local server (serve/local_delivery.h), or a send
 // window, a back-off after a refusal, or a full lane toward a peer
 // (remote/remote_sender.h). Ops wait on their endpoint in order (FIFO), so
 // messages on one endpoint keep their order whatever the kind of sink, and

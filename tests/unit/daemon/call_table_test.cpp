@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "daemon/local/call_table.h"
+#include "daemon/serve/call_table.h"
 
 using namespace ferry::daemon;
 

@@ -21,7 +21,7 @@ struct PendingCall {
   std::uint64_t resp_offset = 0;
   std::uint32_t resp_length = 0;
   bool caller_gone = false;       // caller closed the endpoint or died, or timed out: reply gets CallerGone
-  std::uint64_t deadline_ns = 0;  // its timeout passes then (0: none; local/calls.h)
+  std::uint64_t deadline_ns = 0;  // its timeout passes then (0: none; serve/calls.h)
   // A call from a peer daemon (remote_channel != 0): the reply goes back as a
   // wire Response with remote_token to remote_ep; `endpoint` is the proxy id.
   std::uint32_t remote_channel = 0;

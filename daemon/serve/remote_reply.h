@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "daemon/counters.h"
-#include "daemon/local/call_table.h"
 #include "daemon/remote/remote_ops.h"
+#include "daemon/serve/call_table.h"
 #include "daemon/session/operation.h"
 #include "daemon/session/sessions.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/remote/remote_reply.h"
+#include "daemon/serve/remote_reply.h"
 
 #include "daemon/peer/channel_manager.h"
 #include "daemon/remote/wr_tag.h"

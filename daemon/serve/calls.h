@@ -7,7 +7,7 @@
 // arrival there to the server's reply (the Call's own timeout_ms, else
 // call-timeout-ms; 0 = none). Time spent waiting for room at the server
 // (parked, staged) or being READ counts: a call still waiting then fails
-// Timeout there (parking.h, remote/proxy_server.h). This daemon enforces it,
+// Timeout there (parking.h, serve/proxy_server.h). This daemon enforces it,
 // because only it knows when the server got the request and only it can
 // stop the reply: past the deadline a local caller's Call completes
 // Timeout, a peer caller gets a Response with status Timeout (on the call's
@@ -19,9 +19,9 @@
 #include <cstdint>
 
 #include "daemon/counters.h"
-#include "daemon/local/call_table.h"
 #include "daemon/loop/deadlines.h"
-#include "daemon/remote/remote_reply.h"
+#include "daemon/serve/call_table.h"
+#include "daemon/serve/remote_reply.h"
 #include "daemon/session/operation.h"
 #include "daemon/session/sessions.h"
 

@@ -1,7 +1,7 @@
 // Deliveries to this daemon's services: the service registry (Serve,
 // Unserve), endpoints opened to a local service (their Sink), and the
 // delivery itself, shared by local senders and by peers' traffic
-// (remote/proxy_server.h): the payload is copied once, from the sender's
+// (serve/proxy_server.h): the payload is copied once, from the sender's
 // tx arena or the transport's receive buffer, into a block of the server's
 // rx arena, and a Message or Request names it. No room at the server (rx
 // arena or CQ full): Blocked, and the op waits (parking.h, staging).
@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "daemon/counters.h"
-#include "daemon/local/call_table.h"
-#include "daemon/local/calls.h"
-#include "daemon/local/services.h"
+#include "daemon/serve/call_table.h"
+#include "daemon/serve/calls.h"
+#include "daemon/serve/services.h"
 #include "daemon/session/sessions.h"
 #include "daemon/session/sink.h"
 

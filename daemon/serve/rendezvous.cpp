@@ -1,4 +1,4 @@
-#include "daemon/remote/rendezvous.h"
+#include "daemon/serve/rendezvous.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "daemon/remote/proxy_server.h"
+#include "daemon/serve/proxy_server.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,6 +1,6 @@
 // Peers' traffic to our services. A peer's Open creates a proxy endpoint
 // (the peer's endpoint as seen here); its Sends and Calls on it are
-// delivered like local traffic (local/local_delivery.h), the payload copied
+// delivered like local traffic (serve/local_delivery.h), the payload copied
 // once from the transport's receive buffer into the server's rx arena, or
 // READ straight into it (rendezvous.h). Sends are answered at once with a
 // zero-length Response carrying the outcome; Calls by the server's Reply
@@ -27,11 +27,11 @@
 #include "daemon/config.h"
 #include "daemon/counters.h"
 #include "daemon/engine_fault.h"
-#include "daemon/local/calls.h"
-#include "daemon/local/local_delivery.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/peer_fwd.h"
-#include "daemon/remote/rendezvous.h"
+#include "daemon/serve/calls.h"
+#include "daemon/serve/local_delivery.h"
+#include "daemon/serve/rendezvous.h"
 #include "transport/wire/header.h"
 
 namespace ferry::daemon {

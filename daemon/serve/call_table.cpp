@@ -1,4 +1,4 @@
-#include "daemon/local/call_table.h"
+#include "daemon/serve/call_table.h"
 
 #include "daemon/loop/free_slots.h"
 

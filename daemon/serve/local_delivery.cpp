@@ -1,4 +1,4 @@
-#include "daemon/local/local_delivery.h"
+#include "daemon/serve/local_delivery.h"
 
 #include "daemon/engines/service_directory.h"
 

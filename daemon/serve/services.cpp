@@ -1,4 +1,4 @@
-#include "daemon/local/services.h"
+#include "daemon/serve/services.h"
 
 #include <pwd.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/local/calls.h"
+#include "daemon/serve/calls.h"
 
 #include <algorithm>
 #include <cstring>

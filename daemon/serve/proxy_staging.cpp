@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "daemon/peer/channel_manager.h"
-#include "daemon/remote/proxy_server.h"
+#include "daemon/serve/proxy_server.h"
 
 namespace ferry::daemon {
 
