@@ -27,8 +27,8 @@ std::optional<std::string> ensure_descriptor_limit(const Config& c, std::uint32_
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < out->needed) {
     return "max-clients " + std::to_string(c.max_clients) + ", control-max-connections " +
            std::to_string(c.control_max_connections) + " and peer-max-connections " +
-           std::to_string(c.peer_max_connections) + " (per engine, " + std::to_string(engines) + ") need about " + std::to_string(out->needed) +
-           " file descriptors, but the hard limit is " + std::to_string(lim.rlim_max) +
+           std::to_string(c.peer_max_connections) + " (per engine, " + std::to_string(engines) + ") need about " +
+           std::to_string(out->needed) + " file descriptors, but the hard limit is " + std::to_string(lim.rlim_max) +
            ": raise it (LimitNOFILE= in the systemd unit, ulimit -Hn) or lower max-clients or peer-max-connections";
   }
   lim.rlim_cur = out->needed;

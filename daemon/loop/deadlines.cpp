@@ -11,7 +11,6 @@ Deadlines::Deadlines(std::uint32_t delivery_timeout_ms, std::uint32_t peer_timeo
     : delivery_timeout_ns_(std::uint64_t{delivery_timeout_ms} * 1'000'000),
       backstop_grace_ns_((2 * std::uint64_t{peer_timeout_ms} + 1000) * 1'000'000) {}
 
-
 std::uint64_t Deadlines::after(std::uint32_t timeout_ms) noexcept {
   if (timeout_ms == 0) return 0;  // no clock read for calls without one (and for every Send)
   const std::uint64_t at = now() + std::uint64_t{timeout_ms} * 1'000'000;
