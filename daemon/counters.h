@@ -50,6 +50,7 @@ struct Counters {
   Counter engine_turns_over_10ms{0};
   Counter spin_skips{0};         // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
   Counter spin_large_sleeps{0};  // sleeps without the in-flight spin: a large transfer in flight (spin_policy.h)
+  Counter spin_slot_sleeps{0};   // sleeps without a spin: other engines held the spin slots (engines/spin_slots.h)
   Counter corrupt_rings{0};
   // Channels between daemons.
   Counter peer_connects{0};      // channels that came Up
@@ -151,6 +152,7 @@ void for_each_counter(C& c, F&& f) {
   f("engine_turns_over_10ms", c.engine_turns_over_10ms);
   f("spin_skips", c.spin_skips);
   f("spin_large_sleeps", c.spin_large_sleeps);
+  f("spin_slot_sleeps", c.spin_slot_sleeps);
   f("corrupt_rings", c.corrupt_rings);
   f("peer_connects", c.peer_connects);
   f("peer_failures", c.peer_failures);

@@ -86,6 +86,7 @@ void Engine::run() {
   // A large transfer started since nothing was last in flight.
   std::uint64_t large_seen = 0;
   bool large = false;
+  bool spin_slot = false;  // held from the first idle turn to the next sleep (engines/spin_slots.h)
   while (!loop_.stop) {
     const std::uint64_t start = clock.now(yielding);
     yielding = false;
@@ -119,9 +120,14 @@ void Engine::run() {
       if (!due && !bulk) large = false;
       t = large ? Transfer::Large : bulk ? Transfer::Bulk : Transfer::Small;
     }
-    if (start - idle_since >= spin.budget_ns(after_work, due, t)) {
+    const bool spent = start - idle_since >= spin.budget_ns(after_work, due, t);
+    if (!spent && !spin_slot) spin_slot = group_.spin_slots.take();
+    if (spent || !spin_slot) {
       if (awaits && spin.skipped(t)) bump(counters_.spin_skips);
       if (awaits && t == Transfer::Large) bump(counters_.spin_large_sleeps);
+      if (!spent) bump(counters_.spin_slot_sleeps);
+      if (spin_slot) group_.spin_slots.give();
+      spin_slot = false;
       sleep_until_work();
       idle_since = mono_ns();
       after_work = false;
@@ -139,6 +145,7 @@ void Engine::run() {
       yielding = true;  // the next turn may reuse this clock reading (spin_clock.h)
     }
   }
+  if (spin_slot) group_.spin_slots.give();
   // Stop: detach everyone so sessions unmap in an orderly way, then say
   // Goodbye to every peer.
   while (!dp_.sessions.empty()) detach(dp_.sessions.all().back()->id());

@@ -11,16 +11,18 @@
 
 #include "daemon/engines/cross_link.h"
 #include "daemon/engines/service_directory.h"
+#include "daemon/engines/spin_slots.h"
 
 namespace ferry::daemon {
 
 struct EngineGroup {
-  explicit EngineGroup(std::uint32_t engines) : ports(engines, 0) {}
+  explicit EngineGroup(std::uint32_t engines) : ports(engines, 0), spin_slots(engines) {}
   std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(ports.size()); }
 
   std::vector<std::uint16_t> ports;  // each engine's bootstrap port (0: not listening)
   ServiceDirectory directory;
   std::unique_ptr<CrossRings> rings;  // null until the engines exist (their wake fds)
+  SpinSlots spin_slots;               // engines that may spin at once
 };
 
 }  // namespace ferry::daemon
