@@ -2,7 +2,7 @@
 // control thread (attach, control socket, signals), and orderly shutdown.
 #pragma once
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 
 namespace ferry::daemon {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "daemon/engine_fault.h"
+#include "daemon/loop/engine_fault.h"
 #include "daemon/peer/auth_secret.h"
 #include "daemon/remote/wr_tag.h"
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/engines/engine_group.h"
 #include "daemon/engines/forwarder.h"
@@ -29,7 +29,7 @@
 #include "daemon/session/dispatch.h"
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
-#include "daemon/transport_choice.h"
+#include "daemon/peer/transport_choice.h"
 
 namespace ferry::daemon {
 

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/datapath.h"
-#include "daemon/segment_mr.h"
+#include "daemon/session/segment_mr.h"
 
 namespace ferry::daemon {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "daemon/mono_clock.h"
+#include "daemon/loop/mono_clock.h"
 
 namespace ferry::daemon {
 

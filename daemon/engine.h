@@ -27,7 +27,7 @@ struct ibv_pd;
 #include <thread>
 #include <vector>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/datapath.h"
 #include "daemon/engines/engine_group.h"
@@ -35,7 +35,7 @@ struct ibv_pd;
 #include "daemon/loop/event_set.h"
 #include "daemon/loop/peer_snapshot.h"
 #include "daemon/loop/turn_stats.h"
-#include "daemon/transport_choice.h"
+#include "daemon/peer/transport_choice.h"
 
 namespace ferry::daemon {
 

@@ -11,7 +11,7 @@
 #include "daemon/engine.h"
 #include "daemon/loop/spin_clock.h"
 #include "daemon/loop/spin_policy.h"
-#include "daemon/mono_clock.h"
+#include "daemon/loop/mono_clock.h"
 #include "ferry_config.h"
 
 namespace ferry::daemon {

@@ -1,11 +1,11 @@
-// ferryd: the per-host ferry daemon. Its structure: daemon/daemon.h; its options: daemon/config.h.
+// ferryd: the per-host ferry daemon. Its structure: daemon/daemon.h; its options: daemon/config/config.h.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <exception>
 
-#include "daemon/config.h"
-#include "daemon/config_reload.h"
+#include "daemon/config/config.h"
+#include "daemon/config/config_reload.h"
 #include "daemon/daemon.h"
 
 int main(int argc, char** argv) {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/engine.h"
 #include "daemon/engines/engine_cpus.h"

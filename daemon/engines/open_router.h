@@ -26,7 +26,7 @@
 #include "daemon/remote/remote_sender.h"
 #include "daemon/serve/local_delivery.h"
 #include "daemon/session/sessions.h"
-#include "daemon/target.h"
+#include "daemon/engines/target.h"
 
 namespace ferry::daemon {
 

@@ -1,6 +1,6 @@
 #include "daemon/loop/control_link.h"
 
-#include "daemon/client_session.h"
+#include "daemon/session/client_session.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "daemon/mono_clock.h"
+#include "daemon/loop/mono_clock.h"
 
 namespace ferry::daemon {
 

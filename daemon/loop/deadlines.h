@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/mono_clock.h"
+#include "daemon/loop/mono_clock.h"
 
 namespace ferry::daemon {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/mono_clock.h"
+#include "daemon/loop/mono_clock.h"
 
 namespace ferry::daemon {
 

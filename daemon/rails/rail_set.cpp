@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "daemon/mono_clock.h"
+#include "daemon/loop/mono_clock.h"
 #include "daemon/rails/rail_config.h"
 #include "transport/rdma/rdma_transport.h"
 

@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "daemon/segment_mr.h"
+#include "daemon/session/segment_mr.h"
 #include "ferry_config.h"
 #if FERRY_HAVE_RDMA
 #include "transport/rdma/memory_windows.h"

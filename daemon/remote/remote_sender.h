@@ -45,7 +45,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/peer_fwd.h"
@@ -56,7 +56,7 @@
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
 #include "daemon/session/sink.h"
-#include "daemon/target.h"
+#include "daemon/engines/target.h"
 #include "transport/wire/header.h"
 #include "transport/wire/rail_keys.h"
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "daemon/client_session.h"
-#include "daemon/config.h"
+#include "daemon/session/client_session.h"
+#include "daemon/config/config.h"
 #include "daemon/peer/channel.h"
 
 namespace ferry::daemon {

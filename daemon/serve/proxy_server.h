@@ -24,9 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/counters.h"
-#include "daemon/engine_fault.h"
+#include "daemon/loop/engine_fault.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/peer_fwd.h"
 #include "daemon/serve/calls.h"

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/remote_sender.h"
@@ -18,7 +18,7 @@
 #include "daemon/serve/local_delivery.h"
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
-#include "daemon/target.h"
+#include "daemon/engines/target.h"
 
 namespace ferry::daemon {
 

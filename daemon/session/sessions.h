@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/client_session.h"
+#include "daemon/session/client_session.h"
 #include "daemon/counters.h"
 #include "daemon/session/zero_copy.h"
 #include "shm/ring_entries.h"

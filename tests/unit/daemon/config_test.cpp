@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/config.h"
-#include "daemon/config_file.h"
-#include "daemon/config_keys.h"
-#include "daemon/descriptor_limit.h"
-#include "daemon/engine_fault.h"
+#include "daemon/config/config.h"
+#include "daemon/config/config_file.h"
+#include "daemon/config/config_keys.h"
+#include "daemon/front/descriptor_limit.h"
+#include "daemon/loop/engine_fault.h"
 #include "ferry_config.h"
 
 using namespace ferry::daemon;

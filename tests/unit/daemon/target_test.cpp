@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "daemon/target.h"
+#include "daemon/engines/target.h"
 
 using namespace ferry::daemon;
 

@@ -1,0 +1,36 @@
+// check_system (config.h): the checks that look at the host, shared by
+// --check-config, start-up and SIGHUP.
+#include <grp.h>
+
+#include "daemon/config/config.h"
+#include "daemon/peer/auth_secret.h"
+#include "daemon/serve/services.h"
+
+namespace ferry::daemon {
+
+namespace {
+
+std::optional<std::string> check_group(std::string_view key, const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  group gr{};
+  group* found = nullptr;
+  char buf[16384];
+  if (::getgrnam_r(name.c_str(), &gr, buf, sizeof buf, &found) != 0 || found == nullptr) {
+    return "invalid value '" + name + "' for " + std::string(key) + ": no such group";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> check_system(const Config& c) {
+  if (auto bad = check_group("socket-group", c.socket_group)) return bad;
+  if (auto bad = check_group("admin-group", c.admin_group)) return bad;
+  std::vector<ServiceOwner> owners;
+  if (auto bad = parse_service_owners(c.service_owners, owners)) return bad;
+  // Read here too so --check-config reports a short secret or a loose mode.
+  std::string secret;
+  return peer::load_auth_secret(c.auth_secret_file, secret);
+}
+
+}  // namespace ferry::daemon

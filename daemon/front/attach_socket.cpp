@@ -1,0 +1,63 @@
+#include "daemon/front/attach_socket.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace ferry::daemon {
+
+bool peer_cred(int fd, PeerCred* out) noexcept {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  out->pid = cred.pid;
+  out->uid = cred.uid;
+  out->gid = cred.gid;
+  return true;
+}
+
+long recv_message(int fd, void* buf, std::size_t cap) noexcept {
+  iovec iov{buf, cap};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+  if (n < 0) return -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int stray;
+        std::memcpy(&stray, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        ::close(stray);
+      }
+    }
+  }
+  return static_cast<long>(n);
+}
+
+bool send_message(int fd, const void* buf, std::size_t len, const int* fds, std::size_t nfds) noexcept {
+  iovec iov{const_cast<void*>(buf), len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (nfds != 0) {
+    if (nfds > 8) return false;
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(len);
+}
+
+}  // namespace ferry::daemon
