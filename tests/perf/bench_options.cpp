@@ -24,7 +24,7 @@ constexpr const char* kUsage =
     "  --iters N           measured operations per size (default 10000)\n"
     "  --duration SECONDS  measure for this long instead (at most 4M operations)\n"
     "  --warmup N          unmeasured operations first (default iters/10, 10..1000)\n"
-    "  --concurrency N     calls kept outstanding (local-rpc, remote-rpc; baselines need 1)\n"
+    "  --concurrency N     calls kept outstanding (local-rpc, remote-rpc), or messages (ipc-echo); baselines need 1\n"
     "  --socket PATH       daemon the measuring client attaches to (default $FERRY_SOCKET)\n"
     "  --server-socket P   daemon the forked server attaches to (default: --socket)\n"
     "  --target HOST:PORT  tcp-rpc: an existing `ferry-bench tcp-server` (tcp-relay-rpc: tcp-relay-server);\n"
