@@ -160,14 +160,19 @@ void LocalDelivery::publish(ClientSession& server, const Service& s, bool is_cal
 
 void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block,
                                   std::uint32_t length, std::uint32_t source, std::uint64_t token) {
-  shm::CqEntry d{};
+  shm::CqEntry d;  // every field written (no memset call)
   d.kind = static_cast<std::uint8_t>(kind);
+  d.status = 0;
+  d.op = 0;
+  d.reserved0 = 0;
   d.handle = s.id;
+  d.user_data = 0;
   d.offset = block.offset;
   d.length = length;
   d.capacity = block.capacity;
-  d.source = source;
   d.token = token;
+  d.source = source;
+  d.reserved1[0] = d.reserved1[1] = 0;
   sessions_.post(server, d);
 }
 
