@@ -28,7 +28,8 @@ namespace client_detail {
 constexpr shm::Op wire_op(OpKind k) noexcept { return static_cast<shm::Op>(static_cast<std::uint8_t>(k)); }
 }  // namespace client_detail
 
-class Client::Impl {
+// Hidden: libferry exports Client, not its insides (ferry/visibility.h).
+class FERRY_LOCAL Client::Impl {
  public:
   // user_data of quiet ReleaseRx entries; only a failure comes back with it.
   static constexpr std::uint64_t kReleaseUserData = UINT64_MAX;

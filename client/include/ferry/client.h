@@ -23,6 +23,7 @@
 
 #include "ferry/result.h"
 #include "ferry/status.h"
+#include "ferry/visibility.h"
 
 namespace ferry {
 
@@ -40,7 +41,7 @@ struct Buffer {
 };
 
 enum class OpKind : std::uint8_t { Nop, Serve, Unserve, Open, Close, Send, Call, Reply, ReleaseRx };
-std::string_view to_string(OpKind op) noexcept;
+FERRY_API std::string_view to_string(OpKind op) noexcept;
 
 struct Completion {
   enum class Kind : std::uint8_t {
@@ -61,7 +62,7 @@ struct Completion {
   std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release()
   std::uint32_t rx_capacity = 0;
 };
-std::string_view to_string(Completion::Kind kind) noexcept;
+FERRY_API std::string_view to_string(Completion::Kind kind) noexcept;
 
 struct AttachOptions {
   std::string socket_path;     // empty: $FERRY_SOCKET, else /run/ferry/ferryd.sock
@@ -92,9 +93,9 @@ struct ClientStats {
 };
 
 // Default socket path: $FERRY_SOCKET or /run/ferry/ferryd.sock.
-std::string default_socket_path();
+FERRY_API std::string default_socket_path();
 
-class Client {
+class FERRY_API Client {
  public:
   // Connects, receives the segment and doorbells, maps and checks the ABI.
   static Result<std::unique_ptr<Client>> attach(const AttachOptions& options = {});
@@ -166,7 +167,7 @@ class Client {
   class Impl;
 
  private:
-  explicit Client(std::unique_ptr<Impl> impl);
+  FERRY_LOCAL explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
