@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <new>
+#include <string>
 
 #include "ferry/client.h"
 
@@ -85,6 +86,12 @@ static_assert(same(FERRY_OP_CALL, ferry::OpKind::Call));
 static_assert(same(FERRY_OP_REPLY, ferry::OpKind::Reply));
 static_assert(same(FERRY_OP_RELEASE_RX, ferry::OpKind::ReleaseRx));
 
+static_assert(FERRY_LOG_DEBUG == static_cast<int>(ferry::LogLevel::Debug));
+static_assert(FERRY_LOG_INFO == static_cast<int>(ferry::LogLevel::Info));
+static_assert(FERRY_LOG_WARN == static_cast<int>(ferry::LogLevel::Warn));
+static_assert(FERRY_LOG_ERROR == static_cast<int>(ferry::LogLevel::Error));
+static_assert(FERRY_LOG_OFF == static_cast<int>(ferry::LogLevel::Off));
+
 static_assert(FERRY_OP_DONE == static_cast<int>(ferry::Completion::Kind::OpDone));
 static_assert(FERRY_MESSAGE == static_cast<int>(ferry::Completion::Kind::Message));
 static_assert(FERRY_REQUEST == static_cast<int>(ferry::Completion::Kind::Request));
@@ -105,6 +112,15 @@ int ferry_attach(const ferry_attach_options* options, ferry_client** out) {
       o.rx_bytes = options->rx_bytes;
       o.sq_entries = options->sq_entries;
       o.cq_entries = options->cq_entries;
+      if (options->log_level < FERRY_LOG_DEFAULT || options->log_level > FERRY_LOG_OFF)
+        return code(ferry::Status::BadRequest);
+      if (options->log_level != FERRY_LOG_DEFAULT) o.log_level = static_cast<ferry::LogLevel>(options->log_level);
+      if (options->log != nullptr) {
+        o.log = [fn = options->log, context = options->log_context](ferry::LogLevel level, std::string_view text) {
+          const std::string message(text);  // NUL-terminated for C
+          fn(context, static_cast<int>(level), message.c_str());
+        };
+      }
     }
     auto r = ferry::Client::attach(o);
     if (!r) return code(r.status);

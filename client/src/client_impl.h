@@ -14,6 +14,7 @@
 
 #include "client/src/fixed_queue.h"
 #include "client/src/inflight.h"
+#include "client/src/log.h"
 #include "ferry/client.h"
 #include "shm/doorbell.h"
 #include "shm/ring.h"
@@ -97,6 +98,7 @@ class FERRY_LOCAL Client::Impl {
   client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room
   client_detail::FixedQueue<Completion> stash_;        // completions seen while a control op waited
   ClientStats counters_;
+  client_detail::Log log_;  // AttachOptions::log and log_level
 };
 
 }  // namespace ferry

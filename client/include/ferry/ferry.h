@@ -79,6 +79,21 @@ typedef struct ferry_completion {
   uint64_t rx_offset;
 } ferry_completion;
 
+/* Levels of libferry's messages about a client (ferry::LogLevel). */
+enum ferry_log_level {
+  FERRY_LOG_DEFAULT = 0, /* $FERRY_LOG_LEVEL (debug, info, warn, error, off), else FERRY_LOG_ERROR */
+  FERRY_LOG_DEBUG = 1,
+  FERRY_LOG_INFO = 2,
+  FERRY_LOG_WARN = 3,
+  FERRY_LOG_ERROR = 4,
+  FERRY_LOG_OFF = 5
+};
+
+/* Receives one message (NUL-terminated, valid during the call) at or above
+ * the client's level, on the thread inside a ferry_* call of that client;
+ * it must not call back into that client. */
+typedef void (*ferry_log_fn)(void* context, int level, const char* message);
+
 typedef struct ferry_attach_options {
   const char* socket_path; /* NULL: $FERRY_SOCKET, else /run/ferry/ferryd.sock */
   const char* name;        /* may be NULL */
@@ -86,6 +101,9 @@ typedef struct ferry_attach_options {
   uint64_t rx_bytes;
   uint32_t sq_entries;
   uint32_t cq_entries;
+  ferry_log_fn log;  /* NULL: one line "ferry: LEVEL: MESSAGE" on stderr */
+  void* log_context; /* passed to log */
+  int log_level;     /* enum ferry_log_level; 0: FERRY_LOG_DEFAULT */
 } ferry_attach_options;
 
 /* options may be NULL. On success *out is the new client. */
