@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ps-vm-bench.sh: inside the Soft-RoCE VM (a checks line through
-# run-vm-suite.sh --checks, e.g. tests/rdma/issue18.list), the parameter-server
+# run-vm-suite.sh --checks, as tests/rdma/soft-roce-bench.sh does), the parameter-server
 # head-to-head over rdma: `ferry-ps bench` with its workers on ferryd A
 # (ADDR0/rxe0) and its shards on ferryd B (ADDR1/rxe1), against ferry-ps's
 # per-process kernel-TCP baseline (every worker its own connection to every
