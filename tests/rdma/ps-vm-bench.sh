@@ -70,7 +70,7 @@ switches() {
   echo "$v $n"
 }
 # One JSON line into ps-results.jsonl: the bench's summary plus the run's
-# facts (repeat, shape, arm) and, for ferry, the counts (counts.py below).
+# facts (repeat, shape, arm) and, for ferry, the counts (ps_vm_summary.py counts).
 record() { # record REPEAT SHAPE ARM OUT [COUNTS_JSON]
   tail -n1 "$4" | python3 -c '
 import json, sys
