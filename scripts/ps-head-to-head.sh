@@ -5,19 +5,19 @@
 #
 # The parameter-server head-to-heads.
 #
-# Default (ferry issue 7): `ferry-ps bench` with N worker processes x M shard
+# Default: `ferry-ps bench` with N worker processes x M shard
 # processes, once through ferry and once over per-process kernel TCP, then a
 # table (pull/push mean, P50, P99, P999, ops/s, CPU us per op over every
 # process incl. daemons, RSS) with the ratio ferry/tcp, and a latency CDF
 # plot (PNG, gnuplot) of both, pull and push.
 #
-# --python (issue 16): the same workload shape R times (default 3), each
+# --python: the same workload shape R times (default 3), each
 # round running, back to back, `ferry-ps bench` (C++), the Python bench
 # through ferry (python3 -m ferry.ps.bench) and the Python bench against the
 # torch.distributed.rpc parameter server (--baseline torch-rpc); then the
 # medians and the ratios ferry/torch-rpc and Python/C++.
 #
-# --train (issue 16): the DLRM-style training (python3 -m ferry.ps.train
+# --train: the DLRM-style training (python3 -m ferry.ps.train
 # --compare): through ferry, then through torch.distributed.rpc, then with
 # the tables local in the workers (no parameter server: the compute
 # ceiling), the same data and model; loss per epoch, held-out AUC,
@@ -72,8 +72,9 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-# Presets: --small (the demo's), and the issue-16 shape (2 workers x 2 shards,
-# 100,000 keys) for --python unless given.
+# Presets: --small (the demo's), and for --python, unless given, the shape
+# its Python-against-torch.distributed.rpc targets are stated for (2 workers
+# x 2 shards, 100,000 keys).
 if [[ $small -eq 1 ]]; then
   ((explicit_workers)) || workers=2
   shards=2 dim=64 warmup=20
@@ -109,14 +110,13 @@ mkdir -p "$out"
 ns_a="ferry-ps-a-$$" ns_b="ferry-ps-b-$$"
 veth_a="fpsa$$" veth_b="fpsb$$"
 veth_a=${veth_a:0:15} veth_b=${veth_b:0:15}
-daemon_pids=()
+# shellcheck source=lib/daemons.sh
+source "$repo/scripts/lib/daemons.sh"
+# shellcheck source=lib/net.sh
+source "$repo/scripts/lib/net.sh"
 
 cleanup() {
-  local pid
-  for pid in "${daemon_pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  ferry_stop_daemons
   if [[ $mode == netns ]]; then
     ip netns del "$ns_a" 2>/dev/null || true
     ip netns del "$ns_b" 2>/dev/null || true
@@ -125,42 +125,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_daemon DIR [NETNS LISTEN]: ferryd in DIR, waits (deadline) for its sockets.
-start_daemon() {
+# ps_ferryd DIR [NETNS LISTEN]: a ferryd of this run in DIR, up when this returns.
+ps_ferryd() {
   local dir=$1 ns=${2:-} listen=${3:-}
-  mkdir -p "$dir"
-  local cmd=("$ferryd" --runtime-dir "$dir" --transport "${FERRYD_TRANSPORT:-tcp}" ${FERRYD_ARGS:-})
-  [[ -n $listen ]] && cmd+=(--listen "$listen")
-  if [[ -n $ns ]]; then cmd=(ip netns exec "$ns" "${cmd[@]}"); fi
-  "${cmd[@]}" >"$dir/ferryd.log" 2>&1 &
-  daemon_pids+=($!)
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ -S $dir/ferryd.sock && -S $dir/control.sock ]] && return 0
-    kill -0 "${daemon_pids[-1]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "ps-head-to-head: ferryd in $dir did not come up:" >&2
-  tail -20 "$dir/ferryd.log" >&2
-  exit 1
+  # shellcheck disable=SC2086 # FERRYD_ARGS is words on purpose
+  ferry_start_daemon ${ns:+--netns "$ns"} "$ferryd" "$dir" --transport "${FERRYD_TRANSPORT:-tcp}" ${FERRYD_ARGS:-} \
+    ${listen:+--listen "$listen"} || exit 1
 }
 
 common=(--workers "$workers" --shards "$shards" --keys "$keys" --dim "$dim" --iters "$iters"
         --batch "$batch" --warmup "$warmup" --json)
 
 if [[ $mode == local && $job == cpp ]]; then
-  start_daemon "$out/ferryd"
+  ps_ferryd "$out/ferryd"
   ferry_args=(--socket "$out/ferryd/ferryd.sock")
   tcp_args=(--target 127.0.0.1)
   where="one ferryd, loopback"
 elif [[ $mode == local ]]; then
-  port_a=$(free_port) port_b=$(free_port)
-  start_daemon "$out/ferryd-a" "" "127.0.0.1:$port_a"
-  start_daemon "$out/ferryd-b" "" "127.0.0.1:$port_b"
+  port_a=$(ferry_free_port) port_b=$(ferry_free_port)
+  ps_ferryd "$out/ferryd-a" "" "127.0.0.1:$port_a"
+  ps_ferryd "$out/ferryd-b" "" "127.0.0.1:$port_b"
   ferry_args=(--socket "$out/ferryd-a/ferryd.sock" --server-socket "$out/ferryd-b/ferryd.sock"
               --target "127.0.0.1:$port_b")
   rpc_args=(--target 127.0.0.1)
@@ -187,14 +171,10 @@ else
     printf '127.0.0.1 localhost\n%s %s\n' "$2" "$(hostname)" >"/etc/netns/$1/hosts"
   done
   # Nothing is sent before the route from A to B is proven to be the veth.
-  route=$(ip netns exec "$ns_a" ip route get 198.18.1.2)
-  if [[ $route != *"dev $veth_a"* ]]; then
-    echo "ps-head-to-head: route from $ns_a to 198.18.1.2 is not via $veth_a: $route" >&2
-    exit 1
-  fi
-  echo "route check: $route"
-  start_daemon "$out/ferryd-a" "$ns_a" 198.18.1.1:7470
-  start_daemon "$out/ferryd-b" "$ns_b" 198.18.1.2:7470
+  ferry_check_route --netns "$ns_a" "$veth_a" 198.18.1.2 || exit 1
+  echo "route check: $(ip -n "$ns_a" route get 198.18.1.2)"
+  ps_ferryd "$out/ferryd-a" "$ns_a" 198.18.1.1:7470
+  ps_ferryd "$out/ferryd-b" "$ns_b" 198.18.1.2:7470
   ferry_args=(--socket "$out/ferryd-a/ferryd.sock" --server-socket "$out/ferryd-b/ferryd.sock"
               --target 198.18.1.2:7470)
   tcp_args=(--target 198.18.1.2 --worker-netns "$ns_a" --shard-netns "$ns_b")
@@ -257,7 +237,7 @@ for name, key in rows:
                                                         p / c if c else float("nan")))
 json.dump({"rounds": rounds, "medians": summary, "runs": runs}, open(out + "/python-head-to-head.json", "w"))
 print()
-print("targets (issue 16): pull p99 py/rpc <= 0.2: %.3f; samples/s py/rpc >= 4: %.2f; cpu/sample py/rpc <= 0.3: %.3f;"
+print("targets: pull p99 py/rpc <= 0.2: %.3f; samples/s py/rpc >= 4: %.2f; cpu/sample py/rpc <= 0.3: %.3f;"
       " python within 1.5x of C++ (pull mean py/C++): %.2f" % (
           summary["pull_p99_us"]["python"] / summary["pull_p99_us"]["torch_rpc"],
           summary["samples_per_s"]["python"] / summary["samples_per_s"]["torch_rpc"],

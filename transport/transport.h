@@ -3,9 +3,9 @@
 // `final` and live in their own folders (tcp/, rdma/). An operation a backend
 // cannot do returns Status::NotSupported; there are no optional hooks.
 //
-// Threading: a Transport has one owner thread (habit 3). Every method except
-// the constructor and the const accessors must be called on it; debug builds
-// assert this.
+// Threading: a Transport has one owner thread (no locks on the datapath).
+// Every method except the constructor and the const accessors must be
+// called on it; debug builds assert this.
 #pragma once
 
 #include <array>
@@ -87,7 +87,7 @@ struct SendWr {
   std::uint64_t user_data = 0;  // echoed in the completion
   wire::RemoteBuffer remote{};  // RDMA ops only
   // RDMA ops, several rails: the remote buffer's key on each rail of the
-  // peer that exposed it (its RailKeys table, daemon/remote/peer_keys.h).
+  // peer that exposed it (its RailKeys table, transport/wire/rail_keys.h).
   // The lane posting the WR puts the entry of the peer rail at the far end
   // of its connection into remote.rkey, again at each replay; 0: keep
   // remote.rkey (the key the request carried).

@@ -8,6 +8,8 @@
 
 namespace ferry::ps {
 
+ShardLink::~ShardLink() = default;
+
 namespace {
 
 constexpr std::size_t kBatch = 64;

@@ -208,6 +208,9 @@ Result<std::unique_ptr<Client>> Client::attach(const AttachOptions& options) {
   if (!impl->init_events()) return R::fail(Status::NoMemory);
   impl->set_busy_poll(options.busy_poll);
   impl->engine_ = reply.engine;
+  impl->log_ = client_detail::Log(options.log, options.log_level);
+  impl->log_.say(LogLevel::Debug, "attached to %s as client %u on engine %u", path.c_str(), reply.client_id,
+                 reply.engine);
   return R::ok(std::unique_ptr<Client>(new Client(std::move(impl))));
 }
 

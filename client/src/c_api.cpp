@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <new>
+#include <string>
 
 #include "ferry/client.h"
 
@@ -49,6 +50,52 @@ ferry::Completion from_c(const ferry_completion& c) noexcept {
 
 constexpr std::size_t kBatch = 64;
 
+// The C header's constants are ferry::Status, ferry::OpKind and
+// Completion::Kind by another name: one assertion per value, and one that
+// the C list ends where the C++ one does (a new Status needs its FERRY_*).
+constexpr bool same(int c, ferry::Status s) noexcept { return c == static_cast<int>(s); }
+static_assert(same(FERRY_OK, ferry::Status::Ok));
+static_assert(same(FERRY_BAD_REQUEST, ferry::Status::BadRequest));
+static_assert(same(FERRY_NO_MEMORY, ferry::Status::NoMemory));
+static_assert(same(FERRY_SERVICE_NOT_FOUND, ferry::Status::ServiceNotFound));
+static_assert(same(FERRY_SERVICE_EXISTS, ferry::Status::ServiceExists));
+static_assert(same(FERRY_ENDPOINT_CLOSED, ferry::Status::EndpointClosed));
+static_assert(same(FERRY_RESPONSE_TOO_LARGE, ferry::Status::ResponseTooLarge));
+static_assert(same(FERRY_PEER_UNREACHABLE, ferry::Status::PeerUnreachable));
+static_assert(same(FERRY_PEER_RESET, ferry::Status::PeerReset));
+static_assert(same(FERRY_SERVICE_GONE, ferry::Status::ServiceGone));
+static_assert(same(FERRY_CALLER_GONE, ferry::Status::CallerGone));
+static_assert(same(FERRY_DAEMON_GONE, ferry::Status::DaemonGone));
+static_assert(same(FERRY_TIMEOUT, ferry::Status::Timeout));
+static_assert(same(FERRY_NOT_SUPPORTED, ferry::Status::NotSupported));
+static_assert(same(FERRY_BUSY, ferry::Status::Busy));
+static_assert(same(FERRY_PROTOCOL_ERROR, ferry::Status::ProtocolError));
+static_assert(same(FERRY_CANCELLED, ferry::Status::Cancelled));
+static_assert(same(FERRY_VERSION_MISMATCH, ferry::Status::VersionMismatch));
+static_assert(same(FERRY_PERMISSION_DENIED, ferry::Status::PermissionDenied));
+static_assert(FERRY_STATUS_MAX == ferry::kMaxStatus, "every ferry::Status has its FERRY_* constant");
+
+constexpr bool same(int c, ferry::OpKind k) noexcept { return c == static_cast<int>(k); }
+static_assert(same(FERRY_OP_NOP, ferry::OpKind::Nop));
+static_assert(same(FERRY_OP_SERVE, ferry::OpKind::Serve));
+static_assert(same(FERRY_OP_UNSERVE, ferry::OpKind::Unserve));
+static_assert(same(FERRY_OP_OPEN, ferry::OpKind::Open));
+static_assert(same(FERRY_OP_CLOSE, ferry::OpKind::Close));
+static_assert(same(FERRY_OP_SEND, ferry::OpKind::Send));
+static_assert(same(FERRY_OP_CALL, ferry::OpKind::Call));
+static_assert(same(FERRY_OP_REPLY, ferry::OpKind::Reply));
+static_assert(same(FERRY_OP_RELEASE_RX, ferry::OpKind::ReleaseRx));
+
+static_assert(FERRY_LOG_DEBUG == static_cast<int>(ferry::LogLevel::Debug));
+static_assert(FERRY_LOG_INFO == static_cast<int>(ferry::LogLevel::Info));
+static_assert(FERRY_LOG_WARN == static_cast<int>(ferry::LogLevel::Warn));
+static_assert(FERRY_LOG_ERROR == static_cast<int>(ferry::LogLevel::Error));
+static_assert(FERRY_LOG_OFF == static_cast<int>(ferry::LogLevel::Off));
+
+static_assert(FERRY_OP_DONE == static_cast<int>(ferry::Completion::Kind::OpDone));
+static_assert(FERRY_MESSAGE == static_cast<int>(ferry::Completion::Kind::Message));
+static_assert(FERRY_REQUEST == static_cast<int>(ferry::Completion::Kind::Request));
+
 }  // namespace
 
 extern "C" {
@@ -65,6 +112,15 @@ int ferry_attach(const ferry_attach_options* options, ferry_client** out) {
       o.rx_bytes = options->rx_bytes;
       o.sq_entries = options->sq_entries;
       o.cq_entries = options->cq_entries;
+      if (options->log_level < FERRY_LOG_DEFAULT || options->log_level > FERRY_LOG_OFF)
+        return code(ferry::Status::BadRequest);
+      if (options->log_level != FERRY_LOG_DEFAULT) o.log_level = static_cast<ferry::LogLevel>(options->log_level);
+      if (options->log != nullptr) {
+        o.log = [fn = options->log, context = options->log_context](ferry::LogLevel level, std::string_view text) {
+          const std::string message(text);  // NUL-terminated for C
+          fn(context, static_cast<int>(level), message.c_str());
+        };
+      }
     }
     auto r = ferry::Client::attach(o);
     if (!r) return code(r.status);

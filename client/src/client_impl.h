@@ -14,6 +14,7 @@
 
 #include "client/src/fixed_queue.h"
 #include "client/src/inflight.h"
+#include "client/src/log.h"
 #include "ferry/client.h"
 #include "shm/doorbell.h"
 #include "shm/ring.h"
@@ -28,7 +29,8 @@ namespace client_detail {
 constexpr shm::Op wire_op(OpKind k) noexcept { return static_cast<shm::Op>(static_cast<std::uint8_t>(k)); }
 }  // namespace client_detail
 
-class Client::Impl {
+// Hidden: libferry exports Client, not its insides (ferry/visibility.h).
+class FERRY_LOCAL Client::Impl {
  public:
   // user_data of quiet ReleaseRx entries; only a failure comes back with it.
   static constexpr std::uint64_t kReleaseUserData = UINT64_MAX;
@@ -96,6 +98,7 @@ class Client::Impl {
   client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room
   client_detail::FixedQueue<Completion> stash_;        // completions seen while a control op waited
   ClientStats counters_;
+  client_detail::Log log_;  // AttachOptions::log and log_level
 };
 
 }  // namespace ferry

@@ -6,7 +6,6 @@
 // plus hang-up detection on the attach socket. Both fds sit in one epoll
 // set, which is also what event_fd() hands to applications.
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,8 +31,8 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
       if (e.user_data == kReleaseUserData) {
         // A quiet release the daemon rejected: a double release by the app, or a daemon bug.
         if (counters_.release_failures++ == 0)
-          spdlog::warn("ferry: daemon rejected a ReleaseRx ({})",
-                       to_string(static_cast<Status>(std::min<std::uint8_t>(e.status, kMaxStatus))));
+          log_.say(LogLevel::Warn, "the daemon rejected a ReleaseRx (%s)",
+                   to_string(static_cast<Status>(std::min<std::uint8_t>(e.status, kMaxStatus))).data());
         return false;
       }
       const std::uint32_t i = inflight_.lookup(e.user_data);
@@ -90,8 +89,8 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
     }
   }
   if (counters_.dropped_completions++ == 0) {
-    spdlog::warn("ferry: dropped an invalid completion from the daemon (kind {}, offset {}, length {})", e.kind,
-                 e.offset, e.length);
+    log_.say(LogLevel::Warn, "dropped an invalid completion from the daemon (kind %u, offset %llu, length %u)",
+             unsigned{e.kind}, static_cast<unsigned long long>(e.offset), unsigned{e.length});
   }
   return false;
 }
@@ -147,7 +146,7 @@ std::size_t Client::Impl::poll(std::span<Completion> out) noexcept {
       }
     }
     if (cq_.corrupt() && state_ == Status::Ok) {
-      spdlog::error("ferry: the daemon published a corrupt completion ring head; detaching");
+      log_.say(LogLevel::Error, "the daemon published a corrupt completion ring head; detaching");
       state_ = Status::DaemonGone;
     }
     if (n != 0 || state_ != Status::Ok || busy_poll_ || cq_.announced()) break;
@@ -185,7 +184,8 @@ void Client::Impl::check_hangup() noexcept {
     gone = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
   }
   if (gone) {
-    spdlog::info("ferry: daemon connection closed; {} operations in flight fail with DaemonGone", inflight_.live());
+    log_.say(LogLevel::Info, "the daemon connection closed; %u operations in flight fail with DaemonGone",
+             inflight_.live());
     state_ = Status::DaemonGone;
   }
 }
@@ -195,7 +195,7 @@ void Client::Impl::detach() noexcept {
   ::close(socket_fd_);  // also leaves the epoll set; the daemon sees the hang-up
   socket_fd_ = -1;
   if (state_ == Status::Ok) state_ = Status::Cancelled;
-  spdlog::debug("ferry: detached; {} operations in flight complete Cancelled", inflight_.live());
+  log_.say(LogLevel::Debug, "detached; %u operations in flight complete Cancelled", inflight_.live());
 }
 
 void Client::Impl::sleep_for_cq(int timeout_ms) noexcept {

@@ -8,7 +8,7 @@
 // forgotten: not delivered, not timed, never answered, as a daemon with a bug
 // would lose it. The lanes stay reliable (the message was received and is
 // acknowledged), so only the calling daemon's answer backstop (timeout +
-// 2 x peer-timeout-ms + 1 s, call_deadlines.cpp) can notice. Fires once.
+// 2 x peer-timeout-ms + 1 s, Deadlines::backstop) can notice. Fires once.
 // N: 1..10^12. Anything else makes ferryd refuse to start (exit 2) naming
 // the variable and the syntax; when set, ferryd logs that it is armed.
 #pragma once

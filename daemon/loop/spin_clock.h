@@ -4,7 +4,7 @@
 // offers the HPET) clock_gettime is a system call and the HPET read an
 // emulated device access: a held spin made one clock_gettime per idle turn
 // beside its yield, ~850 syscalls per 64 B call per daemon together; with
-// a stride of 16, 25 clock reads per call were left (docs/rdma-latency.md). While
+// a stride of 16, 25 clock reads per call were left (docs/benchmarks/soft-roce-counts.md). While
 // the engine is in the yielding part of a spin, nothing it waits for is due
 // on a timer shorter than a few turns, so it reads the clock once per
 // `stride` idle turns and reuses the last reading in between; a turn with

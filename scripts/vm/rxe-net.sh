@@ -8,6 +8,8 @@
 set -euo pipefail
 
 [[ "${FERRY_IN_VM:-}" == 1 ]] || { echo "rxe-net: refusing to run outside the VM" >&2; exit 2; }
+# shellcheck source=scripts/lib/net.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/net.sh"
 
 # A lossless link, as a RoCE fabric with PFC is: rxe sends a whole RDMA READ
 # response at once (1 MiB = 1024 packets at MTU 1024), unpaced, and veth
@@ -43,16 +45,8 @@ ip rule add pref 1000 lookup local
 ip rule del pref 0
 
 # Before any traffic: each direction must leave through its own veth.
-check_route() {
-  local to=$1 from=$2 dev=$3 got
-  got=$(ip route get "$to" from "$from")
-  if [[ "$got" != *" dev $dev "* ]]; then
-    echo "rxe-net: route $from -> $to does not use $dev: $got" >&2
-    exit 1
-  fi
-}
-check_route $addr1 $addr0 veth0
-check_route $addr0 $addr1 veth1
+ferry_check_route veth0 $addr1 from $addr0 || exit 1
+ferry_check_route veth1 $addr0 from $addr1 || exit 1
 
 rdma link add rxe0 type rxe netdev veth0
 rdma link add rxe1 type rxe netdev veth1

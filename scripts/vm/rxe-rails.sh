@@ -9,6 +9,8 @@
 set -euo pipefail
 
 [[ "${FERRY_IN_VM:-}" == 1 ]] || { echo "rxe-rails: refusing to run outside the VM" >&2; exit 2; }
+# shellcheck source=scripts/lib/net.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/net.sh"
 
 addr2=198.18.1.1 # benchmarking range (RFC 2544): never routed off the machine
 addr3=198.18.1.2
@@ -36,19 +38,11 @@ ip route add $addr3/32 dev veth2 table 103
 ip rule add pref 103 from $addr3 to $addr2 lookup 104
 ip route add $addr2/32 dev veth3 table 104
 
-check_route() {
-  local to=$1 from=$2 dev=$3 got
-  got=$(ip route get "$to" from "$from")
-  if [[ "$got" != *" dev $dev "* ]]; then
-    echo "rxe-rails: route $from -> $to does not use $dev: $got" >&2
-    exit 1
-  fi
-}
-check_route $addr3 $addr2 veth2
-check_route $addr2 $addr3 veth3
+ferry_check_route veth2 $addr3 from $addr2 || exit 1
+ferry_check_route veth3 $addr2 from $addr3 || exit 1
 # rxe-net.sh's pair still carries rail 0.
-check_route 198.18.0.2 198.18.0.1 veth0
-check_route 198.18.0.1 198.18.0.2 veth1
+ferry_check_route veth0 198.18.0.2 from 198.18.0.1 || exit 1
+ferry_check_route veth1 198.18.0.1 from 198.18.0.2 || exit 1
 
 rdma link add rxe2 type rxe netdev veth2
 rdma link add rxe3 type rxe netdev veth3

@@ -7,6 +7,8 @@
   #fragment names a heading of its target.
 - No project file names the planning notes that live beside the project but
   not in it (the names are assembled below so this file does not match).
+- No comment in code names a file the project lacks, a numbered habit of a
+  guide it does not contain, or an issue by number (code_comments.py).
 - Every code block in README.md or docs/user-guide.md preceded by
   `<!-- example: PATH -->` equals the file PATH byte for byte, and every
   source file under EXAMPLE_DIRS is shown that way in one of them (so the README's examples are the ones the build compiles
@@ -16,6 +18,8 @@ import os
 import re
 import subprocess
 import sys
+
+import code_comments
 
 README_LIMIT = 12 * 1024
 EXAMPLE_DIRS = ["client/examples/hello", "client/python/examples"]
@@ -189,10 +193,11 @@ def main():
                 line = data[:data.index(needle)].count(b"\n") + 1
                 problems.append(f"{name}:{line}: names {needle.decode()}, a file the project does not contain")
     check_examples(root, problems)
+    commented = code_comments.check(root, files, problems)
     for p in problems:
         print(p)
     print(f"checked {size} README bytes, {sum(f.endswith('.md') for f in files)} Markdown files, "
-          f"{len(files)} project files: {len(problems)} problem(s)")
+          f"{len(files)} project files, the comments of {commented} code files: {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -3,7 +3,7 @@
 // its lane, never delivered, timed nor answered, as a daemon with a bug
 // would lose it). Nothing below the application can repair that; only the
 // calling daemon's answer backstop (the call's timeout + 2 x peer-timeout-ms
-// + 1 s, daemon/call_deadlines.cpp) notices. A fails the channel then (the
+// + 1 s, Deadlines::backstop in daemon/loop/deadlines.h) notices. A fails the channel then (the
 // one way to be sure B will not still touch the caller's buffers): the lost
 // call completes Timeout, the calls in flight beside it PeerReset, each
 // exactly once; the caller re-opens and 100 more calls verify. Calls carry a

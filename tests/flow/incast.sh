@@ -18,6 +18,10 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$repo/scripts/lib/daemons.sh"
+# shellcheck source=../../scripts/lib/net.sh
+source "$repo/scripts/lib/net.sh"
 build="$repo/build"
 iters=1600
 repeat=3
@@ -36,23 +40,18 @@ while [ $# -gt 0 ]; do
     --concurrency) concurrency=$2; shift ;;
     --slow-consumer) slow=1 ;;
     -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
+    *) echo "incast: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-ferryd="$build/daemon/ferryd"
-bench="$build/tests/perf/ferry-bench"
-for b in "$ferryd" "$bench"; do
-  [ -x "$b" ] || { echo "$b not built (ninja -C $build)" >&2; exit 1; }
-done
+ferryd=$(ferry_program "$build" ferryd) || exit 1
+bench=$(ferry_program "$build" ferry-bench) || exit 1
 [ "$(id -u)" = 0 ] || { echo "incast.sh needs root (network namespaces)" >&2; exit 77; }
 
 work=$(mktemp -d /tmp/ferry-incast-XXXXXX)
-pids=()
 nss=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  ferry_stop_daemons
   for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done
   rm -rf "$work"
 }
@@ -83,8 +82,7 @@ done
 for i in $(seq 0 $daemons); do
   for j in $(seq 0 $daemons); do
     [ "$i" = "$j" ] && continue
-    route=$(ip -n "$(ns "$i")" route get "$(addr "$j")")
-    [[ "$route" == *" dev fv0 "* ]] || { echo "$(ns "$i"): route to $(addr "$j") does not use fv0: $route" >&2; exit 1; }
+    ferry_check_route --netns "$(ns "$i")" fv0 "$(addr "$j")" || exit 1
   done
 done
 
@@ -92,23 +90,10 @@ done
 # (window on/off), listening on PORT, with extra ARGS. Both sets run side by
 # side so their runs can alternate (no drift between a first and a second half).
 start_daemons() {
-  local set=$1 port=$2; shift 2
+  local set=$1 port=$2 i; shift 2
   for i in $(seq 0 $daemons); do
-    local dir="$work/$set$i" n
-    n=$(ns "$i")
-    mkdir -p "$dir"
-    echo "+ ip netns exec $n $ferryd --runtime-dir $dir --listen $(addr "$i"):$port --transport tcp $*" >&2
-    ip netns exec "$n" "$ferryd" --runtime-dir "$dir" --listen "$(addr "$i"):$port" --transport tcp \
-      --log-level warn --peer-timeout-ms 5000 "$@" >"$dir/ferryd.log" 2>&1 &
-    pids+=($!)
-  done
-  for i in $(seq 0 $daemons); do
-    local dir="$work/$set$i" deadline=$((SECONDS + 10))
-    until [ -S "$dir/ferryd.sock" ] && [ -S "$dir/control.sock" ] &&
-      [ -n "$(ip netns exec "$(ns "$i")" ss -Hltn "sport = :$port")" ]; do
-      [ $SECONDS -lt $deadline ] || { echo "ferryd $set$i did not come up:"; cat "$dir/ferryd.log"; exit 1; } >&2
-      sleep 0.05  # polling a condition with a deadline
-    done
+    ferry_start_daemon --show --netns "$(ns "$i")" --port "$port" "$ferryd" "$work/$set$i" \
+      --listen "$(addr "$i"):$port" --transport tcp --log-level warn --peer-timeout-ms 5000 "$@" || exit 1
   done
 }
 window_off=(--endpoint-window-ops 0 --channel-window-ops 0 --channel-window-bytes 0 --nic-window-bytes 0)

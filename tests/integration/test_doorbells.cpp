@@ -1,4 +1,4 @@
-// Hostile doorbells (issue 20): a client owns one end of each of its two
+// Hostile doorbells: a client owns one end of each of its two
 // doorbells and may do anything to it. Clearing O_NONBLOCK on its SQ
 // doorbell and ringing, or saturating its CQ doorbell and leaving it
 // blocking, once froze the whole daemon (a read or write that never

@@ -16,6 +16,10 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$repo/scripts/lib/daemons.sh"
+# shellcheck source=../../scripts/lib/net.sh
+source "$repo/scripts/lib/net.sh"
 build="$repo/build"
 iters=2000
 sizes=64,4096,65536,1048576
@@ -28,20 +32,18 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift ;;
     --sizes) sizes=$2; shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
+    *) echo "remote-vs-tcp: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-ferryd="$build/daemon/ferryd"
-bench="$build/tests/perf/ferry-bench"
-for b in "$ferryd" "$bench"; do
-  [ -x "$b" ] || { echo "$b not built (ninja -C $build)" >&2; exit 1; }
-done
+ferryd=$(ferry_program "$build" ferryd) || exit 1
+bench=$(ferry_program "$build" ferry-bench) || exit 1
 
 work=$(mktemp -d /tmp/ferry-remote-vs-tcp-XXXXXX)
 pids=()
 nss=()
 cleanup() {
+  ferry_stop_daemons
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done
@@ -52,43 +54,12 @@ trap 'exit 130' INT TERM
 
 show() { echo "+ $*" >&2; "$@"; }
 
-free_port() {
-  python3 - <<'EOF'
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 32000)
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", p)); print(p); break
-        except OSError:
-            pass
-EOF
-}
-
 # in_ns NS CMD...: run CMD in namespace NS (or here, in loopback mode).
 in_ns() {
   local ns=$1; shift
   if [ -n "$ns" ]; then ip netns exec "$ns" "$@"; else "$@"; fi
 }
 
-# start_daemon NAME NS HOST PORT
-start_daemon() {
-  local dir="$work/$1" ns=$2 listen="$3:$4"
-  mkdir -p "$dir"
-  echo "+ ${ns:+ip netns exec $ns }$ferryd --runtime-dir $dir --listen $listen --transport $transport" >&2
-  local pre=()
-  [ -z "$ns" ] || pre=(ip netns exec "$ns")
-  # Not through in_ns: a backgrounded function is a subshell, and $! must be the daemon.
-  "${pre[@]}" "$ferryd" --runtime-dir "$dir" --listen "$listen" --transport "$transport" --log-level warn \
-    >"$dir/ferryd.log" 2>&1 &
-  pids+=($!)
-  local deadline=$((SECONDS + 10))
-  until [ -S "$dir/ferryd.sock" ] && [ -S "$dir/control.sock" ] &&
-    in_ns "$ns" ss -Hltn "sport = :$4" | grep -q .; do
-    [ $SECONDS -lt $deadline ] || { echo "ferryd $1 did not come up:"; cat "$dir/ferryd.log"; exit 1; } >&2
-    sleep 0.05  # polling a condition with a deadline
-  done
-}
 
 ns_a="" ns_b=""
 if [ $netns = 1 ]; then
@@ -102,14 +73,16 @@ if [ $netns = 1 ]; then
   show ip -n "$ns_a" link set fv0 up
   show ip -n "$ns_b" link set fv0 up
   # Before any traffic: each side's route to the other names its own veth.
-  ip -n "$ns_a" route get $host_b | grep " dev fv0 " >/dev/null || { echo "route to $host_b does not use fv0" >&2; exit 1; }
-  ip -n "$ns_b" route get $host_a | grep " dev fv0 " >/dev/null || { echo "route to $host_a does not use fv0" >&2; exit 1; }
+  ferry_check_route --netns "$ns_a" fv0 $host_b || exit 1
+  ferry_check_route --netns "$ns_b" fv0 $host_a || exit 1
 else
-  host_a=127.0.0.1 host_b=127.0.0.1 port_a=$(free_port) port_b=$(free_port)
+  host_a=127.0.0.1 host_b=127.0.0.1 port_a=$(ferry_free_port) port_b=$(ferry_free_port)
 fi
 
-start_daemon a "$ns_a" $host_a "$port_a"
-start_daemon b "$ns_b" $host_b "$port_b"
+ferry_start_daemon --show ${ns_a:+--netns "$ns_a"} --port "$port_a" "$ferryd" "$work/a" --listen "$host_a:$port_a" \
+  --transport "$transport" --log-level warn || exit 1
+ferry_start_daemon --show ${ns_b:+--netns "$ns_b"} --port "$port_b" "$ferryd" "$work/b" --listen "$host_b:$port_b" \
+  --transport "$transport" --log-level warn || exit 1
 
 common=(--sizes "$sizes" --iters "$iters" --json)
 show in_ns "$ns_a" "$bench" remote-rpc "${common[@]}" --socket "$work/a/ferryd.sock" \

@@ -1,5 +1,5 @@
 // Idle TCP connections to a daemon's --listen port must not cut it off
-// from its peers (issue 20, item 2). This process opens 80 connections to
+// from its peers. This process opens 80 connections to
 // A's peer port from 127.0.0.1 (the address B dials from too, the hardest
 // case for a per-source limit) and never sends a byte. While they are held,
 // Opens and calls in both directions between A and B succeed, with and

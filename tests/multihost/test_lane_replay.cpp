@@ -1,5 +1,5 @@
 // A recorded lane Hello, replayed, must not pass shared-secret
-// authentication (issue 20, item 3). A dials B through a TCP proxy in this
+// authentication. A dials B through a TCP proxy in this
 // process that records every frame of every connection. Once calls have
 // flowed, this process replays the lane's recorded Hello on a new
 // connection of its own to B, with the rejoin flag and the ack B's last

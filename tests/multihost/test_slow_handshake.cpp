@@ -1,4 +1,4 @@
-// An Open rides out a slow peer handshake (issue 20, item 6): B is stopped
+// An Open rides out a slow peer handshake: B is stopped
 // (SIGSTOP) while A opens B's service, so B's kernel accepts A's dials but
 // nobody answers the Hello, and the handshake misses connect-timeout-ms
 // (1000 ms here). B resumes 1.8 s later. The Open (its own timeout 10 s)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The control socket under hostile clients (issue 20 items 4, 5 and 6):
+"""The control socket under hostile clients:
 a connection cap that never locks an administrator out, an idle deadline
 for connections that hold a partial line or say nothing, bounded memory
 for clients that pipeline requests and never read their answers, and the

@@ -13,6 +13,8 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$src/scripts/lib/daemons.sh"
 tmp=$(mktemp -d /tmp/ferry-ops-install.XXXXXX)
 dest=$tmp/dest
 ferryd_pid=
@@ -36,7 +38,7 @@ tree_faults=$(option "$build" fault_injection)
 root=$dest$prefix
 [[ -x $root/sbin/ferryd ]] || fail "ferryd not in sbin"
 [[ -x $root/bin/ferryctl ]] || fail "ferryctl not in bin"
-for h in client.h ferry.h result.h status.h; do [[ -f $root/include/ferry/$h ]] || fail "header include/ferry/$h"; done
+for h in client.h ferry.h result.h status.h visibility.h; do [[ -f $root/include/ferry/$h ]] || fail "header include/ferry/$h"; done
 lib=$(find "$dest" -name 'libferry.so.*.*' -type f | head -1)
 [[ -n "$lib" ]] || fail "libferry.so.X.Y not installed"
 libdir=$(dirname "$lib")
@@ -76,10 +78,9 @@ rt=$tmp/rt
 # Without fault injection an armed switch must do nothing (and ferryd says so).
 fault_env=()
 [[ $tree_faults == true ]] || fault_env=(FERRY_FAULT_TCP=drop-after=1)
-env "${fault_env[@]}" "$root/sbin/ferryd" --runtime-dir "$rt" --transport tcp >"$tmp/ferryd.log" 2>&1 &
-ferryd_pid=$!
-for _ in $(seq 500); do [[ -S $rt/control.sock ]] && break; sleep 0.02; done # poll, 10 s bound
-[[ -S $rt/control.sock ]] || { cat "$tmp/ferryd.log" >&2; fail "installed ferryd did not start"; }
+ferry_start_daemon --prefix "env ${fault_env[*]}" --log "$tmp/ferryd.log" "$root/sbin/ferryd" "$rt" --transport tcp ||
+  fail "installed ferryd did not start"
+ferryd_pid=$ferry_daemon_pid
 LD_LIBRARY_PATH=$libdir ldd "$tmp/hello" | grep "$libdir/libferry.so.0" >/dev/null || fail "hello does not load the installed libferry"
 out=$(LD_LIBRARY_PATH=$libdir timeout 20 "$tmp/hello" --socket "$rt/ferryd.sock") || fail "hello: $out"
 echo "$out"

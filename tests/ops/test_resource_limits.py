@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Resources a local user can take from ferryd (issue 20 items 4 and 6):
+"""Resources a local user can take from ferryd:
 per-uid and global quotas on attached clients and their segment memory,
 the runtime directory's owner and mode, the start-up check of the
 descriptor limit, and what the listeners do when accept() runs out of

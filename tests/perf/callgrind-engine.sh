@@ -53,26 +53,19 @@ command -v valgrind >/dev/null || { echo "callgrind-engine: valgrind is not inst
 out=${out:-$(mktemp -d /tmp/ferry-callgrind.XXXXXX)}
 mkdir -p "$out"
 dir=$(mktemp -d /tmp/ferry-cg-run.XXXXXX)
-daemon_pid=""
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$repo/scripts/lib/daemons.sh"
 cleanup() {
-  if [[ -n "$daemon_pid" ]]; then
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-  fi
+  ferry_stop_daemons
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-valgrind --tool=callgrind --separate-threads=yes --dump-instr=no --callgrind-out-file="$out/callgrind.%p" \
-  "$ferryd" --runtime-dir "$dir" --transport tcp --engine-spin-us 0 --engine-spin-inflight-us 0 \
-  --log-level warn >"$out/ferryd.log" 2>&1 &
-daemon_pid=$!
-for _ in $(seq 1 600); do
-  [[ -S "$dir/ferryd.sock" && -S "$dir/control.sock" ]] && break
-  kill -0 "$daemon_pid" 2>/dev/null || { cat "$out/ferryd.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -S "$dir/ferryd.sock" ]] || { echo "callgrind-engine: ferryd did not come up" >&2; exit 1; }
+# Under valgrind (which runs ferryd in its own process: the pid is ferryd's).
+ferry_start_daemon --wait 60 --log "$out/ferryd.log" \
+  --prefix "valgrind --tool=callgrind --separate-threads=yes --dump-instr=no --callgrind-out-file=$out/callgrind.%p" \
+  "$ferryd" "$dir" --transport tcp --engine-spin-us 0 --engine-spin-inflight-us 0 --log-level warn || exit 1
+daemon_pid=$ferry_daemon_pid
 
 # run N LABEL: zero the counters, send N messages, dump (one file per thread).
 run() {

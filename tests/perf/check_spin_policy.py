@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The engines' in-flight spin turns off when answers come late (daemon/spin_policy.h).
+"""The engines' in-flight spin turns off when answers come late (daemon/loop/spin_policy.h).
 
 Two daemons on loopback (tcp lanes); `ferry-bench remote-rpc` with a server
 that holds each call 10 ms (--server-delay-us) before it answers. Every call

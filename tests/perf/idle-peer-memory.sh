@@ -20,11 +20,10 @@ done
 ferryd=$build/daemon/ferryd ctl=$build/control/ferryctl bench=$build/tests/perf/ferry-bench
 for b in "$ferryd" "$ctl" "$bench"; do [[ -x $b ]] || { echo "missing $b (build first)" >&2; exit 2; }; done
 run=$(mktemp -d "${TMPDIR:-/tmp}/idle-peers.XXXXXX")
-pids=()
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/daemons.sh"
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
+  ferry_stop_daemons
   rm -rf "$run"
 }
 trap cleanup EXIT
@@ -33,17 +32,9 @@ common=(--transport tcp --heartbeat-ms 1000 --peer-timeout-ms 30000 --log-level 
 start() { # start NAME PORT [ARGS...]
   local name=$1 port=$2
   shift 2
-  mkdir -p "$run/$name"
-  "$ferryd" --runtime-dir "$run/$name" --listen "127.0.0.1:$port" "${common[@]}" "$@" >"$run/$name.log" 2>&1 &
-  pids+=($!)
-  echo $! >"$run/$name.pid"
-  for _ in $(seq 300); do
-    "$ctl" --control "$run/$name/control.sock" status --json >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "ferryd $name did not start:" >&2
-  tail -5 "$run/$name.log" >&2
-  exit 1
+  ferry_start_daemon --wait 15 --log "$run/$name.log" "$ferryd" "$run/$name" --listen "127.0.0.1:$port" \
+    "${common[@]}" "$@" || exit 1
+  echo "$ferry_daemon_pid" >"$run/$name.pid"
 }
 incast() { # incast SENDERS SOCKETS
   "$bench" incast --size 64 --iters "$1" --senders "$1" --socket "$2" --server-socket "$run/r/ferryd.sock" \

@@ -7,6 +7,7 @@ and after close raising, asyncio."""
 
 import asyncio
 import ctypes
+import logging
 import os
 import threading
 import time
@@ -139,6 +140,25 @@ def test_daemon_gone_mid_call(daemon, helpers):
     assert c.state == "DaemonGone"
     with pytest.raises(ferry.DaemonGone):
         c.call(ep, req, resp)
+
+
+def test_libferry_speaks_through_logging_only_when_asked(daemon, caplog, capfd):
+    caplog.set_level(logging.DEBUG, logger="ferry")
+    quiet = ferry.attach(daemon.socket, "t-quiet")  # default: errors only
+    told = ferry.attach(daemon.socket, "t-told", log_level="info")
+    daemon.kill()
+    for c in (quiet, told):
+        deadline = time.monotonic() + 10
+        while c.state == "Ok" and time.monotonic() < deadline:
+            c.wait(0.1)
+        assert c.state == "DaemonGone"
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [("ferry", logging.INFO,
+                     "the daemon connection closed; 0 operations in flight fail with DaemonGone")]
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+    with pytest.raises(ValueError):
+        ferry.attach(daemon.socket, "t-bad-level", log_level="loud")
 
 
 def test_another_thread_makes_progress_while_one_waits(daemon, helpers):

@@ -22,29 +22,20 @@ repeats=${BENCH_REPEATS:-3} duration=${BENCH_DURATION:-8} clients=${BENCH_CLIENT
 run=$(mktemp -d "${TMPDIR:-/tmp}/ferry-rails-XXXXXX")
 dir=${FERRY_CHECK_DIR:-$run}
 port=$((20000 + RANDOM % 20000))
-daemons=()
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$repo/scripts/lib/daemons.sh"
+rdma_flags=(--transport rdma --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000
+            --channel-conns 2)
 
 start() { # start DEVA DEVB TAG
-  rm -rf "$run/a" "$run/b" && mkdir -p "$run/a" "$run/b"
-  "$build/daemon/ferryd" --runtime-dir "$run/a" --listen "$ADDR0:$port" --transport rdma --device "$1" \
-    --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 2 \
-    >"$dir/$3-a.log" 2>&1 &
-  daemons+=($!)
-  "$build/daemon/ferryd" --runtime-dir "$run/b" --listen "$ADDR1:$port" --transport rdma --device "$2" \
-    --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 2 \
-    >"$dir/$3-b.log" 2>&1 &
-  daemons+=($!)
-  local deadline=$((SECONDS + 30))
-  until [[ -S $run/a/ferryd.sock && -S $run/b/ferryd.sock ]]; do
-    ((SECONDS < deadline)) || { cat "$dir/$3"-*.log; echo "daemons did not come up" >&2; return 1; }
-    sleep 0.1
-  done
+  rm -rf "$run/a" "$run/b"
+  ferry_start_daemon --wait 30 --log "$dir/$3-a.log" "$build/daemon/ferryd" "$run/a" --listen "$ADDR0:$port" \
+    --device "$1" "${rdma_flags[@]}" || return 1
+  ferry_start_daemon --wait 30 --log "$dir/$3-b.log" "$build/daemon/ferryd" "$run/b" --listen "$ADDR1:$port" \
+    --device "$2" "${rdma_flags[@]}" || return 1
 }
 stop() {
-  local p
-  for p in "${daemons[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${daemons[@]}"; do wait "$p" 2>/dev/null || true; done
-  daemons=()
+  ferry_stop_daemons 30
   port=$((port + 1))
 }
 bps() { python3 -c 'import json,sys; print(int(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["bytes_per_s"]))' "$1"; }

@@ -6,6 +6,8 @@
 # spin_us, arrays pids and daemons, and optionally pair (a prefix for the
 # daemons' folders: $run/${pair}a and $run/${pair}b, so that several pairs
 # can run at once); ADDR0/ADDR1 come from the VM suite.
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/daemons.sh"
 # mode_flags MODE: sets ferryd_flags, bench_flags and the pinning (cpu lists
 # for taskset; empty: unpinned) of daemon A, daemon B, ferry-bench (the
 # client) and its forked echo server.
@@ -43,22 +45,16 @@ pin_prefix() { # pin_prefix CPUS: sets pfx to "taskset -c CPUS", or nothing when
   pfx=()
   [[ -z $1 ]] || pfx=(taskset -c "$1")
 }
-start_daemons() { # start_daemons TAG
+start_daemons() { # start_daemons TAG: daemon A on ADDR0, B on ADDR1, logs $dir/TAG-a.log, -b.log
   local name addr tag=$1 pfx
   for name in a b; do
     [[ $name == a ]] && { addr=$ADDR0; pin_prefix "$pin_a"; } || { addr=$ADDR1; pin_prefix "$pin_b"; }
-    rm -rf "${run:?}/${pair:-}$name" && mkdir -p "$run/${pair:-}$name"
-    # A simple command in the background: $! is ferryd itself, which stop_daemons kills.
-    "${pfx[@]}" "$build/daemon/ferryd" --runtime-dir "$run/${pair:-}$name" --listen "$addr:$port" --transport rdma \
-      --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 1 \
-      "${ferryd_flags[@]}" >"$dir/$tag-$name.log" 2>&1 &
-    daemons+=($!)
-    pids+=($!)
-  done
-  local deadline=$((SECONDS + 20))
-  until [[ -S $run/${pair:-}a/ferryd.sock && -S $run/${pair:-}b/ferryd.sock ]]; do
-    ((SECONDS < deadline)) || { cat "$dir/$tag"-*.log; echo "daemons did not come up" >&2; return 1; }
-    sleep 0.1
+    rm -rf "${run:?}/${pair:-}$name"
+    ferry_start_daemon --wait 20 --log "$dir/$tag-$name.log" --prefix "${pfx[*]}" "$build/daemon/ferryd" \
+      "$run/${pair:-}$name" --listen "$addr:$port" --transport rdma --rdma-ack-timeout 18 \
+      --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 1 "${ferryd_flags[@]}" || return 1
+    daemons+=("$ferry_daemon_pid")
+    pids+=("$ferry_daemon_pid")
   done
 }
 stop_daemons() {

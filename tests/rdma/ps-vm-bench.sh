@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ps-vm-bench.sh: inside the Soft-RoCE VM (a checks line through
-# run-vm-suite.sh --checks, e.g. tests/rdma/issue18.list), the parameter-server
+# run-vm-suite.sh --checks, as tests/rdma/soft-roce-bench.sh does), the parameter-server
 # head-to-head over rdma: `ferry-ps bench` with its workers on ferryd A
 # (ADDR0/rxe0) and its shards on ferryd B (ADDR1/rxe1), against ferry-ps's
 # per-process kernel-TCP baseline (every worker its own connection to every
@@ -70,7 +70,7 @@ switches() {
   echo "$v $n"
 }
 # One JSON line into ps-results.jsonl: the bench's summary plus the run's
-# facts (repeat, shape, arm) and, for ferry, the counts (counts.py below).
+# facts (repeat, shape, arm) and, for ferry, the counts (ps_vm_summary.py counts).
 record() { # record REPEAT SHAPE ARM OUT [COUNTS_JSON]
   tail -n1 "$4" | python3 -c '
 import json, sys

@@ -128,7 +128,7 @@ def table(path, shapes, modes):
         mean = statistics.median(f["pull_mean_us"] / t["pull_mean_us"] for f, t in pairs)
         p99 = statistics.median(f["pull_p99_us"] / t["pull_p99_us"] for f, t in pairs)
         print()
-        print("issue 18 PS target (small shape, %s): pull mean %.2f× tcp, pull P99 %.2f× tcp: %s" %
+        print("PS target (small shape, %s): pull mean %.2f× tcp, pull P99 %.2f× tcp: %s" %
               (arm, mean, p99, "met" if mean < 1 and p99 < 1 else "not met"))
 
 

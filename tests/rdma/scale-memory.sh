@@ -21,31 +21,21 @@ mkdir -p "$out"
 run=$(mktemp -d "${TMPDIR:-/tmp}/scale.XXXXXX")
 res=$out/scale.txt
 : >"$res"
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$repo/scripts/lib/daemons.sh"
+stop_all() { ferry_stop_daemons 60; }
 trap stop_all EXIT
 conns=(--channel-conns 2) # lanes per channel (k); the "default" variant leaves it at ferryd's default
 common=(--transport rdma --rdma-ack-timeout 18 --heartbeat-ms 1000 --peer-timeout-ms 30000
         --connect-timeout-ms 20000 --log-level info)
 
-# start NAME ADDR PORT FERRYD CTL [ARGS...]: a daemon, back when its control socket answers.
+# start NAME ADDR PORT FERRYD [ARGS...]: a daemon, back when it is up.
 start() {
-  local name=$1 addr=$2 port=$3 ferryd=$4 ctl=$5
-  shift 5
-  mkdir -p "$run/$name"
-  "$ferryd" --runtime-dir "$run/$name" --listen "$addr:$port" "${common[@]}" "${conns[@]}" "$@" >"$run/$name.log" 2>&1 &
-  pids+=($!)
-  echo $! >"$run/$name.pid"
-  for _ in $(seq 1 300); do
-    "$ctl" --control "$run/$name/control.sock" status --json >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "daemon $name did not come up:"; tail -20 "$run/$name.log"; return 1
+  local name=$1 addr=$2 port=$3 ferryd=$4
+  shift 4
+  ferry_start_daemon --wait 30 --log "$run/$name.log" "$ferryd" "$run/$name" --listen "$addr:$port" \
+    "${common[@]}" "${conns[@]}" "$@" || return 1
+  echo "$ferry_daemon_pid" >"$run/$name.pid"
 }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 # QPs a process owns, from the rdma tool's JSON (one object per QP).
@@ -77,12 +67,12 @@ variant() {
   shift 3
   local ferryd=$bin/ferryd ctl=$bin/ferryctl bench=$bin/ferry-bench
   [[ $bin == "$build/main-bin" ]] || { ferryd=$build/daemon/ferryd ctl=$build/control/ferryctl bench=$build/tests/perf/ferry-bench; }
-  start "$label-r" "$ADDR1" 31000 "$ferryd" "$ctl"
+  start "$label-r" "$ADDR1" 31000 "$ferryd"
   local rpid
   rpid=$(cat "$run/$label-r.pid")
   local socks="" i
   for i in $(seq 1 "$peers"); do
-    start "$label-s$i" "$ADDR0" $((31000 + i)) "$ferryd" "$ctl" "$@"
+    start "$label-s$i" "$ADDR0" $((31000 + i)) "$ferryd" "$@"
     socks+="${socks:+,}$run/$label-s$i/ferryd.sock"
   done
   # The first peer alone first: what the receiver pays once (the server's

@@ -57,19 +57,18 @@ PY
 }
 run=$(mktemp -d "${TMPDIR:-/tmp}/ferry-trace-XXXXXX")
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/daemons.sh"
+trap 'ferry_stop_daemons; kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for mode in ${TRACE_MODES:-busy-arena default-arena}; do
   spin=() flags=()
   [[ $mode == busy* ]] && { spin=(--engine-spin-us 2000); flags=(--busy-poll); }
-  pids=()
   for side in a b; do
     [[ $side == a ]] && addr=$ADDR0 || addr=$ADDR1
-    "$build/daemon/ferryd" --runtime-dir "$run/$mode-$side" --listen "$addr:$port" --transport rdma \
-      --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns 1 \
-      --rdma-windows 0 "${spin[@]}" >"$dir/$mode-$side.log" 2>&1 &
-    pids+=($!)
+    ferry_start_daemon --wait 20 --log "$dir/$mode-$side.log" "$build/daemon/ferryd" "$run/$mode-$side" \
+      --listen "$addr:$port" --transport rdma --rdma-ack-timeout 18 --connect-timeout-ms 20000 \
+      --peer-timeout-ms 10000 --channel-conns 1 --rdma-windows 0 "${spin[@]}" || exit 1
   done
-  until [[ -S $run/$mode-a/ferryd.sock && -S $run/$mode-b/ferryd.sock ]]; do sleep 0.1; done
   bench=("$build/tests/perf/ferry-bench" remote-rpc --size 64 "${flags[@]}" --socket "$run/$mode-a/ferryd.sock"
     --server-socket "$run/$mode-b/ferryd.sock" --target "$ADDR1:$port" --json)
   "${bench[@]}" --iters 200 >"$dir/$mode-warm.out" 2>&1 # brings the channel up
@@ -79,7 +78,7 @@ for mode in ${TRACE_MODES:-busy-arena default-arena}; do
   wait $b
   echo "== ferry $mode: $(tail -n1 "$dir/$mode.out" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("p50", j["p50_us"], "us, min", j["min_us"], "us")')"
   summary "$mode"
-  kill "${pids[@]}" && wait "${pids[@]}" 2>/dev/null || true
+  ferry_stop_daemons 30
   port=$((port + 1))
 done
 pids=()

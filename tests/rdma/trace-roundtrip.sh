@@ -108,14 +108,19 @@ ferry_scenario() { # ferry_scenario NAME MODE
   port=$((port + 1))
 }
 
-rstream_scenario() { # rstream_scenario NAME [FLAG...]
-  local name=$1 s c
+# traced_pair NAME SERVER_CMD... -- CLIENT_CMD...: a server, then its client
+# (each bounded at 120 s, output in NAME.server / NAME.client), the trace of
+# their steady state, both stopped.
+traced_pair() {
+  local name=$1 s c i
   shift
-  timeout 120 rstream -b "$ADDR0" -p $port -S "$size" -C 1 -I 1000000 "$@" >"$dir/$name.server" 2>&1 &
+  for ((i = 1; i <= $#; i++)); do [[ ${!i} == -- ]] && break; done
+  local server=("${@:1:i-1}") client=("${@:i+1}")
+  timeout 120 "${server[@]}" >"$dir/$name.server" 2>&1 &
   s=$!
   pids+=($s)
   sleep 1
-  timeout 120 rstream -s "$ADDR0" -b "$ADDR1" -p $port -S "$size" -C 1 -I 1000000 "$@" >"$dir/$name.client" 2>&1 &
+  timeout 120 "${client[@]}" >"$dir/$name.client" 2>&1 &
   c=$!
   pids+=($c)
   sleep 2
@@ -123,23 +128,19 @@ rstream_scenario() { # rstream_scenario NAME [FLAG...]
   trace "$name"
   kill $c $s 2>/dev/null || true
   wait $c $s 2>/dev/null || true
+}
+
+rstream_scenario() { # rstream_scenario NAME [FLAG...]
+  local name=$1
+  shift
+  traced_pair "$name" rstream -b "$ADDR0" -p $port -S "$size" -C 1 -I 1000000 "$@" -- \
+    rstream -s "$ADDR0" -b "$ADDR1" -p $port -S "$size" -C 1 -I 1000000 "$@"
   port=$((port + 1))
 }
 
 perftest_scenario() { # perftest_scenario NAME
-  local name=$1 s c
-  timeout 120 ib_send_lat -d "$RXE0" -x "$GID_INDEX" -s "$size" -n 100000 -F -p 7700 >"$dir/$name.server" 2>&1 &
-  s=$!
-  pids+=($s)
-  sleep 1
-  timeout 120 ib_send_lat -d "$RXE1" -x "$GID_INDEX" -s "$size" -n 100000 -F -p 7700 "$ADDR0" >"$dir/$name.client" 2>&1 &
-  c=$!
-  pids+=($c)
-  sleep 2
-  roles "$name" server=$s client=$c
-  trace "$name"
-  kill $c $s 2>/dev/null || true
-  wait $c $s 2>/dev/null || true
+  traced_pair "$1" ib_send_lat -d "$RXE0" -x "$GID_INDEX" -s "$size" -n 100000 -F -p 7700 -- \
+    ib_send_lat -d "$RXE1" -x "$GID_INDEX" -s "$size" -n 100000 -F -p 7700 "$ADDR0"
 }
 
 for sc in $scenarios; do

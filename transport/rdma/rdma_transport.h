@@ -186,7 +186,7 @@ class RdmaTransport final : public Transport {
   RdmaConnector connector_;
   std::uint32_t next_slot_ = 0;  // where the next report sweep starts (fairness)
 
-  // Preallocated datapath arrays (habit 2).
+  // Preallocated: the datapath allocates nothing.
   std::array<ibv_send_wr, kPostBatch> wr_{};
   std::array<ibv_sge, 2 * kPostBatch> sge_{};
   std::array<ibv_wc, kPollBatch> wc_{};

@@ -43,5 +43,5 @@ int main(void) {
       }
     }
   }
-  return fail("wait", 12 /* Timeout */);
+  return fail("wait", FERRY_TIMEOUT);
 }

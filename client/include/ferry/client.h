@@ -16,13 +16,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "ferry/result.h"
 #include "ferry/status.h"
+#include "ferry/visibility.h"
 
 namespace ferry {
 
@@ -40,7 +43,7 @@ struct Buffer {
 };
 
 enum class OpKind : std::uint8_t { Nop, Serve, Unserve, Open, Close, Send, Call, Reply, ReleaseRx };
-std::string_view to_string(OpKind op) noexcept;
+FERRY_API std::string_view to_string(OpKind op) noexcept;
 
 struct Completion {
   enum class Kind : std::uint8_t {
@@ -61,7 +64,18 @@ struct Completion {
   std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release()
   std::uint32_t rx_capacity = 0;
 };
-std::string_view to_string(Completion::Kind kind) noexcept;
+FERRY_API std::string_view to_string(Completion::Kind kind) noexcept;
+
+// What libferry says about a client: a daemon that broke the protocol
+// (Error), a completion it had to drop or a release the daemon rejected
+// (Warn), the daemon hanging up (Info), attach and detach (Debug). The
+// library never writes through a global logger; see AttachOptions::log.
+enum class LogLevel : std::uint8_t { Debug = 1, Info = 2, Warn = 3, Error = 4, Off = 5 };
+FERRY_API std::string_view to_string(LogLevel level) noexcept;
+// Called on the thread that is in the Client's call at the time (poll(),
+// wait(), a control operation), never from another thread; it must not
+// call back into that Client. What it throws is dropped with the message.
+using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
 
 struct AttachOptions {
   std::string socket_path;     // empty: $FERRY_SOCKET, else /run/ferry/ferryd.sock
@@ -81,6 +95,12 @@ struct AttachOptions {
   // the client on its least loaded engine. Asking for an engine the daemon
   // does not run fails the attach with BadRequest.
   int engine = -1;
+  // Where this client's messages go: log(level, message) for each at or
+  // above log_level; empty: one line "ferry: LEVEL: MESSAGE" on stderr.
+  LogCallback log;
+  // Unset: $FERRY_LOG_LEVEL (debug, info, warn, error or off) when set,
+  // else Error: a client that meets no broken daemon writes nothing.
+  std::optional<LogLevel> log_level;
 };
 
 // What the client refused or deferred (never reset). A well-behaved daemon
@@ -92,9 +112,9 @@ struct ClientStats {
 };
 
 // Default socket path: $FERRY_SOCKET or /run/ferry/ferryd.sock.
-std::string default_socket_path();
+FERRY_API std::string default_socket_path();
 
-class Client {
+class FERRY_API Client {
  public:
   // Connects, receives the segment and doorbells, maps and checks the ABI.
   static Result<std::unique_ptr<Client>> attach(const AttachOptions& options = {});
@@ -166,7 +186,7 @@ class Client {
   class Impl;
 
  private:
-  explicit Client(std::unique_ptr<Impl> impl);
+  FERRY_LOCAL explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

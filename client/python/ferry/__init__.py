@@ -17,6 +17,8 @@ torch modules) is ``ferry.ps``. Every failure raises a ``ferry.Error`` subclass
 whose ``status`` names the ferry status.
 """
 
+import logging
+
 from ferry import _aio
 from ferry._errors import *  # noqa: F401,F403 (the exception classes are the API)
 from ferry._errors import Error, by_status
@@ -24,16 +26,41 @@ from ferry._ferry import Buffer, Client, Delivery, Handle, __version__, default_
 from ferry._ferry import attach as _attach
 
 
-def attach(socket=None, name=None, *, tx_bytes=0, rx_bytes=0, sq_entries=0, cq_entries=0, busy_poll=False):
+_LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 5}
+
+
+def _log_level(level):
+    """None -> 0 (libferry's default: $FERRY_LOG_LEVEL, else errors only);
+    a name (debug, info, warn, error, off) or a logging level number -> libferry's level."""
+    if level is None:
+        return 0
+    if isinstance(level, str):
+        if level.lower() not in _LOG_LEVELS:
+            raise ValueError("log_level %r: expected one of %s" % (level, ", ".join(_LOG_LEVELS)))
+        return _LOG_LEVELS[level.lower()]
+    if isinstance(level, int) and not isinstance(level, bool):
+        for limit, ours in ((logging.DEBUG, 1), (logging.INFO, 2), (logging.WARNING, 3), (logging.CRITICAL, 4)):
+            if level <= limit:
+                return ours
+        return 5
+    raise TypeError("log_level must be None, a level name or a logging level, not %r" % (level,))
+
+
+def attach(socket=None, name=None, *, tx_bytes=0, rx_bytes=0, sq_entries=0, cq_entries=0, busy_poll=False,
+           log_level=None):
     """Attach to ferryd and return a ``ferry.Client``.
 
     socket: the daemon's client socket (default ``$FERRY_SOCKET``, else
     ``/run/ferry/ferryd.sock``); name: shown by ``ferryctl clients``;
     tx_bytes/rx_bytes/sq_entries/cq_entries: 0 takes the daemon's defaults;
     busy_poll: spin on the completion ring instead of sleeping (then fileno()
-    and asyncio cannot be used).
+    and asyncio cannot be used); log_level: what libferry says about this
+    client, to the ``logging`` logger "ferry" (a name: debug, info, warn,
+    error, off, or a ``logging`` level; None: ``$FERRY_LOG_LEVEL``, else
+    errors only).
     """
-    return _attach(socket or "", name or "", tx_bytes, rx_bytes, sq_entries, cq_entries, busy_poll)
+    return _attach(socket or "", name or "", tx_bytes, rx_bytes, sq_entries, cq_entries, busy_poll,
+                   _log_level(log_level))
 
 
 def _client_enter(self):

@@ -61,10 +61,35 @@ ClientCore& open_core(ClientCore& c) {
   return c;
 }
 
+// libferry's messages about a client, into Python's logging as the logger
+// "ferry". Called inside a libferry call of that client, with the client's
+// lock held and usually without the GIL: it takes the GIL (a thread that
+// holds it never blocks on that lock: lock_from_python()). A failing
+// handler loses the message only.
+void log_to_python(LogLevel level, std::string_view message) {
+  pyb::gil_scoped_acquire gil;
+  try {
+    int py_level = 40;  // logging.ERROR
+    switch (level) {
+      case LogLevel::Debug: py_level = 10; break;
+      case LogLevel::Info: py_level = 20; break;
+      case LogLevel::Warn: py_level = 30; break;
+      case LogLevel::Error:
+      case LogLevel::Off: break;
+    }
+    pyb::module_::import("logging").attr("getLogger")("ferry").attr("log")(py_level, "%s",
+                                                                           pyb::str(message.data(), message.size()));
+  } catch (const pyb::error_already_set&) {
+  }
+}
+
 std::shared_ptr<ClientCore> attach(const std::string& socket, const std::string& name, std::uint64_t tx_bytes,
                                    std::uint64_t rx_bytes, std::uint32_t sq_entries, std::uint32_t cq_entries,
-                                   bool busy_poll) {
+                                   bool busy_poll, int log_level) {
   AttachOptions a;
+  if (log_level < 0 || log_level > static_cast<int>(LogLevel::Off)) raise(Status::BadRequest, "bad log level");
+  if (log_level != 0) a.log_level = static_cast<LogLevel>(log_level);
+  a.log = log_to_python;
   a.socket_path = socket;
   a.name = name;
   a.tx_bytes = tx_bytes;
@@ -455,7 +480,7 @@ submitting or collecting.)")
       });
 
   m.def("attach", &attach, "socket"_a = "", "name"_a = "", "tx_bytes"_a = 0, "rx_bytes"_a = 0, "sq_entries"_a = 0,
-        "cq_entries"_a = 0, "busy_poll"_a = false);
+        "cq_entries"_a = 0, "busy_poll"_a = false, "log_level"_a = 0);
   m.def("default_socket_path", &default_socket_path);
 }
 

@@ -23,29 +23,19 @@ ferryd=$build/daemon/ferryd ctl=$build/control/ferryctl bench=$build/tests/perf/
 for exe in "$ferryd" "$ctl" "$bench"; do
   [[ -x $exe ]] || { echo "SKIP: $exe not built"; exit 77; }
 done
-port=7720 lanes=2 daemons=()
-stop_daemons() {
-  local p
-  for p in "${daemons[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${daemons[@]}"; do wait "$p" 2>/dev/null || true; done
-  daemons=()
-}
+port=7720 lanes=2
+# shellcheck source=../../../scripts/lib/daemons.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib/daemons.sh"
+stop_daemons() { ferry_stop_daemons 30; }
 trap 'stop_daemons; rm -rf "$run"' EXIT
 secret() { # secret FILE: a fresh 32-byte secret, mode 0600
   (umask 077 && head -c 32 /dev/urandom | base64 >"$1")
 }
 start() { # start NAME ADDR SECRET TAG
-  rm -rf "${run:?}/$1" && mkdir -p "$run/$1"
-  "$ferryd" --runtime-dir "$run/$1" --listen "$2:$port" --transport rdma --auth-secret-file "$3" \
-    --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 --channel-conns "$lanes" \
-    --endpoint-window-ops 1024 \
-    >"$dir/$4-$1.log" 2>&1 &
-  daemons+=($!)
-  local deadline=$((SECONDS + 20))
-  until [[ -S $run/$1/ferryd.sock && -S $run/$1/control.sock ]]; do
-    ((SECONDS < deadline)) || { cat "$dir/$4-$1.log"; echo "ferryd $1 did not come up" >&2; exit 1; }
-    sleep 0.1
-  done
+  rm -rf "${run:?}/$1"
+  ferry_start_daemon --wait 20 --log "$dir/$4-$1.log" "$ferryd" "$run/$1" --listen "$2:$port" --transport rdma \
+    --auth-secret-file "$3" --rdma-ack-timeout 18 --connect-timeout-ms 20000 --peer-timeout-ms 10000 \
+    --channel-conns "$lanes" --endpoint-window-ops 1024 || exit 1
 }
 rdma_rnr() { # rdma_rnr DEV: rcvd_rnr_err + send_rnr_err of DEV port 1
   local line

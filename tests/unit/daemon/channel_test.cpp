@@ -1,4 +1,5 @@
-// Channel protocol logic through the recording transport (STYLE habit 9):
+// Channel protocol logic through the recording transport (protocol tests
+// drive the real code through transport/testing/, never friend access):
 // state machine, handshake checks, duplicate resolution, heartbeats and the
 // dead-peer timeout failing in-flight operations with PeerReset.
 #include <catch2/catch.hpp>

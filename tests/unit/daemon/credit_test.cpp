@@ -1,5 +1,5 @@
-// Receive credits on the data lanes (daemon/peer/lane.cpp),
-// through the recording transport (STYLE habit 9): initial credits from the
+// Receive credits on the data lanes (daemon/peer/lane.cpp), through the
+// recording transport (transport/testing/): initial credits from the
 // handshake, the backlog and its release, grants only after the next poll,
 // explicit Credit messages for one-way traffic, bad grants, and backlogged
 // WRs failing exactly once. Two ChannelManagers wired back to back simulate

@@ -1,4 +1,4 @@
-// Work-request tags (daemon/wr_tag.h): a completion is routed by the tag's
+// Work-request tags (daemon/remote/wr_tag.h): a completion is routed by the tag's
 // kind, never by guessing from a token's bits.
 #include <catch2/catch.hpp>
 

@@ -14,6 +14,7 @@
 
 #include "ferry/ps/table.h"
 #include "ferry/ps/wire.h"
+#include "ferry/visibility.h"
 
 namespace ferry::ps {
 
@@ -41,7 +42,7 @@ struct ShardCounters {
   std::uint64_t keys = 0;  // keys or elements carried by accepted requests
 };
 
-class Shard {
+class FERRY_API Shard {
  public:
   // Throws std::invalid_argument for a bad spec (configuration time).
   explicit Shard(const ShardSpec& spec);
@@ -63,8 +64,8 @@ class Shard {
   const float* find(TableId table, Key key) const noexcept;
 
  private:
-  PsStatus run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
-               std::size_t* length) noexcept;
+  FERRY_LOCAL PsStatus run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
+                           std::size_t* length) noexcept;
 
   ShardSpec spec_;
   std::vector<std::unique_ptr<detail::TableStore>> stores_;  // by table id; null where none

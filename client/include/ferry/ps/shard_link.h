@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ferry/client.h"
+#include "ferry/visibility.h"
 
 namespace ferry::ps {
 
@@ -23,9 +24,12 @@ struct LinkDone {
   std::uint32_t length = 0;  // response bytes, when Ok
 };
 
-class ShardLink {
+// Exported (its type information) so a program can implement it.
+class FERRY_API ShardLink {
  public:
-  virtual ~ShardLink() = default;
+  // Out of line (ferry_link.cpp): the class's vtable and type information
+  // then live in libferry-ps once, not in every program that uses them.
+  virtual ~ShardLink();
   virtual std::uint32_t shards() const noexcept = 0;
   virtual std::size_t max_message_bytes() const noexcept = 0;
   // Empty when the memory is exhausted.
@@ -63,10 +67,11 @@ struct FerryLinkOptions {
 };
 
 // Attaches and opens every shard. On failure *why says what failed.
-[[nodiscard]] Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& options, std::string* why);
+[[nodiscard]] FERRY_API Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& options,
+                                                                         std::string* why);
 
 // PREFIX<i>, and the target a worker opens for it ("SERVICE" or "HOST:PORT/SERVICE").
-std::string shard_service(std::string_view prefix, std::uint32_t shard);
-std::string shard_target(std::string_view target, std::string_view prefix, std::uint32_t shard);
+FERRY_API std::string shard_service(std::string_view prefix, std::uint32_t shard);
+FERRY_API std::string shard_target(std::string_view target, std::string_view prefix, std::uint32_t shard);
 
 }  // namespace ferry::ps

@@ -16,6 +16,7 @@
 
 #include "ferry/client.h"
 #include "ferry/ps/shard.h"
+#include "ferry/visibility.h"
 
 namespace ferry::ps {
 
@@ -32,7 +33,7 @@ struct ShardServerCounters {
   std::uint64_t refusals = 0;  // Replies refused Busy (ring full, or at completion), each sent again
 };
 
-class ShardServer {
+class FERRY_API ShardServer {
  public:
   // Attaches, allocates the pool and serves the shard's service. On
   // failure *why says what failed. `shard` must outlive the server.
@@ -50,11 +51,11 @@ class ShardServer {
   const std::string& service() const noexcept { return service_; }
 
  private:
-  ShardServer(Shard& shard, const ShardServerOptions& options, std::unique_ptr<Client> client);
-  void on_completion(const Completion& c) noexcept;
-  bool answer(const Completion& c) noexcept;
-  void resend_refused() noexcept;
-  void drain_pending() noexcept;
+  FERRY_LOCAL ShardServer(Shard& shard, const ShardServerOptions& options, std::unique_ptr<Client> client);
+  FERRY_LOCAL void on_completion(const Completion& c) noexcept;
+  FERRY_LOCAL bool answer(const Completion& c) noexcept;
+  FERRY_LOCAL void resend_refused() noexcept;
+  FERRY_LOCAL void drain_pending() noexcept;
 
   static constexpr std::size_t kBatch = 64;
   struct Sent {

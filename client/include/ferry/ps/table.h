@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "ferry/visibility.h"
+
 namespace ferry::ps {
 
 using Key = std::uint64_t;
@@ -29,9 +31,9 @@ enum class InitKind : std::uint8_t {
   Uniform = 1,  // uniform in [-scale, scale), a pure function of (seed, key, column)
   Pattern = 2,  // multiples of 1/4 in [-2, 2]: exact float sums (ferry-ps check)
 };
-std::string_view to_string(TableKind k) noexcept;
-std::string_view to_string(OptimizerKind k) noexcept;
-std::string_view to_string(InitKind k) noexcept;
+FERRY_API std::string_view to_string(TableKind k) noexcept;
+FERRY_API std::string_view to_string(OptimizerKind k) noexcept;
+FERRY_API std::string_view to_string(InitKind k) noexcept;
 
 // Applied by the shard to every pushed gradient g of a parameter w:
 //   Sgd:     w = fma(-lr, g, w)
@@ -102,13 +104,13 @@ constexpr DenseSlice dense_slice(std::uint64_t size, std::uint32_t shard, std::u
 //   Uniform: h = mix64(seed ^ mix64(key ^ table_salt(t)) ^ (col * 0xD6E8FEB86659FD93));
 //            value = ((h >> 40) * 2^-24 * 2 - 1) * scale
 //   Pattern: ((key * 31 + col * 7) % 17 - 8) / 4
-float initial_value(const TableSpec& t, Key key, std::uint32_t col) noexcept;
+FERRY_API float initial_value(const TableSpec& t, Key key, std::uint32_t col) noexcept;
 // The whole row at once (out[col] = initial_value(t, key, col) for col < t.dim),
 // the init kind decided once per row rather than per element: a shard's first
 // touch of a row.
-void initial_row(const TableSpec& t, Key key, float* out) noexcept;
+FERRY_API void initial_row(const TableSpec& t, Key key, float* out) noexcept;
 
 // Why a spec cannot be used (empty when it can). Configuration time only.
-std::string table_error(const TableSpec& t);
+FERRY_API std::string table_error(const TableSpec& t);
 
 }  // namespace ferry::ps

@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "ferry/ps/table.h"
+#include "ferry/visibility.h"
 
 namespace ferry::ps {
 
@@ -40,7 +41,7 @@ inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::uint32_t kMaxCount = 1u << 20;
 
 enum class Op : std::uint8_t { Pull = 1, Push = 2, Assign = 3 };
-std::string_view to_string(Op op) noexcept;
+FERRY_API std::string_view to_string(Op op) noexcept;
 
 enum class PsStatus : std::uint8_t {
   Ok = 0,
@@ -56,7 +57,7 @@ enum class PsStatus : std::uint8_t {
   TooLarge = 10,  // the response would not fit the response buffer
 };
 inline constexpr std::uint8_t kMaxPsStatus = static_cast<std::uint8_t>(PsStatus::TooLarge);
-std::string_view to_string(PsStatus s) noexcept;
+FERRY_API std::string_view to_string(PsStatus s) noexcept;
 
 struct Header {
   std::uint32_t magic = kMagic;
@@ -98,7 +99,7 @@ constexpr std::uint64_t response_bytes(Op op, std::uint64_t count, std::uint64_t
 
 // What a response of `length` bytes says, for a request of op `op` that
 // expected `expected` bytes back: Ok, the shard's error, or BadLength.
-[[nodiscard]] PsStatus classify_response(const std::byte* data, std::size_t length, std::size_t expected,
-                                         Op op) noexcept;
+[[nodiscard]] FERRY_API PsStatus classify_response(const std::byte* data, std::size_t length, std::size_t expected,
+                                                   Op op) noexcept;
 
 }  // namespace ferry::ps

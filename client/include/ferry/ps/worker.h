@@ -32,6 +32,7 @@
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/table.h"
 #include "ferry/ps/wire.h"
+#include "ferry/visibility.h"
 
 namespace ferry::ps {
 
@@ -59,7 +60,7 @@ struct PulledRows {
   Buffer block;                               // the memory the rows live in
 };
 
-class Worker {
+class FERRY_API Worker {
  public:
   // Throws std::invalid_argument for a bad table spec (configuration time).
   Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options);
@@ -99,19 +100,20 @@ class Worker {
   // Operations holding memory (in flight or unreleased), for tests.
   std::uint32_t live_ops() const noexcept { return live_; }
 
-  struct Op;  // worker.cpp
+  struct FERRY_LOCAL Op;  // client/ps/worker_op.h
 
  private:
-  Result<Ticket> begin(const TableSpec& t, Op** op) noexcept;
-  Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys, std::span<const float> values) noexcept;
-  Result<Ticket> dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept;
-  Result<Ticket> submit(Op& op, Ticket ticket) noexcept;
-  Result<Ticket> abort(Op& op, Ticket ticket, Status why) noexcept;
-  Op* find(Ticket t) noexcept;
-  const Op* find(Ticket t) const noexcept;
-  void on_done(const LinkDone& d) noexcept;
-  void expire() noexcept;
-  void recycle(Op& op) noexcept;
+  FERRY_LOCAL Result<Ticket> begin(const TableSpec& t, Op** op) noexcept;
+  FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys,
+                                          std::span<const float> values) noexcept;
+  FERRY_LOCAL Result<Ticket> dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept;
+  FERRY_LOCAL Result<Ticket> submit(Op& op, Ticket ticket) noexcept;
+  FERRY_LOCAL Result<Ticket> abort(Op& op, Ticket ticket, Status why) noexcept;
+  FERRY_LOCAL Op* find(Ticket t) noexcept;
+  FERRY_LOCAL const Op* find(Ticket t) const noexcept;
+  FERRY_LOCAL void on_done(const LinkDone& d) noexcept;
+  FERRY_LOCAL void expire() noexcept;
+  FERRY_LOCAL void recycle(Op& op) noexcept;
 
   std::unique_ptr<ShardLink> link_;
   WorkerOptions options_;
@@ -121,7 +123,7 @@ class Worker {
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t live_ = 0;
   std::uint32_t next_request_id_ = 1;
-  struct Scratch;
+  struct FERRY_LOCAL Scratch;
   std::unique_ptr<Scratch> scratch_;
 };
 

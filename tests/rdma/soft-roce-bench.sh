@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tests/rdma/issue18-bench.sh [--build DIR] [--keep DIR]
+# tests/rdma/soft-roce-bench.sh [--build DIR] [--keep DIR]
 #
-# Issue 18's measurements in ONE Soft-RoCE VM boot, bounded to 15 minutes of
-# VM time, printing the tables of docs/benchmarks/soft-roce-peers.md,
-# docs/benchmarks/ps-soft-roce.md and docs/rdma-latency.md:
+# The Soft-RoCE benchmarks in ONE VM boot, bounded to 15 minutes of VM
+# time, printing the tables of docs/benchmarks/soft-roce-peers.md,
+# docs/benchmarks/ps-soft-roce.md and docs/benchmarks/soft-roce-counts.md:
 #   1. the peers bench (bench-vs-perftest.sh): 64 B, 4 KiB, 64 KiB, 1 MiB
 #      round trips of ferry remote-rpc over rdma (modes: default, busy =
 #      the client and echo server busy-poll; the earlier datapaths are
@@ -30,10 +30,10 @@ while [[ $# -gt 0 ]]; do
     --build) build=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
-    *) echo "issue18-bench: unknown argument $1" >&2; exit 2 ;;
+    *) echo "soft-roce-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-list=$(mktemp /tmp/ferry-issue18-XXXXXX.list)
+list=$(mktemp /tmp/ferry-soft-roce-bench-XXXXXX.list)
 trap 'rm -f "$list"' EXIT
 # NAME TIMEOUT COMMAND: the timeouts add up to under the VM's 900 s.
 cat >"$list" <<'EOF'
@@ -42,7 +42,7 @@ bench 420 BENCH_ITERS=300 BENCH_REPEATS=2 BENCH_MODES="default busy" BENCH_PEERS
 ps 240 PS_REPEATS=2 PS_ITERS_SMALL=200 PS_ITERS_DEFAULT=20 PS_MODES="before default" tests/rdma/ps-vm-bench.sh
 counts 200 COUNT_SCENARIOS="ferry-default:64 ferry-default:65536 rstream:64" tests/rdma/count-calls.sh
 EOF
-echo "issue18-bench: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$repo" rev-parse --short HEAD), host load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "soft-roce-bench: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$repo" rev-parse --short HEAD), host load: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0
 "$repo/tests/rdma/run-vm-suite.sh" --build "$build" --checks "$list" --timeout 900 || rc=$?
 results=$build/vm-suite-results
