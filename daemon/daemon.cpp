@@ -14,20 +14,20 @@
 #include <random>
 #include <thread>
 
-#include "daemon/front/attach_server.h"
 #include "daemon/config/config_reload.h"
-#include "daemon/front/control_server.h"
-#include "daemon/front/descriptor_limit.h"
-#include "daemon/loop/engine_fault.h"
 #include "daemon/engines/engine_set.h"
 #include "daemon/engines/engine_status.h"
-#include "daemon/peer/peer_status_json.h"
+#include "daemon/front/attach_server.h"
+#include "daemon/front/control_server.h"
+#include "daemon/front/descriptor_limit.h"
 #include "daemon/front/runtime_dir.h"
 #include "daemon/front/socket_group.h"
 #include "daemon/front/status_json.h"
+#include "daemon/loop/engine_fault.h"
+#include "daemon/peer/peer_status_json.h"
+#include "daemon/peer/transport_choice.h"
 #include "daemon/systemd/notify.h"
 #include "daemon/systemd/status_reporter.h"
-#include "daemon/peer/transport_choice.h"
 #include "ferry_config.h"
 
 namespace ferry::daemon {

@@ -22,6 +22,7 @@
 #include "daemon/engines/open_router.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/peer/channel_manager.h"
+#include "daemon/peer/transport_choice.h"
 #include "daemon/remote/remote_sender.h"
 #include "daemon/serve/calls.h"
 #include "daemon/serve/local_delivery.h"
@@ -29,7 +30,6 @@
 #include "daemon/session/dispatch.h"
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
-#include "daemon/peer/transport_choice.h"
 
 namespace ferry::daemon {
 

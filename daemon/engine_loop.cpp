@@ -9,9 +9,9 @@
 #include <string>
 
 #include "daemon/engine.h"
+#include "daemon/loop/mono_clock.h"
 #include "daemon/loop/spin_clock.h"
 #include "daemon/loop/spin_policy.h"
-#include "daemon/loop/mono_clock.h"
 #include "ferry_config.h"
 
 namespace ferry::daemon {

@@ -23,10 +23,10 @@
 #include "daemon/counters.h"
 #include "daemon/engines/engine_group.h"
 #include "daemon/engines/forwarder.h"
+#include "daemon/engines/target.h"
 #include "daemon/remote/remote_sender.h"
 #include "daemon/serve/local_delivery.h"
 #include "daemon/session/sessions.h"
-#include "daemon/engines/target.h"
 
 namespace ferry::daemon {
 

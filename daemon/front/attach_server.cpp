@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "daemon/front/attach_socket.h"
 #include "daemon/config/config_keys.h"
+#include "daemon/front/attach_socket.h"
 #include "shm/doorbell.h"
 #include "shm/segment.h"
 

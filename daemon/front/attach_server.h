@@ -15,11 +15,11 @@
 #include <set>
 #include <vector>
 
-#include "daemon/front/accept_backoff.h"
-#include "daemon/session/client_session.h"
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/engines/engine_set.h"
+#include "daemon/front/accept_backoff.h"
+#include "daemon/session/client_session.h"
 #include "shm/attach_protocol.h"
 
 namespace ferry::daemon {

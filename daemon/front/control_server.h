@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "control/json.h"
-#include "daemon/front/accept_backoff.h"
 #include "daemon/config/config.h"
+#include "daemon/front/accept_backoff.h"
 
 namespace ferry::daemon {
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "control/json.h"
-#include "daemon/session/client_session.h"
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/rails/rail_facts.h"
+#include "daemon/session/client_session.h"
 
 namespace ferry::daemon {
 

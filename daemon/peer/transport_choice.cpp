@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "daemon/rails/rail_config.h"
 #include "daemon/engines/target.h"
+#include "daemon/rails/rail_config.h"
 #include "ferry_config.h"
 #include "transport/tcp/tcp_transport.h"
 #if FERRY_HAVE_RDMA

@@ -47,6 +47,7 @@
 
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
+#include "daemon/engines/target.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/peer_fwd.h"
 #include "daemon/remote/rail_keys_sent.h"
@@ -56,7 +57,6 @@
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
 #include "daemon/session/sink.h"
-#include "daemon/engines/target.h"
 #include "transport/wire/header.h"
 #include "transport/wire/rail_keys.h"
 

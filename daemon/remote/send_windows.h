@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "daemon/session/client_session.h"
 #include "daemon/config/config.h"
 #include "daemon/peer/channel.h"
+#include "daemon/session/client_session.h"
 
 namespace ferry::daemon {
 

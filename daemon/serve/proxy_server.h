@@ -26,8 +26,8 @@
 
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
-#include "daemon/loop/engine_fault.h"
 #include "daemon/loop/deadlines.h"
+#include "daemon/loop/engine_fault.h"
 #include "daemon/remote/peer_fwd.h"
 #include "daemon/serve/calls.h"
 #include "daemon/serve/local_delivery.h"

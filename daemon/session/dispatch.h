@@ -12,13 +12,13 @@
 
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
+#include "daemon/engines/target.h"
 #include "daemon/loop/deadlines.h"
 #include "daemon/remote/remote_sender.h"
 #include "daemon/serve/calls.h"
 #include "daemon/serve/local_delivery.h"
 #include "daemon/session/parking.h"
 #include "daemon/session/sessions.h"
-#include "daemon/engines/target.h"
 
 namespace ferry::daemon {
 

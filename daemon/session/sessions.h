@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/session/client_session.h"
 #include "daemon/counters.h"
+#include "daemon/session/client_session.h"
 #include "daemon/session/zero_copy.h"
 #include "shm/ring_entries.h"
 #include "shm/segment_layout.h"
