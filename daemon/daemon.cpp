@@ -112,7 +112,15 @@ int run_daemon(const Config& config) {
   // never races with the engine thread.
   Config live = config;
   EngineSet engines(config, plan, random_u64(), epoch);
-  engines.start();
+  try {
+    engines.start();  // throws when a peer port or a device cannot be had
+  } catch (...) {
+    ::close(client_fd);
+    ::close(control_fd);
+    unlink_ours(client_file);  // no stale sockets that look like a live ferryd
+    unlink_ours(control_file);
+    throw;
+  }
 
   asio::io_context io;
   AttachServer attach(io, live, engines, epoch);

@@ -17,6 +17,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
+
 SKIP = 77
 CONTRACT = ["scenario", "size", "ops", "mean_us", "p50_us", "p99_us", "p999_us", "cpu_us_per_op", "bytes_per_s"]
 ITERS = 300
@@ -138,21 +141,6 @@ def listens_on(pid, port):
     except OSError:
         return False
     return False
-
-
-def free_port():
-    """A port outside the ephemeral range that nothing listens on now."""
-    import random
-    import socket
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    fail("no free port")
 
 
 def with_two_daemons(ferryd, body):

@@ -24,11 +24,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
 
 SKIP = 77
 SMALL = ["--workers", "2", "--shards", "2", "--keys", "10000", "--dim", "16", "--iters", "50", "--dense", "32"]
@@ -48,12 +50,6 @@ def run(cmd, timeout=90):
     if p.stderr:
         print(p.stderr.rstrip())
     return p
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Daemon:

@@ -9,23 +9,19 @@ PYTHONPATH=build/client/python and FERRYD / FERRYCTL set.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FERRYD = os.environ.get("FERRYD", "")
 TEST_ALARM_S = int(os.environ.get("FERRY_TEST_ALARM_S", "120"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Daemon:
