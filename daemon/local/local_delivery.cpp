@@ -121,6 +121,14 @@ void LocalDelivery::publish(ClientSession& server, const Service& s, bool is_cal
   d.length = length;
   d.capacity = block.capacity;
   d.source = source;
+  // Who sent it, for servers that decide by it (the ps shards' access
+  // lists): a local client by uid; bit 31 is ProxyServer's kRemoteSourceBit.
+  if (ClientSession* from = sessions_.find(source); from != nullptr) {
+    d.caller_uid = static_cast<std::uint32_t>(from->info().uid);
+    d.caller_flags = shm::kCallerLocal;
+  } else if ((source & (1u << 31)) != 0) {
+    d.caller_flags = shm::kCallerRemote;
+  }
   if (is_call) {
     call.server = server.id();
     call.service = s.id;

@@ -133,6 +133,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
   }
   if (h.token == 0 && !auth_.check_hello(remote)) {
     bump(counters_.peer_auth_failures);
+    bump(counters_.peer_bootstrap_refusals);
     refuse(conn, 0, Status::PermissionDenied, on_lanes);
     return;
   }

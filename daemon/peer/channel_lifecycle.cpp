@@ -163,7 +163,12 @@ void ChannelManager::rails_back(Channel& ch, std::uint64_t now_ns) {
 
 void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
   if (ch.finished()) return;
-  bump(counters_.peer_failures);
+  // A channel someone opened to us that never got a lane joined (with a
+  // secret: never proved it holds it) is a refused stranger, not a peer
+  // that died: it has a counter of its own and leaves peer_failures alone.
+  bool proven = ch.initiated || ch.was_up;
+  for (std::uint32_t i = 0; i < ch.lane_count && !proven; ++i) proven = ch.lanes[i].joined();
+  bump(proven ? counters_.peer_failures : counters_.peer_bootstrap_refusals);
   finish(ch, why, false, now_ns);
 }
 
