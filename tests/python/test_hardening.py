@@ -131,6 +131,13 @@ def test_shard_server_exits_when_its_ferryd_goes_away(daemon):
     assert '"result": "DaemonGone"' in out
 
 
+def test_a_worker_names_the_shard_it_cannot_reach(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=100, dim=2)]
+    one_shard(tables)  # shard 0 of 2 only: shard 1 was never (re)started
+    with pytest.raises(ferry.ServiceNotFound, match="shard 1 of 2: open 'ps-shard-1'"):
+        ps.Worker(tables, 2, daemon.socket, timeout=0.5)
+
+
 def test_in_process_shard_server_stops_running_when_ferryd_goes_away(daemon):
     server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket).start()
     assert server.running
