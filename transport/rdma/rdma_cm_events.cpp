@@ -11,7 +11,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "transport/log_limiter.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/rdma_connector.h"
 
@@ -163,9 +162,8 @@ void RdmaConnector::expire_silent() noexcept {
 }
 
 void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
-  static LogLimiter other_device;  // connector of one transport: one owner thread
   if (id->verbs != ctx_) {
-    if (std::uint64_t skipped = 0; other_device.allow(skipped))
+    if (std::uint64_t skipped = 0; other_device_log_.allow(skipped))
       spdlog::warn("rdma: connect request on another device; rejected ({} more since the last such line)", skipped);
     rdma_reject(id, nullptr, 0);
     rdma_destroy_id(id);

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "ferry/result.h"
+#include "transport/log_limiter.h"
 #include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_connections.h"
 #include "transport/rdma/rdma_device_events.h"
@@ -75,6 +76,7 @@ class RdmaConnector {
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* listen_id_ = nullptr;
   int timer_fd_ = -1;
+  LogLimiter other_device_log_;  // requests that arrive on another device's id
 };
 
 }  // namespace ferry::transport::rdma
