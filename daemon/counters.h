@@ -53,8 +53,12 @@ struct Counters {
   Counter spin_slot_sleeps{0};   // sleeps without a spin: other engines held the spin slots (engines/spin_slots.h)
   Counter corrupt_rings{0};
   // Channels between daemons.
-  Counter peer_connects{0};      // channels that came Up
-  Counter peer_failures{0};      // channels that failed (reset, timeout, refused, unreachable)
+  Counter peer_connects{0};  // channels that came Up
+  Counter peer_failures{0};  // channels that failed (reset, timeout, refused, unreachable)
+  // Bootstrap connections refused or abandoned before the peer proved
+  // itself: a Hello refused by the auth policy, or a channel opened to us
+  // that ended before any lane joined. Not in peer_failures.
+  Counter peer_bootstrap_refusals{0};
   Counter remote_sends{0};       // Sends posted to a peer
   Counter remote_calls{0};       // Calls posted to a peer
   Counter remote_delivered{0};   // Message/Request deliveries that came from a peer
@@ -156,6 +160,7 @@ void for_each_counter(C& c, F&& f) {
   f("corrupt_rings", c.corrupt_rings);
   f("peer_connects", c.peer_connects);
   f("peer_failures", c.peer_failures);
+  f("peer_bootstrap_refusals", c.peer_bootstrap_refusals);
   f("peer_auth_failures", c.peer_auth_failures);
   f("remote_sends", c.remote_sends);
   f("remote_calls", c.remote_calls);

@@ -98,7 +98,14 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   // Sends that failed because the peer had no receive: each one is an RNR
   // NAK, i.e. ferry posted beyond the peer's receives (a credit bug).
   counters_.rnr_naks.store(transports_.lane_transport().rnr_naks(), std::memory_order_relaxed);
-  const transport::Transport::AcceptCounts accepts = transports_.bootstrap->accept_counts();
+  // The bootstrap listener's and, with rdma lanes, the connection manager's.
+  transport::Transport::AcceptCounts accepts = transports_.bootstrap->accept_counts();
+  if (transports_.lanes) {
+    const transport::Transport::AcceptCounts l = transports_.lanes->accept_counts();
+    accepts.refused += l.refused;
+    accepts.evicted += l.evicted;
+    accepts.timed_out += l.timed_out;
+  }
   counters_.peer_accepts_refused.store(accepts.refused, std::memory_order_relaxed);
   counters_.peer_accepts_evicted.store(accepts.evicted, std::memory_order_relaxed);
   counters_.peer_hello_timeouts.store(accepts.timed_out, std::memory_order_relaxed);

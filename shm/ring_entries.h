@@ -109,8 +109,16 @@ struct CqEntry {
   std::uint32_t capacity;   // Message/Request: block size to hand back in ReleaseRx
   std::uint64_t token;      // Request: reply token
   std::uint64_t source;     // Message/Request: opaque sender id (for logs/tests)
-  std::uint64_t reserved1[2];
+  // Message/Request: who sent it, as the daemon knows it. kCallerLocal: a
+  // client of this daemon, caller_uid its uid (SO_PEERCRED at attach);
+  // kCallerRemote: through a peer daemon (uid unknown here); 0: not known
+  // (a daemon that predates the field wrote 0 here).
+  std::uint32_t caller_uid;
+  std::uint32_t caller_flags;
+  std::uint64_t reserved1;
 };
+inline constexpr std::uint32_t kCallerLocal = 1u << 0;
+inline constexpr std::uint32_t kCallerRemote = 1u << 1;
 static_assert(std::is_standard_layout_v<CqEntry> && std::is_trivially_copyable_v<CqEntry>);
 static_assert(sizeof(CqEntry) == 64);
 static_assert(offsetof(CqEntry, handle) == 4);
@@ -120,5 +128,6 @@ static_assert(offsetof(CqEntry, length) == 24);
 static_assert(offsetof(CqEntry, capacity) == 28);
 static_assert(offsetof(CqEntry, token) == 32);
 static_assert(offsetof(CqEntry, source) == 40);
+static_assert(offsetof(CqEntry, caller_uid) == 48 && offsetof(CqEntry, caller_flags) == 52);
 
 }  // namespace ferry::shm

@@ -108,7 +108,10 @@ Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& o, std:
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!ep) {
-      *why = "open '" + target + "': " + std::string(to_string(ep.status));
+      *why = "shard " + std::to_string(s) + " of " + std::to_string(o.shards) + ": open '" + target +
+             "': " + std::string(to_string(ep.status));
+      if (ep.status == Status::ServiceNotFound)
+        *why += " (nothing serves it there: start that shard, or restart it if its ferryd restarted)";
       return R::fail(ep.status);
     }
     endpoints.push_back(ep.value);

@@ -70,6 +70,8 @@ class KeyIndex {
   }
 
   std::uint32_t size() const noexcept { return size_; }
+  // Heap bytes the table holds (its slots).
+  std::size_t bytes() const noexcept { return slots_.capacity() * sizeof(Entry); }
 
  private:
   struct Entry {

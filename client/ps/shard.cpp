@@ -1,5 +1,6 @@
 #include "ferry/ps/shard.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,21 @@
 namespace ferry::ps {
 
 namespace {
+
+// Whether every one of `n` floats (unaligned) is finite: the exponent bits not all set.
+bool all_finite(const std::byte* values, std::size_t n) noexcept {
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, values + 4 * i, 4);
+    bad |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return bad == 0;
+}
+
+bool allowed(const std::vector<std::uint32_t>& who, std::uint32_t caller) noexcept {
+  return who.empty() || std::find(who.begin(), who.end(), caller) != who.end();
+}
 
 std::size_t error_record(std::span<std::byte> response, PsStatus st, std::uint8_t op) noexcept {
   if (response.size() < kErrorBytes) return 0;
@@ -31,6 +47,15 @@ Shard::Shard(const ShardSpec& spec) : spec_(spec) {
     if (stores_[t.id]) throw std::invalid_argument("table id " + std::to_string(t.id) + " given twice");
     stores_[t.id] = std::make_unique<detail::TableStore>(t, spec.index, spec.shards, spec.max_count, spec.preload);
   }
+  gauges_ = std::make_unique<Gauge[]>(stores_.size());
+  for (const TableSpec& t : spec.tables) publish_usage(t.id);
+}
+
+void Shard::publish_usage(TableId table) noexcept {
+  const detail::TableStore& st = *stores_[table];
+  const std::uint64_t rows = st.spec().kind == TableKind::Dense ? st.slice().size() : st.rows_held();
+  gauges_[table].rows.store(rows, std::memory_order_relaxed);
+  gauges_[table].bytes.store(st.bytes_held(), std::memory_order_relaxed);
 }
 
 Shard::~Shard() = default;
@@ -54,22 +79,34 @@ const float* Shard::find(TableId table, Key key) const noexcept {
   return stores_[table]->find_row(key);
 }
 
-std::size_t Shard::handle(std::span<const std::byte> request, std::span<std::byte> response) noexcept {
+std::vector<TableUsage> Shard::usage() const {
+  std::vector<TableUsage> out;
+  for (const TableSpec& t : spec_.tables)
+    out.push_back(TableUsage{t.id, gauges_[t.id].rows.load(std::memory_order_relaxed),
+                             gauges_[t.id].bytes.load(std::memory_order_relaxed)});
+  return out;
+}
+
+std::size_t Shard::handle(std::span<const std::byte> request, std::span<std::byte> response,
+                          std::uint32_t caller) noexcept {
   ++counters_.requests;
   Header h{};
   std::size_t length = 0;
   PsStatus st = PsStatus::BadLength;
   if (request.size() >= kHeaderBytes) {
     std::memcpy(&h, request.data(), sizeof h);
-    st = run(h, request, response, &length);
+    st = run(h, request, response, caller, &length);
   }
   if (st == PsStatus::Ok) return length;
   ++counters_.rejected;
+  counters_.non_finite += st == PsStatus::NonFinite ? 1 : 0;
+  counters_.forbidden += st == PsStatus::Forbidden ? 1 : 0;
+  counters_.table_full += st == PsStatus::TableFull ? 1 : 0;
   return error_record(response, st, h.op);
 }
 
 PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
-                    std::size_t* length) noexcept {
+                    std::uint32_t caller, std::size_t* length) noexcept {
   if (h.magic != kMagic) return PsStatus::BadMagic;
   if (h.version != kVersion) return PsStatus::BadVersion;
   if (h.op < static_cast<std::uint8_t>(Op::Pull) || h.op > static_cast<std::uint8_t>(Op::Assign))
@@ -87,6 +124,10 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   if (out > response.size()) return PsStatus::TooLarge;
   const std::byte* body = request.data() + kHeaderBytes;
   const std::byte* values = body + (t.kind == TableKind::Embedding ? 8 * std::size_t{h.count} : 0);
+  const TableAccess& acl = t.access;
+  if (!allowed(op == Op::Pull ? acl.pull : op == Op::Push ? acl.push : acl.assign, caller)) return PsStatus::Forbidden;
+  if (op != Op::Pull && !spec_.allow_non_finite && !all_finite(values, std::size_t{h.count} * t.dim))
+    return PsStatus::NonFinite;
   std::uint32_t applied = h.count;
   PsStatus st = PsStatus::Ok;
   // The response buffer is the caller's (a tx arena block or a vector): float-aligned.
@@ -108,6 +149,7 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
       break;
   }
   if (st != PsStatus::Ok) return st;
+  if (op != Op::Pull && t.kind == TableKind::Embedding) publish_usage(h.table);
   counters_.keys += h.count;
   if (op != Op::Pull) std::memcpy(response.data(), &applied, kAckBytes);
   *length = out;

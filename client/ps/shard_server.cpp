@@ -120,7 +120,10 @@ void ShardServer::on_completion(const Completion& c) noexcept {
 bool ShardServer::answer(const Completion& c) noexcept {
   if (free_.empty()) return false;
   const std::uint32_t b = free_.back();
-  const std::size_t len = shard_.handle({c.data, c.length}, buffers_[b].span().first(response_bytes_));
+  const std::uint32_t caller = c.caller == Completion::Caller::Local    ? c.caller_uid
+                               : c.caller == Completion::Caller::Remote ? kRemoteCaller
+                                                                        : kUnknownCaller;
+  const std::size_t len = shard_.handle({c.data, c.length}, buffers_[b].span().first(response_bytes_), caller);
   // handle() has applied the request (a push changed the shard): from here
   // its answer is kept, and a refused Reply only delays it.
   free_.pop_back();

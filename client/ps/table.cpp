@@ -84,6 +84,8 @@ std::string table_error(const TableSpec& t) {
   if (t.init.kind != InitKind::Zeros && t.init.kind != InitKind::Uniform && t.init.kind != InitKind::Pattern)
     return what + ": unknown init";
   if (!std::isfinite(t.init.scale)) return what + ": init scale must be finite";
+  if (t.kind == TableKind::Dense && t.max_rows != 0) return what + ": max_rows is for embedding tables";
+  if (t.max_rows > UINT32_MAX - 1) return what + ": max_rows must be below 2^32";
   return {};
 }
 

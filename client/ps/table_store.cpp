@@ -1,5 +1,6 @@
 #include "client/ps/table_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -44,11 +45,12 @@ TableStore::TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t
   stamp_.reserve(rows);
   first_.reserve(rows);
   mapped_.resize(max_count);
+  if (spec.max_rows != 0) fresh_.reserve(max_count);
   distinct_.resize(max_count);
   sum_.resize(std::size_t{max_count} * spec.dim);
   if (preload && spec.rows != 0)
     for (Key k = 0; k < spec.rows; ++k)
-      if (owns(k)) (void)row_for(k);
+      if (owns(k) && (spec.max_rows == 0 || rows_held() < spec.max_rows)) (void)row_for(k);
 }
 
 bool TableStore::owns(Key key) const noexcept {
@@ -80,11 +82,25 @@ std::uint32_t TableStore::row_for(Key key) {
   return r;
 }
 
-bool TableStore::map_keys(const std::byte* keys, std::uint32_t count) noexcept {
+bool TableStore::room_for(const std::byte* keys, std::uint32_t count) noexcept {
+  // Cheap bound first: every key without a row counted, duplicates too.
+  std::uint64_t missing = 0;
+  for (std::uint32_t i = 0; i < count; ++i) missing += find_row(key_at(keys, i)) == nullptr ? 1 : 0;
+  if (rows_held() + missing <= spec_.max_rows) return true;
+  // Close to the limit: count the distinct ones.
+  fresh_.clear();
   for (std::uint32_t i = 0; i < count; ++i)
-    if (!owns(key_at(keys, i))) return false;
-  // Every key is ours: map them (creating rows is not a change anyone can
-  // see: a pull of a new row returns its initial values either way).
+    if (const Key k = key_at(keys, i); find_row(k) == nullptr) fresh_.push_back(k);
+  std::sort(fresh_.begin(), fresh_.end());
+  missing = static_cast<std::uint64_t>(std::unique(fresh_.begin(), fresh_.end()) - fresh_.begin());
+  return rows_held() + missing <= spec_.max_rows;
+}
+
+PsStatus TableStore::map_keys(const std::byte* keys, std::uint32_t count) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (!owns(key_at(keys, i))) return PsStatus::BadKey;
+  if (spec_.max_rows != 0 && !room_for(keys, count)) return PsStatus::TableFull;
+  // Every key is ours and fits: map them, creating the rows of new keys.
   if (++epoch_ == 0) {  // wrapped: forget every stamp
     std::fill(stamp_.begin(), stamp_.end(), 0);
     epoch_ = 1;
@@ -100,7 +116,7 @@ bool TableStore::map_keys(const std::byte* keys, std::uint32_t count) noexcept {
     }
   }
   distinct_count_ = distinct;
-  return true;
+  return PsStatus::Ok;
 }
 
 namespace {
@@ -140,17 +156,23 @@ void TableStore::apply(float* w, float* acc, const float* g, std::uint32_t n) co
 PsStatus TableStore::pull(const std::byte* keys, std::uint32_t count, float* out) noexcept {
   for (std::uint32_t i = 0; i < count; ++i)
     if (!owns(key_at(keys, i))) return PsStatus::BadKey;
+  // A pull creates nothing: a key without a row reads the values its row
+  // would start with, so read-only traffic over any key space costs no memory.
   const std::size_t dim = spec_.dim;
   for (std::uint32_t i = 0; i < count; ++i) {
-    const std::uint32_t r = row_for(key_at(keys, i));
-    std::memcpy(out + i * dim, &values_[r * dim], 4 * dim);
+    const Key k = key_at(keys, i);
+    if (const float* row = find_row(k); row != nullptr) {
+      std::memcpy(out + i * dim, row, 4 * dim);
+    } else {
+      initial_row(spec_, k, out + i * dim);
+    }
   }
   return PsStatus::Ok;
 }
 
 PsStatus TableStore::push(const std::byte* keys, std::uint32_t count, const std::byte* grads,
                           std::uint32_t* applied) noexcept {
-  if (!map_keys(keys, count)) return PsStatus::BadKey;
+  if (const PsStatus st = map_keys(keys, count); st != PsStatus::Ok) return st;
   const std::size_t dim = spec_.dim;
   const bool adagrad = spec_.optimizer.kind == OptimizerKind::Adagrad;
   if (distinct_count_ == count) {
@@ -188,7 +210,7 @@ PsStatus TableStore::push(const std::byte* keys, std::uint32_t count, const std:
 
 PsStatus TableStore::assign(const std::byte* keys, std::uint32_t count, const std::byte* values,
                             std::uint32_t* applied) noexcept {
-  if (!map_keys(keys, count)) return PsStatus::BadKey;
+  if (const PsStatus st = map_keys(keys, count); st != PsStatus::Ok) return st;
   const std::size_t dim = spec_.dim;
   for (std::uint32_t i = 0; i < count; ++i) {
     const std::size_t r = mapped_[i];
@@ -224,6 +246,12 @@ PsStatus TableStore::assign_dense(std::uint32_t offset, std::uint32_t count, con
   std::memcpy(&values_[base], values, 4 * std::size_t{count});
   if (!accum_.empty()) std::fill_n(&accum_[base], count, spec_.optimizer.initial_accumulator);
   return PsStatus::Ok;
+}
+
+std::uint64_t TableStore::bytes_held() const noexcept {
+  const std::size_t per_row_index = sizeof(std::uint32_t) * 2;  // stamp_, first_
+  return 4 * (values_.capacity() + accum_.capacity()) + per_row_index * stamp_.capacity() +
+         sizeof(std::uint32_t) * direct_.capacity() + index_.bytes();
 }
 
 const float* TableStore::find_row(Key key) const noexcept {

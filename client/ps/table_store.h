@@ -1,5 +1,7 @@
-// One table's part on one shard: embedding rows (created on first touch
-// from the table's init function, found through a direct key -> row array
+// One table's part on one shard: embedding rows (created by the first push
+// or assign of their key from the table's init function, at most
+// spec.max_rows of them; a pull of a key without a row answers its initial
+// values and creates nothing), found through a direct key -> row array
 // when the table's key range is small enough, else through a KeyIndex) or a dense
 // slice, plus the optimizer state (Adagrad accumulators), and the three
 // operations the wire carries. Callers (Shard::handle) have validated the
@@ -27,6 +29,8 @@ class TableStore {
   const TableSpec& spec() const noexcept { return spec_; }
   DenseSlice slice() const noexcept { return slice_; }
   std::uint64_t rows_held() const noexcept { return stamp_.size(); }
+  // Heap bytes this table holds on the shard: rows, optimizer state, index.
+  std::uint64_t bytes_held() const noexcept;
 
   // keys: `count` unaligned u64; out: count * dim floats.
   PsStatus pull(const std::byte* keys, std::uint32_t count, float* out) noexcept;
@@ -43,8 +47,12 @@ class TableStore {
 
  private:
   bool owns(Key key) const noexcept;
-  // Checks every key and maps it to its row (created if new); false on a foreign key.
-  bool map_keys(const std::byte* keys, std::uint32_t count) noexcept;
+  // Checks every key and maps it to its row (created if new): BadKey for a
+  // foreign key, TableFull when the new rows would pass max_rows (then
+  // nothing is created).
+  PsStatus map_keys(const std::byte* keys, std::uint32_t count) noexcept;
+  // Whether creating the rows `keys` lack keeps the table within max_rows.
+  bool room_for(const std::byte* keys, std::uint32_t count) noexcept;
   std::uint32_t row_for(Key key);
   std::uint32_t create_row(Key key);
   void apply(float* w, float* acc, const float* g, std::uint32_t n) const noexcept;
@@ -66,6 +74,7 @@ class TableStore {
   std::vector<std::uint32_t> first_;  // per row: its position among the request's distinct rows
   std::vector<std::uint32_t> distinct_;
   std::vector<float> sum_;  // coalesced gradients, distinct rows x dim
+  std::vector<Key> fresh_;  // room_for(): the keys of a request that have no row yet
   std::uint32_t epoch_ = 0;
   std::uint32_t distinct_count_ = 0;
 };

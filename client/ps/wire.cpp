@@ -26,6 +26,9 @@ std::string_view to_string(PsStatus s) noexcept {
     case PsStatus::BadKey: return "BadKey";
     case PsStatus::BadRange: return "BadRange";
     case PsStatus::TooLarge: return "TooLarge";
+    case PsStatus::TableFull: return "TableFull";
+    case PsStatus::NonFinite: return "NonFinite";
+    case PsStatus::Forbidden: return "Forbidden";
   }
   return "Unknown";
 }

@@ -161,7 +161,11 @@ void Worker::on_done(const LinkDone& d) noexcept {
       const PsStatus ps = classify_response(at, d.length, expect, op.wire);
       if (ps != PsStatus::Ok) {
         op.state = Op::State::Done;
-        op.error = OpError{Status::BadRequest, ps, s};
+        // The refusals a caller can act on get their own status; the rest are bad requests.
+        const Status why = ps == PsStatus::Forbidden   ? Status::PermissionDenied
+                           : ps == PsStatus::TableFull ? Status::NoMemory
+                                                       : Status::BadRequest;
+        op.error = OpError{why, ps, s};
       } else if (op.outstanding == 0) {
         op.state = Op::State::Done;
       }

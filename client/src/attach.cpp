@@ -180,6 +180,7 @@ bool Client::Impl::init_events() noexcept {
 
 Result<std::unique_ptr<Client>> Client::attach(const AttachOptions& options) {
   using R = Result<std::unique_ptr<Client>>;
+  client_detail::watch_forks();  // before the Impl reads the generation
   const std::string path = options.socket_path.empty() ? default_socket_path() : options.socket_path;
   Fd sock;
   if (Status s = connect_socket(path, sock); s != Status::Ok) return R::fail(s);

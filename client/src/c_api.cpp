@@ -73,6 +73,7 @@ static_assert(same(FERRY_PROTOCOL_ERROR, ferry::Status::ProtocolError));
 static_assert(same(FERRY_CANCELLED, ferry::Status::Cancelled));
 static_assert(same(FERRY_VERSION_MISMATCH, ferry::Status::VersionMismatch));
 static_assert(same(FERRY_PERMISSION_DENIED, ferry::Status::PermissionDenied));
+static_assert(same(FERRY_FORKED, ferry::Status::Forked));
 static_assert(FERRY_STATUS_MAX == ferry::kMaxStatus, "every ferry::Status has its FERRY_* constant");
 
 constexpr bool same(int c, ferry::OpKind k) noexcept { return c == static_cast<int>(k); }

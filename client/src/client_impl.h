@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "client/src/fixed_queue.h"
+#include "client/src/fork_guard.h"
 #include "client/src/inflight.h"
 #include "client/src/log.h"
 #include "ferry/client.h"
@@ -71,6 +72,12 @@ class FERRY_LOCAL Client::Impl {
   void detach() noexcept;
   // Non-blocking look at the socket; turns state_ DaemonGone on hang-up.
   void check_hangup() noexcept;
+  // state(): state_, after a look at the socket when the last look is over
+  // kHangupLookEvery old, so a client that never polls still learns within
+  // that of its daemon's death (completion.cpp).
+  Status current_state() noexcept;
+  // Inherited by a child of fork(): every call refuses with Forked (fork_guard.h).
+  bool forked() const noexcept { return fork_generation_ != client_detail::fork_generation(); }
   // Blocks on the epoll fd up to timeout_ms using the CQ sleep protocol.
   void sleep_for_cq(int timeout_ms) noexcept;
 
@@ -92,8 +99,10 @@ class FERRY_LOCAL Client::Impl {
   std::uint32_t engine_ = 0;  // the daemon engine it runs on
   std::uint64_t epoch_ = 0;
   Status state_ = Status::Ok;
-  bool busy_poll_ = false;         // AttachOptions::busy_poll: poll() never arms
-  std::uint32_t empty_polls_ = 0;  // consecutive; paces the hang-up check
+  bool busy_poll_ = false;                                    // AttachOptions::busy_poll: poll() never arms
+  std::uint32_t empty_polls_ = 0;                             // consecutive; paces the hang-up check
+  std::chrono::steady_clock::time_point last_hangup_look_{};  // current_state()'s pace
+  std::uint32_t fork_generation_ = client_detail::fork_generation();
   client_detail::InflightTable inflight_;
   client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room
   client_detail::FixedQueue<Completion> stash_;        // completions seen while a control op waited

@@ -85,6 +85,12 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
       out.source = e.source;
       out.rx_offset = e.offset;
       out.rx_capacity = e.capacity;
+      if ((e.caller_flags & shm::kCallerLocal) != 0) {
+        out.caller = Completion::Caller::Local;
+        out.caller_uid = e.caller_uid;
+      } else if ((e.caller_flags & shm::kCallerRemote) != 0) {
+        out.caller = Completion::Caller::Remote;
+      }
       return true;
     }
   }
@@ -188,6 +194,19 @@ void Client::Impl::check_hangup() noexcept {
              inflight_.live());
     state_ = Status::DaemonGone;
   }
+}
+
+Status Client::Impl::current_state() noexcept {
+  // A look is one poll(2) on the socket; the clock read (vDSO) keeps a
+  // caller that asks in a tight loop from paying it every time.
+  constexpr auto kHangupLookEvery = std::chrono::milliseconds(1);
+  if (state_ != Status::Ok) return state_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_hangup_look_ >= kHangupLookEvery) {
+    last_hangup_look_ = now;
+    check_hangup();
+  }
+  return state_;
 }
 
 void Client::Impl::detach() noexcept {

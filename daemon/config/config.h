@@ -104,7 +104,7 @@ struct Config {
   // The tcp transport's connections to and from peers: every channel's
   // bootstrap connection, and on tcp its data lanes (transport/tcp/).
   std::uint32_t peer_max_connections = 64;
-  // Accepted peer connections not yet taken by a channel (transport/tcp/tcp_accept_guard.h).
+  // Accepted peer connections not yet taken by a channel (transport/accept_guard.h).
   std::uint32_t peer_hello_timeout_ms = 2000;
   std::uint32_t peer_max_unauthenticated_per_source = 16;
   std::uint64_t staging_bytes = 8 * kMiB;

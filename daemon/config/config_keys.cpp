@@ -431,15 +431,17 @@ constexpr ConfigKey kKeys[] = {
     {.name = "peer-hello-timeout-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
      .value_name = "MS", .min = 1, .max = 60000,
      .summary = "an accepted peer connection that sends no complete first message within this is closed",
-     .details = "Idle connections to the --listen port cannot hold its connection slots; refusals and "
-                "closings are counted (peer_accepts_refused, peer_accepts_evicted, peer_hello_timeouts) and "
-                "logged at most once per 10 s.",
+     .details = "Idle connections to the --listen port cannot hold its connection slots; with rdma lanes the "
+                "same holds for the connection manager's requests (a connection whose first message does not "
+                "come in time is torn down). Refusals and closings are counted (peer_accepts_refused, "
+                "peer_accepts_evicted, peer_hello_timeouts) and logged at most once per 10 s.",
      .access = number<&Config::peer_hello_timeout_ms>()},
     {.name = "peer-max-unauthenticated-per-source", .section = kChannels, .kind = ValueKind::Number,
      .unit = Unit::Count, .value_name = "N", .min = 1, .max = 1024,
      .summary = "accepted peer connections from one address that no channel has taken yet",
      .details = "A new one past it replaces that address's oldest silent connection, or is refused. Such "
-                "connections never take the 16 slots kept for dials and working channels.",
+                "connections never take the 16 slots kept for dials and working channels (rdma: 4 of "
+                "rdma-max-connections). The rdma connection manager applies the same cap to its requests.",
      .access = number<&Config::peer_max_unauthenticated_per_source>()},
     {.name = "staging-bytes", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Bytes,
      .value_name = "BYTES", .min = 0, .max = kGiB,

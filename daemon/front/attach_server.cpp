@@ -27,6 +27,16 @@ std::string clean_name(const char (&raw)[shm::kClientNameBytes]) {
 
 }  // namespace
 
+template <typename... Args>
+void AttachServer::log_refusal(Refusal kind, fmt::format_string<Args...> format, Args&&... args) const {
+  std::uint64_t skipped = 0;
+  if (!refusal_logs_[static_cast<std::size_t>(kind)].allow(skipped)) return;
+  std::string line = fmt::format(format, std::forward<Args>(args)...);
+  if (skipped != 0)
+    line += fmt::format(" ({} more attach{} refused so since the last such line)", skipped, skipped == 1 ? "" : "es");
+  spdlog::warn("{}", line);
+}
+
 AttachServer::AttachServer(asio::io_context& io, const Config& config, EngineSet& engines, std::uint64_t epoch)
     : io_(io), config_(config), engines_(engines), epoch_(epoch), listener_(io), retry_timer_(io), backoff_timer_(io) {
   for (std::uint32_t e = 0; e < engines.size(); ++e) {
@@ -104,7 +114,7 @@ void AttachServer::on_accept_ready() {
     conn->timer.expires_after(std::chrono::milliseconds(kHandshakeTimeoutMs));
     conn->timer.async_wait([this, conn](const boost::system::error_code& ec) {
       if (ec || !handshaking_.count(conn)) return;
-      spdlog::warn("attach: no request within {} ms; closing", kHandshakeTimeoutMs);
+      log_refusal(Refusal::Request, "attach: no request within {} ms; closing", kHandshakeTimeoutMs);
       close_conn(conn);
     });
     conn->sock.async_wait(asio::posix::stream_descriptor::wait_read, [this, conn](const boost::system::error_code& ec) {
@@ -140,7 +150,8 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   reply.status = static_cast<std::uint8_t>(status);
   reply.daemon_epoch = epoch_;
   if (status != Status::Ok) {
-    spdlog::info("attach refused: {} (pid {})", to_string(status), conn->info ? conn->info->pid : 0);
+    if (n != static_cast<long>(sizeof(req)))
+      log_refusal(Refusal::Request, "attach refused BadRequest: a request of {} bytes (want {})", n, sizeof(req));
     send_message(fd, &reply, sizeof(reply), nullptr, 0);
     close_conn(conn);
     return;
@@ -174,7 +185,10 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
 
 Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, ClientSession** out) {
   PeerCred cred;
-  if (!peer_cred(conn->sock.native_handle(), &cred)) return Status::PermissionDenied;
+  if (!peer_cred(conn->sock.native_handle(), &cred)) {
+    log_refusal(Refusal::Request, "attach refused PermissionDenied: the connection's credentials cannot be read");
+    return Status::PermissionDenied;
+  }
   auto info = std::make_shared<ClientInfo>();
   info->pid = cred.pid;
   info->uid = cred.uid;
@@ -182,17 +196,31 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   info->name = clean_name(req.name);
   conn->info = info;
 
-  if (req.magic != shm::kAttachMagic || req.abi_version != shm::kAbiVersion) return Status::VersionMismatch;
-  if (req.reserved != 0) return Status::BadRequest;
+  if (req.magic != shm::kAttachMagic || req.abi_version != shm::kAbiVersion) {
+    log_refusal(Refusal::Request,
+                "attach of '{}' (pid {} uid {}) refused VersionMismatch: ABI version {} (we speak {})", info->name,
+                info->pid, info->uid, req.abi_version, shm::kAbiVersion);
+    return Status::VersionMismatch;
+  }
+  if (req.reserved != 0) {
+    log_refusal(Refusal::Request, "attach of '{}' (pid {} uid {}) refused BadRequest: reserved field set",
+                info->name, info->pid, info->uid);
+    return Status::BadRequest;
+  }
   const std::optional<std::uint32_t> engine = engines_.place(req.engine);
   if (!engine) {
-    spdlog::warn("attach of '{}' (pid {}): it asked for engine {} (FERRY_ENGINE); ferryd runs engines 0..{}",
-                 info->name, info->pid, req.engine - 1, engines_.size() - 1);
+    log_refusal(Refusal::Request,
+                "attach of '{}' (pid {} uid {}): it asked for engine {} (FERRY_ENGINE); ferryd runs engines 0..{}",
+                info->name, info->pid, info->uid, req.engine - 1, engines_.size() - 1);
     return Status::BadRequest;
   }
   conn->engine = *engine;
   info->engine = *engine;
-  if (conns_.size() >= config_.max_clients || draining_) return Status::Busy;
+  if (conns_.size() >= config_.max_clients || draining_) {
+    log_refusal(Refusal::Busy, "attach of '{}' (pid {} uid {}) refused Busy: {}", info->name, info->pid, info->uid,
+                draining_ ? "the daemon is draining" : fmt::format("max-clients {} reached", config_.max_clients));
+    return Status::Busy;
+  }
   shm::SegmentSizes sizes{
       req.sizes.sq_entries != 0 ? req.sizes.sq_entries : config_.sq_entries,
       req.sizes.cq_entries != 0 ? req.sizes.cq_entries : config_.cq_entries,
@@ -200,19 +228,36 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
       req.sizes.rx_bytes != 0 ? req.sizes.rx_bytes : config_.rx_arena_bytes,
   };
   if (sizes.tx_bytes > config_.max_tx_arena_bytes || sizes.rx_bytes > config_.max_rx_arena_bytes) {
+    log_refusal(Refusal::Sizes,
+                "attach of '{}' (pid {} uid {}) refused NoMemory: arenas of {} + {} bytes (max-tx-arena-bytes {}, "
+                "max-rx-arena-bytes {})",
+                info->name, info->pid, info->uid, sizes.tx_bytes, sizes.rx_bytes,
+                format_size(config_.max_tx_arena_bytes), format_size(config_.max_rx_arena_bytes));
     return Status::NoMemory;
   }
-  if (!shm::valid_sizes(sizes)) return Status::BadRequest;
+  if (!shm::valid_sizes(sizes)) {
+    log_refusal(Refusal::Sizes, "attach of '{}' (pid {} uid {}) refused BadRequest: invalid ring or arena sizes",
+                info->name, info->pid, info->uid);
+    return Status::BadRequest;
+  }
   const std::uint64_t segment_bytes = shm::compute_layout(sizes).segment_bytes;
   if (const Status q = check_quotas(*info, segment_bytes); q != Status::Ok) return q;
 
   std::uint32_t id = next_id_++;
   while (id == 0 || conns_.count(id) != 0) id = next_id_++;
   auto seg = shm::create_segment(sizes, id, epoch_, config_.max_message_bytes);
-  if (!seg) return seg.status;
+  if (!seg) {
+    log_refusal(Refusal::Resources, "attach of '{}' (pid {} uid {}) refused {}: cannot create its segment", info->name,
+                info->pid, info->uid, to_string(seg.status));
+    return seg.status;
+  }
   auto sq_bell = shm::Doorbell::create();
   auto cq_bell = shm::Doorbell::create_ringer_pipe();  // the daemon's end of its own: ring() never blocks
-  if (!sq_bell || !cq_bell) return Status::NoMemory;
+  if (!sq_bell || !cq_bell) {
+    log_refusal(Refusal::Resources, "attach of '{}' (pid {} uid {}) refused NoMemory: cannot create its doorbells",
+                info->name, info->pid, info->uid);
+    return Status::NoMemory;
+  }
   // rdma lanes: the arenas are registered once, here, so remote traffic
   // leaves from and lands in them without per-message registration (only
   // the tx arena is reachable by peers: segment_mr.h).
@@ -225,10 +270,10 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
     const Status s = SegmentMr::make(home.rdma_pds(), base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
                                      lay.rx_bytes, home.per_call_keys(), &mr, &why);
     if (s != Status::Ok) {
-      spdlog::warn(
-          "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
-          "with {}",
-          info->name, info->pid, seg.value.view.layout.segment_bytes, why, to_string(s));
+      log_refusal(Refusal::Resources,
+                  "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
+                  "with {}",
+                  info->name, info->pid, seg.value.view.layout.segment_bytes, why, to_string(s));
       return s;
     }
   }
@@ -255,20 +300,22 @@ Status AttachServer::check_quotas(const ClientInfo& who, std::uint64_t segment_b
     uid_bytes += c->segment_bytes;
   }
   if (uid_clients >= config_.max_clients_per_uid) {
-    spdlog::warn("attach of '{}' (pid {} uid {}) refused Busy: uid {} has {} clients attached (max-clients-per-uid {})",
-                 who.name, who.pid, who.uid, who.uid, uid_clients, config_.max_clients_per_uid);
+    log_refusal(Refusal::UidClients,
+                "attach of '{}' (pid {} uid {}) refused Busy: uid {} has {} clients attached (max-clients-per-uid {})",
+                who.name, who.pid, who.uid, who.uid, uid_clients, config_.max_clients_per_uid);
     return Status::Busy;
   }
   if (uid_bytes + segment_bytes > config_.max_memory_bytes_per_uid) {
-    spdlog::warn(
-        "attach of '{}' (pid {} uid {}) refused NoMemory: its {} byte segment would bring uid {} to {} bytes "
-        "(max-memory-bytes-per-uid {})",
-        who.name, who.pid, who.uid, segment_bytes, who.uid, uid_bytes + segment_bytes,
-        format_size(config_.max_memory_bytes_per_uid));
+    log_refusal(Refusal::UidMemory,
+                "attach of '{}' (pid {} uid {}) refused NoMemory: its {} byte segment would bring uid {} to {} bytes "
+                "(max-memory-bytes-per-uid {})",
+                who.name, who.pid, who.uid, segment_bytes, who.uid, uid_bytes + segment_bytes,
+                format_size(config_.max_memory_bytes_per_uid));
     return Status::NoMemory;
   }
   if (all_bytes + segment_bytes > config_.max_memory_bytes) {
-    spdlog::warn(
+    log_refusal(
+        Refusal::Memory,
         "attach of '{}' (pid {} uid {}) refused NoMemory: its {} byte segment would bring all clients to {} bytes "
         "(max-memory-bytes {})",
         who.name, who.pid, who.uid, segment_bytes, all_bytes + segment_bytes, format_size(config_.max_memory_bytes));

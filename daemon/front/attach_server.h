@@ -6,6 +6,8 @@
 // Control (asio) thread only.
 #pragma once
 
+#include <spdlog/fmt/fmt.h>
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,6 +23,7 @@
 #include "daemon/front/accept_backoff.h"
 #include "daemon/session/client_session.h"
 #include "shm/attach_protocol.h"
+#include "transport/log_limiter.h"
 
 namespace ferry::daemon {
 
@@ -63,6 +66,22 @@ class AttachServer {
 
   void accept_next();
   void on_accept_ready();
+  // Why an attach was refused. A client that retries in a loop must not
+  // turn each refusal into log lines: one line per kind per 10 s, carrying
+  // the count of those not logged (transport/log_limiter.h).
+  enum class Refusal : std::uint8_t {
+    Request,     // no credentials, a malformed or mismatched request
+    Busy,        // max-clients, or draining
+    Sizes,       // arenas past their maximum, or invalid
+    UidClients,  // max-clients-per-uid
+    UidMemory,   // max-memory-bytes-per-uid
+    Memory,      // max-memory-bytes
+    Resources,   // the segment, doorbells or rdma registration could not be had
+    Count,
+  };
+  // Logs one refusal (warn) unless its kind already logged within the interval.
+  template <typename... Args>
+  void log_refusal(Refusal kind, fmt::format_string<Args...> format, Args&&... args) const;
   // Busy or NoMemory (and a log line) when one more client of `uid` with a
   // segment of `segment_bytes` would pass a quota (config.h, "Quotas").
   Status check_quotas(const ClientInfo& who, std::uint64_t segment_bytes) const;
@@ -83,6 +102,7 @@ class AttachServer {
   asio::steady_timer retry_timer_;
   asio::steady_timer backoff_timer_;
   AcceptBackoff backoff_{"attach socket"};
+  mutable std::array<transport::LogLimiter, static_cast<std::size_t>(Refusal::Count)> refusal_logs_{};
   bool accept_armed_ = false;  // an async_wait on the listener is pending
   bool backing_off_ = false;   // accept failed for want of resources: waiting
   // An engine's queue was full: retried on a timer, in order.

@@ -10,6 +10,7 @@
 
 #include "control/control_protocol.h"
 #include "daemon/front/attach_socket.h"
+#include "transport/log_limiter.h"
 
 namespace ferry::daemon {
 
@@ -234,8 +235,13 @@ std::string handle_control_line(std::string_view line, const ControlCaller& call
   if (!cmd) return control::encode_error("unknown command: " + req->cmd);
   auto privileged = [&](const std::function<json::Value()>& fn) {
     if (!caller.admin) {
-      spdlog::warn("control socket: '{}' refused to pid {} uid {}: not root, ferryd's user or admin-group", req->cmd,
-                   caller.pid, caller.uid);
+      // A client repeating a refused command must not flood the log (control thread only).
+      static transport::LogLimiter refusals;
+      if (std::uint64_t skipped = 0; refusals.allow(skipped))
+        spdlog::warn(
+            "control socket: '{}' refused to pid {} uid {}: not root, ferryd's user or admin-group ({} more such "
+            "refusals since the last such line)",
+            req->cmd, caller.pid, caller.uid, skipped);
       return control::encode_error("permission denied: " + req->cmd +
                                    " needs root, ferryd's own user or a member of admin-group");
     }

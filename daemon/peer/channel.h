@@ -129,6 +129,14 @@ struct Channel {
 
   bool usable() const noexcept { return state == ChannelState::Up || state == ChannelState::Draining; }
   bool finished() const noexcept { return state == ChannelState::Down || state == ChannelState::Failed; }
+  // Ours, or its peer got a lane joined (with a secret: proved it holds it).
+  // An unproven accepted channel may be any stranger at the port: it is
+  // counted apart (peer_bootstrap_refusals) and logged at most once per 10 s.
+  bool proven() const noexcept {
+    bool p = initiated || was_up;
+    for (std::uint32_t i = 0; i < lane_count && !p; ++i) p = lanes[i].joined();
+    return p;
+  }
   bool all_lanes_joined() const noexcept {
     for (std::uint32_t i = 0; i < lane_count; ++i) {
       if (!lanes[i].joined()) return false;

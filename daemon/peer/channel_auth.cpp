@@ -51,18 +51,19 @@ bool ChannelAuth::start(Channel& ch, const wire::Handshake& local) const noexcep
   return true;
 }
 
-bool ChannelAuth::check_hello(const wire::Handshake& remote) const noexcept {
+bool ChannelAuth::check_hello(const wire::Handshake& remote, bool loud) const noexcept {
   const bool peer_auth = (remote.capabilities & wire::kCapAuth) != 0 && remote.has_nonce;
+  const spdlog::level::level_enum level = loud ? spdlog::level::warn : spdlog::level::debug;
   if (on() && !peer_auth) {
-    spdlog::warn(
-        "peer Hello (epoch {:#018x}) refused: authentication failed: the peer does not authenticate "
-        "(no auth-secret-file there, or a build without authentication)",
-        remote.daemon_epoch);
+    spdlog::log(level,
+                "peer Hello (epoch {:#018x}) refused: authentication failed: the peer does not authenticate "
+                "(no auth-secret-file there, or a build without authentication)",
+                remote.daemon_epoch);
   } else if (!on() && (peer_auth || (remote.capabilities & wire::kCapAuth) != 0)) {
-    spdlog::warn(
-        "peer Hello (epoch {:#018x}) refused: authentication failed: the peer requires authentication "
-        "and this daemon has no auth-secret-file",
-        remote.daemon_epoch);
+    spdlog::log(level,
+                "peer Hello (epoch {:#018x}) refused: authentication failed: the peer requires authentication "
+                "and this daemon has no auth-secret-file",
+                remote.daemon_epoch);
   } else {
     return true;
   }

@@ -24,7 +24,8 @@ class ChannelAuth {
   [[nodiscard]] bool start(Channel& ch, const wire::Handshake& local) const noexcept;
   // Acceptor, a bootstrap Hello: whether both sides agree to authenticate
   // (or both not to). False: refuse it with PermissionDenied (logged).
-  [[nodiscard]] bool check_hello(const wire::Handshake& remote) const noexcept;
+  // loud: log the refusal (the caller rate-limits strangers' Hellos).
+  [[nodiscard]] bool check_hello(const wire::Handshake& remote, bool loud = true) const noexcept;
   // Acceptor: our nonce and proof into the HelloAck. False: no randomness.
   [[nodiscard]] bool accept(Channel& ch, const wire::Handshake& remote, const wire::Handshake& local) const noexcept;
   // Initiator, the bootstrap HelloAck: checks the acceptor's proof (each

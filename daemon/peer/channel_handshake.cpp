@@ -99,40 +99,50 @@ void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status 
 
 void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
                               std::uint64_t now_ns) {
+  // Anyone who reaches the port can send a bootstrap Hello: what it causes
+  // before the peer proves itself is logged at most once per 10 s.
+  std::uint64_t unlogged = 0;
+  const bool loud = h.token != 0 || stranger_log_.allow(unlogged);
+  const std::string more =
+      unlogged == 0 ? std::string() : fmt::format(" ({} more bootstrap Hellos since the last such line)", unlogged);
   wire::Handshake remote;
   const wire::WireError e = wire::decode_handshake({payload, h.payload_len}, remote);
   if (e != wire::WireError::None) {
-    spdlog::warn("peer Hello rejected: {}", to_string(e));
+    if (loud) spdlog::warn("peer Hello rejected: {}{}", to_string(e), more);
     refuse(conn, h.token, wire::to_status(e), on_lanes);
     return;
   }
   wire::Negotiated n;
   if (wire::negotiate(local_handshake(), remote, n) != wire::WireError::None) {
-    spdlog::warn("peer Hello rejected: protocol version {} (we speak {})", remote.protocol_version,
-                 wire::kProtocolVersion);
+    if (loud)
+      spdlog::warn("peer Hello rejected: protocol version {} (we speak {}){}", remote.protocol_version,
+                   wire::kProtocolVersion, more);
     refuse(conn, h.token, Status::VersionMismatch, on_lanes);
     return;
   }
   if (remote.daemon_epoch == cfg_.epoch) {
-    spdlog::warn("peer Hello rejected: it carries our own epoch (connected to ourselves)");
+    if (loud) spdlog::warn("peer Hello rejected: it carries our own epoch (connected to ourselves){}", more);
     refuse(conn, h.token, Status::BadRequest, on_lanes);
     return;
   }
   if (split_ && (h.token == 0) == on_lanes) {
     // A bootstrap Hello must come on the bootstrap transport, a lane's on the lanes'.
-    spdlog::warn("peer Hello for {} arrived on the {} transport; refused", h.token == 0 ? "a bootstrap" : "a lane",
-                 on_lanes ? "lane" : "bootstrap");
+    if (loud)
+      spdlog::warn("peer Hello for {} arrived on the {} transport; refused{}", h.token == 0 ? "a bootstrap" : "a lane",
+                   on_lanes ? "lane" : "bootstrap", more);
     refuse(conn, h.token, Status::ProtocolError, on_lanes);
     return;
   }
   if (h.token == 0 && !same_data_path(remote)) {
-    spdlog::warn("peer Hello rejected: its data lanes run on {}, ours on {} (start both with the same --transport)",
-                 (remote.capabilities & wire::kCapRdma) != 0 ? "rdma" : "tcp", to_string(lanes_.kind()));
+    if (loud)
+      spdlog::warn("peer Hello rejected: its data lanes run on {}, ours on {} (start both with the same --transport){}",
+                   (remote.capabilities & wire::kCapRdma) != 0 ? "rdma" : "tcp", to_string(lanes_.kind()), more);
     refuse(conn, h.token, Status::NotSupported, on_lanes);
     return;
   }
-  if (h.token == 0 && !auth_.check_hello(remote)) {
+  if (h.token == 0 && !auth_.check_hello(remote, loud)) {
     bump(counters_.peer_auth_failures);
+    bump(counters_.peer_bootstrap_refusals);
     refuse(conn, 0, Status::PermissionDenied, on_lanes);
     return;
   }
@@ -156,7 +166,8 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
         by_address_.route_if_free(ch.address, ch.id);  // an Open of ours already under way keeps its channel
       }
     }
-    spdlog::info("channel {} from peer epoch {:#018x}: {}", ch.id, ch.peer_epoch, to_string(ch.state));
+    if (loud)
+      spdlog::info("channel {} from peer epoch {:#018x}: {}{}", ch.id, ch.peer_epoch, to_string(ch.state), more);
     set_state(ch, ChannelState::Handshaking, now_ns);
     if (!auth_.accept(ch, remote, local_handshake())) {
       fail(ch, Status::PermissionDenied, now_ns);

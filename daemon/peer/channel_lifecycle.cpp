@@ -51,9 +51,12 @@ void ChannelManager::set_state(Channel& ch, ChannelState to, std::uint64_t now_n
     spdlog::error("channel {}: illegal transition {} -> {} refused", ch.id, to_string(ch.state), to_string(to));
     return;
   }
-  spdlog::info("channel {} ({}{}): {} -> {}", ch.id, ch.address.empty() ? "accepted" : ch.address.c_str(),
-               ch.peer_epoch == 0 ? "" : fmt::format(", epoch {:#018x}", ch.peer_epoch), to_string(ch.state),
-               to_string(to));
+  // A stranger's channel (any Hello makes one) logs its steps at debug: its
+  // Hello line, rate-limited, is its record (on_hello).
+  spdlog::log(ch.proven() || to == ChannelState::Up ? spdlog::level::info : spdlog::level::debug,
+              "channel {} ({}{}): {} -> {}", ch.id, ch.address.empty() ? "accepted" : ch.address.c_str(),
+              ch.peer_epoch == 0 ? "" : fmt::format(", epoch {:#018x}", ch.peer_epoch), to_string(ch.state),
+              to_string(to));
   ch.state = to;
   ch.state_since_ns = now_ns;
   changed_ = true;
@@ -66,8 +69,9 @@ std::size_t ChannelManager::tick(std::uint64_t now_ns) {
     if (ch->finished()) continue;
     if (ch->state == ChannelState::Connecting || ch->state == ChannelState::Handshaking) {
       if (now_ns >= ch->deadline_ns) {
-        spdlog::warn("channel {} ({}): handshake did not finish within {} ms", ch->id, ch->address,
-                     cfg_.connect_timeout_ms);
+        spdlog::log(ch->proven() ? spdlog::level::warn : spdlog::level::debug,
+                    "channel {} ({}): handshake did not finish within {} ms", ch->id, ch->address,
+                    cfg_.connect_timeout_ms);
         fail(*ch, Status::PeerUnreachable, now_ns);
         ++work;
       }
@@ -163,7 +167,10 @@ void ChannelManager::rails_back(Channel& ch, std::uint64_t now_ns) {
 
 void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
   if (ch.finished()) return;
-  bump(counters_.peer_failures);
+  // A channel someone opened to us that never got a lane joined (with a
+  // secret: never proved it holds it) is a refused stranger, not a peer
+  // that died: it has a counter of its own and leaves peer_failures alone.
+  bump(ch.proven() ? counters_.peer_failures : counters_.peer_bootstrap_refusals);
   finish(ch, why, false, now_ns);
 }
 

@@ -437,8 +437,9 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   // channel goes with it.
   const bool setting_up = ch->state == ChannelState::Connecting || ch->state == ChannelState::Handshaking;
   const Status why = setting_up ? Status::PeerUnreachable : Status::PeerReset;
-  spdlog::warn("channel {} ({}): {} connection closed ({})", ch->id, ch->address, ref.lane < 0 ? "bootstrap" : "data",
-               to_string(c.status));
+  spdlog::log(ch->proven() ? spdlog::level::warn : spdlog::level::debug,  // a stranger leaving: counted, not logged
+              "channel {} ({}): {} connection closed ({})", ch->id, ch->address, ref.lane < 0 ? "bootstrap" : "data",
+              to_string(c.status));
   fail(*ch, why, last_now_ns_);
 }
 

@@ -57,6 +57,7 @@
 #include "daemon/peer/peer_keys.h"
 #include "daemon/peer/receive_pool.h"
 #include "ferry/result.h"
+#include "transport/log_limiter.h"
 #include "transport/transport.h"
 
 namespace ferry::daemon::rails {
@@ -418,6 +419,9 @@ class ChannelManager {
   HeldControls held_;
   PeerKeyTable peer_keys_;
   bool changed_ = false;
+  // Bootstrap Hellos come from whoever reaches the port: their log lines
+  // (refusals, new accepted channels) at most once per 10 s, with a count.
+  transport::LogLimiter stranger_log_;
 };
 
 }  // namespace ferry::daemon::peer

@@ -46,6 +46,9 @@ transport::rdma::RdmaConfig rdma_config(const Config& config) {
   rc.ack_timeout = static_cast<std::uint8_t>(config.rdma_ack_timeout);
   rc.recv_pool = config.receive_pool;  // the one shared receive queue (receive-pool)
   rc.max_connections = config.rdma_max_connections;
+  // The connection manager admits requests by the bootstrap listener's rules (transport/accept_guard.h).
+  rc.hello_timeout_ms = config.peer_hello_timeout_ms;
+  rc.max_unvouched_per_source = config.peer_max_unauthenticated_per_source;
   return rc;
 }
 

@@ -304,8 +304,10 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
       }
     }
   }
-  spdlog::info("channel {} down ({}): {} operations failed, {} opens moved to channel {}, {} endpoints closed", id,
-               to_string(why), failed, moved, next != nullptr ? next->id : 0, endpoints);
+  // Nothing of ours on it (a stranger's channel, say): its state change says enough.
+  spdlog::log(failed + moved + endpoints == 0 ? spdlog::level::debug : spdlog::level::info,
+              "channel {} down ({}): {} operations failed, {} opens moved to channel {}, {} endpoints closed", id,
+              to_string(why), failed, moved, next != nullptr ? next->id : 0, endpoints);
 }
 
 Sweep RemoteSender::expire(std::uint64_t now_ns) {

@@ -172,7 +172,18 @@ void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::
   d.capacity = block.capacity;
   d.token = token;
   d.source = source;
-  d.reserved1[0] = d.reserved1[1] = 0;
+  d.caller_uid = 0;
+  d.caller_flags = 0;
+  d.reserved1 = 0;
+  // Who sent it, for servers that decide by it (the ps shards' access
+  // lists): a local client by uid (a client of another engine runs here as
+  // its shadow, same id and uid); or through a peer daemon.
+  if (ClientSession* from = sessions_.find(source); from != nullptr) {
+    d.caller_uid = static_cast<std::uint32_t>(from->info().uid);
+    d.caller_flags = shm::kCallerLocal;
+  } else if ((source & kRemoteSourceBit) != 0) {
+    d.caller_flags = shm::kCallerRemote;
+  }
   sessions_.post(server, d);
 }
 

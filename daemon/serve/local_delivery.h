@@ -22,6 +22,10 @@ namespace ferry::daemon {
 
 class ServiceDirectory;
 
+// `source` of a delivery that came from a peer: this bit | the proxy id
+// (ProxyServer sets it; post_delivery reads it for caller_flags).
+inline constexpr std::uint32_t kRemoteSourceBit = 1u << 31;
+
 class LocalDelivery final : public Sink {
  public:
   // `directory`: the host's service names (engines/service_directory.h);

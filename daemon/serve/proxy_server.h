@@ -36,9 +36,6 @@
 
 namespace ferry::daemon {
 
-// `source` of a delivery that came from a peer: this bit | the proxy id.
-inline constexpr std::uint32_t kRemoteSourceBit = 1u << 31;
-
 struct EngineGroup;
 
 class ProxyServer {

@@ -142,7 +142,9 @@ void Sessions::complete(ClientSession& c, shm::Op op, std::uint64_t user_data, S
   e.capacity = 0;
   e.token = 0;
   e.source = 0;
-  e.reserved1[0] = e.reserved1[1] = 0;
+  e.caller_uid = 0;
+  e.caller_flags = 0;
+  e.reserved1 = 0;
   if (c.outstanding != 0) --c.outstanding;
   if (!c.is_shadow()) bump(counters_.ops_completed);  // counted where the client's own engine posts it
   post(c, e);

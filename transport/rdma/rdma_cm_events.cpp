@@ -2,8 +2,11 @@
 // passive side of a connection (connect requests). Control path, driven
 // from poll()'s slow sources: may log.
 #include <netinet/in.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -16,7 +19,24 @@ namespace {
 
 constexpr int kListenBacklog = 128;
 
+std::uint64_t mono_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
 }  // namespace
+
+RdmaConnector::RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events)
+    : config_(config),
+      conns_(conns),
+      qps_(qps),
+      events_(events),
+      timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {}
+
+RdmaConnector::~RdmaConnector() {
+  if (timer_fd_ >= 0) ::close(timer_fd_);
+}
 
 const char* RdmaConnector::device_name() const noexcept {
   return ctx_ == nullptr ? "" : ibv_get_device_name(ctx_->device);
@@ -99,17 +119,63 @@ void RdmaConnector::handle_events() noexcept {
   }
 }
 
+int RdmaConnector::admit(const AcceptGuard::Source& src) noexcept {
+  AcceptGuard& guard = conns_.guard;
+  // As the tcp listener's admit(): at most two evictions (the source's cap,
+  // then the budget). A torn-down Accepting connection frees its slot at
+  // once; an Open one only once its Closed is reported.
+  for (int round = 0; round < 3; ++round) {
+    const int slot = conns_.alloc_slot();
+    const AcceptGuard::Decision d = guard.admit(src, slot >= 0);
+    if (d.verdict == AcceptGuard::Verdict::Admit) return slot;
+    if (d.verdict == AcceptGuard::Verdict::Refuse) break;
+    guard.evicted();
+    conns_.begin_drain(d.victim, Status::PeerReset, Status::PeerReset);  // the owner hears Closed if it knew it
+  }
+  guard.refused(mono_ns());
+  return -1;
+}
+
+void RdmaConnector::arm_timer() noexcept {
+  if (timer_fd_ < 0) return;
+  const std::uint64_t at = conns_.guard.next_deadline_ns();
+  itimerspec its{};
+  if (at != 0) {  // steady_clock is CLOCK_MONOTONIC: an absolute time
+    its.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000);
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  }
+  (void)timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);  // at 0: disarmed
+}
+
+void RdmaConnector::expire_silent() noexcept {
+  std::uint64_t expiry = 0;
+  while (timer_fd_ >= 0 && ::read(timer_fd_, &expiry, sizeof expiry) > 0) {
+  }
+  if (!conns_.guard.any_silent()) return;
+  AttentionMask<kMaxConnections> due;
+  if (conns_.guard.expired(mono_ns(), due) != 0) {
+    for (std::uint32_t s = due.next(0); s != decltype(due)::kNone; s = due.next(s + 1))
+      conns_.begin_drain(s, Status::PeerReset, Status::PeerReset);
+  }
+  arm_timer();
+}
+
 void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
   if (id->verbs != ctx_) {
-    spdlog::warn("rdma: connect request on another device; rejected");
+    if (std::uint64_t skipped = 0; other_device_log_.allow(skipped))
+      spdlog::warn("rdma: connect request on another device; rejected ({} more since the last such line)", skipped);
     rdma_reject(id, nullptr, 0);
     rdma_destroy_id(id);
     return;
   }
-  const int slot = conns_.alloc_slot();
+  sockaddr_storage from{};
+  if (const sockaddr* peer = rdma_get_peer_addr(id); peer != nullptr)
+    std::memcpy(&from, peer, peer->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+  const AcceptGuard::Source src = AcceptGuard::source_of(from);
+  const int slot = admit(src);
   if (slot < 0) {
-    spdlog::warn("rdma: connect request refused: all {} connections in use", conns_.size());
-    rdma_reject(id, nullptr, 0);
+    rdma_reject(id, nullptr, 0);  // counted and logged (at most once per 10 s) by the guard
     rdma_destroy_id(id);
     return;
   }
@@ -123,6 +189,8 @@ void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
   qps_.conn_param(p, conns_[s].qp->qp_num);
   conns_[s].state = ConnState::Accepting;
   ++conns_.accepting;
+  conns_.guard.accepted(s, src, mono_ns());
+  arm_timer();
   if (rdma_accept(id, &p) != 0) {
     spdlog::warn("rdma: rdma_accept failed: {}", std::strerror(errno));
     conns_.begin_drain(s, Status::PeerReset, Status::PeerReset);

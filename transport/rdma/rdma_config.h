@@ -70,6 +70,17 @@ struct RdmaConfig {
   std::uint8_t retry_cnt = 7;
   // RDMA READs in flight per QP, each direction: 1..16.
   std::uint8_t rd_atomic = 8;
+  // Connection requests the connection manager accepted, as the tcp
+  // bootstrap listener's (transport/accept_guard.h): one that brings no
+  // first message within hello_timeout_ms (1..60000; its QP may not even
+  // reach RTS) is torn down; at most max_unvouched_per_source
+  // (1..kMaxConnections) not yet vouched for by the owner come from one
+  // address; reserved_slots (0..kMaxConnections/2) are never taken by such
+  // requests (the owner's own connects keep them). At either cap the
+  // oldest silent one makes room, else the request is rejected.
+  std::uint32_t hello_timeout_ms = 2000;
+  std::uint32_t max_unvouched_per_source = 16;
+  std::uint32_t reserved_slots = 4;
   // rnr_retry is deliberately not configurable: it is always 0. An RNR NAK
   // means ferry posted a message beyond the peer's credits, a bug that must
   // fail loudly (IBV_WC_RNR_RETRY_EXC_ERR), not be papered over by retries.
@@ -86,6 +97,9 @@ struct RdmaConfig {
     if (ack_timeout < 1 || ack_timeout > 31) return Status::BadRequest;
     if (retry_cnt > 7) return Status::BadRequest;
     if (rd_atomic < 1 || rd_atomic > 16) return Status::BadRequest;
+    if (hello_timeout_ms < 1 || hello_timeout_ms > 60000) return Status::BadRequest;
+    if (max_unvouched_per_source < 1 || max_unvouched_per_source > kMaxConnections) return Status::BadRequest;
+    if (reserved_slots > kMaxConnections / 2) return Status::BadRequest;
     return Status::Ok;
   }
 

@@ -8,8 +8,12 @@
 
 namespace ferry::transport::rdma {
 
-ConnectionTable::ConnectionTable(std::uint32_t max, DeviceEvents& events)
-    : qps(max), max_(max), events_(events), conns_(new RdmaConnection[max]) {}
+ConnectionTable::ConnectionTable(std::uint32_t max, DeviceEvents& events, const AcceptGuardConfig& admission)
+    : qps(max),
+      guard(admission, "rdma connection manager"),
+      max_(max),
+      events_(events),
+      conns_(new RdmaConnection[max]) {}
 
 int ConnectionTable::alloc_slot() const noexcept {
   for (std::uint32_t i = 0; i < max_; ++i) {
@@ -38,6 +42,7 @@ ibv_qp* ConnectionTable::qp_of(ConnId conn) noexcept {
 void ConnectionTable::begin_drain(std::uint32_t slot, Status wr_status, Status closed_status) noexcept {
   RdmaConnection& c = conns_[slot];
   if (c.state != ConnState::Open && c.state != ConnState::Accepting) return;
+  guard.forget(slot);
   // Tear the QP down at once: in the error state it starts no WR again and
   // flushes the rest, so every pending WR can be reported now (a lane
   // replays from client memory that stays registered, and a bounce slot
@@ -72,6 +77,7 @@ void ConnectionTable::begin_drain(std::uint32_t slot, Status wr_status, Status c
 
 void ConnectionTable::free_slot(std::uint32_t slot) noexcept {
   RdmaConnection& c = conns_[slot];
+  guard.forget(slot);
   c.state = ConnState::Free;
   c.report_accepted = false;
   if (++c.generation == 0) c.generation = 1;  // ConnId 0 stays invalid; stale ids stop matching

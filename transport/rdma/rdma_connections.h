@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ferry/status.h"
+#include "transport/accept_guard.h"
 #include "transport/attention_mask.h"
 #include "transport/rdma/qp_index.h"
 #include "transport/rdma/qp_reaper.h"
@@ -28,8 +29,9 @@ class DeviceEvents;
 class ConnectionTable {
  public:
   // `max` slots in use (1..kMaxConnections); `events` retires cm ids (it
-  // parks them while the port is down).
-  ConnectionTable(std::uint32_t max, DeviceEvents& events);
+  // parks them while the port is down); `admission`: the limits on
+  // accepted connection requests (guard).
+  ConnectionTable(std::uint32_t max, DeviceEvents& events, const AcceptGuardConfig& admission);
   ConnectionTable(const ConnectionTable&) = delete;
   ConnectionTable& operator=(const ConnectionTable&) = delete;
 
@@ -60,6 +62,11 @@ class ConnectionTable {
   QpIndex qps;                               // qp_num -> slot of every live QP (receive CQEs of the shared queue)
   std::uint32_t accepting = 0;               // connections in Accepting (their first CQE may beat ESTABLISHED)
   std::uint32_t connecting = 0;              // connections in Connecting (connect_async)
+  // Accepted connection requests until the owner vouches for them: caps,
+  // first-message deadline, eviction (transport/accept_guard.h). Told of
+  // every accept (the connector), first receive (the datapath) and end
+  // (begin_drain, free_slot).
+  AcceptGuard guard;
 
  private:
   std::uint32_t max_;

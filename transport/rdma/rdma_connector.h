@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "ferry/result.h"
+#include "transport/log_limiter.h"
 #include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_connections.h"
 #include "transport/rdma/rdma_device_events.h"
@@ -23,8 +24,8 @@ namespace ferry::transport::rdma {
 
 class RdmaConnector {
  public:
-  RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events)
-      : config_(config), conns_(conns), qps_(qps), events_(events) {}
+  RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events);
+  ~RdmaConnector();
   RdmaConnector(const RdmaConnector&) = delete;
   RdmaConnector& operator=(const RdmaConnector&) = delete;
 
@@ -48,9 +49,20 @@ class RdmaConnector {
   void expire_connects() noexcept;
   // Destroys the listening id (the transport's destructor, before the channel goes).
   void close_listener() noexcept;
+  // Tears down accepted connections that sent nothing within
+  // hello_timeout_ms (the slow sources), and re-arms timer_fd().
+  void expire_silent() noexcept;
+  // Readable at the next first-message deadline: in the transport's epoll
+  // set, so a sleeping owner wakes for it (-1 when it could not be made:
+  // deadlines are then looked at only when the owner wakes anyway).
+  int timer_fd() const noexcept { return timer_fd_; }
 
  private:
   void on_connect_request(rdma_cm_id* id) noexcept;
+  // The admission rules' verdict on a request from `src`: a slot, after
+  // closing a silent connection to make room if need be; -1: refused.
+  int admit(const AcceptGuard::Source& src) noexcept;
+  void arm_timer() noexcept;
   bool resolve_next(std::uint32_t slot) noexcept;
   void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept;
   void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
@@ -63,6 +75,8 @@ class RdmaConnector {
   ibv_context* ctx_ = nullptr;
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* listen_id_ = nullptr;
+  int timer_fd_ = -1;
+  LogLimiter other_device_log_;  // requests that arrive on another device's id
 };
 
 }  // namespace ferry::transport::rdma

@@ -25,6 +25,17 @@ constexpr std::uint64_t kCqTag = 0;
 constexpr std::uint64_t kCmTag = 1;
 constexpr std::uint64_t kAsyncTag = 2;
 
+constexpr std::uint64_t kTimerTag = 3;  // the connector's first-message deadlines
+
+AcceptGuardConfig admission(const RdmaConfig& c) noexcept {
+  AcceptGuardConfig g;
+  g.max_connections = c.max_connections;
+  g.reserve = c.reserved_slots;
+  g.per_source = c.max_unvouched_per_source;
+  g.hello_timeout_ms = c.hello_timeout_ms;
+  return g;
+}
+
 bool set_nonblocking(int fd) {
   const int fl = fcntl(fd, F_GETFL);
   return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
@@ -46,7 +57,7 @@ Result<std::unique_ptr<RdmaTransport>> RdmaTransport::create(const RdmaConfig& c
 
 RdmaTransport::RdmaTransport(const RdmaConfig& config)
     : config_(config),
-      conns_(config_.max_connections, events_),
+      conns_(config_.max_connections, events_, admission(config_)),
       qps_(config_, conns_, gid_),
       connector_(config_, conns_, qps_, events_) {}
 
@@ -105,6 +116,9 @@ Status RdmaTransport::init() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cm_channel_->fd, &ev) != 0) return Status::NoMemory;
   ev.data.u64 = kAsyncTag;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ctx_->async_fd, &ev) != 0) return Status::NoMemory;
+  ev.data.u64 = kTimerTag;
+  if (connector_.timer_fd() >= 0 && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, connector_.timer_fd(), &ev) != 0)
+    return Status::NoMemory;
   if (ibv_req_notify_cq(cq_, 0) != 0) return Status::NoMemory;
   cq_armed_ = true;
   if (da.max_srq_wr > 0 && pool > static_cast<std::uint32_t>(da.max_srq_wr)) {
@@ -183,6 +197,15 @@ RdmaTransport::~RdmaTransport() {
   if (pd_ != nullptr) ibv_dealloc_pd(pd_);
   if (cm_channel_ != nullptr) rdma_destroy_event_channel(cm_channel_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+void RdmaTransport::vouch(ConnId conn) noexcept {
+  if (conns_.lookup(conn) != nullptr) conns_.guard.vouch(ConnectionTable::slot_of(conn));
+}
+
+Transport::AcceptCounts RdmaTransport::accept_counts() const noexcept {
+  const AcceptGuardStats& g = conns_.guard.stats();
+  return AcceptCounts{g.refused, g.evicted, g.timed_out};
 }
 
 TransportCaps RdmaTransport::caps() const noexcept {

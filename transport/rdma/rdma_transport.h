@@ -124,6 +124,9 @@ class RdmaTransport final : public Transport {
   ibv_qp* conn_qp(ConnId conn) noexcept { return conns_.qp_of(conn); }
   void release_owner() noexcept override { owner_.release(); }
   std::uint64_t rnr_naks() const noexcept override { return stats_.rnr_retry_exceeded; }
+  // Accepted connection requests leave the admission limits (transport/accept_guard.h).
+  void vouch(ConnId conn) noexcept override;
+  AcceptCounts accept_counts() const noexcept override;
 
  private:
   explicit RdmaTransport(const RdmaConfig& config);

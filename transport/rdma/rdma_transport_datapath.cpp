@@ -254,6 +254,10 @@ std::size_t RdmaTransport::poll_cq(std::span<Completion> out) noexcept {
       continue;
     }
     if constexpr (FERRY_DATAPATH_STATS) ++stats_.recvs;
+    // Its first message: no first-message deadline any more (one predictable
+    // branch while no accepted connection is silent).
+    if (conns_.guard.any_silent()) [[unlikely]]
+      conns_.guard.spoke(w.slot);
     Completion& r = out[n];
     r = Completion{};
     r.kind = CompletionKind::Recv;
@@ -368,6 +372,7 @@ std::size_t RdmaTransport::poll(std::span<Completion> out) noexcept {
     stats_.async_events += events_.handle(conns_);
     connector_.handle_events();
     if (conns_.connecting > 0) connector_.expire_connects();
+    connector_.expire_silent();
     if (events_.has_parked()) events_.release_parked_ids();
     // An ESTABLISHED just handled owes an Accepted: it must reach the owner
     // before the connection's first Recv (its Hello), which the CQ may

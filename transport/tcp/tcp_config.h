@@ -43,7 +43,7 @@ struct TcpConfig {
   // SO_SNDBUF / SO_RCVBUF: 0 keeps the kernel default, else 1024..64 MiB.
   std::uint32_t sndbuf_bytes = 0;
   std::uint32_t rcvbuf_bytes = 0;
-  // Accepted connections (tcp_accept_guard.h): an accepted connection that
+  // Accepted connections (transport/accept_guard.h): an accepted connection that
   // sends no complete frame within hello_timeout_ms (1..60000) is closed; at
   // most max_unvouched_per_source (1..kMaxConnections) not yet vouched for by
   // the owner come from one address; reserved_slots (0..kMaxConnections/2)

@@ -13,6 +13,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -96,7 +97,7 @@ TcpTransport::TcpTransport(const TcpConfig& config)
     : config_(config),
       epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
-      guard_(guard_config(config)),
+      guard_(guard_config(config), "peer listener"),
       memory_(config.max_connections, config.rx_buffer_bytes()),
       landing_(new std::byte[kLandingBytes]),
       conns_(new TcpConnection[config.max_connections]) {
@@ -444,17 +445,51 @@ std::size_t TcpTransport::accept_ready(std::span<Completion> out) noexcept {
     socklen_t from_len = sizeof from;
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      // EAGAIN: backlog empty. EMFILE and friends: stop; epoll reports the
-      // listener again on the next poll.
-      accept_pending_ = false;
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) continue;
+      accept_pending_ = false;  // EAGAIN: the backlog is empty
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) pause_accepts(err);
       break;
     }
+    accept_wait_ms_ = kAcceptFirstWaitMs;
     // Refused ones are closed rather than left in the backlog, where they
     // would keep the listener readable and spin the owner.
     if (admit(fd, from, out[n])) ++n;
   }
   return n;
+}
+
+void TcpTransport::pause_accepts(int err) noexcept {
+  if (listen_fd_ < 0 || accept_paused_) return;
+  // Out of the epoll set: the queued connection keeps the listener
+  // readable, and a level-triggered listener would wake the owner on every
+  // turn (a core at 100 %) until a descriptor frees.
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr) != 0) return;
+  accept_paused_ = true;
+  const std::uint64_t now = mono_now_ns();
+  accept_resume_ns_ = now + std::uint64_t{accept_wait_ms_} * 1'000'000;
+  if constexpr (FERRY_DATAPATH_STATS) ++stats_.accept_pauses;
+  if (std::uint64_t skipped = 0; accept_log_.allow(now, skipped)) {
+    spdlog::warn(
+        "tcp transport: accept on the peer listener failed: {} ({} more such failures since the last such line); "
+        "pausing accepts for {} ms. Descriptors: see the process's limit (LimitNOFILE=) and peer-max-connections",
+        std::strerror(err), skipped, accept_wait_ms_);
+  }
+  accept_wait_ms_ = std::min(accept_wait_ms_ * 2, kAcceptMaxWaitMs);
+  arm_timer();
+}
+
+void TcpTransport::resume_accepts() noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) != 0) {
+    // Cannot watch it yet (ENOMEM): try again after the next pause.
+    accept_resume_ns_ = mono_now_ns() + std::uint64_t{accept_wait_ms_} * 1'000'000;
+    return;
+  }
+  accept_paused_ = false;
+  accept_pending_ = true;  // what queued meanwhile is accepted in this poll
 }
 
 bool TcpTransport::admit(int fd, const sockaddr_storage& from, Completion& c) noexcept {
@@ -493,7 +528,8 @@ bool TcpTransport::admit(int fd, const sockaddr_storage& from, Completion& c) no
 }
 
 void TcpTransport::arm_timer() noexcept {
-  const std::uint64_t at = guard_.next_deadline_ns();
+  std::uint64_t at = guard_.next_deadline_ns();
+  if (accept_paused_ && (at == 0 || accept_resume_ns_ < at)) at = accept_resume_ns_;
   itimerspec its{};
   if (at != 0) {
     // steady_clock is CLOCK_MONOTONIC here; an absolute time needs no now().
@@ -509,6 +545,7 @@ void TcpTransport::expire_silent() noexcept {
   while (::read(timer_fd_, &expiry, sizeof expiry) > 0) {
   }
   timer_due_ = false;
+  if (accept_paused_ && mono_now_ns() >= accept_resume_ns_) resume_accepts();
   AttentionMask<kMaxConnections> due;
   if (guard_.expired(mono_now_ns(), due) != 0) {
     for (std::uint32_t s = due.next(0); s != decltype(due)::kNone; s = due.next(s + 1))

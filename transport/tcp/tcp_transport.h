@@ -17,9 +17,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "transport/accept_guard.h"
 #include "transport/attention_mask.h"
+#include "transport/log_limiter.h"
 #include "transport/owner_thread.h"
-#include "transport/tcp/tcp_accept_guard.h"
 #include "transport/tcp/tcp_config.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_fault.h"
@@ -36,6 +37,7 @@ struct TcpStats {
   std::uint64_t read_calls = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t accepts_refused = 0;  // no free connection slot
+  std::uint64_t accept_pauses = 0;    // accept() failed for want of descriptors: the listener paused
 };
 
 class TcpTransport final : public Transport {
@@ -71,7 +73,7 @@ class TcpTransport final : public Transport {
   const TcpStats& stats() const noexcept { return stats_; }
   // The socket of an open connection (-1 otherwise), for diagnostics and tests.
   int conn_fd(ConnId conn) const noexcept;
-  // Accepted connections leave the unauthenticated limits (tcp_accept_guard.h).
+  // Accepted connections leave the unauthenticated limits (transport/accept_guard.h).
   void vouch(ConnId conn) noexcept override;
   AcceptCounts accept_counts() const noexcept override;
   // Hands the datapath to another thread (see OwnerThread).
@@ -80,6 +82,8 @@ class TcpTransport final : public Transport {
  private:
   explicit TcpTransport(const TcpConfig& config);
 
+  static constexpr std::uint32_t kAcceptFirstWaitMs = 100;
+  static constexpr std::uint32_t kAcceptMaxWaitMs = 2000;
   static constexpr std::uint64_t kListenerTag = ~0ull;
   static constexpr std::uint64_t kTimerTag = ~1ull;  // timer_fd_: a silent connection's deadline
 
@@ -96,8 +100,16 @@ class TcpTransport final : public Transport {
   std::size_t accept_ready(std::span<Completion> out) noexcept;
   // Admits (or refuses) one accepted socket; true when it took a slot.
   bool admit(int fd, const sockaddr_storage& from, Completion& c) noexcept;
-  // Closes silent accepted connections past their deadline; re-arms timer_fd_.
+  // timer_fd_ fired: closes silent accepted connections past their
+  // deadline, ends an accept pause that is over; re-arms timer_fd_.
   void expire_silent() noexcept;
+  // accept() failed for want of descriptors or memory (EMFILE, ENFILE,
+  // ENOBUFS, ENOMEM): the pending connection stays queued and the listener
+  // readable, so the listener leaves the epoll set for a while (100 ms,
+  // doubling to 2 s while it goes on) instead of waking the owner on every
+  // poll; one log line per 10 s with the count.
+  void pause_accepts(int err) noexcept;
+  void resume_accepts() noexcept;
   void arm_timer() noexcept;
   void begin_drain(std::uint32_t slot, Status why) noexcept;
   void free_slot(std::uint32_t slot) noexcept;
@@ -135,15 +147,19 @@ class TcpTransport final : public Transport {
   bool timer_due_ = false;
   AcceptGuard guard_;
   bool accept_pending_ = false;
-  AttentionMask<kMaxConnections> attention_;  // bit per slot: work that epoll will not signal
-  AttentionMask<kMaxConnections> touched_;    // post_send: slots to flush once the batch is queued
-  AttentionMask<kMaxConnections> freed_;      // slots whose receive buffer is given back at the next poll
-  std::uint32_t next_slot_ = 0;               // where the next service sweep starts (fairness)
-  std::uint32_t connecting_ = 0;              // slots in Connecting (their deadlines are looked at in poll)
-  SlotMemory memory_;                         // every slot's send queue and receive buffer
-  std::unique_ptr<std::byte[]> landing_;      // kLandingBytes: first reads of one poll (receive())
-  std::size_t landing_used_ = 0;              // reset at the start of each poll
-  std::unique_ptr<TcpConnection[]> conns_;    // config_.max_connections of them
+  bool accept_paused_ = false;  // the listener is out of the epoll set until accept_resume_ns_
+  std::uint64_t accept_resume_ns_ = 0;
+  std::uint32_t accept_wait_ms_ = kAcceptFirstWaitMs;  // the next pause
+  LogLimiter accept_log_;                              // pause_accepts' line
+  AttentionMask<kMaxConnections> attention_;           // bit per slot: work that epoll will not signal
+  AttentionMask<kMaxConnections> touched_;             // post_send: slots to flush once the batch is queued
+  AttentionMask<kMaxConnections> freed_;               // slots whose receive buffer is given back at the next poll
+  std::uint32_t next_slot_ = 0;                        // where the next service sweep starts (fairness)
+  std::uint32_t connecting_ = 0;                       // slots in Connecting (their deadlines are looked at in poll)
+  SlotMemory memory_;                                  // every slot's send queue and receive buffer
+  std::unique_ptr<std::byte[]> landing_;               // kLandingBytes: first reads of one poll (receive())
+  std::size_t landing_used_ = 0;                       // reset at the start of each poll
+  std::unique_ptr<TcpConnection[]> conns_;             // config_.max_connections of them
   std::array<epoll_event, kEpollBatch> events_{};
   std::array<iovec, kMaxIov> iov_{};
   TcpStats stats_;

@@ -30,6 +30,15 @@ int serve_shard(Shard& shard, const ShardProcessSpec& spec) {
   if (c.refusals != 0)
     std::fprintf(stderr, "ferry-ps shard %u: %llu replies refused Busy and sent again\n", index,
                  static_cast<unsigned long long>(c.refusals));
+  // What the shard holds and what it refused to let in.
+  for (const TableUsage& u : shard.usage())
+    std::fprintf(stderr, "ferry-ps shard %u: table %u: %llu rows, %llu bytes\n", index, static_cast<unsigned>(u.id),
+                 static_cast<unsigned long long>(u.rows), static_cast<unsigned long long>(u.bytes));
+  const ShardCounters& sc = shard.counters();
+  if (sc.non_finite + sc.forbidden + sc.table_full != 0)
+    std::fprintf(stderr, "ferry-ps shard %u: refused %llu non-finite, %llu forbidden, %llu past max_rows\n", index,
+                 static_cast<unsigned long long>(sc.non_finite), static_cast<unsigned long long>(sc.forbidden),
+                 static_cast<unsigned long long>(sc.table_full));
   if (st != Status::Ok) {
     spec.failed("ferryd went away (" + std::string(to_string(st)) + ")");
     return 1;

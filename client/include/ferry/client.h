@@ -8,6 +8,12 @@
 // Threading: a Client is owned by one thread at a time; use one Client per
 // thread for parallelism. Many processes share the daemon's connections.
 //
+// fork(): a Client belongs to the process that attached it. In a child of
+// fork() the inherited copy refuses everything with Forked (poll and wait
+// return 0, alloc an empty Buffer) and never touches the rings or arenas
+// it shares with the parent, which goes on unaffected; the child may only
+// destroy or detach() it, and attach() a Client of its own.
+//
 // Lifetimes: a Buffer stays the caller's; after send/call/reply it must stay
 // untouched until that operation's OpDone completion. A delivered Message or
 // Request points into the rx arena and stays valid until release().
@@ -63,6 +69,12 @@ struct Completion {
   std::uint64_t source = 0;         // Message/Request: opaque sender id
   std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release()
   std::uint32_t rx_capacity = 0;
+  // Message/Request: who sent it, as the daemon knows it: a local client
+  // (caller_uid: its uid, from the kernel at attach), one that came through
+  // a peer daemon (no uid known here), or Unknown (an older ferryd).
+  enum class Caller : std::uint8_t { Unknown, Local, Remote };
+  Caller caller = Caller::Unknown;
+  std::uint32_t caller_uid = 0;
 };
 FERRY_API std::string_view to_string(Completion::Kind kind) noexcept;
 
@@ -168,7 +180,10 @@ class FERRY_API Client {
   // Ok while attached; DaemonGone once the daemon hung up (every in-flight
   // operation then completes with DaemonGone, after whatever the daemon had
   // already completed; from then on wait() returns at once and submissions
-  // return DaemonGone); Cancelled after detach().
+  // return DaemonGone); Cancelled after detach(); Forked in a child of
+  // fork(). It looks at the attach socket itself (at most once a
+  // millisecond), so a client that never polls still sees DaemonGone within
+  // a few milliseconds of the daemon's death.
   Status state() const noexcept;
   // Hangs up on the daemon now (it frees everything this client held, as
   // when the Client is destroyed) but keeps the segment mapped until the

@@ -38,7 +38,8 @@ enum ferry_status {
   FERRY_CANCELLED = 16,         /* endpoint closed, client detached or daemon draining */
   FERRY_VERSION_MISMATCH = 17,  /* ABI or protocol version not supported */
   FERRY_PERMISSION_DENIED = 18, /* credentials or authentication rejected */
-  FERRY_STATUS_MAX = FERRY_PERMISSION_DENIED
+  FERRY_FORKED = 19,            /* a client inherited through fork(): attach anew in the child */
+  FERRY_STATUS_MAX = FERRY_FORKED
 };
 
 /* ferry_completion.op of a FERRY_OP_DONE completion: which operation finished. */

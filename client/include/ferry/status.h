@@ -27,6 +27,7 @@ enum class Status : std::uint8_t {
   Cancelled = 16,         // endpoint closed or daemon draining before it ran
   VersionMismatch = 17,   // ABI or protocol version not supported
   PermissionDenied = 18,  // credentials or authentication rejected
+  Forked = 19,            // a client used in a child of fork(): only its parent may use it
 };
 
 constexpr std::string_view to_string(Status s) noexcept {
@@ -50,11 +51,12 @@ constexpr std::string_view to_string(Status s) noexcept {
     case Status::Cancelled: return "Cancelled";
     case Status::VersionMismatch: return "VersionMismatch";
     case Status::PermissionDenied: return "PermissionDenied";
+    case Status::Forked: return "Forked";
   }
   return "Unknown";
 }
 
 // Highest defined value; decoders reject anything above it.
-inline constexpr std::uint8_t kMaxStatus = static_cast<std::uint8_t>(Status::PermissionDenied);
+inline constexpr std::uint8_t kMaxStatus = static_cast<std::uint8_t>(Status::Forked);
 
 }  // namespace ferry

@@ -42,6 +42,7 @@ STATUSES = [
     ("Cancelled", "Cancelled before it ran (endpoint or client closed)."),
     ("VersionMismatch", "ABI or protocol version not supported."),
     ("PermissionDenied", "Credentials or authentication rejected.", PermissionError),
+    ("Forked", "A client used in a child of fork(): only the process that attached it may use it; attach anew."),
 ]
 for _entry in STATUSES:
     _make(*_entry)

@@ -83,6 +83,17 @@ void log_to_python(LogLevel level, std::string_view message) {
   }
 }
 
+// In a child of fork() the inherited client refuses everything (libferry
+// never lets it touch the parent's rings): say so, rather than NoMemory or
+// a wait that can only time out. Caller holds c.mu.
+void refuse_if_forked(ClientCore& c, std::unique_lock<std::mutex>& lk, const char* what) {
+  if (!c.client || c.client->state() != Status::Forked) return;
+  lk.unlock();
+  raise(Status::Forked, std::string(what) +
+                            ": this client was attached by the parent of this forked process; "
+                            "attach a new one here");
+}
+
 std::shared_ptr<ClientCore> attach(const std::string& socket, const std::string& name, std::uint64_t tx_bytes,
                                    std::uint64_t rx_bytes, std::uint32_t sq_entries, std::uint32_t cq_entries,
                                    bool busy_poll, int log_level) {
@@ -119,6 +130,7 @@ std::shared_ptr<BufferLease> alloc(const std::shared_ptr<ClientCore>& core, std:
   {
     auto lk = lock_from_python(core->mu);
     ClientCore& c = open_core(*core);
+    refuse_if_forked(c, lk, "alloc");
     c.reclaim_locked();
     if (bytes > c.client->max_message_bytes()) {
       lk.unlock();
@@ -225,6 +237,10 @@ Handle submit_op(const std::shared_ptr<ClientCore>& core, OpKind kind, std::shar
 pyb::object wait_handle(Handle& h, const pyb::object& timeout) {
   const auto deadline = deadline_after(timeout);
   auto& op = *h.op;
+  {
+    auto lk = lock_from_python(h.core->mu);
+    if (!op.done) refuse_if_forked(*h.core, lk, "wait");
+  }
   if (!wait_interruptible(
           *h.core, [&] { return op.done; }, deadline)) {
     raise(Status::Timeout, std::string(to_string(op.op)) + " still in flight after the wait's timeout");
@@ -396,6 +412,7 @@ submitting or collecting.)")
           "poll",
           [](const std::shared_ptr<ClientCore>& core) {
             auto lk = lock_from_python(core->mu);
+            refuse_if_forked(*core, lk, "poll");
             if (core->client) core->pump_locked();
             return take_deliveries(core, lk, SIZE_MAX);
           },
@@ -407,6 +424,7 @@ submitting or collecting.)")
             std::uint64_t before;
             {
               auto lk = lock_from_python(core->mu);
+              refuse_if_forked(*core, lk, "wait");
               before = core->completed;
             }
             wait_interruptible(
@@ -420,6 +438,10 @@ submitting or collecting.)")
       .def(
           "recv",
           [](const std::shared_ptr<ClientCore>& core, const pyb::object& timeout) -> pyb::object {
+            {
+              auto lk = lock_from_python(core->mu);
+              refuse_if_forked(*core, lk, "recv");
+            }
             wait_interruptible(
                 *core, [&] { return !core->deliveries.empty() || !core->client; }, deadline_after(timeout));
             auto lk = lock_from_python(core->mu);

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <thread>
 
@@ -26,12 +27,13 @@ class ShardHost {
  public:
   ShardHost(const std::vector<ps::TableSpec>& tables, std::uint32_t index, std::uint32_t shards,
             const std::string& socket, std::uint32_t pool, std::uint32_t max_count, bool busy_poll,
-            const std::string& prefix) {
+            const std::string& prefix, bool allow_non_finite) {
     ps::ShardSpec spec;
     spec.index = index;
     spec.shards = shards;
     spec.tables = tables;
     spec.max_count = max_count;
+    spec.allow_non_finite = allow_non_finite;
     shard_ = std::make_unique<ps::Shard>(spec);  // std::invalid_argument -> ValueError
     ps::ShardServerOptions o;
     o.socket = socket;
@@ -57,7 +59,10 @@ class ShardHost {
 
   void start() {
     if (thread_.joinable() || stopped_) raise(Status::BadRequest, "the shard server was already started");
-    thread_ = std::thread([this] { result_ = server_->run(stop_[0]); });
+    thread_ = std::thread([this] {
+      result_ = server_->run(stop_[0]);
+      finished_.store(true, std::memory_order_release);  // ferryd went away, or stop()
+    });
   }
 
   void stop() {
@@ -65,7 +70,8 @@ class ShardHost {
     halt();
   }
 
-  bool running() const { return thread_.joinable() && !stopped_; }
+  // False once the serving loop ended, whether stop() ended it or ferryd went away.
+  bool running() const { return thread_.joinable() && !stopped_ && !finished_.load(std::memory_order_acquire); }
   const std::string& service() const { return server_->service(); }
 
   pyb::dict counters() const {
@@ -79,9 +85,25 @@ class ShardHost {
     d["pushes"] = c.pushes;
     d["assigns"] = c.assigns;
     d["keys"] = c.keys;
+    d["non_finite"] = c.non_finite;
+    d["forbidden"] = c.forbidden;
+    d["table_full"] = c.table_full;
     d["waited"] = s.waited;
     d["refusals"] = s.refusals;
     d["result"] = std::string(to_string(result_));
+    return d;
+  }
+
+  // Rows and bytes each table holds on this shard; read while serving too
+  // (a snapshot: the serving thread may be changing them).
+  pyb::dict usage() const {
+    pyb::dict d;
+    for (const ps::TableUsage& u : shard_->usage()) {
+      pyb::dict t;
+      t["rows"] = u.rows;
+      t["bytes"] = u.bytes;
+      d[pyb::int_(u.id)] = t;
+    }
     return d;
   }
 
@@ -111,6 +133,7 @@ class ShardHost {
   std::thread thread_;
   int stop_[2] = {-1, -1};
   bool stopped_ = false;
+  std::atomic<bool> finished_{false};
   Status result_ = Status::Ok;
 };
 
@@ -155,7 +178,19 @@ void bind_ps_tables(pyb::module_& ps) {
       .def_property(
           "init_seed", [](const ps::TableSpec& t) { return t.init.seed; },
           [](ps::TableSpec& t, std::uint64_t v) { t.init.seed = v; })
+      .def_readwrite("max_rows", &ps::TableSpec::max_rows)
+      .def_property(
+          "pull_uids", [](const ps::TableSpec& t) { return t.access.pull; },
+          [](ps::TableSpec& t, const std::vector<std::uint32_t>& v) { t.access.pull = v; })
+      .def_property(
+          "push_uids", [](const ps::TableSpec& t) { return t.access.push; },
+          [](ps::TableSpec& t, const std::vector<std::uint32_t>& v) { t.access.push = v; })
+      .def_property(
+          "assign_uids", [](const ps::TableSpec& t) { return t.access.assign; },
+          [](ps::TableSpec& t, const std::vector<std::uint32_t>& v) { t.access.assign = v; })
       .def("error", &ps::table_error, "Why this spec cannot be used ('' when it can).");
+  ps.attr("REMOTE_CALLER") = ps::kRemoteCaller;
+  ps.attr("UNKNOWN_CALLER") = ps::kUnknownCaller;
 
   ps.def(
       "initial_values",
@@ -190,14 +225,15 @@ A parameter-server shard served over ferry from a thread of this process:
 constructing it attaches to ferryd and serves PREFIX<index>; start() begins
 answering (GIL-free), stop() ends it. counters() and find() after stop().)")
       .def(pyb::init<const std::vector<ps::TableSpec>&, std::uint32_t, std::uint32_t, const std::string&, std::uint32_t,
-                     std::uint32_t, bool, const std::string&>(),
+                     std::uint32_t, bool, const std::string&, bool>(),
            "tables"_a, "index"_a, "shards"_a, "socket"_a = "", "pool"_a = 64, "max_count"_a = 65536,
-           "busy_poll"_a = false, "service_prefix"_a = "ps-shard-")
+           "busy_poll"_a = false, "service_prefix"_a = "ps-shard-", "allow_non_finite"_a = false)
       .def("start", &ShardHost::start)
       .def("stop", &ShardHost::stop)
       .def_property_readonly("running", &ShardHost::running)
       .def_property_readonly("service", &ShardHost::service)
       .def("counters", &ShardHost::counters)
+      .def("usage", &ShardHost::usage, "Rows and bytes each table holds on this shard, by table id.")
       .def("find", &ShardHost::find, "table"_a, "key"_a);
 }
 

@@ -37,6 +37,7 @@ struct WorkerCore {
   std::unique_ptr<ps::Worker> retired;  // closed while rows were viewed: detached, mapped until the views die
   int event_fd = -1;
   std::vector<std::weak_ptr<PsOp>> ops;  // to refuse close() while rows are viewed
+  std::string target, prefix;            // where the shards are served: messages name them
 };
 
 struct PsOp {
@@ -60,13 +61,18 @@ ps::Worker& live(WorkerCore& c) {
   return *c.worker;
 }
 
-std::string failure(const ps::Worker& w, ps::Ticket t, const char* what) {
-  const ps::OpError e = w.error(t);
+std::string failure(const WorkerCore& c, ps::Ticket t, const char* what) {
+  const ps::OpError e = c.worker->error(t);
   std::string s = std::string(what) + " failed: " + std::string(to_string(e.status));
-  if (e.ps != ps::PsStatus::Ok)
+  if (e.ps != ps::PsStatus::Ok) {
     s += " (shard " + std::to_string(e.shard) + " refused it: " + std::string(to_string(e.ps)) + ")";
-  else if (e.status != Status::Ok && e.status != Status::BadRequest)
+  } else if (e.status == Status::ServiceNotFound || e.status == Status::ServiceGone) {
+    // A shard that went away (its ferryd restarted, it was stopped) and was not started again.
+    s += " (shard " + std::to_string(e.shard) + ": nothing serves '" + ps::shard_target(c.target, c.prefix, e.shard) +
+         "' now; start that shard again, then a new Worker)";
+  } else if (e.status != Status::Ok && e.status != Status::BadRequest) {
     s += " (shard " + std::to_string(e.shard) + ")";
+  }
   return s;
 }
 
@@ -149,7 +155,7 @@ void wait_or_raise(PsOp& op, const pyb::object& timeout) {
   std::string msg;
   {
     auto lk = lock_from_python(op.core->mu);
-    msg = op.core->worker ? failure(*op.core->worker, op.ticket, what) : std::string(what) + " failed: worker closed";
+    msg = op.core->worker ? failure(*op.core, op.ticket, what) : std::string(what) + " failed: worker closed";
   }
   raise(st, msg);
 }
@@ -220,6 +226,8 @@ std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables
   auto core = std::make_shared<WorkerCore>();
   core->worker = std::make_unique<ps::Worker>(std::move(link.value), wo);
   core->event_fd = core->worker->event_fd();
+  core->target = target;
+  core->prefix = prefix;
   return core;
 }
 

@@ -6,6 +6,7 @@
 // Not thread safe: one serving thread owns a Shard.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,6 +32,10 @@ struct ShardSpec {
   // != 0) at construction, instead of on its first touch: start-up pays
   // for the initial values and the page faults, not the first pulls.
   bool preload = false;
+  // Accept NaN and infinite gradients and values. Off: a push or assign
+  // carrying one is refused NonFinite, whole, and counted (a diverging
+  // worker cannot poison the rows every other worker reads).
+  bool allow_non_finite = false;
 };
 
 struct ShardCounters {
@@ -40,6 +45,17 @@ struct ShardCounters {
   std::uint64_t pushes = 0;
   std::uint64_t assigns = 0;
   std::uint64_t keys = 0;  // keys or elements carried by accepted requests
+  // Of `rejected`: the refusals that protect the tables.
+  std::uint64_t non_finite = 0;  // NonFinite: a NaN or infinite gradient or value
+  std::uint64_t forbidden = 0;   // Forbidden: the caller is not on the table's access list
+  std::uint64_t table_full = 0;  // TableFull: new rows past the table's max_rows
+};
+
+// What one table holds on one shard (embedding: rows created so far).
+struct TableUsage {
+  TableId id = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;  // heap bytes: values, optimizer state, index
 };
 
 class FERRY_API Shard {
@@ -52,10 +68,17 @@ class FERRY_API Shard {
 
   // Handles one request and writes its response into `response`; returns
   // the response's length (0 only when `response` cannot hold an error record).
-  [[nodiscard]] std::size_t handle(std::span<const std::byte> request, std::span<std::byte> response) noexcept;
+  // `caller`: the uid the request came from, kRemoteCaller or
+  // kUnknownCaller (TableAccess).
+  [[nodiscard]] std::size_t handle(std::span<const std::byte> request, std::span<std::byte> response,
+                                   std::uint32_t caller = kUnknownCaller) noexcept;
 
   const ShardSpec& spec() const noexcept { return spec_; }
   const ShardCounters& counters() const noexcept { return counters_; }
+  // Rows and bytes of each table on this shard, by table id. Safe from any
+  // thread while another serves: gauges the serving thread updates after
+  // each write.
+  std::vector<TableUsage> usage() const;
   // Largest request / response this shard's tables allow at max_count.
   std::size_t max_request_bytes() const noexcept;
   std::size_t max_response_bytes() const noexcept;
@@ -65,10 +88,17 @@ class FERRY_API Shard {
 
  private:
   FERRY_LOCAL PsStatus run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
-                           std::size_t* length) noexcept;
+                           std::uint32_t caller, std::size_t* length) noexcept;
 
   ShardSpec spec_;
+  FERRY_LOCAL void publish_usage(TableId table) noexcept;
+
+  struct Gauge {
+    std::atomic<std::uint64_t> rows{0};
+    std::atomic<std::uint64_t> bytes{0};
+  };
   std::vector<std::unique_ptr<detail::TableStore>> stores_;  // by table id; null where none
+  std::unique_ptr<Gauge[]> gauges_;                          // by table id, like stores_
   ShardCounters counters_;
 };
 

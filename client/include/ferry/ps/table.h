@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/visibility.h"
 
@@ -55,6 +56,19 @@ struct Init {
   std::uint64_t seed = 0;
 };
 
+// Who a table's shards answer, by the caller's uid as the shard's ferryd
+// saw it (SO_PEERCRED at attach). kRemoteCaller names every caller that
+// came through a peer daemon (its uid is another host's to know);
+// kUnknownCaller one nobody vouched for (a framed-TCP link, a ferryd that
+// predates caller ids), which no list should name. Shard-side only: workers
+// ignore it. The checks and their limits: docs/security.md.
+inline constexpr std::uint32_t kRemoteCaller = 0xFFFFFFFFu;
+inline constexpr std::uint32_t kUnknownCaller = 0xFFFFFFFEu;
+struct TableAccess {
+  // Who may pull / push / assign; empty: anyone.
+  std::vector<std::uint32_t> pull, push, assign;
+};
+
 struct TableSpec {
   TableId id = 0;
   std::string name;  // for messages and the Python API; not on the wire
@@ -63,6 +77,13 @@ struct TableSpec {
   std::uint64_t rows = 0;  // embedding: keys in [0, rows), 0 = any 64-bit key; dense: its size in floats
   Optimizer optimizer;
   Init init;
+  // Embedding, shard-side: the most rows one shard holds of this table
+  // (0: no limit but `rows`). A row exists once a push or assign touched
+  // its key (a pull of any other key answers its initial values and keeps
+  // nothing); a request that would create rows past the limit is refused
+  // TableFull, whole, and changes nothing.
+  std::uint64_t max_rows = 0;
+  TableAccess access;
 };
 
 inline constexpr std::uint32_t kMaxDim = 4096;

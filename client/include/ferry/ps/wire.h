@@ -49,14 +49,17 @@ enum class PsStatus : std::uint8_t {
   BadMagic = 2,
   BadVersion = 3,
   BadOp = 4,
-  BadField = 5,   // a reserved field or flag is not 0, or an unknown dtype
-  BadTable = 6,   // no such table on this shard
-  BadDim = 7,     // dim differs from the table's
-  BadKey = 8,     // key out of the table's range, or owned by another shard
-  BadRange = 9,   // dense range outside this shard's slice
-  TooLarge = 10,  // the response would not fit the response buffer
+  BadField = 5,    // a reserved field or flag is not 0, or an unknown dtype
+  BadTable = 6,    // no such table on this shard
+  BadDim = 7,      // dim differs from the table's
+  BadKey = 8,      // key out of the table's range, or owned by another shard
+  BadRange = 9,    // dense range outside this shard's slice
+  TooLarge = 10,   // the response would not fit the response buffer
+  TableFull = 11,  // the push or assign would create rows past the table's max_rows on this shard
+  NonFinite = 12,  // a pushed gradient or assigned value is NaN or infinite (ShardSpec::allow_non_finite)
+  Forbidden = 13,  // the table's access list does not name this caller for this op
 };
-inline constexpr std::uint8_t kMaxPsStatus = static_cast<std::uint8_t>(PsStatus::TooLarge);
+inline constexpr std::uint8_t kMaxPsStatus = static_cast<std::uint8_t>(PsStatus::Forbidden);
 FERRY_API std::string_view to_string(PsStatus s) noexcept;
 
 struct Header {

@@ -16,7 +16,7 @@ import numpy as np
 
 from ferry import _ferry
 from ferry.ps.shard import ShardServer, serve
-from ferry.ps.tables import SGD, Adagrad, Dense, Embedding, Table, Uniform, Zeros, specs
+from ferry.ps.tables import REMOTE, SGD, Access, Adagrad, Dense, Embedding, Table, Uniform, Zeros, specs
 from ferry.ps.worker import Pending, Rows, Worker
 
 _ps = _ferry.ps
@@ -36,5 +36,5 @@ def initial_values(tables, name, keys):
     return _ps.initial_values(s, np.ascontiguousarray(keys, dtype=np.int64))
 
 
-__all__ = ["Table", "Embedding", "Dense", "SGD", "Adagrad", "Zeros", "Uniform", "Worker", "Rows", "Pending",
+__all__ = ["Table", "Embedding", "Dense", "Access", "REMOTE", "SGD", "Adagrad", "Zeros", "Uniform", "Worker", "Rows", "Pending",
            "ShardServer", "serve", "shard_of", "initial_values", "specs"]

@@ -19,6 +19,8 @@ def main(argv=None):
     ap.add_argument("--max-count", type=int, default=None)
     ap.add_argument("--busy-poll", action="store_true")
     ap.add_argument("--service-prefix", default="ps-shard-")
+    ap.add_argument("--allow-non-finite", action="store_true",
+                    help="accept NaN and infinite gradients and values (refused NonFinite by default)")
     a = ap.parse_args(argv)
     text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
     tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
@@ -28,9 +30,13 @@ def main(argv=None):
         print("ready %s" % server.service, flush=True)
 
     counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
-                     busy_poll=a.busy_poll, service_prefix=a.service_prefix)
+                     busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite)
     print("served %s" % json.dumps(counters), flush=True)
-    return 0 if counters.get("result") == "Ok" else 1
+    if counters.get("result") != "Ok":
+        print("ferry.ps.server: shard %d/%d: ferryd went away (%s); exiting so that a supervisor restarts it "
+              "once ferryd is back" % (index, shards, counters.get("result")), file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -27,12 +27,13 @@ class ShardServer:
     ``socket`` as ``service_prefix + str(index)``."""
 
     def __init__(self, tables, index, shards, socket=None, *, pool=64, max_count=None, busy_poll=False,
-                 service_prefix="ps-shard-"):
+                 service_prefix="ps-shard-", allow_non_finite=False):
         self.tables = list(tables)
         specs = _tables.specs(self.tables)
         if max_count is None:
             max_count = default_max_count(specs)
-        self._s = _ps.ShardServer(specs, index, shards, socket or "", pool, max_count, busy_poll, service_prefix)
+        self._s = _ps.ShardServer(specs, index, shards, socket or "", pool, max_count, busy_poll, service_prefix,
+                                  allow_non_finite)
         self.index, self.shards = index, shards
 
     @property
@@ -41,6 +42,8 @@ class ShardServer:
 
     @property
     def running(self):
+        """True while serving; False after stop() or once ferryd went away
+        (counters()["result"] then says DaemonGone)."""
         return self._s.running
 
     def start(self):
@@ -51,8 +54,15 @@ class ShardServer:
         self._s.stop()
 
     def counters(self):
-        """Requests served, refused, pulls/pushes/assigns, keys (after stop())."""
+        """Requests served, refused (non_finite, forbidden, table_full among
+        them), pulls/pushes/assigns, keys, and the serving loop's result
+        (after stop(), or once running is False)."""
         return self._s.counters()
+
+    def usage(self):
+        """{table name: {"rows": n, "bytes": b}} this shard holds now (also while serving)."""
+        names = {s.id: s.name for s in _tables.specs(self.tables)}
+        return {names[i]: u for i, u in self._s.usage().items()}
 
     def find(self, table, key):
         """A parameter's values after stop() (None when this shard never held it)."""
@@ -68,16 +78,24 @@ class ShardServer:
 
 
 def serve(tables, index, shards, socket=None, *, ready=None, **options):
-    """Serve a shard until SIGINT or SIGTERM; ready(server) is called once serving."""
+    """Serve a shard until SIGINT or SIGTERM, or until ferryd goes away;
+    ready(server) is called once serving. Returns the counters, whose
+    "result" is "Ok" after a signal and the daemon's status (DaemonGone)
+    when it went away; "tables" holds usage()."""
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with ShardServer(tables, index, shards, socket, **options) as server:
             if ready:
                 ready(server)
-            while not stop.wait(0.2):
+            # The serving loop ends by itself when ferryd goes away: a shard
+            # that stayed would leave its workers with ServiceNotFound once a
+            # new ferryd starts, so it ends too (a supervisor restarts it).
+            while server.running and not stop.wait(0.05):
                 pass
-        return server.counters()
+        counters = server.counters()
+        counters["tables"] = server.usage()
+        return counters
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

@@ -42,6 +42,36 @@ class Uniform:
     seed: int = 0
 
 
+REMOTE = "remote"  # in an Access list: every caller that came through a peer daemon
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """Who a table's shards answer, per operation: None lets anyone; a list
+    names the uids allowed (as the shard's ferryd saw them at attach), and
+    ``REMOTE`` the callers on other hosts (their uid is not known here)."""
+
+    pull: tuple = None
+    push: tuple = None
+    assign: tuple = None
+
+    def uids(self, op):
+        who = getattr(self, op)
+        if who is None:
+            return []
+        out = []
+        for u in who:
+            if u == REMOTE:
+                out.append(_ps.REMOTE_CALLER)
+            elif isinstance(u, int) and not isinstance(u, bool) and 0 <= u < _ps.UNKNOWN_CALLER:
+                out.append(u)
+            else:
+                raise ValueError("access.%s: %r is neither a uid nor ferry.ps.REMOTE" % (op, u))
+        if not out:
+            raise ValueError("access.%s: an empty list would refuse everyone (None allows anyone)" % op)
+        return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Table:
     """An embedding table (``rows`` keys of ``dim`` floats; rows=0: any 64-bit
@@ -54,6 +84,8 @@ class Table:
     init: object = Zeros()
     dense: bool = False
     id: int = None
+    max_rows: int = 0  # embedding: rows one shard keeps at most (0: no limit); past it pushes fail TableFull
+    access: Access = None  # who may pull, push, assign (None: anyone)
 
     def spec(self, default_id):
         s = _ps.TableSpec()
@@ -62,6 +94,11 @@ class Table:
         s.kind = _ps.TableKind.dense if self.dense else _ps.TableKind.embedding
         s.dim = 1 if self.dense else int(self.dim)
         s.rows = int(self.rows)
+        s.max_rows = int(self.max_rows)
+        if self.access is not None:
+            if not isinstance(self.access, Access):
+                raise ValueError("table %r: access must be a ferry.ps.Access" % self.name)
+            s.pull_uids, s.push_uids, s.assign_uids = (self.access.uids(op) for op in ("pull", "push", "assign"))
         opt = self.optimizer
         if isinstance(opt, SGD):
             s.optimizer = _ps.OptimizerKind.sgd
@@ -87,6 +124,8 @@ class Table:
         d = dataclasses.asdict(self)
         d["optimizer"] = {"kind": type(self.optimizer).__name__, **dataclasses.asdict(self.optimizer)}
         d["init"] = {"kind": type(self.init).__name__, **dataclasses.asdict(self.init)}
+        if self.access is not None:
+            d["access"] = {k: (None if v is None else list(v)) for k, v in dataclasses.asdict(self.access).items()}
         return d
 
     @staticmethod
@@ -96,17 +135,21 @@ class Table:
         for k in ("optimizer", "init"):
             v = dict(d[k])
             d[k] = kinds[v.pop("kind")](**v)
+        if d.get("access") is not None:
+            d["access"] = Access(**{k: (None if v is None else tuple(v)) for k, v in d["access"].items()})
         return Table(**d)
 
 
-def Embedding(name, rows, dim, optimizer=SGD(), init=Uniform(), id=None):
-    """An embedding table of ``rows`` keys (0: any 64-bit key) of ``dim`` floats."""
-    return Table(name=name, dim=dim, rows=rows, optimizer=optimizer, init=init, id=id)
+def Embedding(name, rows, dim, optimizer=SGD(), init=Uniform(), id=None, max_rows=0, access=None):
+    """An embedding table of ``rows`` keys (0: any 64-bit key) of ``dim`` floats;
+    ``max_rows``: the most rows one shard keeps (0: no limit)."""
+    return Table(name=name, dim=dim, rows=rows, optimizer=optimizer, init=init, id=id, max_rows=max_rows,
+                 access=access)
 
 
-def Dense(name, size, optimizer=SGD(), init=Zeros(), id=None):
+def Dense(name, size, optimizer=SGD(), init=Zeros(), id=None, access=None):
     """A dense flat tensor of ``size`` floats, split over the shards in contiguous slices."""
-    return Table(name=name, dim=1, rows=size, optimizer=optimizer, init=init, dense=True, id=id)
+    return Table(name=name, dim=1, rows=size, optimizer=optimizer, init=init, dense=True, id=id, access=access)
 
 
 def specs(tables):

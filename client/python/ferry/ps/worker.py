@@ -34,7 +34,18 @@ def _flat(x, dtype):
 
 
 def _keys(keys):
-    return _flat(keys, np.int64)
+    """keys as int64. Keys are integers: floats, bools and anything else are
+    a TypeError, never truncated to a key nobody meant."""
+    if torch is not None and isinstance(keys, torch.Tensor):
+        if keys.dtype.is_floating_point or keys.dtype.is_complex or keys.dtype == torch.bool:
+            raise TypeError("keys must be integers, got a tensor of %s" % keys.dtype)
+        return _flat(keys, np.int64)
+    a = np.asarray(keys)
+    if a.dtype.kind not in "iu":
+        if a.size != 0:
+            raise TypeError("keys must be integers, got %s" % ("values of mixed types" if a.dtype.kind == "O" else a.dtype))
+        a = a.astype(np.int64)  # [] and friends
+    return _flat(a, np.int64)
 
 
 def _floats(values):

@@ -1,10 +1,11 @@
-// Admission of accepted connections to the tcp transport's slot table: what
+// Admission of accepted connections to a transport's slot table (the tcp
+// transport's listener, the rdma transport's connection manager): what
 // keeps unauthenticated peers from taking the slots that dials and working
 // channels need (docs/security.md, "Idle connections").
 //
 // An accepted connection is *unvouched* until its owner vouches for it
 // (Transport::vouch: a channel took it, after its proof when auth is on),
-// and *silent* until its first complete frame arrives. The rules:
+// and *silent* until its first complete message arrives. The rules:
 //   - at most budget = max_connections - reserve unvouched connections at
 //     once: the reserve stays for outgoing dials and vouched connections;
 //   - at most per_source unvouched connections from one address;
@@ -25,9 +26,8 @@
 #include <sys/socket.h>
 
 #include "transport/attention_mask.h"
-#include "transport/tcp/tcp_config.h"
 
-namespace ferry::transport::tcp {
+namespace ferry::transport {
 
 // The counts the owner publishes (daemon status JSON counters).
 struct AcceptGuardStats {
@@ -49,7 +49,8 @@ class AcceptGuard {
   using Source = std::array<std::uint8_t, 16>;
   static Source source_of(const sockaddr_storage& ss) noexcept;
 
-  explicit AcceptGuard(const AcceptGuardConfig& cfg);
+  // `what` names the listener in the log line ("peer listener").
+  AcceptGuard(const AcceptGuardConfig& cfg, const char* what);
 
   enum class Verdict : std::uint8_t { Admit, Evict, Refuse };
   struct Decision {
@@ -77,7 +78,21 @@ class AcceptGuard {
   void evicted() noexcept { ++stats_.evicted; }
   // Sets in `out` the silent slots past their deadline (the caller closes
   // them and forgets each); counts them. Returns how many, 0 when none.
-  std::uint32_t expired(std::uint64_t now_ns, AttentionMask<kMaxConnections>& out) noexcept;
+  template <std::uint32_t N>
+  std::uint32_t expired(std::uint64_t now_ns, AttentionMask<N>& out) noexcept {
+    const std::uint64_t limit = std::uint64_t{cfg_.hello_timeout_ms} * 1'000'000;
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < cfg_.max_connections && i < N; ++i) {
+      if (!silent_[i] || now_ns - accepted_ns_[i] < limit) continue;
+      out.set(i);
+      ++n;
+    }
+    if (n != 0) {
+      stats_.timed_out += n;
+      maybe_log(now_ns);
+    }
+    return n;
+  }
   // When expired() next has something to say; 0: no silent connection.
   std::uint64_t next_deadline_ns() const noexcept;
   // One rate-limited line with the counts since the last one.
@@ -94,6 +109,7 @@ class AcceptGuard {
   int oldest_silent(const Source* src) const noexcept;
 
   AcceptGuardConfig cfg_;
+  const char* what_;
   std::uint32_t budget_;
   std::uint32_t unvouched_ = 0;
   std::uint32_t silent_n_ = 0;
@@ -106,4 +122,4 @@ class AcceptGuard {
   std::uint64_t last_log_ns_ = 0;
 };
 
-}  // namespace ferry::transport::tcp
+}  // namespace ferry::transport

@@ -1,5 +1,5 @@
 // AcceptGuard: the admission rules for accepted connections (the header).
-#include "transport/tcp/tcp_accept_guard.h"
+#include "transport/accept_guard.h"
 
 #include <netinet/in.h>
 
@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-namespace ferry::transport::tcp {
+namespace ferry::transport {
 
 AcceptGuard::Source AcceptGuard::source_of(const sockaddr_storage& ss) noexcept {
   Source s{};
@@ -21,8 +21,9 @@ AcceptGuard::Source AcceptGuard::source_of(const sockaddr_storage& ss) noexcept 
   return s;
 }
 
-AcceptGuard::AcceptGuard(const AcceptGuardConfig& cfg)
+AcceptGuard::AcceptGuard(const AcceptGuardConfig& cfg, const char* what)
     : cfg_(cfg),
+      what_(what),
       // Half the table at most is reserved: a tiny table still accepts.
       budget_(cfg.max_connections - (cfg.reserve < cfg.max_connections / 2 ? cfg.reserve : cfg.max_connections / 2)),
       tracked_(new bool[cfg.max_connections]()),
@@ -90,21 +91,6 @@ void AcceptGuard::vouch(std::uint32_t slot) noexcept {
 
 void AcceptGuard::forget(std::uint32_t slot) noexcept { vouch(slot); }
 
-std::uint32_t AcceptGuard::expired(std::uint64_t now_ns, AttentionMask<kMaxConnections>& out) noexcept {
-  const std::uint64_t limit = std::uint64_t{cfg_.hello_timeout_ms} * 1'000'000;
-  std::uint32_t n = 0;
-  for (std::uint32_t i = 0; i < cfg_.max_connections; ++i) {
-    if (!silent_[i] || now_ns - accepted_ns_[i] < limit) continue;
-    out.set(i);
-    ++n;
-  }
-  if (n != 0) {
-    stats_.timed_out += n;
-    maybe_log(now_ns);
-  }
-  return n;
-}
-
 std::uint64_t AcceptGuard::next_deadline_ns() const noexcept {
   std::uint64_t next = 0;
   for (std::uint32_t i = 0; i < cfg_.max_connections; ++i) {
@@ -124,9 +110,9 @@ void AcceptGuard::maybe_log(std::uint64_t now_ns) noexcept {
   last_log_ns_ = now_ns;
   logged_ = stats_;
   spdlog::warn(
-      "peer listener: {} connections refused (no room), {} silent ones closed for a new one, {} closed without a "
+      "{}: {} connections refused (no room), {} silent ones closed for a new one, {} closed without a "
       "first message within {} ms; {} unauthenticated open (at most {}, {} per source)",
-      refused, evicted, timed_out, cfg_.hello_timeout_ms, unvouched_, budget_, cfg_.per_source);
+      what_, refused, evicted, timed_out, cfg_.hello_timeout_ms, unvouched_, budget_, cfg_.per_source);
 }
 
-}  // namespace ferry::transport::tcp
+}  // namespace ferry::transport

@@ -1,0 +1,140 @@
+// Strangers at the peer port are not dead peers (issue 28, row 9). 64
+// processes' worth of connections each send a well-formed bootstrap Hello
+// (a fresh epoch; with the secret's policy in force, a nonce but no way to
+// prove it) and hang up once answered. The daemon must count them as
+// refused bootstrap handshakes (peer_bootstrap_refusals) and leave
+// peer_failures, which counts channels to real peers that failed, at 0.
+// On a daemon without that distinction peer_failures rises with each one.
+// The daemon's log stays bounded too: one line per 10 s for them, with a
+// count, where each used to cost four.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "tests/integration/traffic.h"
+#include "tests/multihost/cluster.h"
+#include "tests/multihost/status_json.h"
+#include "transport/wire/handshake.h"
+#include "transport/wire/header.h"
+#include "transport/wire/msg_type.h"
+
+using namespace ferry;
+using namespace ferry::itest;
+using namespace ferry::mhtest;
+
+namespace {
+
+constexpr int kFakes = 64;
+
+std::uint64_t counter_of(const Node& n, const char* name) {
+  const auto s = status_json(n);
+  return s ? counter(*s, name) : ~std::uint64_t{0};
+}
+
+// One stranger: connects, sends a valid bootstrap Hello, reads until the
+// daemon answered (or 2 s), then hangs up. Returns whether the Hello went.
+bool fake_peer(std::uint16_t port, bool with_nonce, std::uint64_t epoch) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    ::close(fd);
+    return false;
+  }
+  wire::Handshake hs;
+  hs.qp_count = 1;
+  hs.daemon_epoch = epoch;
+  hs.capabilities = wire::kCapTcp | (with_nonce ? wire::kCapAuth : 0);
+  hs.initial_credits = 128;
+  hs.max_message_bytes = 1u << 20;
+  hs.has_nonce = with_nonce;
+  for (std::size_t i = 0; i < hs.auth_nonce.size(); ++i) hs.auth_nonce[i] = static_cast<std::uint8_t>(epoch >> i);
+  std::array<std::byte, wire::kHeaderBytes + wire::kHandshakeMaxWithRails> frame{};
+  const std::size_t len = wire::encode_handshake(hs, std::span(frame).subspan(wire::kHeaderBytes));
+  wire::Header h;
+  h.type = wire::MsgType::Hello;
+  h.payload_len = static_cast<std::uint32_t>(len);
+  h.ack = 1;  // a --listen port of its own, as a daemon's Hello carries
+  wire::encode_header(h, std::span(frame).first<wire::kHeaderBytes>());
+  const bool sent = len != 0 && ::send(fd, frame.data(), wire::kHeaderBytes + len, MSG_NOSIGNAL) ==
+                                    static_cast<ssize_t>(wire::kHeaderBytes + len);
+  // The daemon answers (a Challenge with a secret, then the HelloAck); a
+  // stranger cannot go on from there and leaves.
+  const auto deadline = Clock::now() + 2s;
+  std::size_t got = 0;
+  while (sent && got < wire::kHeaderBytes + wire::kHandshakeNonceBytes && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1) continue;
+    char buf[512];
+    const ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  ::close(fd);
+  return sent;
+}
+
+void run(const std::vector<std::string>& extra, bool with_nonce) {
+  DaemonFlags flags;
+  flags.extra_args = extra;
+  Cluster cl(1, NetMode::Loopback, flags);
+  const Node& a = cl.node(0);
+  std::mt19937_64 rng(12345);
+  std::vector<std::thread> fakes;
+  std::atomic<int> sent{0};
+  for (int i = 0; i < kFakes; ++i) {
+    const std::uint64_t epoch = rng() | 1;
+    fakes.emplace_back([&, epoch] { sent += fake_peer(a.port, with_nonce, epoch) ? 1 : 0; });
+    if (fakes.size() == 16) {  // 16 at a time: under the per-source cap, so every Hello is read
+      for (auto& t : fakes) t.join();
+      fakes.clear();
+    }
+  }
+  for (auto& t : fakes) t.join();
+  REQUIRE(sent.load() == kFakes);
+  // Each stranger's channel ends when it hangs up (or at the handshake deadline).
+  const auto deadline = Clock::now() + 15s;
+  std::uint64_t refused = 0;
+  while ((refused = counter_of(a, "peer_bootstrap_refusals")) < kFakes && Clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);  // polling another process's counters with a deadline
+  INFO("log:\n" << cl.log_tail(0, 6000));
+  CHECK(refused == static_cast<std::uint64_t>(kFakes));
+  CHECK(counter_of(a, "peer_failures") == 0);
+  CHECK(counter_of(a, "peer_connects") == 0);
+  // Logging stays bounded: a line per 10 s for the strangers' Hellos, not
+  // four per stranger (their channels' steps are debug lines).
+  const std::string log = cl.log_tail(0, 1 << 20);
+  std::size_t lines = 0;
+  for (std::size_t at = log.find("channel "); at != std::string::npos; at = log.find("channel ", at + 1)) ++lines;
+  CHECK(lines <= 4);
+  CHECK(cl.alive(0));
+}
+
+}  // namespace
+
+TEST_CASE("fake peers: valid Hellos from strangers without a secret are not peer failures") { run({}, false); }
+
+TEST_CASE("fake peers: the same against a daemon with the shared secret") {
+  char tmpl[] = "/tmp/ferry-fake-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  const std::string secret = dir + "/peer.secret";
+  std::ofstream(secret) << "ferry-fake-peers-secret-0123456789\n";
+  ::chmod(secret.c_str(), 0600);
+  run({"--auth-secret-file", secret}, true);
+  std::system(("rm -rf '" + dir + "'").c_str());
+}

@@ -1,0 +1,264 @@
+"""Hardening, second pass (issue 28) through the Python package: a forked
+child cannot use its parent's client and the parent goes on; a client sees
+its daemon's death without polling; the shard server exits when its ferryd
+goes away; non-integer keys are a TypeError; non-finite gradients, pushes
+outside a table's access list and rows past max_rows are refused; a pull
+of keys never pushed creates no row."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import ferry
+import ferry.ps as ps
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def echo_call(c, ep, payload):
+    req, resp = c.alloc(len(payload)), c.alloc(len(payload))
+    memoryview(req)[:] = payload
+    n = c.call(ep, req, resp).wait(10)
+    out = bytes(memoryview(resp)[:n])
+    c.free(req)
+    c.free(resp)
+    return out
+
+
+def test_forked_child_cannot_use_the_parents_client(daemon, helpers):
+    helpers("serve", daemon.socket, "rev")  # answers with the payload reversed
+    c = ferry.attach(daemon.socket, "fork parent")
+    ep = c.open("rev")
+    assert echo_call(c, ep, b"before the fork") == b"before the fork"[::-1]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        problems = []
+        try:
+            os.close(r)
+            req = resp = None
+            try:
+                c.alloc(8)
+                problems.append("alloc was not refused")
+            except ferry.Forked:
+                pass
+            try:
+                c.open("rev")
+                problems.append("open was not refused")
+            except ferry.Forked:
+                pass
+            if c.state != "Forked":
+                problems.append("state %s" % c.state)
+            try:
+                c.poll()
+                problems.append("poll was not refused")
+            except ferry.Forked:
+                pass
+            own = ferry.attach(daemon.socket, "fork child")  # a client of its own works
+            e2 = own.open("rev")
+            for i in range(20):
+                p = b"child %d" % i
+                if echo_call(own, e2, p) != p[::-1]:
+                    problems.append("the child's own call %d" % i)
+            own.close()
+        except BaseException as e:  # anything else: reported, not raised in the child
+            problems.append("%s: %s" % (type(e).__name__, e))
+        os.write(w, ("\n".join(problems) or "ok").encode())
+        os._exit(0)
+    os.close(w)
+    # The parent calls on while the child runs and after it is gone.
+    for i in range(100):
+        p = b"parent %d" % i
+        assert echo_call(c, ep, p) == p[::-1]
+    _, status = os.waitpid(pid, 0)
+    report = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        report += chunk
+    os.close(r)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert report.decode() == "ok"
+    for i in range(100):
+        p = b"after %d" % i
+        assert echo_call(c, ep, p) == p[::-1]
+    assert c.state == "Ok"
+    assert c.stats["dropped_completions"] == 0
+    c.close()
+
+
+def test_state_sees_the_daemon_die_without_polling(daemon):
+    c = ferry.attach(daemon.socket, "never polls")
+    assert c.state == "Ok"
+    daemon.kill()  # SIGKILL and reaped: its end of the attach socket is closed
+    t0 = time.monotonic()
+    state = c.state
+    while state == "Ok" and time.monotonic() - t0 < 2:
+        state = c.state  # only the state, never a poll or a wait
+    took = time.monotonic() - t0
+    assert state == "DaemonGone"
+    assert took < 0.1, "DaemonGone only after %.3f s" % took
+
+
+def shard_process(daemon, tables, spec="0/1"):
+    tj = json.dumps([t.to_dict() for t in tables])
+    return subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
+                             "--shard", spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_shard_server_exits_when_its_ferryd_goes_away(daemon):
+    tables = [ps.Embedding("emb", rows=100, dim=4)]
+    p = shard_process(daemon, tables)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        with ps.Worker(tables, 1, daemon.socket) as w:
+            w.pull("emb", [1, 2, 3])
+        daemon.kill()
+        out, err = p.communicate(timeout=10)  # on the old package it served on, forever
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0
+    assert "ferryd went away" in err and "DaemonGone" in err
+    assert '"result": "DaemonGone"' in out
+
+
+def test_a_worker_names_the_shard_it_cannot_reach(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=100, dim=2)]
+    one_shard(tables)  # shard 0 of 2 only: shard 1 was never (re)started
+    with pytest.raises(ferry.ServiceNotFound, match="shard 1 of 2: open 'ps-shard-1'"):
+        ps.Worker(tables, 2, daemon.socket, timeout=0.5)
+
+
+def test_in_process_shard_server_stops_running_when_ferryd_goes_away(daemon):
+    server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket).start()
+    assert server.running
+    daemon.kill()
+    deadline = time.monotonic() + 5
+    while server.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not server.running
+    assert server.counters()["result"] == "DaemonGone"
+    server.stop()
+
+
+@pytest.fixture
+def one_shard(daemon):
+    started = []
+
+    def start(tables, **options):
+        s = ps.ShardServer(tables, 0, 1, daemon.socket, **options).start()
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def test_non_integer_keys_are_a_type_error(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=0, dim=2, init=ps.Zeros())]
+    one_shard(tables)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        for keys in ([1.7, 2.2], np.array([1.0, 2.0]), torch.tensor([1.5]), [True, False], ["1"], [1, 2.5]):
+            with pytest.raises(TypeError):
+                w.pull("emb", keys)
+            with pytest.raises(TypeError):
+                w.push("emb", keys, np.zeros((len(keys), 2), np.float32))
+        # Integers of every kind still work.
+        for keys in ([1, 2], np.array([1, 2], np.uint32), torch.tensor([1, 2]), torch.tensor([3], dtype=torch.int32)):
+            assert w.pull("emb", keys).gather().shape == (len(keys), 2)
+
+
+def test_non_finite_gradients_are_refused(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=100, dim=2, init=ps.Zeros()), ps.Dense("d", 8)]
+    server = one_shard(tables)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        w.push("emb", [1, 2], np.ones((2, 2), np.float32))
+        before = w.pull("emb", [1, 2]).gather().clone()
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            g = np.ones((2, 2), np.float32)
+            g[1, 0] = bad
+            with pytest.raises(ferry.BadRequest, match="NonFinite"):
+                w.push("emb", [1, 2], g)
+            with pytest.raises(ferry.BadRequest, match="NonFinite"):
+                w.assign("emb", [1, 2], g)
+            with pytest.raises(ferry.BadRequest, match="NonFinite"):
+                w.push_dense("d", np.full(8, bad, np.float32))
+        assert torch.equal(w.pull("emb", [1, 2]).gather(), before)  # nothing applied
+        assert torch.isfinite(w.pull_dense("d")).all()
+    server.stop()
+    assert server.counters()["non_finite"] == 9
+
+
+def test_non_finite_values_pass_when_allowed(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=10, dim=1, init=ps.Zeros())]
+    one_shard(tables, allow_non_finite=True)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        w.assign("emb", [3], np.array([[float("inf")]], np.float32))
+        assert w.pull("emb", [3]).gather()[0, 0].item() == float("inf")
+
+
+def test_a_pull_of_unseen_keys_creates_no_row(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=0, dim=16, init=ps.Uniform(0.1, seed=4))]
+    server = one_shard(tables)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        rng = np.random.default_rng(1)
+        for _ in range(20):
+            keys = rng.integers(0, 1 << 62, size=2000)
+            got = w.pull("emb", keys).gather()
+            assert torch.equal(got, torch.from_numpy(ps.initial_values(tables, "emb", keys)))
+        assert server.usage()["emb"]["rows"] == 0
+        w.push("emb", [5, 6], np.ones((2, 16), np.float32))
+        assert server.usage()["emb"]["rows"] == 2
+        assert server.usage()["emb"]["bytes"] > 0
+
+
+def test_rows_past_max_rows_are_refused_whole(daemon, one_shard):
+    tables = [ps.Embedding("emb", rows=0, dim=2, init=ps.Zeros(), max_rows=10)]
+    server = one_shard(tables)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        w.push("emb", list(range(8)), np.ones((8, 2), np.float32))
+        with pytest.raises(ferry.NoMemory, match="TableFull"):
+            w.push("emb", [100, 101, 102], np.ones((3, 2), np.float32))  # 11 rows: refused, none created
+        assert server.usage()["emb"]["rows"] == 8
+        w.push("emb", [100, 101, 100, 101, 3], np.ones((5, 2), np.float32))  # duplicates: exactly 10
+        assert server.usage()["emb"]["rows"] == 10
+        w.push("emb", list(range(8)) + [100, 101], np.ones((10, 2), np.float32))  # existing rows: always room
+        assert w.pull("emb", [12345]).gather().abs().sum().item() == 0  # pulls of others still answer
+
+
+def test_access_lists_restrict_who_may_push(daemon, one_shard):
+    me = os.getuid()
+    tables = [ps.Embedding("open", rows=10, dim=1, init=ps.Zeros()),
+              ps.Embedding("mine", rows=10, dim=1, init=ps.Zeros(), access=ps.Access(push=(me,), assign=(me,))),
+              ps.Embedding("theirs", rows=10, dim=1, init=ps.Zeros(),
+                           access=ps.Access(push=(me + 1, ps.REMOTE), assign=(me + 1,)))]
+    server = one_shard(tables)
+    one = np.ones((1, 1), np.float32)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        w.push("open", [1], one)
+        w.push("mine", [1], one)
+        w.assign("mine", [2], one)
+        with pytest.raises(ferry.PermissionDenied, match="Forbidden"):
+            w.push("theirs", [1], one)
+        with pytest.raises(ferry.PermissionDenied, match="Forbidden"):
+            w.assign("theirs", [1], one)
+        assert w.pull("theirs", [1]).gather()[0, 0].item() == 0  # pull is open to all; nothing was written
+    server.stop()
+    assert server.counters()["forbidden"] == 2
+    with pytest.raises(ValueError):
+        ps.Embedding("x", rows=1, dim=1, access=ps.Access(push=())).spec(0)
+    with pytest.raises(ValueError):
+        ps.Embedding("x", rows=1, dim=1, access=ps.Access(push=("alice",))).spec(0)
+    # The spec travels to shard processes as JSON, access included.
+    t = tables[2]
+    assert ps.Table.from_dict(json.loads(json.dumps(t.to_dict()))) == t
