@@ -203,8 +203,8 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
     return Status::VersionMismatch;
   }
   if (req.reserved != 0) {
-    log_refusal(Refusal::Request, "attach of '{}' (pid {} uid {}) refused BadRequest: reserved field set",
-                info->name, info->pid, info->uid);
+    log_refusal(Refusal::Request, "attach of '{}' (pid {} uid {}) refused BadRequest: reserved field set", info->name,
+                info->pid, info->uid);
     return Status::BadRequest;
   }
   const std::optional<std::uint32_t> engine = engines_.place(req.engine);
