@@ -1,4 +1,4 @@
-// Two ways a client used to be misled (issue 28, rows 3 and 8).
+// Two ways a client used to be misled.
 //
 // A process attaches, forks, and the child uses the inherited Client: the
 // child must be refused (Forked) before it touches the rings it shares

@@ -1,4 +1,4 @@
-// Strangers at the peer port are not dead peers (issue 28, row 9). 64
+// Strangers at the peer port are not dead peers. 64
 // processes' worth of connections each send a well-formed bootstrap Hello
 // (a fresh epoch; with the secret's policy in force, a nonce but no way to
 // prove it) and hang up once answered. The daemon must count them as

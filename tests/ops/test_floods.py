@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Floods a local user can aim at ferryd (issue 28, rows 1 and 7), against a
+"""Floods a local user can aim at ferryd, against a
 real ferryd: descriptors exhausted while TCP peer connections wait at the
 --listen port, beside a flood on the control socket (the tcp transport's
 listener must back off like the others: bounded CPU, a bounded number of

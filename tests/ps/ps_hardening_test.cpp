@@ -1,4 +1,4 @@
-// What a shard refuses to let a worker do to it (issue 28, rows 2 and 5),
+// What a shard refuses to let a worker do to it,
 // without processes (suite 'unit'): a pull of keys that have no row answers
 // their initial values and creates nothing; a table's max_rows refuses a
 // push or assign that would create rows past it, whole; NaN and infinite

@@ -1,4 +1,4 @@
-// A shard served over a real ferryd (issue 28, rows 4 and 5), in C++:
+// A shard served over a real ferryd, in C++:
 // ShardServer::run() ends with DaemonGone soon after its ferryd is killed
 // (the library half of "the shard exits when ferryd goes away"; `ferry-ps
 // server` and the Python server exit on it); and a table's access list

@@ -1,4 +1,4 @@
-"""Hardening, second pass (issue 28) through the Python package: a forked
+"""Hardening, second pass through the Python package: a forked
 child cannot use its parent's client and the parent goes on; a client sees
 its daemon's death without polling; the shard server exits when its ferryd
 goes away; non-integer keys are a TypeError; non-finite gradients, pushes

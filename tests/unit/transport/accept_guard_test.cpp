@@ -1,5 +1,5 @@
 // The admission rules both peer listeners apply (transport/accept_guard.h):
-// the tcp transport's bootstrap listener and, since issue 28, the rdma
+// the tcp transport's bootstrap listener and the rdma
 // transport's connection manager (which cannot be driven without a device:
 // its part is only to call these rules at each request, first receive and
 // teardown). Also the rdma configuration's new limits.

@@ -1,4 +1,4 @@
-// accept() out of descriptors (issue 28, row 1): the listener pauses
+// accept() out of descriptors: the listener pauses
 // instead of keeping the transport's event fd readable (an owner sleeping on
 // it would otherwise wake on every turn, a core at 100 %), and accepts what
 // queued meanwhile once descriptors come back.
