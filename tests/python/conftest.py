@@ -18,6 +18,8 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The benchmarks, baselines and demos that are not part of the package.
+EXAMPLES = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "python"))
 FERRYD = os.environ.get("FERRYD", "")
 TEST_ALARM_S = int(os.environ.get("FERRY_TEST_ALARM_S", "120"))
 

@@ -17,6 +17,10 @@ torch modules) is ``ferry.ps``. Every failure raises a ``ferry.Error`` subclass
 whose ``status`` names the ferry status.
 """
 
+from __future__ import annotations
+
+from typing import Optional
+
 from ferry import _aio
 from ferry._errors import *  # noqa: F401,F403 (the exception classes are the API)
 from ferry._errors import Error, by_status
@@ -24,7 +28,8 @@ from ferry._ferry import Buffer, Client, Delivery, Handle, __version__, default_
 from ferry._ferry import attach as _attach
 
 
-def attach(socket=None, name=None, *, tx_bytes=0, rx_bytes=0, sq_entries=0, cq_entries=0, busy_poll=False):
+def attach(socket: Optional[str] = None, name: Optional[str] = None, *, tx_bytes: int = 0, rx_bytes: int = 0,
+           sq_entries: int = 0, cq_entries: int = 0, busy_poll: bool = False) -> Client:
     """Attach to ferryd and return a ``ferry.Client``.
 
     socket: the daemon's client socket (default ``$FERRY_SOCKET``, else
