@@ -21,6 +21,7 @@ import resource
 import sys
 import tempfile
 import time
+from typing import List
 
 import numpy as np
 
@@ -84,7 +85,8 @@ class Job:
         return u
 
     def run(self):
-        pulls, pushes = [], []
+        pulls: List[int] = []
+        pushes: List[int] = []
         keys = 0
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()

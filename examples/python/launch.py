@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any, Optional
 
 READY_TIMEOUT_S = 120
 
@@ -62,8 +63,9 @@ class Proc:
     def __init__(self, cmd, log_path, env=None, stdin=False):
         self.log_path = log_path
         self.log = open(log_path, "w")
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
-                                  stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+        self.cmd = [str(c) for c in cmd]
+        self.p: Any = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
+                                       stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
         self.pid = self.p.pid
 
     def expect(self, prefix, timeout=READY_TIMEOUT_S):
@@ -75,7 +77,7 @@ class Proc:
             if line.startswith(prefix):
                 return line[len(prefix):].strip()
         raise RuntimeError("%s: no %r line (exit %s); log %s:\n%s" % (
-            self.p.args[-6:], prefix, self.p.poll(), self.log_path, self.tail()))
+            self.cmd[-6:], prefix, self.p.poll(), self.log_path, self.tail()))
 
     def tail(self):
         self.log.flush()
@@ -222,6 +224,7 @@ def _worker_main(a):
         cfg = json.load(f)
     text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
     tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
+    worker: Optional[Any]
     if cfg["system"] == "local":
         worker = None  # train.py --ps local: the table is in the worker, no parameter server
     elif cfg["system"] == "ferry":

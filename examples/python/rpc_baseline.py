@@ -13,6 +13,7 @@ arithmetic of torch.optim. ``RpcWorker`` has the interface of
 """
 
 import os
+from typing import Any, List
 
 import numpy as np
 import torch
@@ -84,8 +85,9 @@ class _Table:
             w, a = self.values, self.accum
         else:
             w = self.values[idx]
-            a = self.accum[idx] if self.adagrad else None
+            a = self.accum[idx] if self.accum is not None else None
         if self.adagrad:
+            assert a is not None
             a.addcmul_(grads, grads, value=1)
             w.addcdiv_(grads, a.sqrt().add_(self.eps), value=-self.lr)
         else:
@@ -93,6 +95,7 @@ class _Table:
         if idx is not None:
             self.values[idx] = w
             if self.adagrad:
+                assert self.accum is not None and a is not None
                 self.accum[idx] = a
 
 
@@ -163,6 +166,12 @@ class _Pending:
 
 class _Rows:
     __slots__ = ("op", "table", "rows", "index", "keys", "shard_rows")
+    op: Any
+    table: str
+    rows: torch.Tensor
+    index: torch.Tensor
+    keys: torch.Tensor
+    shard_rows: List[int]
 
     def gather(self):
         return self.rows[self.index]
@@ -170,6 +179,7 @@ class _Rows:
 
 class _DenseValues:
     __slots__ = ("values",)
+    values: torch.Tensor
 
 
 class RpcWorker:

@@ -31,6 +31,7 @@ import resource
 import sys
 import tempfile
 import time
+from typing import List
 
 import numpy as np
 import torch
@@ -79,7 +80,7 @@ def local_model(spec, dim=DIM, seed=7):
 def train_local_steps(model, opts, batches):
     """train_steps without a parameter server: forward, backward, local optimizer steps."""
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    losses = []
+    losses: List[float] = []
     for d, k, y in batches:
         for o in opts:
             o.zero_grad(set_to_none=True)
@@ -98,7 +99,7 @@ def train_steps(worker, model, dense, batches, synchronous=False, on_step=None, 
     batches are in flight while this step computes (step i computes on
     parameters up to `prefetch` steps stale)."""
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    losses = []
+    losses: List[float] = []
     batches = list(batches)
     if not batches:
         return losses

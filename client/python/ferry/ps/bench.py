@@ -9,8 +9,9 @@ and with ``--json`` prints as its last line one JSON object with the keys of
 The benchmark, its torch.distributed.rpc baseline and their process
 orchestration are not part of the library: they live with the project's
 examples (``examples/python/`` in the source tree; a build tree copies them to
-``BUILD/examples/python``; ``meson install`` and ``pip install`` put them in
-``PREFIX/share/ferry/examples/python``). This entry finds them and runs
+``BUILD/examples/python``; ``meson install`` puts them in
+``PREFIX/share/ferry/examples/python``, ``pip install`` in the environment's
+``ferry/examples/python``). This entry finds them and runs
 ``bench.py`` there. ``FERRY_EXAMPLES=DIR`` names another copy.
 """
 
@@ -37,7 +38,9 @@ def candidates() -> List[Path]:
     out.append(root.parent.parent / "examples" / "python")  # a build tree: BUILD/client/python -> BUILD/examples/python
     out.append(root.parents[2] / _INSTALLED)  # PREFIX/lib/python3*/{site,dist}-packages -> PREFIX/share/...
     for scheme_prefix in (sysconfig.get_path("data"), sys.prefix, sys.base_prefix):
-        out.append(Path(scheme_prefix) / _INSTALLED)  # pip: the environment's data scheme
+        out.append(Path(scheme_prefix) / _INSTALLED)
+        # pip through meson-python 0.12: meson's datadir is the data scheme's root.
+        out.append(Path(scheme_prefix) / _INSTALLED.relative_to("share"))
     return list(dict.fromkeys(out))
 
 

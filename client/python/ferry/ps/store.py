@@ -64,7 +64,8 @@ def connect(address: str, timeout: float = DEFAULT_TIMEOUT_S, *, is_master: bool
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return dist.TCPStore(host, port, world_size, is_master, timedelta(seconds=max(1.0, min(30.0, timeout))))
+            return dist.TCPStore(host, port, world_size, is_master, timedelta(seconds=max(1.0, min(30.0, timeout))),
+                                 wait_for_workers=False)
         except (RuntimeError, ConnectionError) as e:
             if is_master or time.monotonic() > deadline:
                 raise ConnectionError("no torch.distributed store answers at %s: %s" % (address, e)) from e
@@ -72,23 +73,21 @@ def connect(address: str, timeout: float = DEFAULT_TIMEOUT_S, *, is_master: bool
 
 
 def from_env(timeout: float = DEFAULT_TIMEOUT_S) -> Any:
-    """The job's store, reached as torch.distributed reaches it for this process:
-    the default process group's store when one is initialised; else a client of
-    the torchrun agent's store (``TORCHELASTIC_USE_AGENT_STORE``); else the
-    store rank 0 hosts at ``MASTER_ADDR:MASTER_PORT``."""
+    """A client of the job's store at ``MASTER_ADDR:MASTER_PORT``: the torchrun
+    agent's (``TORCHELASTIC_USE_AGENT_STORE``), or the one rank 0's
+    ``init_process_group`` hosts. Without either (no process group yet, a
+    plain launcher), rank 0 hosts it here: call ``init_process_group`` first
+    if the job uses one."""
     dist = _torch_store()
-    if dist.is_available() and dist.is_initialized():
-        from torch.distributed import distributed_c10d
-        return distributed_c10d._get_default_store()
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
         raise RuntimeError("Worker.from_env(): %s not set (start the trainers with torchrun, or set RANK, WORLD_SIZE, "
                            "MASTER_ADDR and MASTER_PORT)" % ", ".join(missing))
     address = "%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
+    if agent or (dist.is_available() and dist.is_initialized()):
         return connect(address, timeout)
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    return connect(address, timeout, is_master=rank == 0, world_size=world)
+    return connect(address, timeout, is_master=int(os.environ["RANK"]) == 0)
 
 
 def publish(store: Any, index: int, shards: int, entry: Dict[str, Any], prefix: str = "ps-shard-") -> None:
