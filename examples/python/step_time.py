@@ -86,7 +86,7 @@ class DLRM(nn.Module):
 def batches(steps: int, batch: int, bag: int, seed: int = 3) -> List[tuple]:
     """The data: dense features, per table 1-D ids and offsets (Zipf-like popularity), labels."""
     rng = np.random.default_rng(seed)
-    out = []
+    out: List[tuple] = []
     for _ in range(steps):
         dense = torch.from_numpy(rng.normal(size=(batch, DENSE)).astype(np.float32))
         ids = [torch.from_numpy((rng.zipf(1.2, batch * bag) % r).astype(np.int64)) for r in ROWS]
@@ -172,7 +172,10 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
         worker = ps.Worker(t_, a.shards, a.socket, a.target, service_prefix=prefix)
         try:
             prof = Profile(worker) if a.profile else None
-            sync = worker.synchronize if a.sync else (lambda: None)
+            def sync() -> None:
+                if a.sync:
+                    worker.synchronize()
+
             t = train(ferry_model(worker, False), data, sync)
             out.setdefault("ferry_ms", []).append(median_ms(t, a.warmup))
             if prof is not None:
