@@ -136,9 +136,13 @@ class CudaArena:
         for first, count, address in op.prepared():
             dst = _float_view(address, count * dim).view(count, dim)
             dst.copy_(g[first:first + count], non_blocking=True)
-        torch.cuda.current_stream(self.device).synchronize()  # the gradient is in the requests
+        self.synchronize()  # the gradient is in the requests
         w.commit(op)
         return op
+
+    def synchronize(self) -> None:
+        """Wait for the copies issued on the device's current stream."""
+        torch.cuda.current_stream(self.device).synchronize()
 
     def close(self) -> None:
         """Unregister the arena (before the worker detaches and it is unmapped)."""
