@@ -152,18 +152,23 @@ class _PulledModule(torch.nn.Module):
         return finish(self._check(input, rows))
 
     @staticmethod
-    def _weights(rows: Any) -> Any:
-        return (rows.device_rows, rows.device_index) if getattr(rows, "device_rows", None) is not None \
-            else (rows.rows, rows.index)
+    def _weights(rows: Any, device: Any) -> Any:
+        if getattr(rows, "device_rows", None) is not None:
+            return rows.device_rows, rows.device_index
+        if device.type != "cpu":  # a worker that delivers to the CPU only (the rpc baseline): copy them over
+            return rows.rows.to(device), rows.index.to(device)
+        return rows.rows, rows.index
 
-    def _rows(self, rows: Any) -> Any:
-        weight, index = self._weights(rows)
+    def _rows(self, rows: Any, device: Any) -> Any:
+        weight, index = self._weights(rows, device)
         if torch.is_grad_enabled():
             anchor = torch.empty(0, requires_grad=True)
             weight = _PushOnBackward.apply(anchor, weight, rows, self)
         return weight, index
 
     def _push(self, rows: Any, grad: Any) -> None:
+        if grad.is_cuda and getattr(self.worker, "device", None) is None:
+            grad = grad.cpu()  # a worker without a device takes gradients in process memory
         self.last_push = self.worker.push_rows(rows, grad.contiguous(), wait=False)
 
 
@@ -191,7 +196,7 @@ class EmbeddingBag(_PulledModule):
 
     def _compute(self, input: Any, offsets: Any, per_sample_weights: Any, rows: Any) -> Any:
         if self.mode == "sum" and per_sample_weights is None and self.padding_idx is None:
-            weight, index = self._weights(rows)
+            weight, index = self._weights(rows, input.device)
             shaped = index.view(input.shape)
             if not torch.is_grad_enabled():
                 return F.embedding_bag(shaped, weight, offsets, mode="sum", include_last_offset=self.include_last_offset)
@@ -199,7 +204,7 @@ class EmbeddingBag(_PulledModule):
             keys = input.reshape(-1)
             return _BagSum.apply(anchor, weight, rows, self, keys, index, _offset2bag(input, offsets,
                                  self.include_last_offset), shaped, offsets, self.include_last_offset)
-        weight, index = self._rows(rows)
+        weight, index = self._rows(rows, input.device)
         return F.embedding_bag(index.view(input.shape), weight, offsets, mode=self.mode,
                                per_sample_weights=per_sample_weights, include_last_offset=self.include_last_offset)
 
@@ -213,7 +218,7 @@ class Embedding(_PulledModule):
         return self._start(input, rows, shape, lambda r: self._compute(input, r))
 
     def _compute(self, input: Any, rows: Any) -> Any:
-        weight, index = self._rows(rows)
+        weight, index = self._rows(rows, input.device)
         return F.embedding(index.view(input.shape), weight)
 
 
