@@ -38,7 +38,7 @@ struct Worker::Op {
   ps::Op wire = ps::Op::Pull;
   const TableSpec* table = nullptr;
   OpError error;
-  std::uint32_t outstanding = 0;  // calls whose LinkDone has not come back
+  std::uint32_t outstanding = 0;                   // calls whose LinkDone has not come back
   std::chrono::steady_clock::time_point deadline;  // pushed forward whenever a call of it is answered
   std::uint32_t rows = 0;                          // distinct rows (dense: elements)
   std::vector<std::uint32_t> shard_rows;           // per shard: first row; shards + 1 entries

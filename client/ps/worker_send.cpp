@@ -110,8 +110,7 @@ Result<Ticket> Worker::submit(Op& op, Ticket ticket) noexcept {
   if (op.state == Op::State::Flight && op.next_chunk < op.chunks.size()) {
     // Requests still to send after the caller's memory is gone: keep the values.
     if (op.values != nullptr && op.values != op.owned.data()) {
-      const std::size_t n =
-          op.table->kind == TableKind::Dense ? op.table->rows : std::size_t{op.rows} * op.table->dim;
+      const std::size_t n = op.table->kind == TableKind::Dense ? op.table->rows : std::size_t{op.rows} * op.table->dim;
       op.owned.assign(op.values, op.values + n);
       op.values = op.owned.data();
     }

@@ -82,11 +82,13 @@ std::shared_ptr<PsOp> start(const std::shared_ptr<WorkerCore>& core, ps::Op kind
     std::string why = std::string(what) + " not started: " + std::string(to_string(r.status));
     if (r.status == Status::Busy) why += " (too many operations unreleased: drop or release() finished ones)";
     if (r.status == Status::ResponseTooLarge)
-      why += " (one row of this table is larger than the largest message ferryd carries, its max-message-bytes: "
-             "no split can fit it)";
+      why +=
+          " (one row of this table is larger than the largest message ferryd carries, its max-message-bytes: "
+          "no split can fit it)";
     if (r.status == Status::NoMemory)
-      why += " (the worker's arena is full and none of its calls is in flight to free any: release pulled rows, "
-             "or attach with a larger tx_bytes)";
+      why +=
+          " (the worker's arena is full and none of its calls is in flight to free any: release pulled rows, "
+          "or attach with a larger tx_bytes)";
     raise(r.status, why);
   }
   auto op = std::make_shared<PsOp>();
