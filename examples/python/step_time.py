@@ -14,13 +14,14 @@ with the same data and the same initial weights:
   (the one line that changes), on two shard servers started in this process
   as the README's quickstart does, over one ferryd.
 
-Printed: each system's median step time (ms) and ``ratio`` (ferry / local),
-with ``--json`` one JSON line. ``--collection`` also runs the
+Printed: each system's median step time (ms) and ``ratio`` (ferry / local;
+each round's ratio to that round's local, then their median), with
+``--json`` one JSON line (``ferry_ratio``, ``local_ms``, ...). ``--collection`` also runs the
 EmbeddingBagCollection form (the script changed to look the 4 tables up in
 one call), ``--sync`` calls worker.synchronize() after every step (every
 pull then sees the previous step's update), ``--no-defer`` makes each
 module wait for its own pull (the tables' pulls one after another, as
-before deferred results), ``--profile`` splits the ferry step's time into
+before deferred results), ``--immediate`` runs that too in the same rounds, ``--profile`` splits the ferry step's time into
 its parts, ``--shard-socket``/``--target`` put the shards (still in this
 process) behind another ferryd.
 
@@ -156,15 +157,21 @@ def median_ms(times: List[float], warmup: int) -> float:
 
 
 def run(a: argparse.Namespace) -> Dict[str, Any]:
+    """Each round: local, then the ferry variants on fresh shards; per-round ratios to that round's local."""
     torch.set_num_threads(a.threads)
     data = batches(a.steps, a.batch, a.bag)
     out: Dict[str, Any] = {"steps": a.steps, "batch": a.batch, "bag": a.bag, "tables": list(ROWS), "dim": DIM,
                            "threads": a.threads, "sync": a.sync, "remote": bool(a.target),
-                           "deferred": not a.no_defer}
-    pst.defer(not a.no_defer)
+                           "deferred": not a.no_defer, "rounds": a.rounds}
+    variants = [("ferry", not a.no_defer, False)]
+    if a.immediate and not a.no_defer:
+        variants.append(("immediate", False, False))
+    if a.collection:
+        variants.append(("collection", False, True))
+    rounds: Dict[str, List[float]] = {}
     for rnd in range(a.rounds):
-        t = train(local_model(), data)
-        out.setdefault("local_ms", []).append(median_ms(t, a.warmup))
+        local = median_ms(train(local_model(), data), a.warmup)
+        rounds.setdefault("local_ms", []).append(local)
         t_ = tables()
         prefix = "step-time-%d-%d-" % (os.getpid(), rnd)  # a stopped shard keeps its name until it is freed
         shards = [ps.ShardServer(t_, i, a.shards, a.shard_socket or a.socket, service_prefix=prefix).start()
@@ -172,33 +179,29 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
         worker = ps.Worker(t_, a.shards, a.socket, a.target, service_prefix=prefix)
         try:
             prof = Profile(worker) if a.profile else None
+
             def sync() -> None:
                 if a.sync:
                     worker.synchronize()
 
-            t = train(ferry_model(worker, False), data, sync)
-            out.setdefault("ferry_ms", []).append(median_ms(t, a.warmup))
-            if prof is not None:
-                for k, v in prof.parts.items():
-                    out.setdefault("ferry_%s_ms_per_step" % k, []).append(v / len(t) * 1e3)
-                prof.parts.clear()
-            if a.collection:
-                t = train(ferry_model(worker, True), data, sync)
-                out.setdefault("collection_ms", []).append(median_ms(t, a.warmup))
+            for name, defer, collection in variants:
+                pst.defer(defer)
+                ms = median_ms(train(ferry_model(worker, collection), data, sync), a.warmup)
+                rounds.setdefault(name + "_ms", []).append(ms)
+                rounds.setdefault(name + "_ratio", []).append(ms / local)
                 if prof is not None:
                     for k, v in prof.parts.items():
-                        out.setdefault("collection_%s_ms_per_step" % k, []).append(v / len(t) * 1e3)
+                        rounds.setdefault("%s_%s_ms_per_step" % (name, k), []).append(v / a.steps * 1e3)
+                    prof.parts.clear()
             worker.synchronize()
         finally:
+            pst.defer(True)
             worker.close()
             for s in shards:
                 s.stop()
-    for k in [k for k in out if k.endswith("_ms") or k.endswith("_ms_per_step")]:
-        out[k + "_rounds"] = out[k]
-        out[k] = statistics.median(out[k])
-    out["ratio"] = out["ferry_ms"] / out["local_ms"]
-    if a.collection:
-        out["collection_ratio"] = out["collection_ms"] / out["local_ms"]
+    for k, v in rounds.items():
+        out[k] = statistics.median(v)  # ratios: the median of the rounds' own ratios
+        out[k + "_rounds"] = v
     return out
 
 
@@ -206,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="step_time.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3, help="local then ferry, this many times (medians of medians)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="local then the ferry variants, this many times (medians; ratios per round, then their median)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--bag", type=int, default=8, help="ids per sample per table")
     ap.add_argument("--shards", type=int, default=2)
@@ -219,13 +223,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-defer", action="store_true",
                     help="modules wait for each pull at once (ferry.ps.torch.defer(False)): the tables' pulls in turn")
     ap.add_argument("--collection", action="store_true", help="also the EmbeddingBagCollection form")
+    ap.add_argument("--immediate", action="store_true",
+                    help="also the drop-in with each pull waited for at once (defer off), in the same rounds")
     ap.add_argument("--profile", action="store_true", help="time spent in the worker's calls, per step")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     r = run(a)
-    print("step time, batch %d, %d tables x %d, bag %d: local %.2f ms, ferry.ps %.2f ms, ratio %.3f%s" % (
-        a.batch, len(ROWS), DIM, a.bag, r["local_ms"], r["ferry_ms"], r["ratio"],
-        ", collection %.2f ms (ratio %.3f)" % (r["collection_ms"], r["collection_ratio"]) if a.collection else ""))
+    line = "step time, batch %d, %d tables x %d, bag %d, %d rounds: local %.2f ms, ferry.ps %.2f ms, ratio %.3f" % (
+        a.batch, len(ROWS), DIM, a.bag, a.rounds, r["local_ms"], r["ferry_ms"], r["ferry_ratio"])
+    for name in ("immediate", "collection"):
+        if name + "_ms" in r:
+            line += ", %s %.2f ms (ratio %.3f)" % (name, r[name + "_ms"], r[name + "_ratio"])
+    print(line)
     if a.profile:
         print("  in the worker per step (ms): " + ", ".join(
             "%s %.2f" % (k[:-len("_ms_per_step")], v) for k, v in sorted(r.items()) if k.endswith("_ms_per_step")))

@@ -90,13 +90,15 @@ def test_deferred_result_under_no_grad_and_repr(daemon):
 
 
 def test_step_time_benchmark_reports_its_ratio(daemon):
-    cmd = [sys.executable, os.path.join(EXAMPLES, "step_time.py"), "--steps", "40", "--warmup", "5", "--rounds", "1",
-           "--socket", daemon.socket, "--collection", "--profile", "--json"]
+    cmd = [sys.executable, os.path.join(EXAMPLES, "step_time.py"), "--steps", "40", "--warmup", "5", "--rounds", "2",
+           "--socket", daemon.socket, "--collection", "--immediate", "--profile", "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=dict(os.environ, OMP_NUM_THREADS="1"))
     print(p.stdout, p.stderr[-3000:])
     assert p.returncode == 0
     r = json.loads(p.stdout.strip().splitlines()[-1])
-    for k in ("local_ms", "ferry_ms", "collection_ms", "ratio", "collection_ratio"):
+    for k in ("local_ms", "ferry_ms", "immediate_ms", "collection_ms", "ferry_ratio", "immediate_ratio",
+              "collection_ratio", "immediate_pull_ms_per_step", "collection_pull_many_ms_per_step"):
         assert r[k] > 0, k
-    assert abs(r["ratio"] - r["ferry_ms"] / r["local_ms"]) < 1e-9
+    for name in ("ferry", "immediate", "collection"):  # each round's ratio is to that round's local step
+        assert r[name + "_ratio_rounds"] == [f / l for f, l in zip(r[name + "_ms_rounds"], r["local_ms_rounds"])]
     assert "ratio" in p.stdout.splitlines()[0]
