@@ -232,7 +232,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--steps", type=int, default=300, help="steps per trainer")
     ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--train", type=int, default=240_000)
+    ap.add_argument("--train", type=int, default=120_000)
     ap.add_argument("--test", type=int, default=20_000)
     ap.add_argument("--data-seed", type=int, default=dlrm.DataSpec.seed)
     ap.add_argument("--rpc-threads", type=int, default=8)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/device-run.sh BUNDLE: the GPU checks, on the lent GPU machine
-# (one prepared run, about 5 minutes), from the repository root of the copy
+# (one prepared run, about 5 minutes; give the device tool timeout_s 600), from the repository root of the copy
 # the device tool makes. BUNDLE is a ferry build for Python 3.12 made by
 # bundle.sh (docs/python.md, "GPUs": how to build it, carry it, run this).
 #   1. tests/python/test_gpu.py: EmbeddingBag and Embedding on CUDA inputs
@@ -42,10 +42,10 @@ timeout 150 "$py" tests/python/test_gpu.py >"$out/test_gpu.log" 2>&1
 rc_test=$?
 note "test_gpu: rc $rc_test ($((SECONDS - t)) s): $(grep -E '^(PASS|SKIP|FAIL)' "$out/test_gpu.log" | tr '\n' ';')"
 
-bench() {  # bench NAME FERRYD_ARGS [MORE ARGS...]
-  local name=$1 fargs=$2 t=$SECONDS rc
-  shift 2
-  timeout 200 "$py" examples/python/gpu_train.py --device "$device" --trainers "${trainers[@]}" --steps "$steps" \
+bench() {  # bench SECONDS NAME FERRYD_ARGS [MORE ARGS...]
+  local limit=$1 name=$2 fargs=$3 t=$SECONDS rc
+  shift 3
+  timeout "$limit" "$py" examples/python/gpu_train.py --device "$device" --trainers "${trainers[@]}" --steps "$steps" \
     --ferryd "$FERRYD" --ferryd-args "$fargs" --out "$out/$name" --json "$@" >"$out/$name.log" 2>&1
   rc=$?
   tail -n 1 "$out/$name.log" >"$out/$name.json"
@@ -53,10 +53,10 @@ bench() {  # bench NAME FERRYD_ARGS [MORE ARGS...]
   grep -E '^(ferry|torch-rpc|gpu) +x|^x[0-9]' "$out/$name.log" | tee -a "$summary"
   return $rc
 }
-bench gpu_train "${FERRYD_ARGS:-}"
+bench 240 gpu_train "${FERRYD_ARGS:-}"
 rc_bench=$?
 if "$FERRYD" --help 2>&1 | grep -q -- '--engines'; then
-  for e in 1 auto; do bench "gpu_train-engines-$e" "--engines $e" --systems ferry || true; done
+  for e in 1 auto; do bench 120 "gpu_train-engines-$e" "--engines $e" --systems ferry || true; done
 else
   note "engines: this ferryd has no --engines flag (skipped)"
 fi
