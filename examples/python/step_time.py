@@ -184,7 +184,8 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
                 if a.sync:
                     worker.synchronize()
 
-            for name, defer, collection in variants:
+            # Rotated each round, so that no variant always runs first on fresh shards.
+            for name, defer, collection in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
                 pst.defer(defer)
                 ms = median_ms(train(ferry_model(worker, collection), data, sync), a.warmup)
                 rounds.setdefault(name + "_ms", []).append(ms)
