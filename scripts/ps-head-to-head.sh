@@ -17,7 +17,7 @@
 # torch.distributed.rpc parameter server (--baseline torch-rpc); then the
 # medians and the ratios ferry/torch-rpc and Python/C++.
 #
-# --train: the DLRM-style training (python3 -m ferry.ps.train
+# --train: the DLRM-style training (examples/python/train.py
 # --compare): through ferry, then through torch.distributed.rpc, then with
 # the tables local in the workers (no parameter server: the compute
 # ceiling), the same data and model; loss per epoch, held-out AUC,
@@ -185,7 +185,7 @@ fi
 
 if [[ $job == train ]]; then
   echo "== DLRM-style training ($where): ferry.ps vs torch.distributed.rpc vs local tables, same data, model and run"
-  "$python" -m ferry.ps.train --compare --workers "$workers" --shards "$shards" --epochs "$epochs" --prefetch "$prefetch" \
+  "$python" "$build/examples/python/train.py" --compare --workers "$workers" --shards "$shards" --epochs "$epochs" --prefetch "$prefetch" \
     "${ferry_args[@]}" "${netns_args[@]}" \
     --out "$out/train" --plot "$out/loss-curve.png" --json >"$out/train.out" 2>"$out/train.err" || {
       cat "$out/train.out" "$out/train.err" >&2; exit 1; }

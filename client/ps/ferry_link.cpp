@@ -96,9 +96,14 @@ Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& o, std:
            "': " + std::string(to_string(attached.status));
     return R::fail(attached.status);
   }
+  if (!o.shard_targets.empty() && o.shard_targets.size() != o.shards) {
+    *why = "shard_targets names " + std::to_string(o.shard_targets.size()) + " shards, not " + std::to_string(o.shards);
+    return R::fail(Status::BadRequest);
+  }
   std::vector<EndpointId> endpoints;
   for (std::uint32_t s = 0; s < o.shards; ++s) {
-    const std::string target = shard_target(o.target, o.service_prefix, s);
+    const std::string target =
+        o.shard_targets.empty() ? shard_target(o.target, o.service_prefix, s) : o.shard_targets[s];
     const auto deadline = std::chrono::steady_clock::now() + o.open_timeout;
     Result<EndpointId> ep;
     for (;;) {

@@ -1,5 +1,6 @@
 // Worker: the operation table, completions, deadlines and waiting.
-// Routing and encoding live in worker_encode.cpp.
+// Routing and the entry points live in worker_encode.cpp, splitting and
+// sending in worker_send.cpp.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,7 @@ Worker::Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options)
   shards_ = link_->shards();
   if (shards_ == 0 || shards_ > kMaxShards) throw std::invalid_argument("a worker needs 1 to 256 shards");
   if (options_.max_ops == 0 || options_.max_ops > kMaxOps) throw std::invalid_argument("max_ops must be in [1, 65536]");
+  if (options_.max_calls == 0) throw std::invalid_argument("max_calls must be at least 1");
   if (options_.timeout.count() <= 0) throw std::invalid_argument("timeout must be positive");
   for (const TableSpec& t : options_.tables) {
     if (const std::string why = table_error(t); !why.empty()) throw std::invalid_argument(why);
@@ -29,6 +31,8 @@ Worker::Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options)
     if (by_id_[t.id] != nullptr) throw std::invalid_argument("table id " + std::to_string(t.id) + " given twice");
     by_id_[t.id] = &t;
   }
+  max_count_ = options_.max_count != 0 ? std::min(options_.max_count, kMaxCount)
+                                       : default_max_count(options_.tables, link_->max_message_bytes());
   scratch_->fill.resize(shards_);
   scratch_->done.resize(kDoneBatch);
   ops_.reserve(options_.max_ops);
@@ -38,16 +42,14 @@ Worker::~Worker() {
   // ferryd may still write into the buffers of calls in flight: wait for
   // their completions (each comes: Ok, Timeout, or DaemonGone at worst).
   const auto deadline = Clock::now() + options_.timeout + std::chrono::seconds(2);
-  auto in_flight = [this] {
-    for (const auto& op : ops_)
-      if (op->outstanding != 0) return true;
-    return false;
-  };
-  while (in_flight() && link_->state() == Status::Ok && Clock::now() < deadline)
+  sending_.clear();  // nothing more goes out
+  while (calls_ != 0 && link_->state() == Status::Ok && Clock::now() < deadline)
     progress(std::chrono::milliseconds(50));
   for (auto& op : ops_) {
-    for (Buffer& b : op->requests)
-      if (b) link_->free(b);
+    for (Chunk& c : op->chunks) {
+      if (c.request) link_->free(c.request);
+      if (c.staged) link_->free(c.staged);
+    }
     if (op->block) link_->free(op->block);
   }
 }
@@ -73,8 +75,6 @@ Result<Ticket> Worker::begin(const TableSpec& t, Op** out) noexcept {
     slot = static_cast<std::uint32_t>(ops_.size());
     ops_.push_back(std::make_unique<Op>());
     ops_.back()->slot = slot;
-    ops_.back()->requests.resize(shards_);
-    ops_.back()->request_len.resize(shards_);
     ops_.back()->shard_rows.resize(std::size_t{shards_} + 1);
   } else {
     return Result<Ticket>::fail(Status::Busy);  // every slot is in flight or unreleased
@@ -87,10 +87,16 @@ Result<Ticket> Worker::begin(const TableSpec& t, Op** out) noexcept {
   op.outstanding = 0;
   op.rows = 0;
   op.deadline = Clock::now() + options_.timeout;
-  std::fill(op.request_len.begin(), op.request_len.end(), 0);
   std::fill(op.shard_rows.begin(), op.shard_rows.end(), 0);
   op.keys.clear();
   op.index.clear();
+  op.chunks.clear();
+  op.next_chunk = 0;
+  op.answered = 0;
+  op.values = nullptr;
+  op.staged = false;
+  op.held = false;
+  op.free_acks.clear();
   ++live_;
   *out = &op;
   return Result<Ticket>::ok(make_ticket(slot, op.generation));
@@ -105,73 +111,13 @@ Result<Ticket> Worker::abort(Op& op, Ticket ticket, Status why) noexcept {
   return Result<Ticket>::fail(why);
 }
 
-Result<Ticket> Worker::submit(Op& op, Ticket ticket) noexcept {
-  for (std::uint32_t s = 0; s < shards_; ++s) {
-    if (op.request_len[s] == 0) continue;
-    const std::size_t expect = response_bytes(op.wire, op.shard_rows[s + 1] - op.shard_rows[s], op.table->dim);
-    Buffer resp = op.block;
-    if (op.wire == ps::Op::Pull) {
-      const std::size_t at = 4 * std::size_t{op.shard_rows[s]} * op.table->dim;
-      resp = Buffer{op.block.data + at, static_cast<std::uint32_t>(expect), op.block.offset + at};
-    } else {
-      resp = Buffer{op.block.data + kAckBytes * s, kAckBytes, op.block.offset + kAckBytes * s};
-    }
-    Status st;
-    while ((st = link_->call(s, op.requests[s], op.request_len[s], resp, make_tag(ticket, s))) == Status::Busy) {
-      // Our submission ring is full: let completions drain it, within the deadline.
-      if (Clock::now() > op.deadline) break;
-      progress(std::chrono::milliseconds(1));
-    }
-    if (st != Status::Ok) {
-      // Shards already called answer into this op's memory: it stays until they have.
-      link_->free(op.requests[s]);
-      op.requests[s] = Buffer{};
-      op.request_len[s] = 0;
-      if (op.state == Op::State::Flight) {
-        op.state = Op::State::Done;
-        op.error = OpError{st, PsStatus::Ok, s};
-      }
-      continue;
-    }
-    ++op.outstanding;
-  }
-  if (op.outstanding == 0 && op.state == Op::State::Flight) op.state = Op::State::Done;  // nothing to send
-  return Result<Ticket>::ok(ticket);
-}
-
 void Worker::on_done(const LinkDone& d) noexcept {
-  const Ticket ticket = d.tag >> 8;
-  const std::uint32_t s = static_cast<std::uint32_t>(d.tag & 0xFF);
-  Op* found = find(ticket);
-  if (found == nullptr || s >= shards_ || found->request_len[s] == 0) return;  // not a call of ours in flight
-  Op& op = *found;
-  --op.outstanding;
-  link_->free(op.requests[s]);
-  op.requests[s] = Buffer{};
-  const std::uint32_t count = op.shard_rows[s + 1] - op.shard_rows[s];
-  op.request_len[s] = 0;
-  if (op.state == Op::State::Flight) {
-    if (d.status != Status::Ok) {
-      op.state = Op::State::Done;
-      op.error = OpError{d.status, PsStatus::Ok, s};
-    } else {
-      const std::size_t expect = response_bytes(op.wire, count, op.table->dim);
-      const std::byte* at = op.wire == ps::Op::Pull ? op.block.data + 4 * std::size_t{op.shard_rows[s]} * op.table->dim
-                                                    : op.block.data + kAckBytes * s;
-      const PsStatus ps = classify_response(at, d.length, expect, op.wire);
-      if (ps != PsStatus::Ok) {
-        op.state = Op::State::Done;
-        // The refusals a caller can act on get their own status; the rest are bad requests.
-        const Status why = ps == PsStatus::Forbidden   ? Status::PermissionDenied
-                           : ps == PsStatus::TableFull ? Status::NoMemory
-                                                       : Status::BadRequest;
-        op.error = OpError{why, ps, s};
-      } else if (op.outstanding == 0) {
-        op.state = Op::State::Done;
-      }
-    }
-  }
-  if (op.outstanding == 0 && op.released) recycle(op);
+  const Ticket ticket = d.tag >> kChunkBits;
+  const auto c = static_cast<std::uint32_t>(d.tag & (kMaxChunks - 1));
+  Op* op = find(ticket);
+  if (op == nullptr || c >= op->chunks.size() || op->chunks[c].state != Chunk::State::Flight) return;  // not ours
+  finish_chunk(*op, c, d);
+  if (op->outstanding == 0 && op->released && op->state != Op::State::Flight) recycle(*op);
 }
 
 void Worker::expire() noexcept {
@@ -187,12 +133,14 @@ void Worker::expire() noexcept {
       op.state = Op::State::Done;  // its calls still come back (ferryd's timeout); memory waits for them
       op.error.status = Status::Timeout;
     }
+    if (op.state == Op::State::Done && op.released && op.outstanding == 0) recycle(op);
   }
 }
 
 void Worker::progress(std::chrono::milliseconds timeout) noexcept {
   const std::size_t n = link_->wait(scratch_->done, timeout);
   for (std::size_t i = 0; i < n; ++i) on_done(scratch_->done[i]);
+  if (!sending_.empty()) pump();  // answered calls gave back memory and call slots
   expire();
 }
 
@@ -224,11 +172,13 @@ PulledRows Worker::rows(Ticket t) const noexcept {
       op->wire != ps::Op::Pull)
     return {};
   PulledRows r;
-  r.rows = {reinterpret_cast<const float*>(op->block.data), std::size_t{op->rows} * op->table->dim};
+  const float* rows = op->staged ? op->heap.get() : reinterpret_cast<const float*>(op->block.data);
+  r.rows = {rows, rows == nullptr ? 0 : std::size_t{op->rows} * op->table->dim};
   r.keys = op->keys;
   r.index = op->index;
   r.shard_rows = op->shard_rows;
   r.block = op->block;
+  r.staged = op->staged;
   return r;
 }
 
@@ -236,16 +186,37 @@ void Worker::release(Ticket t) noexcept {
   Op* op = find(t);
   if (op == nullptr || op->released) return;
   op->released = true;
-  if (op->outstanding == 0) recycle(*op);
+  // A pull nobody will read stops here; a push or assign still goes out whole.
+  if (op->state == Op::State::Flight && op->wire == ps::Op::Pull) {
+    op->state = Op::State::Done;
+    op->error.status = Status::Cancelled;
+  }
+  if (op->outstanding == 0 && op->state != Op::State::Flight) recycle(*op);
 }
 
+namespace {
+
+// Gives back what one very large operation grew, so it is not kept for the next.
+template <typename V>
+void trim(V& v) {
+  if (v.capacity() > (std::size_t{1} << 20)) V().swap(v);
+}
+
+}  // namespace
+
 void Worker::recycle(Op& op) noexcept {
-  for (Buffer& b : op.requests) {
-    if (b) link_->free(b);
-    b = Buffer{};
+  for (Chunk& c : op.chunks) {
+    if (c.request) link_->free(c.request);
+    if (c.staged) link_->free(c.staged);
   }
+  op.chunks.clear();
   if (op.block) link_->free(op.block);
   op.block = Buffer{};
+  op.heap.reset();
+  trim(op.chunks);
+  trim(op.owned);
+  trim(op.keys);
+  trim(op.index);
   op.state = Op::State::Free;
   ++op.generation;
   if (op.generation >= (1u << 24)) op.generation = 1;  // a tag (ticket << 8) stays under 2^48

@@ -1,6 +1,6 @@
-// Worker: routing keys to their shards (coalescing duplicates) and encoding
-// each shard's request in its own buffer; the operation table and waiting
-// live in worker.cpp.
+// Worker: the operations' entry points and routing keys to their shards
+// (coalescing duplicates); splitting into requests and sending them live in
+// worker_send.cpp, the operation table and waiting in worker.cpp.
 #include <algorithm>
 #include <cstring>
 
@@ -10,17 +10,8 @@ namespace ferry::ps {
 
 namespace {
 
-void write_header(std::byte* at, ps::Op op, const TableSpec& t, std::uint32_t count, std::uint32_t offset,
-                  std::uint32_t request_id) noexcept {
-  Header h;
-  h.op = static_cast<std::uint8_t>(op);
-  h.table = t.id;
-  h.count = count;
-  h.dim = t.dim;
-  h.offset = offset;
-  h.request_id = request_id;
-  std::memcpy(at, &h, sizeof h);
-}
+// Keys of one operation: its rows and index are 32-bit.
+constexpr std::size_t kMaxKeys = (std::size_t{1} << 31) - 1;
 
 }  // namespace
 
@@ -88,11 +79,12 @@ Result<Ticket> Worker::assign_dense(TableId table, std::span<const float> values
   return dense_op(*op, begun.value, values);
 }
 
-Result<Ticket> Worker::push_rows(Ticket pulled, std::span<const float> grads) noexcept {
+// A push op for the rows of a completed pull (grads: in its row order; empty: prepared later).
+Result<Ticket> Worker::rows_op(Ticket pulled, std::span<const float> grads, Op** out) noexcept {
   const Op* src = find(pulled);
   if (src == nullptr || src->released || src->state != Op::State::Done || src->error.status != Status::Ok ||
       src->wire != ps::Op::Pull || src->table->kind != TableKind::Embedding ||
-      grads.size() != std::size_t{src->rows} * src->table->dim)
+      (!grads.empty() && grads.size() != std::size_t{src->rows} * src->table->dim))
     return Result<Ticket>::fail(Status::BadRequest);
   const TableSpec& t = *src->table;
   Op* op = nullptr;
@@ -102,22 +94,19 @@ Result<Ticket> Worker::push_rows(Ticket pulled, std::span<const float> grads) no
   op->wire = ps::Op::Push;
   op->rows = src->rows;
   op->shard_rows = src->shard_rows;
-  op->block = link_->alloc(kAckBytes * shards_);
-  if (!op->block) return abort(*op, begun.value, Status::NoMemory);
-  const std::size_t dim = t.dim;
-  for (std::uint32_t s = 0; s < shards_; ++s) {
-    const std::uint32_t first = src->shard_rows[s], count = src->shard_rows[s + 1] - first;
-    if (count == 0) continue;
-    const std::size_t len = request_bytes(ps::Op::Push, TableKind::Embedding, count, dim);
-    if (len > link_->max_message_bytes()) return abort(*op, begun.value, Status::ResponseTooLarge);
-    Buffer b = link_->alloc(len);
-    if (!b) return abort(*op, begun.value, Status::NoMemory);
-    op->requests[s] = b;
-    op->request_len[s] = static_cast<std::uint32_t>(len);
-    write_header(b.data, ps::Op::Push, t, count, 0, next_request_id_++);
-    std::memcpy(b.data + kHeaderBytes, src->keys.data() + first, 8 * std::size_t{count});
-    std::memcpy(b.data + kHeaderBytes + 8 * std::size_t{count}, grads.data() + first * dim, 4 * count * dim);
-  }
+  op->keys = src->keys;
+  op->values = grads.empty() ? nullptr : grads.data();
+  *out = op;
+  return begun;
+}
+
+Result<Ticket> Worker::push_rows(Ticket pulled, std::span<const float> grads) noexcept {
+  const Op* src = find(pulled);
+  if (src == nullptr || grads.size() != std::size_t{src->rows} * (src->table ? src->table->dim : 0))
+    return Result<Ticket>::fail(Status::BadRequest);
+  Op* op = nullptr;
+  const auto begun = rows_op(pulled, grads, &op);
+  if (!begun) return begun;
   return submit(*op, begun.value);
 }
 
@@ -126,7 +115,7 @@ Result<Ticket> Worker::embedding_op(Op& op, Ticket ticket, std::span<const Key> 
   const TableSpec& t = *op.table;
   const std::size_t n = keys.size();
   const std::size_t dim = t.dim;
-  if (n > kMaxCount) return abort(op, ticket, Status::BadRequest);
+  if (n > kMaxKeys) return abort(op, ticket, Status::BadRequest);
   Scratch& x = *scratch_;
   // 1. Distinct keys, first-seen order; each one's shard.
   x.distinct.reset(n);
@@ -159,77 +148,40 @@ Result<Ticket> Worker::embedding_op(Op& op, Ticket ticket, std::span<const Key> 
     op.keys[r] = x.unique[u];
   }
   op.rows = distinct;
-  const bool pull = op.wire == ps::Op::Pull;
-  if (pull) {
+  if (op.wire == ps::Op::Pull) {
     op.index.resize(n);
     for (std::size_t i = 0; i < n; ++i) op.index[i] = x.row[x.first[i]];
-    const std::size_t bytes = 4 * std::size_t{distinct} * dim;
-    if (bytes > link_->max_message_bytes()) return abort(op, ticket, Status::ResponseTooLarge);
-    op.block = link_->alloc(std::max<std::size_t>(bytes, kAckBytes));
-  } else {
-    op.block = link_->alloc(kAckBytes * shards_);
+    return submit(op, ticket);
   }
-  if (!op.block) return abort(op, ticket, Status::NoMemory);
-  // 3. One request per shard that owns any key.
-  for (std::uint32_t s = 0; s < shards_; ++s) {
-    const std::uint32_t first = op.shard_rows[s], count = op.shard_rows[s + 1] - first;
-    if (count == 0) continue;
-    const std::size_t len = request_bytes(op.wire, TableKind::Embedding, count, dim);
-    if (len > link_->max_message_bytes()) return abort(op, ticket, Status::ResponseTooLarge);
-    Buffer b = link_->alloc(len);
-    if (!b) return abort(op, ticket, Status::NoMemory);
-    op.requests[s] = b;
-    op.request_len[s] = static_cast<std::uint32_t>(len);
-    write_header(b.data, op.wire, t, count, 0, next_request_id_++);
-    std::memcpy(b.data + kHeaderBytes, op.keys.data() + first, 8 * std::size_t{count});
-  }
-  if (!pull) {
-    // 4. Values into each shard's request at its key's place: gradients of
-    // a duplicate key summed (push), the last value kept (assign).
-    x.seen.assign(distinct, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t u = x.first[i];
-      const std::uint32_t s = x.shard[u];
-      const std::uint32_t first = op.shard_rows[s], count = op.shard_rows[s + 1] - first;
-      float* dst = reinterpret_cast<float*>(op.requests[s].data + kHeaderBytes + 8 * std::size_t{count}) +
-                   (x.row[u] - first) * dim;
-      const float* src = values.data() + i * dim;
-      if (!x.seen[u] || op.wire == ps::Op::Assign) {
-        std::memcpy(dst, src, 4 * dim);
-        x.seen[u] = 1;
-      } else {
-        for (std::size_t j = 0; j < dim; ++j) dst[j] += src[j];
-      }
+  // 3. Values in row order: gradients of a duplicate key summed (push), the
+  // last value kept (assign).
+  op.owned.resize(std::size_t{distinct} * dim);
+  x.seen.assign(distinct, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t u = x.first[i];
+    float* dst = op.owned.data() + std::size_t{x.row[u]} * dim;
+    const float* src = values.data() + i * dim;
+    if (!x.seen[u] || op.wire == ps::Op::Assign) {
+      std::memcpy(dst, src, 4 * dim);
+      x.seen[u] = 1;
+    } else {
+      for (std::size_t j = 0; j < dim; ++j) dst[j] += src[j];
     }
   }
+  op.values = op.owned.data();
   return submit(op, ticket);
 }
 
 Result<Ticket> Worker::dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept {
   const TableSpec& t = *op.table;
-  const bool pull = op.wire == ps::Op::Pull;
-  const std::size_t bytes = 4 * t.rows;
-  if (pull && bytes > link_->max_message_bytes()) return abort(op, ticket, Status::ResponseTooLarge);
-  op.block = link_->alloc(pull ? bytes : kAckBytes * shards_);
-  if (!op.block) return abort(op, ticket, Status::NoMemory);
+  if (t.rows > UINT32_MAX) return abort(op, ticket, Status::BadRequest);  // elements are counted in 32 bits
   op.rows = static_cast<std::uint32_t>(t.rows);
   for (std::uint32_t s = 0; s < shards_; ++s) {
     const DenseSlice slice = dense_slice(t.rows, s, shards_);
     op.shard_rows[s] = static_cast<std::uint32_t>(slice.begin);
     op.shard_rows[s + 1] = static_cast<std::uint32_t>(slice.end);
   }
-  for (std::uint32_t s = 0; s < shards_; ++s) {
-    const std::uint32_t first = op.shard_rows[s], count = op.shard_rows[s + 1] - first;
-    if (count == 0) continue;
-    const std::size_t len = request_bytes(op.wire, TableKind::Dense, count, 1);
-    if (len > link_->max_message_bytes()) return abort(op, ticket, Status::ResponseTooLarge);
-    Buffer b = link_->alloc(len);
-    if (!b) return abort(op, ticket, Status::NoMemory);
-    op.requests[s] = b;
-    op.request_len[s] = static_cast<std::uint32_t>(len);
-    write_header(b.data, op.wire, t, count, first, next_request_id_++);
-    if (!pull) std::memcpy(b.data + kHeaderBytes, values.data() + first, 4 * std::size_t{count});
-  }
+  op.values = values.empty() ? nullptr : values.data();
   return submit(op, ticket);
 }
 

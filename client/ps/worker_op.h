@@ -1,10 +1,12 @@
 // Worker::Op and the worker's scratch space: private to worker.cpp (the
-// operation table, completions, waiting) and worker_encode.cpp (routing
-// keys to shards and encoding the requests).
+// operation table, completions, waiting), worker_send.cpp (splitting an
+// operation into requests and sending them as memory allows) and
+// worker_encode.cpp (routing keys to shards, the operations' entry points).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "client/ps/key_index.h"
@@ -12,24 +14,47 @@
 
 namespace ferry::ps {
 
+// One request of an operation: `count` rows (dense: elements) of one shard,
+// starting at row `first` of the operation (dense: at element `first`).
+struct Chunk {
+  enum class State : std::uint8_t { Waiting, Flight, Answered };
+  std::uint32_t shard = 0;
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
+  State state = State::Waiting;
+  std::uint16_t ack = 0;  // push/assign: its slot in the op's ack block
+  Buffer request;         // while in flight
+  Buffer staged;          // pull into process memory: the block its response lands in
+};
+
 struct Worker::Op {
   enum class State : std::uint8_t { Free, Flight, Done };
   std::uint32_t slot = 0;
   std::uint32_t generation = 1;
   State state = State::Free;
   bool released = false;
+  bool staged = false;  // pull: rows in `heap` (too large for one arena block), else zero copy in `block`
+  bool held = false;    // push_rows_prepare: requests made, not sent until commit()
   ps::Op wire = ps::Op::Pull;
   const TableSpec* table = nullptr;
   OpError error;
-  std::uint32_t outstanding = 0;  // calls whose LinkDone has not come back
-  std::chrono::steady_clock::time_point deadline;
-  std::uint32_t rows = 0;        // pull: distinct rows (dense: elements)
-  std::vector<Buffer> requests;  // per shard; empty where that shard gets none
-  std::vector<std::uint32_t> request_len;
-  std::vector<std::uint32_t> shard_rows;  // per shard: first row; shards + 1 entries
-  std::vector<Key> keys;                  // distinct keys in row order
-  std::vector<std::int64_t> index;        // pull: per requested key, its row
-  Buffer block;                           // pull: the rows; push/assign: one ack per shard
+  std::uint32_t outstanding = 0;                   // calls whose LinkDone has not come back
+  std::chrono::steady_clock::time_point deadline;  // pushed forward whenever a call of it is answered
+  std::uint32_t rows = 0;                          // distinct rows (dense: elements)
+  std::vector<std::uint32_t> shard_rows;           // per shard: first row; shards + 1 entries
+  std::vector<Key> keys;                           // distinct keys in row order
+  std::vector<std::int64_t> index;                 // pull: per requested key, its row
+  std::vector<Chunk> chunks;                       // the requests, grouped by shard
+  std::uint32_t next_chunk = 0;                    // the first one not sent yet
+  std::uint32_t answered = 0;
+  // push/assign: the values, in row order (dense: element order): the
+  // caller's memory while the operation is being started, `owned` once it
+  // returned with requests still to send.
+  const float* values = nullptr;
+  std::vector<float> owned;
+  std::vector<std::uint16_t> free_acks;  // push/assign: ack slots not in use
+  std::unique_ptr<float[]> heap;         // staged pull: the rows
+  Buffer block;                          // zero-copy pull: the rows; push/assign: one ack per slot
 };
 
 struct Worker::Scratch {
@@ -43,11 +68,18 @@ struct Worker::Scratch {
   std::vector<LinkDone> done;
 };
 
-// A ticket is (generation << 16 | slot); a call's tag adds the shard below it.
+// A ticket is (generation << 16 | slot), under 2^40; a call's tag adds the
+// chunk's number in the 24 bits below it.
+constexpr std::uint32_t kChunkBits = 24;
+constexpr std::uint64_t kMaxChunks = std::uint64_t{1} << kChunkBits;
 constexpr std::uint64_t make_ticket(std::uint32_t slot, std::uint32_t generation) noexcept {
   return (std::uint64_t{generation} << 16) | slot;
 }
-constexpr std::uint64_t make_tag(std::uint64_t ticket, std::uint32_t shard) noexcept { return (ticket << 8) | shard; }
-static_assert(kMaxShards <= 256, "a call's tag keeps the shard in 8 bits");
+constexpr std::uint64_t make_tag(std::uint64_t ticket, std::uint32_t chunk) noexcept {
+  return (ticket << kChunkBits) | chunk;
+}
+// Ack slots of one operation: calls of it in flight at once, at most.
+constexpr std::uint32_t kMaxAcks = 1024;
+static_assert(kMaxAcks <= 65536, "an ack slot is 16 bits");
 
 }  // namespace ferry::ps

@@ -61,3 +61,6 @@ ferry_install_deps() {
 
 # libcrypto (OpenSSL 3): SHA-256 and HMAC for peer authentication (transport/wire/hmac_sha256.cpp).
 FERRY_DEB_PACKAGES+=(libssl-dev)
+# pip install of the Python package into venvs (tests/install/pip_check.sh): meson-python, venv,
+# setuptools' wheel (distutils for meson on pyenv's 3.12) and mypy for the examples.
+FERRY_DEB_PACKAGES+=(python3-mesonpy python3-venv python3-setuptools-whl python3-pip-whl mypy)

@@ -16,13 +16,10 @@ import time
 
 from opslib import Daemon, check, main, read_until, run, wait_until
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
+
 FERRYD, FERRYCTL, OPS_CLIENTS = [os.path.abspath(a) for a in sys.argv[1:4]]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_s(pid):

@@ -20,6 +20,8 @@ from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per e
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The benchmarks, baselines and demos that are not part of the package.
+EXAMPLES = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "python"))
 FERRYD = os.environ.get("FERRYD", "")
 TEST_ALARM_S = int(os.environ.get("FERRY_TEST_ALARM_S", "120"))
 

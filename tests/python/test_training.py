@@ -13,7 +13,11 @@ import numpy as np
 import torch
 
 import ferry.ps as ps
-from ferry.ps import dlrm, train
+from conftest import EXAMPLES
+
+sys.path.insert(0, EXAMPLES)
+import dlrm  # noqa: E402 (examples/python: the demo and benchmarks live outside the package)
+import train  # noqa: E402
 
 
 def test_one_worker_synchronous_equals_the_pytorch_reference(daemon, helpers):
@@ -56,7 +60,7 @@ def test_one_worker_synchronous_equals_the_pytorch_reference(daemon, helpers):
 
 def test_two_workers_two_shards_learn_the_planted_truth(daemon, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "ferry.ps.train", "--workers", "2", "--shards", "2", "--epochs", "2",
+    cmd = [sys.executable, os.path.join(EXAMPLES, "train.py"), "--workers", "2", "--shards", "2", "--epochs", "2",
            "--train", "40000", "--test", "10000", "--socket", daemon.socket, "--out", str(out), "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     print(p.stdout)
@@ -78,7 +82,7 @@ def test_local_tables_mode_is_the_compute_ceiling_without_a_daemon(tmp_path):
     # --ps local: the same workers and model with the table in each worker
     # (no parameter server, no ferryd): it must learn and report its own CPU.
     out = tmp_path / "local"
-    cmd = [sys.executable, "-m", "ferry.ps.train", "--ps", "local", "--workers", "2", "--epochs", "1",
+    cmd = [sys.executable, os.path.join(EXAMPLES, "train.py"), "--ps", "local", "--workers", "2", "--epochs", "1",
            "--train", "30000", "--test", "5000", "--socket", str(tmp_path / "no-daemon.sock"), "--out", str(out),
            "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)

@@ -17,7 +17,10 @@ torch modules) is ``ferry.ps``. Every failure raises a ``ferry.Error`` subclass
 whose ``status`` names the ferry status.
 """
 
+from __future__ import annotations
+
 import logging
+from typing import Optional, Union
 
 from ferry import _aio
 from ferry._errors import *  # noqa: F401,F403 (the exception classes are the API)
@@ -29,7 +32,7 @@ from ferry._ferry import attach as _attach
 _LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 5}
 
 
-def _log_level(level):
+def _log_level(level: Union[None, str, int]) -> int:
     """None -> 0 (libferry's default: $FERRY_LOG_LEVEL, else errors only);
     a name (debug, info, warn, error, off) or a logging level number -> libferry's level."""
     if level is None:
@@ -46,8 +49,9 @@ def _log_level(level):
     raise TypeError("log_level must be None, a level name or a logging level, not %r" % (level,))
 
 
-def attach(socket=None, name=None, *, tx_bytes=0, rx_bytes=0, sq_entries=0, cq_entries=0, busy_poll=False,
-           log_level=None):
+def attach(socket: Optional[str] = None, name: Optional[str] = None, *, tx_bytes: int = 0, rx_bytes: int = 0,
+           sq_entries: int = 0, cq_entries: int = 0, busy_poll: bool = False,
+           log_level: Union[None, str, int] = None) -> Client:
     """Attach to ferryd and return a ``ferry.Client``.
 
     socket: the daemon's client socket (default ``$FERRY_SOCKET``, else

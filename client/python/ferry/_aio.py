@@ -9,6 +9,7 @@ the loop: the handle's result is read with ``wait(0)``.
 
 import asyncio
 import weakref
+from typing import Any, Generator
 
 _reactors = weakref.WeakKeyDictionary()  # loop -> {client: _Reactor}
 
@@ -99,12 +100,12 @@ async def _await_handle(handle):
     return handle.wait(0)  # done: returns the call's length, or raises its ferry.Error
 
 
-def handle_await(self):
+def handle_await(self: Any) -> Generator[Any, None, Any]:
     """``await handle``: the call's response length (None for send/reply), or its ferry.Error."""
     return _await_handle(self).__await__()
 
 
-async def recv_async(self):
+async def recv_async(self: Any) -> Any:
     """The next delivery (message or request) for a service this client serves."""
     d = self.recv(0)
     if d is not None:

@@ -7,12 +7,15 @@ and ``ferry.BadRequest`` also a ``ValueError``, so generic handlers work.
 """
 
 
+from typing import Optional
+
+
 class Error(Exception):
     """Base of every ferry error; ``status`` names the ferry status."""
 
     status = "Error"
 
-    def __init__(self, message=None):
+    def __init__(self, message: Optional[str] = None) -> None:
         super().__init__(message or self.status)
 
 
@@ -53,7 +56,7 @@ _make("BufferInUse", "The buffer has live views (memoryview, numpy, torch) or an
 _make("Closed", "The client (or worker) is closed.")
 
 
-def by_status(name):
+def by_status(name: str) -> type:
     """The exception class for a status name (``Error`` for an unknown one)."""
     cls = globals().get(name)
     return cls if isinstance(cls, type) and issubclass(cls, Error) else Error

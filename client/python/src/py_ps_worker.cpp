@@ -87,7 +87,14 @@ std::shared_ptr<PsOp> start(const std::shared_ptr<WorkerCore>& core, ps::Op kind
   if (!r) {
     std::string why = std::string(what) + " not started: " + std::string(to_string(r.status));
     if (r.status == Status::Busy) why += " (too many operations unreleased: drop or release() finished ones)";
-    if (r.status == Status::ResponseTooLarge) why += " (the rows exceed the largest message: pull fewer keys at once)";
+    if (r.status == Status::ResponseTooLarge)
+      why +=
+          " (one row of this table is larger than the largest message ferryd carries, its max-message-bytes: "
+          "no split can fit it)";
+    if (r.status == Status::NoMemory)
+      why +=
+          " (the worker's arena is full and none of its calls is in flight to free any: release pulled rows, "
+          "or attach with a larger tx_bytes)";
     raise(r.status, why);
   }
   auto op = std::make_shared<PsOp>();
@@ -104,9 +111,17 @@ std::shared_ptr<PsOp> start(const std::shared_ptr<WorkerCore>& core, ps::Op kind
   return op;
 }
 
-// Waits (without the GIL, in slices that let Ctrl-C through) for the op; its status.
-Status wait_op(PsOp& op, Clock::time_point deadline) {
-  WorkerCore& c = *op.core;
+// Busy while any of ops is in flight, else Ok (each op's own status is read afterwards).
+Status all_done(ps::Worker& w, const std::vector<PsOp*>& ops) {
+  for (const PsOp* o : ops)
+    if (!o->released && w.status(o->ticket) == Status::Busy) return Status::Busy;
+  return Status::Ok;
+}
+
+// Waits (without the GIL, in slices that let Ctrl-C through) until every
+// one of ops (all of one worker) is done: Ok, Busy past the deadline, or
+// Cancelled when the worker was closed.
+Status wait_ops(WorkerCore& c, const std::vector<PsOp*>& ops, Clock::time_point deadline) {
   for (;;) {
     Status st;
     int fd;
@@ -117,10 +132,10 @@ Status wait_op(PsOp& op, Clock::time_point deadline) {
         {
           std::lock_guard<std::mutex> g(c.mu);
           if (!c.worker) return Status::Cancelled;
-          st = c.worker->status(op.ticket);
+          st = all_done(*c.worker, ops);
           if (st == Status::Busy) {
             c.worker->progress(std::chrono::milliseconds(0));
-            st = c.worker->status(op.ticket);
+            st = all_done(*c.worker, ops);
           }
           fd = c.event_fd;
         }
@@ -140,15 +155,23 @@ Status wait_op(PsOp& op, Clock::time_point deadline) {
   }
 }
 
-void wait_or_raise(PsOp& op, const pyb::object& timeout) {
-  Clock::time_point deadline = Clock::time_point::max();
-  if (!timeout.is_none()) {
-    const double s = timeout.cast<double>();
-    if (!(s >= 0) || !std::isfinite(s)) raise(Status::BadRequest, "timeout must be a number of seconds >= 0");
-    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-  }
-  if (op.released) raise(Status::BadRequest, "the operation was released");
-  const Status st = wait_op(op, deadline);
+// The op's status once waited for (without the GIL).
+Status wait_op(PsOp& op, Clock::time_point deadline) {
+  const Status st = wait_ops(*op.core, {&op}, deadline);
+  if (st != Status::Ok) return st;
+  auto lk = lock_from_python(op.core->mu);
+  return op.core->worker ? op.core->worker->status(op.ticket) : Status::Cancelled;
+}
+
+Clock::time_point deadline_of(const pyb::object& timeout) {
+  if (timeout.is_none()) return Clock::time_point::max();
+  const double s = timeout.cast<double>();
+  if (!(s >= 0) || !std::isfinite(s)) raise(Status::BadRequest, "timeout must be a number of seconds >= 0");
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Raises the ferry.Error of a finished op's failure (st: its status).
+void raise_failure(PsOp& op, Status st) {
   if (st == Status::Ok) return;
   const char* what = op.kind == ps::Op::Pull ? "pull" : op.kind == ps::Op::Push ? "push" : "assign";
   if (st == Status::Busy) raise(Status::Timeout, std::string(what) + " still in flight after the wait's timeout");
@@ -158,6 +181,34 @@ void wait_or_raise(PsOp& op, const pyb::object& timeout) {
     msg = op.core->worker ? failure(*op.core, op.ticket, what) : std::string(what) + " failed: worker closed";
   }
   raise(st, msg);
+}
+
+void wait_or_raise(PsOp& op, const pyb::object& timeout) {
+  const Clock::time_point deadline = deadline_of(timeout);
+  if (op.released) raise(Status::BadRequest, "the operation was released");
+  raise_failure(op, wait_op(op, deadline));
+}
+
+// Waits for every op with one GIL release; raises the first failure in list order.
+void wait_all(const std::shared_ptr<WorkerCore>& c, const std::vector<std::shared_ptr<PsOp>>& list,
+              const pyb::object& timeout) {
+  const Clock::time_point deadline = deadline_of(timeout);
+  std::vector<PsOp*> ops;
+  ops.reserve(list.size());
+  for (const auto& o : list) {
+    if (!o || o->core != c) raise(Status::BadRequest, "wait_all(): an operation of another worker");
+    if (o->released) raise(Status::BadRequest, "wait_all(): an operation was released");
+    ops.push_back(o.get());
+  }
+  const Status all = wait_ops(*c, ops, deadline);
+  for (PsOp* o : ops) {
+    Status st = all;
+    if (all != Status::Cancelled) {
+      auto lk = lock_from_python(c->mu);
+      st = c->worker ? c->worker->status(o->ticket) : Status::Cancelled;
+    }
+    raise_failure(*o, st);
+  }
 }
 
 ps::PulledRows rows_of(PsOp& op) {
@@ -196,7 +247,8 @@ int op_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
 std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables, std::uint32_t shards,
                                         const std::string& socket, const std::string& target, const std::string& name,
                                         double timeout, bool busy_poll, const std::string& prefix,
-                                        std::uint64_t tx_bytes, std::uint32_t max_ops) {
+                                        std::uint64_t tx_bytes, std::uint32_t max_ops, std::uint32_t max_count,
+                                        std::uint32_t max_calls, const std::vector<std::string>& shard_targets) {
   if (!(timeout > 0) || !std::isfinite(timeout))
     raise(Status::BadRequest, "timeout must be a positive number of seconds");
   ps::FerryLinkOptions f;
@@ -209,10 +261,15 @@ std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables
   f.open_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000));
   f.busy_poll = busy_poll;
   f.tx_bytes = tx_bytes;
+  f.shard_targets = shard_targets;
   ps::WorkerOptions wo;
   wo.tables = tables;
   wo.timeout = f.call_timeout + std::chrono::seconds(1);  // ferryd's call timeout answers first
   wo.max_ops = max_ops;
+  wo.max_count = max_count;
+  wo.max_calls = max_calls;
+  if (max_ops == 0 || max_ops > 65536) raise(Status::BadRequest, "max_ops must be in [1, 65536]");
+  if (max_calls == 0) raise(Status::BadRequest, "max_calls must be at least 1");
   for (const auto& t : tables)
     if (const std::string why = ps::table_error(t); !why.empty()) raise(Status::BadRequest, why);
   if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
@@ -292,6 +349,21 @@ rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
              const ps::PulledRows r = rows_of(o);
              return std::vector<std::uint32_t>(r.shard_rows.begin(), r.shard_rows.end());
            })
+      .def_property_readonly("zero_copy",
+                             [](PsOp& o) {
+                               auto lk = lock_from_python(o.core->mu);
+                               return !rows_of(o).staged;
+                             })
+      .def(
+          "prepared",
+          [](PsOp& o) {
+            auto lk = lock_from_python(o.core->mu);
+            pyb::list out;
+            for (const auto& p : live(*o.core).prepared(o.ticket))
+              out.append(pyb::make_tuple(p.first, p.count, reinterpret_cast<std::uintptr_t>(p.values)));
+            return out;
+          },
+          "A prepared push's requests: (first row, rows, address of their count x dim gradient floats).")
       .def_property_readonly("exports", [](const PsOp& o) { return o.exports; })
       .def(
           "fileno", [](const PsOp& o) { return o.core->event_fd; },
@@ -315,7 +387,8 @@ Operations are asynchronous (they return an Op); duplicate keys are pulled
 once and their gradients summed. Thread safe (operations are serialised).)")
       .def(pyb::init(&make_worker), "tables"_a, "shards"_a, "socket"_a = "", "target"_a = "",
            "name"_a = "ferry ps worker", "timeout"_a = 10.0, "busy_poll"_a = false, "service_prefix"_a = "ps-shard-",
-           "tx_bytes"_a = 0, "max_ops"_a = 64)
+           "tx_bytes"_a = 0, "max_ops"_a = 64, "max_count"_a = 0, "max_calls"_a = 256,
+           "shard_targets"_a = std::vector<std::string>{})
       .def(
           "pull",
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys) {
@@ -377,11 +450,55 @@ once and their gradients summed. Thread safe (operations are serialised).)")
             });
           },
           "table"_a, "values"_a)
+      .def(
+          "push_rows_prepare",
+          [](const std::shared_ptr<WorkerCore>& c, const PsOp& pulled) {
+            if (pulled.core != c || pulled.released)
+              raise(Status::BadRequest, "push_rows_prepare(): not a live pull of this worker");
+            return start(c, ps::Op::Push, "push", [&](ps::Worker& w) { return w.push_rows_prepare(pulled.ticket); });
+          },
+          "pulled"_a,
+          "Make push_rows' requests in the arena with room for the gradient (Op.prepared() says where); "
+          "commit() sends them.")
+      .def(
+          "commit",
+          [](const std::shared_ptr<WorkerCore>& c, PsOp& op) {
+            if (op.core != c || op.released) raise(Status::BadRequest, "commit(): not a live operation of this worker");
+            auto lk = lock_from_python(c->mu);
+            const Status st = live(*c).commit(op.ticket);
+            if (st != Status::Ok) raise(st, "commit(): not a prepared push");
+          },
+          "op"_a, "Send a prepared push.")
+      .def("wait_all", &wait_all, "ops"_a, "timeout"_a = pyb::none(),
+           "Wait for every one of ops (one GIL release); raises the first failure in list order.")
       .def_property_readonly("live_ops",
                              [](const std::shared_ptr<WorkerCore>& c) {
                                auto lk = lock_from_python(c->mu);
                                return live(*c).live_ops();
                              })
+      .def_property_readonly("max_count",
+                             [](const std::shared_ptr<WorkerCore>& c) {
+                               auto lk = lock_from_python(c->mu);
+                               return live(*c).max_count();
+                             })
+      .def_property_readonly("max_message_bytes",
+                             [](const std::shared_ptr<WorkerCore>& c) {
+                               auto lk = lock_from_python(c->mu);
+                               return live(*c).link().max_message_bytes();
+                             })
+      .def_property_readonly(
+          "segment",
+          [](const std::shared_ptr<WorkerCore>& c) {
+            // A block's address less its segment offset is where the segment is mapped.
+            auto lk = lock_from_python(c->mu);
+            ps::ShardLink& link = live(*c).link();
+            const Buffer b = link.alloc(64);
+            if (!b) raise(Status::NoMemory, "segment: the arena is full");
+            const auto base = reinterpret_cast<std::uintptr_t>(b.data) - b.offset;
+            link.free(b);
+            return base;
+          },
+          "The address the worker's shared segment (rings, arenas) is mapped at, for registering it with a GPU.")
       .def("close", [](const std::shared_ptr<WorkerCore>& c) {
         std::unique_ptr<ps::Worker> gone;
         {

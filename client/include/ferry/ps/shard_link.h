@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ferry/client.h"
 #include "ferry/visibility.h"
@@ -57,6 +58,9 @@ struct FerryLinkOptions {
   std::string target;  // HOST:PORT of the shards' ferryd; empty: this host
   std::uint32_t shards = 1;
   std::string service_prefix = "ps-shard-";  // shard i serves PREFIX<i>
+  // Where each shard is, when they are not all PREFIX<i> behind `target`
+  // ("SERVICE" on this host, or "HOST:PORT/SERVICE"): one per shard.
+  std::vector<std::string> shard_targets;
   std::string name = "ferry ps worker";
   // How long a call may wait for its shard (ferryd fails it Timeout past it).
   std::chrono::milliseconds call_timeout{10000};

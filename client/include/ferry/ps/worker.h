@@ -1,19 +1,25 @@
 // The worker side of the parameter server: pull rows of embedding tables
 // (or a whole dense table) and push gradients back, each an asynchronous
 // operation (a ticket) so a trainer can pull the next batch while the model
-// computes. One operation sends at most one request to each shard, all at
-// once, and completes when every shard has answered.
+// computes. An operation sends one request to each shard that owns any of
+// its rows, or, when that would not fit one message (or exceeds the shards'
+// max_count), several, in flight together as far as the worker's memory and
+// max_calls allow (the rest go out as earlier ones are answered). It is one
+// ticket either way and completes when every request has been answered.
 //
 // Pulls coalesce duplicate keys: each distinct key is pulled once, and the
 // rows of all shards land side by side in one response block, grouped by
 // shard (shard 0's keys first, each shard's in first-seen order). rows()
 // gives that block (the rows, zero-copy), the distinct keys in the same
-// order, and for every requested key the index of its row. push() sums the
+// order, and for every requested key the index of its row. Rows too large
+// for one block of the arena land in process memory instead (each request's
+// response is copied there once it arrived; PulledRows::staged). push() sums the
 // gradients of duplicate keys; push_rows() pushes gradients for the rows of
 // an earlier pull, in its row order, without hashing again.
 //
 // Error convention: starting an operation returns Result<Ticket> (a bad
-// argument, a full table of operations: nothing was sent); wait() returns
+// argument, a full table of operations, a row larger than any message
+// (ResponseTooLarge): nothing was sent); wait() returns
 // the operation's Status: Ok, a transport status (Timeout, ServiceGone,
 // PeerReset, DaemonGone, ...) or BadRequest when a shard refused the
 // request (error() names the shard and its PsStatus). A ticket stays valid
@@ -44,7 +50,18 @@ struct WorkerOptions {
   // timeout should be at most this: the link's call_timeout).
   std::chrono::milliseconds timeout{10000};
   std::uint32_t max_ops = 64;  // operations in flight or unreleased at once
+  // Most keys (dense: elements) one request carries: at most the shards'
+  // own max_count (ShardSpec). 0: as many as a push of the widest table fits
+  // in one message (default_max_count(), the Python shard server's default).
+  std::uint32_t max_count = 0;
+  // Calls in flight at once over all operations (their requests and staged
+  // responses also need room in the arena: an operation waits for either).
+  std::uint32_t max_calls = 256;
 };
+
+// The most keys one request may carry so that a push of the widest of
+// `tables` fits a message of `max_message_bytes` (at least 1).
+std::uint32_t default_max_count(std::span<const TableSpec> tables, std::size_t max_message_bytes) noexcept;
 
 struct OpError {
   Status status = Status::Ok;
@@ -57,7 +74,8 @@ struct PulledRows {
   std::span<const Key> keys;                  // the distinct keys, in row order (empty for dense)
   std::span<const std::int64_t> index;        // per requested key: its row (empty for dense)
   std::span<const std::uint32_t> shard_rows;  // per shard: its first row; shards()+1 entries
-  Buffer block;                               // the memory the rows live in
+  Buffer block;                               // the memory the rows live in (empty when staged)
+  bool staged = false;                        // rows copied into process memory (too large for the arena)
 };
 
 class FERRY_API Worker {
@@ -76,6 +94,18 @@ class FERRY_API Worker {
   // grads: one row per row of the (completed, unreleased) pull `pulled`, in its row order.
   [[nodiscard]] Result<Ticket> push_rows(Ticket pulled, std::span<const float> grads) noexcept;
   [[nodiscard]] Result<Ticket> push_dense(TableId table, std::span<const float> grads) noexcept;
+  // push_rows in two steps, for gradients that are not in process memory
+  // yet (on a GPU): prepare makes every request in the arena with its keys
+  // and room for its gradient rows (prepared() says where), commit() sends
+  // them. NoMemory when the arena cannot hold all of them now (use push_rows).
+  [[nodiscard]] Result<Ticket> push_rows_prepare(Ticket pulled) noexcept;
+  struct PreparedRows {
+    std::uint32_t first = 0;  // the pull's first row this request carries
+    std::uint32_t count = 0;
+    float* values = nullptr;  // count x dim floats to fill, in the request buffer
+  };
+  std::vector<PreparedRows> prepared(Ticket t) const;
+  [[nodiscard]] Status commit(Ticket t) noexcept;
   // Overwrites parameters (and resets their optimizer state); the last value of a duplicate key wins.
   [[nodiscard]] Result<Ticket> assign(TableId table, std::span<const Key> keys, std::span<const float> values) noexcept;
   [[nodiscard]] Result<Ticket> assign_dense(TableId table, std::span<const float> values) noexcept;
@@ -95,6 +125,9 @@ class FERRY_API Worker {
 
   const TableSpec* table(TableId id) const noexcept;
   std::uint32_t shards() const noexcept { return shards_; }
+  // Keys (dense: elements) per request (WorkerOptions::max_count, resolved).
+  std::uint32_t max_count() const noexcept { return max_count_; }
+  std::uint32_t calls_in_flight() const noexcept { return calls_; }
   int event_fd() const noexcept { return link_->event_fd(); }
   ShardLink& link() noexcept { return *link_; }
   // Operations holding memory (in flight or unreleased), for tests.
@@ -104,10 +137,19 @@ class FERRY_API Worker {
 
  private:
   FERRY_LOCAL Result<Ticket> begin(const TableSpec& t, Op** op) noexcept;
-  FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys,
-                                          std::span<const float> values) noexcept;
+  FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys, std::span<const float> values) noexcept;
   FERRY_LOCAL Result<Ticket> dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept;
+  // worker_send.cpp: splitting into requests, response memory, sending.
   FERRY_LOCAL Result<Ticket> submit(Op& op, Ticket ticket) noexcept;
+  FERRY_LOCAL Buffer encode(Op& op, std::uint32_t c) noexcept;
+  FERRY_LOCAL std::uint32_t rows_per_request(const Op& op) const noexcept;
+  FERRY_LOCAL Status plan(Op& op) noexcept;
+  FERRY_LOCAL Status place_rows(Op& op) noexcept;
+  FERRY_LOCAL void send_more(Op& op, Ticket ticket) noexcept;
+  FERRY_LOCAL bool send_chunk(Op& op, Ticket ticket, std::uint32_t c) noexcept;
+  FERRY_LOCAL void pump() noexcept;
+  FERRY_LOCAL void finish_chunk(Op& op, std::uint32_t c, const LinkDone& d) noexcept;
+  FERRY_LOCAL Result<Ticket> rows_op(Ticket pulled, std::span<const float> grads, Op** out) noexcept;
   FERRY_LOCAL Result<Ticket> abort(Op& op, Ticket ticket, Status why) noexcept;
   FERRY_LOCAL Op* find(Ticket t) noexcept;
   FERRY_LOCAL const Op* find(Ticket t) const noexcept;
@@ -122,6 +164,9 @@ class FERRY_API Worker {
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::uint32_t> free_ops_;
   std::uint32_t live_ = 0;
+  std::uint32_t calls_ = 0;  // calls in flight, all operations
+  std::uint32_t max_count_ = 1;
+  std::vector<Ticket> sending_;  // operations with requests not sent yet, oldest first
   std::uint32_t next_request_id_ = 1;
   struct FERRY_LOCAL Scratch;
   std::unique_ptr<Scratch> scratch_;

@@ -12,22 +12,31 @@ The protocol, the hash and the optimizers are one C++ implementation
 (libferry-ps) that this package calls through its binding.
 """
 
-import numpy as np
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+try:
+    import numpy as np
+except ImportError as e:  # ferry itself runs without numpy; the parameter server does not
+    raise ImportError("ferry.ps needs numpy, which this Python (%s) lacks: pip install numpy "
+                      "(ferry.ps.torch also needs torch); `import ferry` works without either" % __import__("sys").executable
+                      ) from e
 
 from ferry import _ferry
 from ferry.ps.shard import ShardServer, serve
 from ferry.ps.tables import REMOTE, SGD, Access, Adagrad, Dense, Embedding, Table, Uniform, Zeros, specs
-from ferry.ps.worker import Pending, Rows, Worker
+from ferry.ps.worker import DenseValues, Pending, Rows, Worker
 
 _ps = _ferry.ps
 
 
-def shard_of(table_id, keys, shards):
+def shard_of(table_id: int, keys: Any, shards: int) -> np.ndarray:
     """The shard owning each key of embedding table ``table_id`` (numpy uint32)."""
     return _ps.shard_of(table_id, np.ascontiguousarray(keys, dtype=np.int64), shards)
 
 
-def initial_values(tables, name, keys):
+def initial_values(tables: Sequence[Table], name: str, keys: Any) -> np.ndarray:
     """The values the shards give ``keys`` of table ``name`` before any push,
     [n, dim] float32 (for a dense table, elements: [n, 1])."""
     s = next((s for s in specs(tables) if s.name == name), None)
@@ -36,5 +45,5 @@ def initial_values(tables, name, keys):
     return _ps.initial_values(s, np.ascontiguousarray(keys, dtype=np.int64))
 
 
-__all__ = ["Table", "Embedding", "Dense", "Access", "REMOTE", "SGD", "Adagrad", "Zeros", "Uniform", "Worker", "Rows", "Pending",
-           "ShardServer", "serve", "shard_of", "initial_values", "specs"]
+__all__ = ["Table", "Embedding", "Dense", "Access", "REMOTE", "SGD", "Adagrad", "Zeros", "Uniform", "Worker", "Rows",
+           "Pending", "DenseValues", "ShardServer", "serve", "shard_of", "initial_values", "specs"]

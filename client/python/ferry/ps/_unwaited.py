@@ -1,12 +1,17 @@
-"""The bookkeeping both parameter-server workers (ferry.ps.Worker and the
-torch.distributed.rpc baseline's RpcWorker) share for operations started
-with wait=False: kept until they finish, waited for by synchronize()."""
+"""The bookkeeping of ferry.ps.Worker for operations started with
+wait=False: kept until they finish, waited for by synchronize()."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
 
 
 class Unwaited:
     """Mixin; the class sets ``self._unwaited = []`` in its constructor."""
 
-    def _finish(self, pending, wait):
+    _unwaited: List[Any]
+
+    def _finish(self, pending: Any, wait: bool) -> Optional[Any]:
         if wait:
             pending.wait()
             return None
@@ -14,7 +19,7 @@ class Unwaited:
         self._unwaited.append(pending)
         return pending
 
-    def synchronize(self, timeout=None):
+    def synchronize(self, timeout: Optional[float] = None) -> None:
         """Wait for every operation started with wait=False (raises the first failure)."""
         pending, self._unwaited = self._unwaited, []
         for p in pending:

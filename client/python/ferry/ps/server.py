@@ -1,16 +1,22 @@
 """``python3 -m ferry.ps.server``: one parameter-server shard as a process
 (for launchers: it prints ``ready SERVICE`` once serving, ``served {...}``
-when SIGTERM or SIGINT stops it)."""
+when SIGTERM or SIGINT stops it). With ``--store HOST:PORT`` it also
+publishes where it is in that torch.distributed store (a torchrun job's
+MASTER_ADDR:MASTER_PORT), for ``ferry.ps.Worker.from_env()``."""
+
+from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import Optional, Sequence
 
 from ferry.ps import tables as _tables
 from ferry.ps.shard import serve
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Serve one shard until SIGTERM or SIGINT; the exit status (0: served without error)."""
     ap = argparse.ArgumentParser(prog="python3 -m ferry.ps.server", description="serve one parameter-server shard")
     ap.add_argument("--tables", required=True, help="JSON list of Table.to_dict() objects, or @FILE")
     ap.add_argument("--shard", required=True, help="i/n")
@@ -21,12 +27,25 @@ def main(argv=None):
     ap.add_argument("--service-prefix", default="ps-shard-")
     ap.add_argument("--allow-non-finite", action="store_true",
                     help="accept NaN and infinite gradients and values (refused NonFinite by default)")
+    ap.add_argument("--store", default=None, help="HOST:PORT of a torch.distributed TCPStore to publish this shard in")
+    ap.add_argument("--advertise", default=None,
+                    help="HOST:PORT workers reach this shard's ferryd at (default: that ferryd's --listen)")
+    ap.add_argument("--store-timeout", type=float, default=300.0, help="seconds to wait for the store to answer")
     a = ap.parse_args(argv)
     text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
     tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
     index, shards = (int(x) for x in a.shard.split("/"))
 
+    store = None
+    if a.store:
+        from ferry.ps import store as _store
+        store = _store.connect(a.store, a.store_timeout)
+        advertise = a.advertise or _store.daemon_listen(a.socket)
+
     def ready(server):
+        if store is not None:
+            entry = _store.shard_entry(server.service, server.max_count, tables, a.socket, advertise)
+            _store.publish(store, index, shards, entry, a.service_prefix)
         print("ready %s" % server.service, flush=True)
 
     counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,

@@ -3,8 +3,11 @@ this process (the serving loop is C++, GIL-free); ``serve()`` blocks until a
 signal. ``python3 -m ferry.ps.server`` (server.py) is a shard process.
 """
 
+from __future__ import annotations
+
 import signal
 import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ferry import _ferry
 from ferry.ps import tables as _tables
@@ -15,7 +18,7 @@ _ps = _ferry.ps
 MAX_MESSAGE_BYTES = 1 << 20  # ferryd's default max-message-bytes
 
 
-def default_max_count(specs):
+def default_max_count(specs: Sequence[Any]) -> int:
     """The most keys (or dense elements) one request may carry so that a push
     of the widest table still fits one message."""
     widest = max([s.dim for s in specs] + [1])
@@ -26,8 +29,9 @@ class ShardServer:
     """Shard ``index`` of ``shards`` of ``tables``, served over the ferryd at
     ``socket`` as ``service_prefix + str(index)``."""
 
-    def __init__(self, tables, index, shards, socket=None, *, pool=64, max_count=None, busy_poll=False,
-                 service_prefix="ps-shard-", allow_non_finite=False):
+    def __init__(self, tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
+                 pool: int = 64, max_count: Optional[int] = None, busy_poll: bool = False,
+                 service_prefix: str = "ps-shard-", allow_non_finite: bool = False) -> None:
         self.tables = list(tables)
         specs = _tables.specs(self.tables)
         if max_count is None:
@@ -35,49 +39,54 @@ class ShardServer:
         self._s = _ps.ShardServer(specs, index, shards, socket or "", pool, max_count, busy_poll, service_prefix,
                                   allow_non_finite)
         self.index, self.shards = index, shards
+        self.max_count = max_count  # keys (or elements) per request it accepts: workers must not send more
 
     @property
-    def service(self):
+    def service(self) -> str:
+        """The service it serves (PREFIX<index>)."""
         return self._s.service
 
     @property
-    def running(self):
+    def running(self) -> bool:
         """True while serving; False after stop() or once ferryd went away
         (counters()["result"] then says DaemonGone)."""
         return self._s.running
 
-    def start(self):
+    def start(self) -> "ShardServer":
+        """Begin answering (a C++ thread, GIL-free); returns self."""
         self._s.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
+        """Stop answering and detach from ferryd."""
         self._s.stop()
 
-    def counters(self):
+    def counters(self) -> Dict[str, Any]:
         """Requests served, refused (non_finite, forbidden, table_full among
         them), pulls/pushes/assigns, keys, and the serving loop's result
         (after stop(), or once running is False)."""
         return self._s.counters()
 
-    def usage(self):
+    def usage(self) -> Dict[str, Dict[str, int]]:
         """{table name: {"rows": n, "bytes": b}} this shard holds now (also while serving)."""
         names = {s.id: s.name for s in _tables.specs(self.tables)}
         return {names[i]: u for i, u in self._s.usage().items()}
 
-    def find(self, table, key):
+    def find(self, table: str, key: int) -> Optional[List[float]]:
         """A parameter's values after stop() (None when this shard never held it)."""
         tid = next(s.id for s in _tables.specs(self.tables) if s.name == table)
         return self._s.find(tid, key)
 
-    def __enter__(self):
+    def __enter__(self) -> "ShardServer":
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.stop()
         return False
 
 
-def serve(tables, index, shards, socket=None, *, ready=None, **options):
+def serve(tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
+          ready: Optional[Callable[[ShardServer], None]] = None, **options: Any) -> Dict[str, Any]:
     """Serve a shard until SIGINT or SIGTERM, or until ferryd goes away;
     ready(server) is called once serving. Returns the counters, whose
     "result" is "Ok" after a signal and the daemon's status (DaemonGone)

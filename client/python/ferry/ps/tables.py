@@ -6,7 +6,10 @@ unless given). A spec is plain data; ``to_dict()``/``from_dict()`` carry it
 to shard processes as JSON.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ferry import _ferry
 
@@ -31,7 +34,7 @@ class Adagrad:
 
 @dataclasses.dataclass(frozen=True)
 class Zeros:
-    pass
+    """Every row starts at zero."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,11 +54,11 @@ class Access:
     names the uids allowed (as the shard's ferryd saw them at attach), and
     ``REMOTE`` the callers on other hosts (their uid is not known here)."""
 
-    pull: tuple = None
-    push: tuple = None
-    assign: tuple = None
+    pull: Optional[Sequence[Any]] = None
+    push: Optional[Sequence[Any]] = None
+    assign: Optional[Sequence[Any]] = None
 
-    def uids(self, op):
+    def uids(self, op: str) -> List[int]:
         who = getattr(self, op)
         if who is None:
             return []
@@ -80,14 +83,15 @@ class Table:
     name: str
     dim: int = 1
     rows: int = 0
-    optimizer: object = SGD()
-    init: object = Zeros()
+    optimizer: Union[SGD, Adagrad] = SGD()
+    init: Union[Zeros, Uniform] = Zeros()
     dense: bool = False
-    id: int = None
+    id: Optional[int] = None
     max_rows: int = 0  # embedding: rows one shard keeps at most (0: no limit); past it pushes fail TableFull
-    access: Access = None  # who may pull, push, assign (None: anyone)
+    access: Optional[Access] = None  # who may pull, push, assign (None: anyone)
 
-    def spec(self, default_id):
+    def spec(self, default_id: int) -> Any:
+        """The C++ spec (ferry._ferry.ps.TableSpec), id ``default_id`` unless the table names its own; checked."""
         s = _ps.TableSpec()
         s.id = default_id if self.id is None else self.id
         s.name = self.name
@@ -120,7 +124,8 @@ class Table:
             raise ValueError(why)
         return s
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain data (JSON-able): what shard processes are given."""
         d = dataclasses.asdict(self)
         d["optimizer"] = {"kind": type(self.optimizer).__name__, **dataclasses.asdict(self.optimizer)}
         d["init"] = {"kind": type(self.init).__name__, **dataclasses.asdict(self.init)}
@@ -129,7 +134,8 @@ class Table:
         return d
 
     @staticmethod
-    def from_dict(d):
+    def from_dict(d: Dict[str, Any]) -> "Table":
+        """The table to_dict() described."""
         d = dict(d)
         kinds = {"SGD": SGD, "Adagrad": Adagrad, "Zeros": Zeros, "Uniform": Uniform}
         for k in ("optimizer", "init"):
@@ -140,19 +146,23 @@ class Table:
         return Table(**d)
 
 
-def Embedding(name, rows, dim, optimizer=SGD(), init=Uniform(), id=None, max_rows=0, access=None):
+def Embedding(name: str, rows: int, dim: int, optimizer: Union[SGD, Adagrad] = SGD(),
+              init: Union[Zeros, Uniform] = Uniform(), id: Optional[int] = None, max_rows: int = 0,
+              access: Optional[Access] = None) -> Table:
     """An embedding table of ``rows`` keys (0: any 64-bit key) of ``dim`` floats;
-    ``max_rows``: the most rows one shard keeps (0: no limit)."""
+    ``max_rows``: the most rows one shard keeps (0: no limit); ``access``: who
+    may pull, push and assign (None: anyone)."""
     return Table(name=name, dim=dim, rows=rows, optimizer=optimizer, init=init, id=id, max_rows=max_rows,
                  access=access)
 
 
-def Dense(name, size, optimizer=SGD(), init=Zeros(), id=None, access=None):
+def Dense(name: str, size: int, optimizer: Union[SGD, Adagrad] = SGD(), init: Union[Zeros, Uniform] = Zeros(),
+          id: Optional[int] = None, access: Optional[Access] = None) -> Table:
     """A dense flat tensor of ``size`` floats, split over the shards in contiguous slices."""
     return Table(name=name, dim=1, rows=size, optimizer=optimizer, init=init, dense=True, id=id, access=access)
 
 
-def specs(tables):
+def specs(tables: Sequence[Table]) -> List[Any]:
     """The C++ specs of a list of tables (ids: position unless given), checked."""
     out = [t.spec(i) for i, t in enumerate(tables)]
     ids = [s.id for s in out]

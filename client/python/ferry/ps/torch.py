@@ -11,6 +11,16 @@ the module has no local parameters and no optimizer step: call
 ``worker.synchronize()`` where the next pull must see this step's update
 (synchronous training), or let pushes overlap the next step (asynchronous).
 
+A step's pulls go out together: ``forward`` returns a deferred result (see
+ferry.ps._deferred) that is computed when the model first uses it, after
+every table's pull of the step was sent. ``EmbeddingBagCollection`` looks
+several tables up in one call, for scripts that can change.
+
+GPUs: an input on a CUDA device makes the worker register its arena with
+CUDA (once), copy the rows to that device from the pinned arena without
+blocking, and copy the gradients from the device straight into the push's
+requests; the result is on the input's device.
+
 Prefetching: ``pending = bag.prefetch(next_input)`` starts the next batch's
 pull while this one computes; pass ``rows=pending`` to ``forward``.
 
@@ -18,24 +28,37 @@ pull while this one computes; pass ``rows=pending`` to ``forward``.
 ``pull()`` before the forward, ``push()`` after the backward.
 """
 
-import torch
-import torch.nn.functional as F
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    raise ImportError("ferry.ps.torch needs PyTorch (torch), which this Python lacks") from e
+
+from ferry.ps import _deferred
+
+__all__ = ["EmbeddingBag", "Embedding", "EmbeddingBagCollection", "DenseParameters", "defer"]
 
 
-__all__ = ["EmbeddingBag", "Embedding", "DenseParameters"]
+def defer(on: bool = True) -> None:
+    """Whether the modules return deferred results (their pulls go out together; default on)."""
+    _deferred.set_enabled(on)
 
 
 class _PushOnBackward(torch.autograd.Function):
     """Identity on the pulled rows whose backward pushes their gradient."""
 
     @staticmethod
-    def forward(ctx, anchor, rows_tensor, rows, module):
+    def forward(ctx: Any, anchor: Any, rows_tensor: Any, rows: Any, module: Any) -> Any:  # type: ignore[override]
         ctx.rows = rows
         ctx.module = module
         return rows_tensor.view_as(rows_tensor)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: Any) -> Any:  # type: ignore[override]
         ctx.module._push(ctx.rows, grad)
         ctx.rows = None
         return None, None, None, None
@@ -48,8 +71,8 @@ class _BagSum(torch.autograd.Function):
     server rounds exactly as ``torch.nn.EmbeddingBag`` does."""
 
     @staticmethod
-    def forward(ctx, anchor, rows_tensor, rows, module, keys, index, offset2bag, index_shaped, offsets,
-                include_last_offset):
+    def forward(ctx: Any, anchor: Any, rows_tensor: Any, rows: Any, module: Any, keys: Any, index: Any,  # type: ignore[override]
+                offset2bag: Any, index_shaped: Any, offsets: Any, include_last_offset: bool) -> Any:
         ctx.rows, ctx.module = rows, module
         ctx.save_for_backward(keys, index, offset2bag)
         ctx.num_rows = rows_tensor.shape[0]
@@ -57,46 +80,58 @@ class _BagSum(torch.autograd.Function):
                                include_last_offset=include_last_offset)
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx: Any, grad_out: Any) -> Any:  # type: ignore[override]
         keys, index, offset2bag = ctx.saved_tensors
         order = torch.sort(keys)[1]  # the permutation torch's embedding_bag backward sorts the indices by
-        grad = torch.zeros(ctx.num_rows, grad_out.shape[1], dtype=grad_out.dtype)
+        grad = torch.zeros(ctx.num_rows, grad_out.shape[1], dtype=grad_out.dtype, device=grad_out.device)
         grad.index_add_(0, index[order], grad_out.contiguous()[offset2bag[order]])
         ctx.module._push(ctx.rows, grad)
         ctx.rows = None
         return (None,) * 10
 
 
-def _offset2bag(input, offsets, include_last_offset):
+def _offset2bag(input: Any, offsets: Any, include_last_offset: bool) -> Any:
     if input.dim() == 2:
-        return torch.arange(input.shape[0]).repeat_interleave(input.shape[1])
+        return torch.arange(input.shape[0], device=input.device).repeat_interleave(input.shape[1])
     n = input.numel()
     starts = offsets[:-1] if include_last_offset else offsets
-    o2b = torch.zeros(n + 1, dtype=torch.int64)
+    o2b = torch.zeros(n + 1, dtype=torch.int64, device=input.device)
     o2b.index_add_(0, starts, torch.ones_like(starts))
     return (o2b.cumsum(0) - 1)[:n]
 
 
+def _bags(input: Any, offsets: Any, include_last_offset: bool) -> int:
+    if input.dim() == 2:
+        return int(input.shape[0])
+    return int(offsets.numel()) - (1 if include_last_offset else 0)
+
+
 class _PulledModule(torch.nn.Module):
-    def __init__(self, worker, table):
+    def __init__(self, worker: Any, table: str, defer: Optional[bool] = None) -> None:
         super().__init__()
         spec = worker.table(table)
         self.worker = worker
         self.table = table
         self.embedding_dim = spec.dim
         self.num_embeddings = spec.rows
-        self.last_push = None
+        self.defer = defer
+        self.last_push: Any = None
 
-    def prefetch(self, input):
+    def prefetch(self, input: Any) -> Any:
         """Start pulling the rows ``input`` names; pass the result as ``rows=``."""
+        self._device(input)
         return self.worker.pull_async(self.table, input)
 
-    def _pulled(self, input, rows):
+    def _device(self, input: Any) -> None:
+        # An input on a GPU puts the worker there (its arena registered once).
+        if getattr(input, "is_cuda", False) and getattr(self.worker, "device", None) is None and \
+                hasattr(self.worker, "to"):
+            self.worker.to(input.device)
+
+    def _check(self, input: Any, rows: Any) -> Any:
         # Duck-typed (any worker with ferry.ps.Worker's interface: the
         # torch.distributed.rpc baseline uses the same modules).
-        if rows is None:
-            rows = self.worker.pull(self.table, input)
-        elif not hasattr(rows, "rows"):
+        if not hasattr(rows, "rows"):
             rows = rows.wait()  # a Pending from prefetch()
         if getattr(rows, "table", None) != self.table:
             raise ValueError("rows= must come from this module's prefetch()")
@@ -104,15 +139,36 @@ class _PulledModule(torch.nn.Module):
             raise ValueError("the prefetched rows are for another input")
         return rows
 
-    def _rows(self, input, rows):
-        rows = self._pulled(input, rows)
-        weight = rows.rows
+    def _start(self, input: Any, rows: Any, shape: Sequence[int], finish: Any) -> Any:
+        """The result: deferred while its pull is in flight, else computed now."""
+        self._device(input)
+        deferring = self.defer if self.defer is not None else _deferred.enabled()
+        if rows is None and deferring and hasattr(self.worker, "wait_all"):
+            pending = self.worker.pull_async(self.table, input)
+            return _deferred.Deferred(tuple(shape), torch.float32, input.device, self.worker, pending,
+                                      lambda r: finish(self._check(input, r)))
+        if rows is None:
+            rows = self.worker.pull(self.table, input)
+        return finish(self._check(input, rows))
+
+    @staticmethod
+    def _weights(rows: Any, device: Any) -> Any:
+        if getattr(rows, "device_rows", None) is not None:
+            return rows.device_rows, rows.device_index
+        if device.type != "cpu":  # a worker that delivers to the CPU only (the rpc baseline): copy them over
+            return rows.rows.to(device), rows.index.to(device)
+        return rows.rows, rows.index
+
+    def _rows(self, rows: Any, device: Any) -> Any:
+        weight, index = self._weights(rows, device)
         if torch.is_grad_enabled():
             anchor = torch.empty(0, requires_grad=True)
-            weight = _PushOnBackward.apply(anchor, rows.rows, rows, self)
-        return rows, weight
+            weight = _PushOnBackward.apply(anchor, weight, rows, self)
+        return weight, index
 
-    def _push(self, rows, grad):
+    def _push(self, rows: Any, grad: Any) -> None:
+        if grad.is_cuda and getattr(self.worker, "device", None) is None:
+            grad = grad.cpu()  # a worker without a device takes gradients in process memory
         self.last_push = self.worker.push_rows(rows, grad.contiguous(), wait=False)
 
 
@@ -121,46 +177,86 @@ class EmbeddingBag(_PulledModule):
 
     Same forward arguments (input 2-D [B, L], or 1-D with offsets;
     per_sample_weights with mode="sum") plus ``rows=`` (from prefetch()).
+    defer: return deferred results (None: the ``ferry.ps.torch.defer()`` setting).
     """
 
-    def __init__(self, worker, table, mode="mean", padding_idx=None, include_last_offset=False):
-        super().__init__(worker, table)
+    def __init__(self, worker: Any, table: str, mode: str = "mean", padding_idx: Optional[int] = None,
+                 include_last_offset: bool = False, defer: Optional[bool] = None) -> None:
+        super().__init__(worker, table, defer)
         if mode not in ("sum", "mean", "max"):
             raise ValueError("mode must be sum, mean or max")
         self.mode = mode
         self.padding_idx = padding_idx
         self.include_last_offset = include_last_offset
 
-    def forward(self, input, offsets=None, per_sample_weights=None, *, rows=None):
+    def forward(self, input: Any, offsets: Any = None, per_sample_weights: Any = None, *, rows: Any = None) -> Any:
+        """The bags' reductions, [bags, dim] (deferred: see the module's doc)."""
+        shape = (_bags(input, offsets, self.include_last_offset), self.embedding_dim)
+        return self._start(input, rows, shape, lambda r: self._compute(input, offsets, per_sample_weights, r))
+
+    def _compute(self, input: Any, offsets: Any, per_sample_weights: Any, rows: Any) -> Any:
         if self.mode == "sum" and per_sample_weights is None and self.padding_idx is None:
-            rows = self._pulled(input, rows)
-            index = rows.index.view(input.shape)
+            weight, index = self._weights(rows, input.device)
+            shaped = index.view(input.shape)
             if not torch.is_grad_enabled():
-                return F.embedding_bag(index, rows.rows, offsets, mode="sum",
-                                       include_last_offset=self.include_last_offset)
+                return F.embedding_bag(shaped, weight, offsets, mode="sum", include_last_offset=self.include_last_offset)
             anchor = torch.empty(0, requires_grad=True)
-            return _BagSum.apply(anchor, rows.rows, rows, self, input.reshape(-1), rows.index,
-                                 _offset2bag(input, offsets, self.include_last_offset), index, offsets,
-                                 self.include_last_offset)
-        rows, weight = self._rows(input, rows)
-        index = rows.index.view(input.shape)
-        return F.embedding_bag(index, weight, offsets, mode=self.mode, per_sample_weights=per_sample_weights,
-                               include_last_offset=self.include_last_offset)
+            keys = input.reshape(-1)
+            return _BagSum.apply(anchor, weight, rows, self, keys, index, _offset2bag(input, offsets,
+                                 self.include_last_offset), shaped, offsets, self.include_last_offset)
+        weight, index = self._rows(rows, input.device)
+        return F.embedding_bag(index.view(input.shape), weight, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights, include_last_offset=self.include_last_offset)
 
 
 class Embedding(_PulledModule):
     """``torch.nn.Embedding`` whose table lives on the parameter server."""
 
-    def forward(self, input, *, rows=None):
-        rows, weight = self._rows(input, rows)
-        return F.embedding(rows.index.view(input.shape), weight)
+    def forward(self, input: Any, *, rows: Any = None) -> Any:
+        """The rows of ``input``'s keys, input.shape + [dim] (deferred: see the module's doc)."""
+        shape = tuple(input.shape) + (self.embedding_dim,)
+        return self._start(input, rows, shape, lambda r: self._compute(input, r))
+
+    def _compute(self, input: Any, rows: Any) -> Any:
+        weight, index = self._rows(rows, input.device)
+        return F.embedding(index.view(input.shape), weight)
+
+
+class EmbeddingBagCollection(torch.nn.Module):
+    """Several tables looked up in one call (torchrec's EmbeddingBagCollection,
+    in the simplest form): ``forward(inputs, offsets=None)`` takes one input
+    (and offsets) per table and returns their bags, each [bags, dim]. Every
+    table's pull goes out before any is waited for, and one wait collects them.
+    """
+
+    def __init__(self, worker: Any, tables: Sequence[str], mode: str = "sum",
+                 include_last_offset: bool = False) -> None:
+        super().__init__()
+        self.worker = worker
+        self.bags = torch.nn.ModuleList([EmbeddingBag(worker, t, mode=mode, include_last_offset=include_last_offset,
+                                                      defer=False) for t in tables])
+
+    @property
+    def tables(self) -> List[str]:
+        """The tables, in the order forward takes their inputs."""
+        return [b.table for b in self.bags]
+
+    def forward(self, inputs: Sequence[Any], offsets: Optional[Sequence[Any]] = None) -> List[Any]:
+        """[bags, dim] per table, in order."""
+        if len(inputs) != len(self.bags):
+            raise ValueError("%d inputs for %d tables" % (len(inputs), len(self.bags)))
+        offs = list(offsets) if offsets is not None else [None] * len(inputs)
+        for b, i in zip(self.bags, inputs):
+            b._device(i)
+        pulled = self.worker.pull_many([(b.table, i) for b, i in zip(self.bags, inputs)])
+        return [b(i, o, rows=r) for b, i, o, r in zip(self.bags, inputs, offs, pulled)]
 
 
 class DenseParameters:
     """The parameters of ``module`` kept in dense table ``table`` (size: their
     total numel, in ``module.parameters()`` order)."""
 
-    def __init__(self, worker, table, module):
+    def __init__(self, worker: Any, table: str, module: torch.nn.Module) -> None:
         self.worker = worker
         self.table = table
         self.params = [p for p in module.parameters()]
@@ -169,13 +265,15 @@ class DenseParameters:
         if spec.rows != self.size:
             raise ValueError("table %r holds %d floats; the module has %d" % (table, spec.rows, self.size))
 
-    def flat(self, tensors):
-        return torch.cat([t.reshape(-1) for t in tensors])
+    def flat(self, tensors: Sequence[Any]) -> Any:
+        """The tensors flattened and concatenated (on the CPU)."""
+        return torch.cat([t.reshape(-1).cpu() for t in tensors])
 
-    def pull_async(self):
+    def pull_async(self) -> Any:
+        """Start pulling the table; pass the result to pull()."""
         return self.worker.pull_dense_async(self.table)
 
-    def pull(self, pending=None):
+    def pull(self, pending: Any = None) -> None:
         """Copy the server's values into the module's parameters."""
         values = (pending or self.pull_async()).wait().values
         with torch.no_grad():
@@ -184,12 +282,12 @@ class DenseParameters:
                 p.copy_(values[at:at + p.numel()].view_as(p))
                 at += p.numel()
 
-    def push(self, wait=False):
+    def push(self, wait: bool = False) -> Any:
         """Push the parameters' gradients (None is a zero gradient)."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         return self.worker.push_dense(self.table, self.flat(grads), wait=wait)
 
-    def assign(self):
+    def assign(self) -> None:
         """Overwrite the server's values with the module's (initialisation)."""
         with torch.no_grad():
             self.worker.assign_dense(self.table, self.flat([p.detach() for p in self.params]))

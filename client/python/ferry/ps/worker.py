@@ -5,27 +5,44 @@ response block in the ferry arena, where every shard's answer was written.
 Duplicate keys are pulled once; ``rows[index]`` are the requested keys' rows
 in order (``torch.nn.functional.embedding_bag(index, rows, ...)`` does that
 gather inside its kernel, so training never copies them).
+
+Any number of keys: an operation too large for one message is split into
+several requests (in flight together, as far as the worker's arena and
+``max_calls`` allow) and is still one ``Pending`` with one result. Rows that
+do not fit one arena block (1 MiB) land in process memory instead of the
+arena (``Rows.zero_copy`` says which). Only a row larger than a message
+can never be sent (``ferry.ResponseTooLarge``).
 """
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generator, List, Optional, Sequence
 
 import numpy as np
 
 from ferry import _ferry
+from ferry._errors import by_status
 from ferry.ps import tables as _tables
 from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
+_BadRequest = by_status("BadRequest")  # also a ValueError
 
 try:
     import torch
 except ImportError:  # the shard side and numpy users need no torch
-    torch = None
+    torch = None  # type: ignore[assignment]
+
+ArrayLike = Any  # a torch.Tensor, numpy array or sequence of numbers
 
 
-def _flat(x, dtype):
+def _flat(x: ArrayLike, dtype: Any) -> np.ndarray:
     """x (a tensor, array or sequence) as a contiguous 1-D numpy array of
     dtype, without a copy where it already is one."""
     if torch is not None and isinstance(x, torch.Tensor):
         x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
         want = torch.int64 if dtype == np.int64 else torch.float32
         if x.dtype != want:
             x = x.to(want)
@@ -33,7 +50,7 @@ def _flat(x, dtype):
     return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
 
 
-def _keys(keys):
+def _keys(keys: ArrayLike) -> np.ndarray:
     """keys as int64. Keys are integers: floats, bools and anything else are
     a TypeError, never truncated to a key nobody meant."""
     if torch is not None and isinstance(keys, torch.Tensor):
@@ -48,12 +65,12 @@ def _keys(keys):
     return _flat(a, np.int64)
 
 
-def _floats(values):
+def _floats(values: ArrayLike) -> np.ndarray:
     return _flat(values, np.float32)
 
 
-def _view(op, count, shape):
-    """The rows of a completed pull as a tensor (numpy array without torch) over its arena block."""
+def _view(op: Any, count: int, shape: tuple) -> Any:
+    """The rows of a completed pull as a tensor (numpy array without torch) over its memory."""
     if count == 0:
         return torch.empty(shape) if torch is not None else np.empty(shape, np.float32)
     if torch is not None:
@@ -62,13 +79,14 @@ def _view(op, count, shape):
 
 
 class Rows:
-    """A completed pull. ``rows``: [u, dim] float32, zero copy (its storage is
-    the response block); ``index``: [n] int64, the row of each requested key;
-    ``keys``: [u] int64, the distinct keys in row order (grouped by shard)."""
+    """A completed pull. ``rows``: [u, dim] float32 (zero copy: its storage is
+    the response block, or process memory for rows larger than a block);
+    ``index``: [n] int64, the row of each requested key; ``keys``: [u] int64,
+    the distinct keys in row order (grouped by shard)."""
 
-    __slots__ = ("op", "table", "rows", "index", "keys")
+    __slots__ = ("op", "table", "rows", "index", "keys", "device_rows", "device_index", "fence")
 
-    def __init__(self, op, table, dim):
+    def __init__(self, op: Any, table: str, dim: int) -> None:
         self.op = op
         self.table = table
         u = op.rows
@@ -78,8 +96,16 @@ class Rows:
             self.index, self.keys = torch.from_numpy(idx), torch.from_numpy(ks)
         else:
             self.index, self.keys = idx, ks
+        self.device_rows: Any = None  # a GPU worker's copy of rows (ferry.ps._cuda)
+        self.device_index: Any = None
+        self.fence: Any = None
 
-    def gather(self):
+    @property
+    def zero_copy(self) -> bool:
+        """Whether ``rows`` is the response block in the arena (else a copy in process memory)."""
+        return bool(self.op.rows == 0 or self.op.zero_copy)
+
+    def gather(self) -> Any:
         """[n, dim]: the requested keys' rows in request order (a copy)."""
         return self.rows[self.index]
 
@@ -90,26 +116,31 @@ class Pending:
 
     __slots__ = ("op", "_finish", "_result", "_done")
 
-    def __init__(self, op, finish=None):
+    def __init__(self, op: Any, finish: Optional[Callable[[Any], Any]] = None) -> None:
         self.op = op
         self._finish = finish
         self._done = False
-        self._result = None
+        self._result: Any = None
 
-    def done(self):
-        return self._done or self.op.done()
+    def done(self) -> bool:
+        """Whether the operation finished (collects completions first)."""
+        return self._done or bool(self.op.done())
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Block until done (timeout in seconds); the result, or the operation's ferry.Error."""
         if not self._done:
             self.op.wait(timeout)
-            self._result = self._finish(self.op) if self._finish else None
-            self._done = True
+            self._settle()
         return self._result
 
-    def __await__(self):
+    def _settle(self) -> None:
+        self._result = self._finish(self.op) if self._finish else None
+        self._done = True
+
+    def __await__(self) -> Generator[Any, None, Any]:
         return self._await().__await__()
 
-    async def _await(self):
+    async def _await(self) -> Any:
         import asyncio
         loop = asyncio.get_running_loop()
         fd = self.op.fileno()
@@ -129,102 +160,200 @@ class Pending:
         return self.wait(0)
 
 
+class DenseValues:
+    """A completed dense pull: ``values``, [size] float32 over its memory."""
+
+    __slots__ = ("op", "values")
+
+    def __init__(self, op: Any, size: int) -> None:
+        self.op = op
+        self.values = _view(op, size, (size,))
+
+
 class Worker(Unwaited):
     """A parameter-server worker: one ferry client with an endpoint to every
-    shard (``target``: the shards' ferryd HOST:PORT, None: this host)."""
+    shard.
 
-    def __init__(self, tables, shards, socket=None, target=None, *, name=None, timeout=10.0, busy_poll=False,
-                 service_prefix="ps-shard-", tx_bytes=0, max_ops=64):
+    tables: the tables (the shards' own list); shards: how many; socket: this
+    host's ferryd (default ``$FERRY_SOCKET``); target: the shards' ferryd
+    ``HOST:PORT`` (None: this host); timeout: seconds an operation may go
+    without progress; busy_poll: spin instead of sleeping on completions;
+    service_prefix: shard i serves ``PREFIX<i>``; tx_bytes: the arena (0: the
+    daemon's default); max_ops: operations in flight or holding rows at once;
+    max_count: keys per request, at most the shards' own (None: the shard
+    server's default for these tables); max_calls: requests in flight at
+    once; device: ``"cuda"`` (or a CUDA torch.device) to receive rows on that
+    GPU and take gradients from it (``ferry.ps.torch`` modules do this when
+    their input is on a GPU); shard_targets: each shard's ``SERVICE`` or
+    ``HOST:PORT/SERVICE`` when they are not all behind ``target``
+    (``from_env()`` fills it from the store).
+    """
+
+    def __init__(self, tables: Sequence[_tables.Table], shards: int, socket: Optional[str] = None,
+                 target: Optional[str] = None, *, name: Optional[str] = None, timeout: float = 10.0,
+                 busy_poll: bool = False, service_prefix: str = "ps-shard-", tx_bytes: int = 0, max_ops: int = 64,
+                 max_count: Optional[int] = None, max_calls: int = 256, device: Any = None,
+                 shard_targets: Optional[Sequence[str]] = None) -> None:
         self.tables = list(tables)
         self._specs = _tables.specs(self.tables)
         self._by_name = {s.name: s for s in self._specs}
         self.shards = shards
         self._w = _ps.Worker(self._specs, shards, socket or "", target or "", name or "ferry ps worker", timeout,
-                             busy_poll, service_prefix, tx_bytes, max_ops)
-        self._unwaited = []  # pushes started with wait=False, reaped as they finish
+                             busy_poll, service_prefix, tx_bytes, max_ops, max_count or 0, max_calls,
+                             list(shard_targets or []))
+        self._unwaited: List[Pending] = []  # pushes started with wait=False, reaped as they finish
+        self.device: Any = None
+        self._cuda: Any = None
+        if device is not None:
+            self.to(device)
 
     # -- tables
-    def table(self, name):
+    def table(self, name: str) -> Any:
+        """The C++ spec (ferry._ferry.ps.TableSpec) of table ``name``; KeyError naming the tables there are."""
         try:
             return self._by_name[name]
         except KeyError:
             raise KeyError("no table %r (have %s)" % (name, ", ".join(self._by_name))) from None
 
-    def _id(self, name, dense):
+    def _id(self, name: str, dense: bool) -> Any:
         s = self.table(name)
         if (s.kind == _ps.TableKind.dense) != dense:
             raise ValueError("table %r is %s" % (name, "dense" if s.kind == _ps.TableKind.dense else "an embedding table"))
         return s.id, s
 
+    # -- devices
+    def to(self, device: Any) -> "Worker":
+        """Deliver pulled rows to ``device`` (a CUDA device: the arena is registered with CUDA once, here)."""
+        from ferry.ps import _cuda
+        self._cuda = _cuda.attach(self, device)
+        self.device = self._cuda.device if self._cuda is not None else None
+        return self
+
     # -- embedding tables
-    def pull_async(self, table, keys):
+    def pull_async(self, table: str, keys: ArrayLike) -> Pending:
+        """Start pulling the rows of ``keys``; ``wait()`` gives Rows."""
         tid, s = self._id(table, False)
         op = self._w.pull(tid, _keys(keys))
-        return Pending(op, lambda o: Rows(o, table, s.dim))
+        return Pending(op, lambda o: self._rows(o, table, s.dim))
 
-    def pull(self, table, keys, timeout=None):
+    def _rows(self, op: Any, table: str, dim: int) -> Rows:
+        r = Rows(op, table, dim)
+        if self._cuda is not None:
+            self._cuda.deliver(r)
+        return r
+
+    def pull(self, table: str, keys: ArrayLike, timeout: Optional[float] = None) -> Rows:
         """Rows of ``keys`` (duplicates pulled once); see Rows."""
         return self.pull_async(table, keys).wait(timeout)
 
-    def push(self, table, keys, grads, wait=True):
+    def pull_many(self, requests: Sequence[tuple], timeout: Optional[float] = None) -> List[Rows]:
+        """Pulls of several tables at once, ``[(table, keys), ...]``: every
+        request goes out before any is waited for, and one wait (one GIL
+        release) collects them all. Returns their Rows in order."""
+        pending = [self.pull_async(t, k) for t, k in requests]
+        self.wait_all(pending, timeout)
+        return [p.wait(0) for p in pending]
+
+    def wait_all(self, pending: Sequence[Pending], timeout: Optional[float] = None) -> None:
+        """Wait for every one of ``pending`` with one GIL release; raises the first failure."""
+        ops = [p.op for p in pending if not p._done]
+        if ops:
+            self._w.wait_all(ops, timeout)
+        for p in pending:
+            if not p._done:
+                p._settle()
+
+    def push(self, table: str, keys: ArrayLike, grads: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Gradients [n, dim] for ``keys`` (those of a duplicate key are summed)."""
         tid, s = self._id(table, False)
         k = _keys(keys)
         g = _floats(grads)
         if g.size != k.size * s.dim:
-            raise ValueError("push to %r: %d keys need %d gradient floats, got %d" % (table, k.size, k.size * s.dim, g.size))
+            raise _BadRequest("push to %r: %d keys need %d gradient floats, got %d" % (table, k.size, k.size * s.dim, g.size))
         return self._finish(Pending(self._w.push(tid, k, g)), wait)
 
-    def push_rows(self, rows, grads, wait=False):
-        """Gradients [u, dim] for the rows of an earlier pull, in its row order."""
+    def push_rows(self, rows: Rows, grads: ArrayLike, wait: bool = False) -> Optional[Pending]:
+        """Gradients [u, dim] for the rows of an earlier pull, in its row order
+        (a CUDA tensor goes from the GPU straight into the request buffers)."""
+        if self._cuda is not None and torch is not None and isinstance(grads, torch.Tensor) and grads.is_cuda:
+            return self._finish(Pending(self._cuda.push_rows(rows, grads)), wait)
         g = _floats(grads)
         return self._finish(Pending(self._w.push_rows(rows.op, g)), wait)
 
-    def assign(self, table, keys, values, wait=True):
+    def assign(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Overwrite rows (their optimizer state restarts); the last value of a duplicate wins."""
         tid, s = self._id(table, False)
-        return self._finish(Pending(self._w.assign(tid, _keys(keys), _floats(values))), wait)
+        k = _keys(keys)
+        v = _floats(values)
+        if v.size != k.size * s.dim:
+            raise _BadRequest("assign to %r: %d keys need %d floats, got %d" % (table, k.size, k.size * s.dim, v.size))
+        return self._finish(Pending(self._w.assign(tid, k, v)), wait)
 
     # -- dense tables
-    def pull_dense_async(self, table):
+    def pull_dense_async(self, table: str) -> Pending:
+        """Start pulling a whole dense table; ``wait()`` gives DenseValues."""
         tid, s = self._id(table, True)
         op = self._w.pull_dense(tid)
-        return Pending(op, lambda o: _Dense(o, s.rows))
+        return Pending(op, lambda o: DenseValues(o, s.rows))
 
-    def pull_dense(self, table, timeout=None):
+    def pull_dense(self, table: str, timeout: Optional[float] = None) -> Any:
         """The whole dense table, [size] float32, zero copy."""
         return self.pull_dense_async(table).wait(timeout).values
 
-    def push_dense(self, table, grads, wait=True):
+    def push_dense(self, table: str, grads: ArrayLike, wait: bool = True) -> Optional[Pending]:
+        """A gradient for the whole dense table ([size] floats)."""
         tid, s = self._id(table, True)
-        return self._finish(Pending(self._w.push_dense(tid, _floats(grads))), wait)
+        g = _floats(grads)
+        if g.size != s.rows:
+            raise _BadRequest("push_dense to %r: it holds %d floats, got %d" % (table, s.rows, g.size))
+        return self._finish(Pending(self._w.push_dense(tid, g)), wait)
 
-    def assign_dense(self, table, values, wait=True):
+    def assign_dense(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
+        """Overwrite the whole dense table ([size] floats; its optimizer state restarts)."""
         tid, s = self._id(table, True)
-        return self._finish(Pending(self._w.assign_dense(tid, _floats(values))), wait)
+        v = _floats(values)
+        if v.size != s.rows:
+            raise _BadRequest("assign_dense to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
+        return self._finish(Pending(self._w.assign_dense(tid, v)), wait)
 
     # -- completion: _finish() and synchronize() come from Unwaited
 
     @property
-    def live_ops(self):
-        return self._w.live_ops
+    def live_ops(self) -> int:
+        """Operations holding memory (in flight, or pulls whose rows are alive)."""
+        return int(self._w.live_ops)
 
-    def close(self):
+    @property
+    def max_count(self) -> int:
+        """Keys (dense: elements) per request; larger operations are split."""
+        return int(self._w.max_count)
+
+    def close(self) -> None:
         """Waits for operations in flight, then detaches. Refuses while pulled tensors are alive."""
         self._unwaited = []
+        if self._cuda is not None:
+            self._cuda.close()
+            self._cuda = None
         self._w.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Worker":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
 
+    @classmethod
+    def from_env(cls, tables: Sequence[_tables.Table], **options: Any) -> "Worker":
+        """A worker for the process a launcher started (torchrun: ``RANK``,
+        ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``): it finds its shards
+        in torch.distributed's key-value store, where ``python3 -m
+        ferry.ps.server --store HOST:PORT`` published them. See ferry.ps.store."""
+        from ferry.ps import store
+        return store.worker_from_env(cls, tables, **options)
 
-class _Dense:
-    __slots__ = ("op", "values")
 
-    def __init__(self, op, size):
-        self.op = op
-        self.values = _view(op, size, (size,))
+# The module's own name for what wait() of a dense pull gives (kept for older code).
+_Dense = DenseValues
+
+__all__ = ["Worker", "Rows", "Pending", "DenseValues"]

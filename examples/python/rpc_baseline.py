@@ -13,6 +13,7 @@ arithmetic of torch.optim. ``RpcWorker`` has the interface of
 """
 
 import os
+from typing import Any, List
 
 import numpy as np
 import torch
@@ -20,7 +21,6 @@ import torch.distributed.rpc as rpc
 
 from ferry import _ferry
 from ferry.ps import tables as _tables
-from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
 
@@ -85,8 +85,9 @@ class _Table:
             w, a = self.values, self.accum
         else:
             w = self.values[idx]
-            a = self.accum[idx] if self.adagrad else None
+            a = self.accum[idx] if self.accum is not None else None
         if self.adagrad:
+            assert a is not None
             a.addcmul_(grads, grads, value=1)
             w.addcdiv_(grads, a.sqrt().add_(self.eps), value=-self.lr)
         else:
@@ -94,6 +95,7 @@ class _Table:
         if idx is not None:
             self.values[idx] = w
             if self.adagrad:
+                assert self.accum is not None and a is not None
                 self.accum[idx] = a
 
 
@@ -164,6 +166,12 @@ class _Pending:
 
 class _Rows:
     __slots__ = ("op", "table", "rows", "index", "keys", "shard_rows")
+    op: Any
+    table: str
+    rows: torch.Tensor
+    index: torch.Tensor
+    keys: torch.Tensor
+    shard_rows: List[int]
 
     def gather(self):
         return self.rows[self.index]
@@ -171,9 +179,10 @@ class _Rows:
 
 class _DenseValues:
     __slots__ = ("values",)
+    values: torch.Tensor
 
 
-class RpcWorker(Unwaited):
+class RpcWorker:
     """ferry.ps.Worker's interface over torch.distributed.rpc."""
 
     def __init__(self, tables, shards, rank, init_method, threads=8, trainers=1):
@@ -258,6 +267,20 @@ class RpcWorker(Unwaited):
         futures = [rpc.rpc_async(SHARD % sh, _assign_dense, args=(s.id, v[a:b]))
                    for sh, (a, b) in enumerate(self._slices(s)) if b > a]
         return self._finish(_Pending(futures, lambda _: None), wait)
+
+    def _finish(self, pending, wait):
+        if wait:
+            pending.wait()
+            return None
+        self._unwaited = [p for p in self._unwaited if not p.done()]
+        self._unwaited.append(pending)
+        return pending
+
+    def synchronize(self, timeout=None):
+        """Wait for every operation started with wait=False."""
+        pending, self._unwaited = self._unwaited, []
+        for p in pending:
+            p.wait(timeout)
 
     def close(self):
         self.synchronize()

@@ -1,10 +1,10 @@
-"""Training the DLRM-style model (ferry.ps.dlrm) on a parameter server, and
+"""Training the DLRM-style model (dlrm.py) on a parameter server, and
 the demo that does it through ferry and through torch.distributed.rpc in the
 same run:
 
-    /usr/bin/python3 -m ferry.ps.train --compare [--workers 2] [--shards 2] [--epochs 3]
+    /usr/bin/python3 examples/python/train.py --compare [--workers 2] [--shards 2] [--epochs 3]
         [--socket A] [--server-socket B] [--target HOST:PORT] [--plot loss.png] [--json]
-    /usr/bin/python3 -m ferry.ps.train --ps ferry|torch-rpc|local [...]
+    /usr/bin/python3 examples/python/train.py --ps ferry|torch-rpc|local [...]
 
 Each worker process trains on its share of the synthetic clicks: per step
 it pulls the rows its batch names and the dense weights (prefetched one step
@@ -31,11 +31,13 @@ import resource
 import sys
 import tempfile
 import time
+from typing import List
 
 import numpy as np
 import torch
 
-from ferry.ps import dlrm, launch
+import dlrm
+import launch
 from ferry.ps import tables as _tables
 
 EMB_LR = 0.05
@@ -78,7 +80,7 @@ def local_model(spec, dim=DIM, seed=7):
 def train_local_steps(model, opts, batches):
     """train_steps without a parameter server: forward, backward, local optimizer steps."""
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    losses = []
+    losses: List[float] = []
     for d, k, y in batches:
         for o in opts:
             o.zero_grad(set_to_none=True)
@@ -97,7 +99,7 @@ def train_steps(worker, model, dense, batches, synchronous=False, on_step=None, 
     batches are in flight while this step computes (step i computes on
     parameters up to `prefetch` steps stale)."""
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    losses = []
+    losses: List[float] = []
     batches = list(batches)
     if not batches:
         return losses
@@ -151,7 +153,7 @@ def data_spec(cfg):
 
 
 class Job:
-    """One worker process's training (run by ferry.ps.launch)."""
+    """One worker process's training (run by launch.py)."""
 
     def __init__(self, worker, tables, cfg, rank):
         torch.set_num_threads(1)
@@ -260,7 +262,7 @@ def plot(results, path, oracle):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m ferry.ps.train", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="train.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)

@@ -13,7 +13,7 @@ Model: a bottom MLP over the dense features, one embedding bag per sparse
 feature (all features in one table: key = feature * ids + id), DLRM's
 pairwise dot-product interaction, and a top MLP. ``make_model(embedding)``
 takes the embedding module: ``torch.nn.EmbeddingBag`` for a local model,
-``ferry.ps.torch.EmbeddingBag`` (or the torch.distributed.rpc baseline's)
+``ferry.ps.torch.EmbeddingBag`` (or the same module over the torch.distributed.rpc baseline's worker)
 for a parameter server: that is the one line that changes.
 """
 

@@ -10,11 +10,13 @@ Worker protocol (stdin/stdout lines): the worker sets up, prints
 
 import argparse
 import glob
+import importlib
 import json
 import os
 import subprocess
 import sys
 import time
+from typing import Any, Optional
 
 READY_TIMEOUT_S = 120
 
@@ -31,15 +33,24 @@ def cpu_ns(pid):
     return total
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def python_cmd(module, *args, netns=None):
-    cmd = [sys.executable, "-m", module] + [str(a) for a in args]
+    """A child running `module`: ``-m`` for ferry's own modules, else the script of that name beside this file."""
+    if module.startswith("ferry."):
+        cmd = [sys.executable, "-m", module]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, module + ".py")]
+    cmd += [str(a) for a in args]
     return (["ip", "netns", "exec", netns] + cmd) if netns else cmd
 
 
 def child_env(extra=None):
+    import ferry
     env = dict(os.environ)
     # The package's own location, so children import this same build of ferry.
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(ferry.__file__)))
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(extra or {})
@@ -52,8 +63,9 @@ class Proc:
     def __init__(self, cmd, log_path, env=None, stdin=False):
         self.log_path = log_path
         self.log = open(log_path, "w")
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
-                                  stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+        self.cmd = [str(c) for c in cmd]
+        self.p: Any = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
+                                       stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
         self.pid = self.p.pid
 
     def expect(self, prefix, timeout=READY_TIMEOUT_S):
@@ -65,7 +77,7 @@ class Proc:
             if line.startswith(prefix):
                 return line[len(prefix):].strip()
         raise RuntimeError("%s: no %r line (exit %s); log %s:\n%s" % (
-            self.p.args[-6:], prefix, self.p.poll(), self.log_path, self.tail()))
+            self.cmd[-6:], prefix, self.p.poll(), self.log_path, self.tail()))
 
     def tail(self):
         self.log.flush()
@@ -136,7 +148,7 @@ class Run:
                 if self.max_count:
                     cmd += ["--max-count", str(self.max_count)]
             else:
-                cmd = python_cmd("ferry.ps.launch", "rpc-shard", "--tables", tj, "--shard",
+                cmd = python_cmd("launch", "rpc-shard", "--tables", tj, "--shard",
                                  "%d/%d" % (i, self.shards), "--trainers", self.workers, "--init", self.rpc_init,
                                  netns=self.shard_netns)
             p = Proc(cmd, log, env=env)
@@ -154,7 +166,7 @@ class Run:
         netns = self.worker_netns if self.system != "ferry" else None
         for r in range(self.workers):
             log = os.path.join(self.out_dir, "%s-%s-%d.log" % (self.system, role, r))
-            cmd = python_cmd("ferry.ps.launch", "worker", "--role", role, "--rank", r, "--config", path,
+            cmd = python_cmd("launch", "worker", "--role", role, "--rank", r, "--config", path,
                              "--tables", self.tables_json(), netns=netns)
             self.worker_procs.append(Proc(cmd, log, env=env, stdin=True))
         for p in self.worker_procs:
@@ -212,19 +224,19 @@ def _worker_main(a):
         cfg = json.load(f)
     text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
     tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
+    worker: Optional[Any]
     if cfg["system"] == "local":
-        worker = None  # ferry.ps.train --ps local: the table is in the worker, no parameter server
+        worker = None  # train.py --ps local: the table is in the worker, no parameter server
     elif cfg["system"] == "ferry":
         from ferry.ps.worker import Worker
         worker = Worker(tables, cfg["shards"], cfg.get("socket"), cfg.get("target"),
                         name="ferry.ps %s %d" % (a.role, a.rank))
     else:
-        from ferry.ps.rpc_baseline import RpcWorker
+        from rpc_baseline import RpcWorker
         worker = RpcWorker(tables, cfg["shards"], a.rank, cfg["rpc_init"], cfg["rpc_threads"], cfg["workers"])
-    if a.role == "bench":
-        from ferry.ps import bench as role
-    else:
-        from ferry.ps import train as role
+    # The role names the module whose Job this worker runs (bench.py, train.py
+    # beside this file): imported by name, so launch imports none of them.
+    role = importlib.import_module(a.role)
     job = role.Job(worker, tables, cfg, a.rank)
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -237,7 +249,8 @@ def _worker_main(a):
 
 
 def _rpc_shard_main(a):
-    from ferry.ps import rpc_baseline, tables as _tables
+    import rpc_baseline
+    from ferry.ps import tables as _tables
     text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
     tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
     index, shards = (int(x) for x in a.shard.split("/"))
@@ -246,7 +259,7 @@ def _rpc_shard_main(a):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m ferry.ps.launch")
+    ap = argparse.ArgumentParser(prog="launch.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("worker")
     w.add_argument("--role", required=True)

@@ -1,0 +1,153 @@
+"""Type stubs of ferry._ferry.ps: the parameter-server library (libferry-ps)
+as the ferry.ps package uses it. Users call ferry.ps (Worker, ShardServer,
+tables); these are its compiled parts."""
+
+import enum
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+_Keys = Union[npt.NDArray[np.int64], Sequence[int]]
+_Floats = Union[npt.NDArray[np.float32], Sequence[float]]
+
+class TableKind(enum.Enum):
+    """An embedding table (rows by 64-bit key) or a dense flat tensor."""
+
+    embedding = 0
+    dense = 1
+
+class OptimizerKind(enum.Enum):
+    """The optimizer a shard applies to pushed gradients."""
+
+    sgd = 0
+    adagrad = 1
+
+class InitKind(enum.Enum):
+    """How a row starts before any push."""
+
+    zeros = 0
+    uniform = 1
+    pattern = 2
+
+class TableSpec:
+    """One table as the C++ library sees it (ferry.ps.Table.spec() makes them)."""
+
+    id: int
+    name: str
+    kind: TableKind
+    dim: int
+    rows: int
+    optimizer: OptimizerKind
+    lr: float
+    eps: float
+    initial_accumulator: float
+    init: InitKind
+    init_scale: float
+    init_seed: int
+    def __init__(self) -> None: ...
+    def error(self) -> str:
+        """Why this spec cannot be used ('' when it can)."""
+
+def initial_values(table: TableSpec, keys: _Keys) -> npt.NDArray[np.float32]:
+    """The values a shard gives these keys before any push: [n, dim] float32."""
+
+def shard_of(table: int, keys: _Keys, shards: int) -> npt.NDArray[np.uint32]:
+    """The shard that owns each key (the documented placement hash)."""
+
+def mix64(x: int) -> int:
+    """The 64-bit mixer the placement hash is built on."""
+
+class ShardServer:
+    """A shard served over ferry from a thread of this process."""
+
+    def __init__(self, tables: Sequence[TableSpec], index: int, shards: int, socket: str = "", pool: int = 64,
+                 max_count: int = 65536, busy_poll: bool = False, service_prefix: str = "ps-shard-") -> None: ...
+    def start(self) -> None:
+        """Begin answering (GIL-free)."""
+    def stop(self) -> None:
+        """Stop answering and detach."""
+    @property
+    def running(self) -> bool:
+        """Whether it is serving."""
+    @property
+    def service(self) -> str:
+        """The service name it serves (PREFIX<index>)."""
+    def counters(self) -> Dict[str, Union[int, str]]:
+        """Requests served and refused, pulls, pushes, assigns, keys (after stop())."""
+    def find(self, table: int, key: int) -> Optional[List[float]]:
+        """A parameter's values after stop() (None when this shard never held it)."""
+
+class Op:
+    """A parameter-server operation in flight or done (buffer protocol: a completed pull's rows)."""
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Block (without the GIL) until done; raises the operation's ferry.Error."""
+    def done(self) -> bool:
+        """Whether it completed (collects completions first)."""
+    @property
+    def status(self) -> Optional[str]:
+        """The status name once done (None while in flight)."""
+    @property
+    def rows(self) -> int:
+        """A completed pull's distinct rows (dense: elements)."""
+    @property
+    def zero_copy(self) -> bool:
+        """Whether a completed pull's rows are the response block in the arena (else a copy in process memory)."""
+    def index(self) -> npt.NDArray[np.int64]:
+        """Per requested key: its row."""
+    def keys(self) -> npt.NDArray[np.int64]:
+        """The distinct keys in row order."""
+    def shard_rows(self) -> List[int]:
+        """Per shard: its first row; shards + 1 entries."""
+    def prepared(self) -> List[Tuple[int, int, int]]:
+        """A prepared push's requests: (first row, rows, address of their gradient floats)."""
+    @property
+    def exports(self) -> int:
+        """Live views of the rows."""
+    def fileno(self) -> int:
+        """Readable when completions may be ready (-1 for a busy-polling worker)."""
+    def release(self) -> None:
+        """Give the rows' memory back now (refuses while views are alive)."""
+
+class Worker:
+    """A parameter-server worker: one ferry client with an endpoint to every shard."""
+
+    def __init__(self, tables: Sequence[TableSpec], shards: int, socket: str = "", target: str = "",
+                 name: str = "ferry ps worker", timeout: float = 10.0, busy_poll: bool = False,
+                 service_prefix: str = "ps-shard-", tx_bytes: int = 0, max_ops: int = 64,
+                 max_count: int = 0, max_calls: int = 256, shard_targets: Sequence[str] = ...) -> None: ...
+    def pull(self, table: int, keys: _Keys) -> Op:
+        """Start a pull of these keys' rows."""
+    def pull_dense(self, table: int) -> Op:
+        """Start a pull of a whole dense table."""
+    def push(self, table: int, keys: _Keys, grads: _Floats) -> Op:
+        """Start a push of gradients [n, dim] for keys."""
+    def push_rows(self, pulled: Op, grads: _Floats) -> Op:
+        """Start a push of gradients for the rows of a completed pull, in its row order."""
+    def push_dense(self, table: int, grads: _Floats) -> Op:
+        """Start a push of a dense table's gradient."""
+    def assign(self, table: int, keys: _Keys, values: _Floats) -> Op:
+        """Start overwriting rows."""
+    def assign_dense(self, table: int, values: _Floats) -> Op:
+        """Start overwriting a dense table."""
+    def push_rows_prepare(self, pulled: Op) -> Op:
+        """push_rows' requests made in the arena, the gradient still to fill (Op.prepared())."""
+    def commit(self, op: Op) -> None:
+        """Send a prepared push."""
+    def wait_all(self, ops: Sequence[Op], timeout: Optional[float] = None) -> None:
+        """Wait for every one of ops (one GIL release); raises the first failure."""
+    @property
+    def live_ops(self) -> int:
+        """Operations holding memory (in flight or unreleased)."""
+    @property
+    def max_count(self) -> int:
+        """The most keys (or elements) one request carries; larger operations are split."""
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest message the worker's ferryd carries."""
+    @property
+    def segment(self) -> int:
+        """The address the worker's shared segment is mapped at (for registering it with a GPU)."""
+    def close(self) -> None:
+        """Wait for operations in flight, then detach."""

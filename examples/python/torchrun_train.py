@@ -1,0 +1,93 @@
+"""Training under torchrun, the embedding table on ferry.ps shard servers
+that the trainers find through torch.distributed's store.
+
+    # on the shards' host (its ferryd runs with --listen HOST:PORT):
+    python3 -m ferry.ps.server --tables @tables.json --shard 0/2 --store MASTER:29500
+    python3 -m ferry.ps.server --tables @tables.json --shard 1/2 --store MASTER:29500
+    # the trainers (torch 1.13 spells it --nproc_per_node, --master_addr, --master_port):
+    torchrun --nproc-per-node 2 --master-addr MASTER --master-port 29500 \\
+        examples/python/torchrun_train.py --tables tables.json
+
+``--write-tables FILE`` writes the tables this script trains (the shard
+servers' --tables). Each trainer: ``init_process_group("gloo")`` (the dense
+head's gradients are averaged by DistributedDataParallel), then
+``ferry.ps.Worker.from_env(tables)``; the embedding bag pulls its rows from
+the shards and pushes their gradients there. Every rank prints ``rank R
+step S loss L``; rank 0 prints ``final loss L`` (the mean of the last 20
+steps over every rank) and, with ``--json``, one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List
+
+import torch
+import torch.distributed as dist
+
+import ferry.ps as ps
+from ferry.ps.torch import EmbeddingBag
+
+ROWS, DIM = 50_000, 16
+
+
+def tables() -> List[ps.Table]:
+    return [ps.Embedding("emb", rows=ROWS, dim=DIM, optimizer=ps.Adagrad(lr=0.3), init=ps.Uniform(0.05, seed=5))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", default=None, help="the shards' --tables file (default: this script's tables)")
+    ap.add_argument("--write-tables", default=None, help="write this script's tables as JSON to FILE and exit")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.write_tables:
+        with open(a.write_tables, "w") as f:
+            json.dump([t.to_dict() for t in tables()], f)
+        return 0
+    t = tables()
+    if a.tables:
+        with open(a.tables) as f:
+            t = [ps.Table.from_dict(d) for d in json.load(f)]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")  # before from_env: the store is then this job's
+    rank, world = dist.get_rank(), dist.get_world_size()
+    worker = ps.Worker.from_env(t)
+    bag = EmbeddingBag(worker, "emb", mode="sum")
+    torch.manual_seed(1)
+    head = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(DIM, 1))
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    losses = []
+    for step in range(a.steps):
+        ids = torch.randint(0, 2000, (a.batch, 4), generator=gen)
+        y = ((ids % 2).sum(1) >= 2).float()  # a label the embeddings can learn
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(head(bag(ids)).squeeze(1), y)
+        opt.zero_grad()
+        loss.backward()  # the rows' gradients go to the shards; the head's are all-reduced
+        opt.step()
+        worker.synchronize()
+        losses.append(loss.item())
+        if step % 50 == 0 or step == a.steps - 1:
+            print("rank %d step %d loss %.4f" % (rank, step, losses[-1]), flush=True)
+    tail = torch.tensor([sum(losses[-20:]) / len(losses[-20:]), sum(losses[:20]) / len(losses[:20])])
+    dist.all_reduce(tail)
+    tail /= world
+    if rank == 0:
+        print("final loss %.4f (first steps %.4f), %d ranks" % (tail[0].item(), tail[1].item(), world), flush=True)
+        if a.json:
+            print(json.dumps({"ranks": world, "final_loss": tail[0].item(), "first_loss": tail[1].item(),
+                              "steps": a.steps, "shards": worker.shards}), flush=True)
+    dist.barrier()
+    worker.close()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

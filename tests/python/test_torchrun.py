@@ -1,0 +1,50 @@
+"""torchrun with ferry.ps: two shard servers (``python3 -m ferry.ps.server
+--store``) on one ferryd publish themselves in the job's torch.distributed
+store; ``torchrun --nproc_per_node 2`` starts examples/python/torchrun_train.py
+on another ferryd, whose trainers find the shards with
+``ferry.ps.Worker.from_env`` and train (the loss falls on every rank)."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import EXAMPLES, Helper, free_port
+
+
+def test_torchrun_two_trainers_find_two_shards_on_another_ferryd(two_daemons, tmp_path):
+    shards_daemon, trainers_daemon = two_daemons
+    tables = tmp_path / "tables.json"
+    example = os.path.join(EXAMPLES, "torchrun_train.py")
+    subprocess.run([sys.executable, example, "--write-tables", str(tables)], check=True, timeout=60)
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # --redirects 2 --tee 2: stderr to a log and to us. Debian 12's torch 1.13 on Python 3.11 cannot
+    # parse the default "0" (IntFlag no longer iterates NONE) and fails before starting anything.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(port), "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"),
+           example, "--tables", str(tables), "--steps", "120", "--json"]
+    env_t = dict(env, FERRY_SOCKET=trainers_daemon.socket)
+    trainers = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env_t)
+    shards = []
+    try:
+        # The shards come up after the launcher: they wait for its store, then publish.
+        for i in range(2):
+            shards.append(Helper("shard", shards_daemon.socket, "@" + str(tables), "%d/2" % i, "--store",
+                                 "127.0.0.1:%d" % port, "--store-timeout", "60"))
+        out, _ = trainers.communicate(timeout=240)
+    finally:
+        if trainers.poll() is None:
+            trainers.kill()
+            trainers.wait(10)
+        served = [s.stop() for s in shards]
+    print(out[-4000:])
+    assert trainers.returncode == 0
+    assert "rank 0 step 0" in out and "rank 1 step 0" in out
+    report = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    assert report["ranks"] == 2 and report["shards"] == 2
+    assert report["final_loss"] < 0.8 * report["first_loss"], report  # it learned through the shards
+    # Both shards served both trainers: each saw pulls and pushes.
+    for log in served:
+        counters = json.loads(log.split("served ", 1)[1].splitlines()[0])
+        assert counters["pulls"] > 0 and counters["pushes"] > 0, counters
