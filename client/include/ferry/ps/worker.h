@@ -137,7 +137,8 @@ class FERRY_API Worker {
 
  private:
   FERRY_LOCAL Result<Ticket> begin(const TableSpec& t, Op** op) noexcept;
-  FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys, std::span<const float> values) noexcept;
+  FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys,
+                                          std::span<const float> values) noexcept;
   FERRY_LOCAL Result<Ticket> dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept;
   // worker_send.cpp: splitting into requests, response memory, sending.
   FERRY_LOCAL Result<Ticket> submit(Op& op, Ticket ticket) noexcept;
