@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/perf/engines-scaling.sh [--build DIR | --bundle DIR] [--workers "1 2 4 8 16"]
-#                               [--engines "1 auto"] [--shards M] [--keys K] [--dim D] [--iters I] [--out DIR]
+#                               [--engines "1 auto"] [--old DIR] [--shards M] [--keys K] [--dim D] [--iters I]
+#                               [--out DIR]
 #
 # Parameter-server throughput and pull latency as worker processes grow, the
 # way the engines were sized: two ferryds on loopback (workers on A, shards
@@ -10,11 +11,14 @@
 # end, with each ferry arm's ops/s as a ratio to TCP's at the same W.
 #   --build DIR   binaries of a meson build (default build/)
 #   --bundle DIR  a bundle made by the device tooling (DIR/run NAME runs bin/NAME)
+#   --old DIR     also an "old" arm: the binaries of a build from before the
+#                 engines (a build dir, or a bundle with DIR/run), one engine
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$repo/build
 bundle=""
+old=""
 workers="1 2 4 8 16"
 engines="1 auto"
 shards=4 keys=512 dim=64 iters=1000
@@ -25,12 +29,13 @@ while [[ $# -gt 0 ]]; do
     --bundle) bundle=$2; shift ;;
     --workers) workers=$2; shift ;;
     --engines) engines=$2; shift ;;
+    --old) old=$2; shift ;;
     --shards) shards=$2; shift ;;
     --keys) keys=$2; shift ;;
     --dim) dim=$2; shift ;;
     --iters) iters=$2; shift ;;
     --out) out=$2; shift ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "engines-scaling: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -57,19 +62,36 @@ for w in $workers; do
   line=$("${ps[@]}" bench --transport tcp --workers "$w" "${common[@]}" --target 127.0.0.1 | tail -1)
   echo "${line%\}},\"arm\":\"tcp\"}" >>"$points"
 done
-for e in $engines; do
+# arm NAME FERRYD PS... -- DAEMON_ARGS...: two daemons, every worker count.
+arm() {
+  local name=$1 daemon=$2 port_a port_b w line
+  shift 2
+  local -a client=()
+  while [[ $1 != -- ]]; do client+=("$1"); shift; done
+  shift
   port_a=$(ferry_free_port 64) port_b=$(ferry_free_port 64)
-  # shellcheck disable=SC2086 # $ferryd may be "BUNDLE/run ferryd"
-  FERRY_DAEMON_PREFIX="${ferryd% *}" ferry_start_daemon "${ferryd##* }" "$run/a-$e" --transport tcp \
-    --listen "127.0.0.1:$port_a" --engines "$e"
-  FERRY_DAEMON_PREFIX="${ferryd% *}" ferry_start_daemon "${ferryd##* }" "$run/b-$e" --transport tcp \
-    --listen "127.0.0.1:$port_b" --engines "$e"
+  local prefix=""  # "BUNDLE/run ferryd": BUNDLE/run is the prefix
+  [[ $daemon == *" "* ]] && prefix=${daemon% *}
+  FERRY_DAEMON_PREFIX="$prefix" ferry_start_daemon "${daemon##* }" "$run/a-$name" --transport tcp \
+    --listen "127.0.0.1:$port_a" "$@"
+  FERRY_DAEMON_PREFIX="$prefix" ferry_start_daemon "${daemon##* }" "$run/b-$name" --transport tcp \
+    --listen "127.0.0.1:$port_b" "$@"
   for w in $workers; do
-    line=$("${ps[@]}" bench --transport ferry --workers "$w" "${common[@]}" --socket "$run/a-$e/ferryd.sock" \
-      --server-socket "$run/b-$e/ferryd.sock" --target "127.0.0.1:$port_b" | tail -1)
-    echo "${line%\}},\"arm\":\"engines=$e\"}" >>"$points"
+    line=$("${client[@]}" bench --transport ferry --workers "$w" "${common[@]}" --socket "$run/a-$name/ferryd.sock" \
+      --server-socket "$run/b-$name/ferryd.sock" --target "127.0.0.1:$port_b" | tail -1)
+    echo "${line%\}},\"arm\":\"$name\"}" >>"$points"
   done
   ferry_stop_daemons
+}
+if [[ -n $old ]]; then
+  if [[ -x $old/run ]]; then
+    arm old "$old/run ferryd" "$old/run" ferry-ps --
+  else
+    arm old "$old/daemon/ferryd" "$old/client/examples/ps/ferry-ps" --
+  fi
+fi
+for e in $engines; do
+  arm "engines=$e" "$ferryd" "${ps[@]}" -- --engines "$e"
 done
 
 python3 - "$points" <<'PY'
