@@ -9,13 +9,20 @@
 #   2. examples/python/gpu_train.py: ferry.ps vs torch.distributed.rpc vs
 #      tables on the GPU, 1 and 8 trainers, with $FERRYD_ARGS passed to ferryd
 #   3. when the bundled ferryd knows --engines: the ferry runs again with
-#      --engines 1 and --engines auto
+#      each of $ENGINES_ARMS (default "1 auto")
+#   4. tests/perf/engines-scaling.sh on the bundle: ferry-ps bench throughput
+#      and pull latency as workers grow, per-process TCP, engines 1 and auto,
+#      and the binaries from before the engines when $OLD_BUNDLE names them
 # Writes under $OUT (default ./gpu-out): test_gpu.log, gpu_train*.log and
 # .json (the benchmark's JSON line), nvidia-smi.txt, summary.txt. Exits 1 if
 # the equality test or the main benchmark failed.
 # Environment: FERRY_GPU_PYTHON (default /opt/torch/.venv/bin/python3),
 # DEVICE (default cuda; cpu for a dry run elsewhere), STEPS (default 300),
-# TRAINERS (default "1 8"), FERRYD_ARGS (default none).
+# TRAINERS (default "1 8"), FERRYD_ARGS (default none), ENGINES_ARMS,
+# OLD_BUNDLE, SCALING_WORKERS (default "1 2 4 8 16"), SCALING_ENGINES (default
+# "1 auto"); the time limits of the
+# steps in seconds: LIMIT_TEST (150), LIMIT_BENCH (240), LIMIT_ENGINES (120
+# each), LIMIT_SCALING (150).
 set -uo pipefail
 bundle=$(cd "${1:?usage: device-run.sh BUNDLE}" && pwd)
 out=${OUT:-$PWD/gpu-out}
@@ -39,7 +46,7 @@ note() { echo "$*" | tee -a "$summary"; }
 note "python $("$py" -c 'import sys; print(sys.version.split()[0])'), device $device, steps $steps, trainers ${trainers[*]}"
 
 t=$SECONDS
-timeout 150 "$py" tests/python/test_gpu.py >"$out/test_gpu.log" 2>&1
+timeout "${LIMIT_TEST:-150}" "$py" tests/python/test_gpu.py >"$out/test_gpu.log" 2>&1
 rc_test=$?
 note "test_gpu: rc $rc_test ($((SECONDS - t)) s): $(grep -E '^(PASS|SKIP|FAIL)' "$out/test_gpu.log" | tr '\n' ';')"
 
@@ -54,10 +61,20 @@ bench() {  # bench SECONDS NAME FERRYD_ARGS [MORE ARGS...]
   grep -E '^(ferry|torch-rpc|gpu) +x|^x[0-9]' "$out/$name.log" | tee -a "$summary"
   return $rc
 }
-bench 240 gpu_train "${FERRYD_ARGS:-}"
+bench "${LIMIT_BENCH:-240}" gpu_train "${FERRYD_ARGS:-}"
 rc_bench=$?
 if "$FERRYD" --help 2>&1 | grep -q -- '--engines'; then
-  for e in 1 auto; do bench 120 "gpu_train-engines-$e" "--engines $e" --systems ferry || true; done
+  for e in ${ENGINES_ARMS:-1 auto}; do
+    bench "${LIMIT_ENGINES:-120}" "gpu_train-engines-$e" "--engines $e" --systems ferry || true
+  done
+  t=$SECONDS
+  export PATH="$(dirname "$py"):$PATH"  # the scaling script's helpers run python3
+  old_arm=()
+  [[ -n ${OLD_BUNDLE:-} ]] && old_arm=(--old "$(cd "$OLD_BUNDLE" && pwd)")
+  timeout "${LIMIT_SCALING:-150}" bash tests/perf/engines-scaling.sh --bundle "$bundle" "${old_arm[@]}" \
+    --workers "${SCALING_WORKERS:-1 2 4 8 16}" --engines "${SCALING_ENGINES:-1 auto}" --out "$out/scaling" >"$out/scaling.log" 2>&1
+  note "engines-scaling: rc $? ($((SECONDS - t)) s)"
+  sed -n '/^arm /,/^engines-scaling: points/p' "$out/scaling.log" | tee -a "$summary"
 else
   note "engines: this ferryd has no --engines flag (skipped)"
 fi
