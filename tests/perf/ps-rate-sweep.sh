@@ -12,6 +12,7 @@
 #                      earlier ferry whose ferry-ps has --rate), engines as
 #                      it had them
 #   tcp                ferry-ps's per-process kernel-TCP baseline
+# The arms take turns at each rate (daemons all up, order rotating).
 # Writes OUT/points.jsonl (one ferry-ps JSON line per point, plus "arm"),
 # OUT/latency-throughput.png (gnuplot) and prints a table.
 set -euo pipefail
@@ -35,7 +36,7 @@ while [[ $# -gt 0 ]]; do
     --dim) dim=$2; shift ;;
     --iters) iters=$2; shift ;;
     --out) out=$2; shift ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "ps-rate-sweep: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -51,38 +52,52 @@ points=$out/points.jsonl
 
 common=(--workers "$workers" --shards "$shards" --keys "$keys" --dim "$dim" --iters "$iters" --warmup 20 --json)
 
-# sweep ARM BUILD [ENGINES]: every rate through two ferryds of BUILD.
-sweep() {
-  local arm=$1 bdir=$2 eng=${3:-}
-  local port_a port_b
+# Every arm's daemons start first and stay up (idle ones sleep); then each
+# rate runs every arm, the order rotating from rate to rate, so that a
+# machine whose load drifts during the run weighs on every arm alike.
+declare -A arm_build arm_port
+arms=()
+start_arm() {  # start_arm ARM BUILD [ENGINES]
+  local arm=$1 bdir=$2 eng=${3:-} port_a port_b
   port_a=$(ferry_free_port) port_b=$(ferry_free_port)
   local -a eargs=()
   [[ -n $eng ]] && eargs=(--engines "$eng")
   ferry_start_daemon "$bdir/daemon/ferryd" "$run/$arm-a" --transport tcp --listen "127.0.0.1:$port_a" "${eargs[@]}"
   ferry_start_daemon "$bdir/daemon/ferryd" "$run/$arm-b" --transport tcp --listen "127.0.0.1:$port_b" "${eargs[@]}"
-  local r line
-  for r in $rates; do
-    line=$("$bdir/client/examples/ps/ferry-ps" bench --transport ferry "${common[@]}" --rate "$r" \
-      --socket "$run/$arm-a/ferryd.sock" --server-socket "$run/$arm-b/ferryd.sock" \
-      --target "127.0.0.1:$port_b" | tail -1)
-    echo "${line%\}},\"arm\":\"$arm\"}" >>"$points"
-    echo "$arm rate $r: $(summary "$line")"
-  done
-  ferry_stop_daemons
+  arm_build[$arm]=$bdir
+  arm_port[$arm]=$port_b
+  arms+=("$arm")
 }
 
 summary() {
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("achieved %.0f ops/s, pull p50 %.0f us p99 %.0f us" % (d["ops_per_s"], d["pull_p50_us"], d["pull_p99_us"]))' "$1"
 }
 
+point() {  # point ARM RATE: one ferry-ps bench --rate, appended to points
+  local arm=$1 r=$2 line
+  if [[ $arm == tcp ]]; then
+    line=$("$build/client/examples/ps/ferry-ps" bench --transport tcp "${common[@]}" --rate "$r" --target 127.0.0.1 |
+      tail -1)
+  else
+    line=$("${arm_build[$arm]}/client/examples/ps/ferry-ps" bench --transport ferry "${common[@]}" --rate "$r" \
+      --socket "$run/$arm-a/ferryd.sock" --server-socket "$run/$arm-b/ferryd.sock" \
+      --target "127.0.0.1:${arm_port[$arm]}" | tail -1)
+  fi
+  echo "${line%\}},\"arm\":\"$arm\"}" >>"$points"
+  echo "$arm rate $r: $(summary "$line")"
+}
+
 echo "ps-rate-sweep: $workers workers x $shards shards, $keys keys, dim $dim, $iters iterations per worker per point"
-[[ -n $old ]] && sweep old "$old"
-for e in $engines; do sweep "engines=$e" "$build" "$e"; done
+[[ -n $old ]] && start_arm old "$old"
+for e in $engines; do start_arm "engines=$e" "$build" "$e"; done
+arms+=(tcp)
+turn=0
 for r in $rates; do
-  line=$("$build/client/examples/ps/ferry-ps" bench --transport tcp "${common[@]}" --rate "$r" --target 127.0.0.1 | tail -1)
-  echo "${line%\}},\"arm\":\"tcp\"}" >>"$points"
-  echo "tcp rate $r: $(summary "$line")"
+  n=${#arms[@]}
+  for ((i = 0; i < n; ++i)); do point "${arms[$(((i + turn) % n))]}" "$r"; done
+  turn=$((turn + 1))
 done
+ferry_stop_daemons
 
 # One data file per arm (achieved ops/s, P50, P99), then both panels.
 python3 - "$points" "$out" <<'PY'
