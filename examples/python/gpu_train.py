@@ -22,6 +22,10 @@ last epoch's training loss and the held-out AUC (rank 0, at the end).
 
 ``--device cpu`` runs the same on the CPU (the test does, with a small
 configuration). With --json the last line of stdout is one JSON object.
+``GPU_TRAIN_DIAG`` in the environment (diagnosis of ferry on a GPU):
+``push-cpu`` sends gradients through process memory instead of copying
+them from the GPU into the requests, ``deliver-off`` lets the modules copy
+the rows to the GPU instead of the worker's delivery.
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ class Job:
         self.w, self.cfg, self.rank = worker, cfg, rank
         self.device = torch.device(cfg["device"])
         if self.device.type == "cuda":
+            if self.device.index is None:  # "cuda": the current device, named, as set_device wants
+                self.device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.device)
         self.clock = CopyClock(self.device)
         self.spec = dlrm.DataSpec(train=cfg["train"], test=cfg["test"], seed=cfg["data_seed"])
@@ -95,10 +101,21 @@ class Job:
         if worker is None:  # gpu: the tables on the device, no parameter server
             self.model, self.opts = train.local_model(self.spec)
             self.model.to(self.device)
+            for o in self.opts:  # Adagrad made its state beside the CPU parameters: move it too
+                for state in o.state.values():
+                    for k, v in state.items():
+                        if torch.is_tensor(v) and v.dim() > 0:
+                            state[k] = v.to(self.device)
             self.dense = None
             return
         if self.device.type == "cuda" and hasattr(worker, "to"):
             worker.to(self.device)  # the arena registered with CUDA once
+            diag = os.environ.get("GPU_TRAIN_DIAG", "")
+            if "push-cpu" in diag:  # diagnosis: gradients through process memory, not into the requests
+                w = worker
+                worker._cuda.push_rows = lambda rows, g: w._w.push_rows(rows.op, g.float().cpu().contiguous().reshape(-1).numpy())
+            if "deliver-off" in diag:  # diagnosis: the modules copy the rows to the GPU themselves
+                worker._cuda.deliver = lambda rows: None
             worker._cuda.deliver = self.clock.wrap(worker._cuda.deliver)
         import ferry.ps.torch as pst
         # The baseline's copies of rows to the device happen in the modules: time them there.

@@ -199,7 +199,8 @@ class RpcWorker:
 
     def pull_async(self, table, keys):
         s = self.table(table)
-        keys = torch.as_tensor(keys, dtype=torch.int64).reshape(-1)
+        # The rows come back in process memory: keys from a GPU come over first.
+        keys = torch.as_tensor(keys, dtype=torch.int64).reshape(-1).cpu()
         unique, inverse = torch.unique(keys, return_inverse=True)
         owner = torch.from_numpy(_ps.shard_of(s.id, unique.numpy(), self.shards).astype(np.int64))
         order = torch.argsort(owner, stable=True)
@@ -228,7 +229,7 @@ class RpcWorker:
 
     def push_rows(self, rows, grads, wait=False):
         s = self.table(rows.table)
-        grads = grads.detach().contiguous()
+        grads = grads.detach().cpu().contiguous()  # from a GPU: a (pageable) copy to process memory
         futures = []
         for sh in range(self.shards):
             a, b = rows.shard_rows[sh], rows.shard_rows[sh + 1]
@@ -256,7 +257,7 @@ class RpcWorker:
 
     def push_dense(self, table, grads, wait=True):
         s = self.table(table)
-        g = torch.as_tensor(grads, dtype=torch.float32).reshape(-1).contiguous()
+        g = torch.as_tensor(grads, dtype=torch.float32).reshape(-1).cpu().contiguous()
         futures = [rpc.rpc_async(SHARD % sh, _push_dense, args=(s.id, g[a:b]))
                    for sh, (a, b) in enumerate(self._slices(s)) if b > a]
         return self._finish(_Pending(futures, lambda _: None), wait)
