@@ -25,7 +25,8 @@ configuration). With --json the last line of stdout is one JSON object.
 ``GPU_TRAIN_DIAG`` in the environment (diagnosis of ferry on a GPU):
 ``push-cpu`` sends gradients through process memory instead of copying
 them from the GPU into the requests, ``deliver-off`` lets the modules copy
-the rows to the GPU instead of the worker's delivery.
+the rows to the GPU instead of the worker's delivery, ``no-register``
+leaves the arena unregistered with CUDA.
 """
 
 from __future__ import annotations
@@ -109,8 +110,12 @@ class Job:
             self.dense = None
             return
         if self.device.type == "cuda" and hasattr(worker, "to"):
-            worker.to(self.device)  # the arena registered with CUDA once
             diag = os.environ.get("GPU_TRAIN_DIAG", "")
+            if "no-register" in diag:  # diagnosis: the arena not registered with CUDA (pageable copies)
+                from ferry.ps import _cuda as cuda_arena
+                setattr(cuda_arena, "_register", lambda address, size: None)
+                setattr(cuda_arena, "_unregister", lambda address: None)
+            worker.to(self.device)  # the arena registered with CUDA once
             if "push-cpu" in diag:  # diagnosis: gradients through process memory, not into the requests
                 w = worker
                 worker._cuda.push_rows = lambda rows, g: w._w.push_rows(rows.op, g.float().cpu().contiguous().reshape(-1).numpy())
