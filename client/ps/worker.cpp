@@ -137,11 +137,12 @@ void Worker::expire() noexcept {
   }
 }
 
-void Worker::progress(std::chrono::milliseconds timeout) noexcept {
+std::size_t Worker::progress(std::chrono::milliseconds timeout) noexcept {
   const std::size_t n = link_->wait(scratch_->done, timeout);
   for (std::size_t i = 0; i < n; ++i) on_done(scratch_->done[i]);
   if (!sending_.empty()) pump();  // answered calls gave back memory and call slots
   expire();
+  return n;
 }
 
 Status Worker::status(Ticket t) const noexcept {

@@ -16,13 +16,16 @@ with the same data and the same initial weights:
 
 Printed: each system's median step time (ms) and ``ratio`` (ferry / local;
 each round's ratio to that round's local, then their median), with
-``--json`` one JSON line (``ferry_ratio``, ``local_ms``, ...). ``--collection`` also runs the
+``--json`` one JSON line (``ferry_ratio``, ``local_ms``, ...), and the CPU time per step of
+the training thread and of the whole process (whose other threads are the
+shards'; ferryd's own CPU is not in it). ``--collection`` also runs the
 EmbeddingBagCollection form (the script changed to look the 4 tables up in
 one call), ``--sync`` calls worker.synchronize() after every step (every
 pull then sees the previous step's update), ``--no-defer`` makes each
 module wait for its own pull (the tables' pulls one after another, as
 before deferred results), ``--immediate`` runs that too in the same rounds, ``--profile`` splits the ferry step's time into
-its parts, ``--shard-socket``/``--target`` put the shards (still in this
+its parts (wall time in the worker's calls: ``pull_async`` sends a deferred pull,
+``wait_all`` waits for a step's pulls together),  ``--shard-socket``/``--target`` put the shards (still in this
 process) behind another ferryd.
 
     FERRY_SOCKET=... /usr/bin/python3 examples/python/step_time.py --steps 300 [--json]
@@ -123,7 +126,8 @@ class Profile:
 
     def __init__(self, worker: ps.Worker) -> None:
         self.parts: Dict[str, float] = {}
-        for name in ("pull", "push_rows", "synchronize", "pull_many"):
+        # pull_async and wait_all: a drop-in module's deferred pulls (sent, then waited for together).
+        for name in ("pull", "pull_async", "wait_all", "push_rows", "synchronize", "pull_many"):
             setattr(worker, name, self.timed(name, getattr(worker, name)))
 
     def timed(self, name: str, f: Callable[..., Any]) -> Callable[..., Any]:
@@ -156,6 +160,16 @@ def median_ms(times: List[float], warmup: int) -> float:
     return statistics.median(times[warmup:]) * 1e3
 
 
+def cpu_ms(rounds: Dict[str, List[float]], name: str, steps: int, f: Callable[[], List[float]]) -> List[float]:
+    """f's step times; records the CPU time per step of the training thread
+    and of the whole process (the in-process shards' threads too)."""
+    t0, p0 = time.thread_time(), time.process_time()
+    times = f()
+    rounds.setdefault(name + "_thread_cpu_ms", []).append((time.thread_time() - t0) / steps * 1e3)
+    rounds.setdefault(name + "_process_cpu_ms", []).append((time.process_time() - p0) / steps * 1e3)
+    return times
+
+
 def run(a: argparse.Namespace) -> Dict[str, Any]:
     """Each round: local, then the ferry variants on fresh shards; per-round ratios to that round's local."""
     torch.set_num_threads(a.threads)
@@ -170,7 +184,7 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
         variants.append(("collection", False, True))
     rounds: Dict[str, List[float]] = {}
     for rnd in range(a.rounds):
-        local = median_ms(train(local_model(), data), a.warmup)
+        local = median_ms(cpu_ms(rounds, "local", a.steps, lambda: train(local_model(), data)), a.warmup)
         rounds.setdefault("local_ms", []).append(local)
         t_ = tables()
         prefix = "step-time-%d-%d-" % (os.getpid(), rnd)  # a stopped shard keeps its name until it is freed
@@ -187,7 +201,8 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
             # Rotated each round, so that no variant always runs first on fresh shards.
             for name, defer, collection in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
                 pst.defer(defer)
-                ms = median_ms(train(ferry_model(worker, collection), data, sync), a.warmup)
+                model = ferry_model(worker, collection)
+                ms = median_ms(cpu_ms(rounds, name, a.steps, lambda: train(model, data, sync)), a.warmup)
                 rounds.setdefault(name + "_ms", []).append(ms)
                 rounds.setdefault(name + "_ratio", []).append(ms / local)
                 if prof is not None:
@@ -236,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name + "_ms" in r:
             line += ", %s %.2f ms (ratio %.3f)" % (name, r[name + "_ms"], r[name + "_ratio"])
     print(line)
+    print("  CPU per step (ms), training thread / whole process: " + ", ".join(
+        "%s %.2f / %.2f" % (n, r[n + "_thread_cpu_ms"], r[n + "_process_cpu_ms"])
+        for n in ("local", "ferry", "immediate", "collection") if n + "_thread_cpu_ms" in r))
     if a.profile:
         print("  in the worker per step (ms): " + ", ".join(
             "%s %.2f" % (k[:-len("_ms_per_step")], v) for k, v in sorted(r.items()) if k.endswith("_ms_per_step")))

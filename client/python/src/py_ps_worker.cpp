@@ -133,10 +133,11 @@ Status wait_ops(WorkerCore& c, const std::vector<PsOp*>& ops, Clock::time_point 
           std::lock_guard<std::mutex> g(c.mu);
           if (!c.worker) return Status::Cancelled;
           st = all_done(*c.worker, ops);
-          if (st == Status::Busy) {
-            c.worker->progress(std::chrono::milliseconds(0));
+          // Collect until a turn finds nothing: only then is the link armed
+          // to wake the fd, and sleeping on it cannot miss an answer that
+          // is already there (it would sleep the whole slice).
+          while (st == Status::Busy && c.worker->progress(std::chrono::milliseconds(0)) > 0)
             st = all_done(*c.worker, ops);
-          }
           fd = c.event_fd;
         }
         if (st != Status::Busy || Clock::now() >= slice_end) break;
@@ -306,8 +307,12 @@ rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
            [](PsOp& o) {
              auto lk = lock_from_python(o.core->mu);
              if (!o.core->worker || o.released) return true;
-             o.core->worker->progress(std::chrono::milliseconds(0));
-             return o.core->worker->status(o.ticket) != Status::Busy;
+             // Until a turn collects nothing: a caller that sleeps on the fd
+             // after False (asyncio) is then woken by the next answer.
+             ps::Worker& w = *o.core->worker;
+             while (w.status(o.ticket) == Status::Busy)
+               if (w.progress(std::chrono::milliseconds(0)) == 0) return false;
+             return true;
            })
       .def_property_readonly("status",
                              [](PsOp& o) -> pyb::object {

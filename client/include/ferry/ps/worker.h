@@ -114,7 +114,11 @@ class FERRY_API Worker {
   // the operation's status, or Busy when it is still in flight.
   [[nodiscard]] Status wait(Ticket t, std::chrono::milliseconds timeout) noexcept;
   // Collects whatever completed (waiting at most `timeout`); never blocks longer.
-  void progress(std::chrono::milliseconds timeout) noexcept;
+  // Returns how many answers it collected. 0 also means the link is armed:
+  // event_fd() becomes readable when the next one arrives. After a call that
+  // collected some, call it again before sleeping on event_fd(), or an
+  // answer that is already there wakes nobody.
+  std::size_t progress(std::chrono::milliseconds timeout) noexcept;
   // Busy while in flight, else the operation's status. BadRequest for an unknown ticket.
   [[nodiscard]] Status status(Ticket t) const noexcept;
   OpError error(Ticket t) const noexcept;
