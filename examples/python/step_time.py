@@ -206,8 +206,8 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
                 rounds.setdefault(name + "_ms", []).append(ms)
                 rounds.setdefault(name + "_ratio", []).append(ms / local)
                 if prof is not None:
-                    for k, v in prof.parts.items():
-                        rounds.setdefault("%s_%s_ms_per_step" % (name, k), []).append(v / a.steps * 1e3)
+                    for part, seconds in prof.parts.items():
+                        rounds.setdefault("%s_%s_ms_per_step" % (name, part), []).append(seconds / a.steps * 1e3)
                     prof.parts.clear()
             worker.synchronize()
         finally:
