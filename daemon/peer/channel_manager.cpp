@@ -314,7 +314,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     } else {
       spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
       conns_.erase(c.conn, on_lanes);
-      via(on_lanes).close(c.conn);
+      (void)via(on_lanes).close(c.conn);  // a stranger's connection; EndpointClosed: gone already
     }
     return;
   }
