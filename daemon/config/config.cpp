@@ -121,8 +121,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
                   *why);
     }
   }
-  if (auto bad = check_ranges(c)) return fail(*bad);
-  if (auto bad = check_system(c)) return fail(*bad);
+  if (const Error bad = check_ranges(c); bad.failed()) return fail(bad.message());
+  if (const Error bad = check_system(c); bad.failed()) return fail(bad.message());
   EngineFault fault;
   if (auto bad = engine_fault_from_env(&fault)) return fail(*bad);
   c.fault_forget_call_after = fault.forget_call_after;
