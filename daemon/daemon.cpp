@@ -55,8 +55,8 @@ int run_daemon(const Config& config) {
   log_fault_injection_state();
 
   EnginePlan plan;
-  if (auto bad = plan_engines(config.engines, config.engine_cpus, plan)) {
-    spdlog::error("{}", *bad);
+  if (const Error bad = plan_engines(config.engines, config.engine_cpus, plan); bad.failed()) {
+    spdlog::error("{}", bad.message());
     return 1;
   }
   spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",

@@ -144,7 +144,8 @@ constexpr KeyAccess engines_access{
 
 constexpr KeyAccess engine_cpus_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
                                          std::vector<int> cpus;
-                                         if (auto bad = parse_cpu_list(t, cpus)) return bad;
+                                         if (const Error bad = parse_cpu_list(t, cpus); bad.failed())
+                                           return bad.message();
                                          c.engine_cpus = std::string(t);
                                          return std::nullopt;
                                        },

@@ -38,7 +38,8 @@ EngineSet::~EngineSet() { stop(); }
 void EngineSet::start() {
   for (std::uint32_t e = 0; e < size(); ++e) {
     threads_.emplace_back([this, e] {
-      if (auto bad = pin_this_thread(cpus_[e])) spdlog::warn("engine {}: {}; running unpinned", e, *bad);
+      if (const Error bad = pin_this_thread(cpus_[e]); bad.failed())
+        spdlog::warn("engine {}: {}; running unpinned", e, bad.message());
       engines_[e]->run();
     });
   }
