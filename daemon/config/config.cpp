@@ -124,7 +124,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   if (const Error bad = check_ranges(c); bad.failed()) return fail(bad.message());
   if (const Error bad = check_system(c); bad.failed()) return fail(bad.message());
   EngineFault fault;
-  if (auto bad = engine_fault_from_env(&fault)) return fail(*bad);
+  if (const Error bad = engine_fault_from_env(&fault); bad.failed()) return fail(bad.message());
   c.fault_forget_call_after = fault.forget_call_after;
   return out;
 }
