@@ -27,7 +27,7 @@ Error check_system(const Config& c) {
   if (Error bad = check_group("socket-group", c.socket_group); bad.failed()) return bad;
   if (Error bad = check_group("admin-group", c.admin_group); bad.failed()) return bad;
   std::vector<ServiceOwner> owners;
-  if (auto bad = parse_service_owners(c.service_owners, owners)) return Error::bad_request(*bad);
+  if (Error bad = parse_service_owners(c.service_owners, owners); bad.failed()) return bad;
   // Read here too so --check-config reports a short secret or a loose mode.
   std::string secret;
   return peer::load_auth_secret(c.auth_secret_file, secret);
