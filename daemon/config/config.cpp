@@ -100,11 +100,12 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   if (explicit_file && file.empty()) return fail("invalid value '' for config: must name a file");
   std::string text;
   bool missing = false;
-  if (auto bad = read_config_file(file, !explicit_file, &text, &missing)) return fail(*bad);
+  if (const Error bad = read_config_file(file, !explicit_file, &text, &missing); bad.failed())
+    return fail(bad.message());
   if (!missing) {
     c.config_file = file;
     std::vector<FileEntry> entries;
-    if (auto bad = parse_config_text(file, text, &entries)) return fail(*bad);
+    if (const Error bad = parse_config_text(file, text, &entries); bad.failed()) return fail(bad.message());
     for (auto& e : entries) settings[e.key] = Setting{std::move(e.value), file + ":" + std::to_string(e.line)};
   }
   for (const auto& [name, value] : vm) {
