@@ -117,9 +117,9 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   for (const auto& [name, s] : settings) {
     const ConfigKey* k = find_key(name);
     if (k == nullptr || k->access.parse == nullptr) continue;  // parse_config_text refused unknown keys
-    if (auto why = k->access.parse(c, s.value)) {
+    if (const Error why = k->access.parse(c, s.value); why.failed()) {
       return fail((s.origin.empty() ? "" : s.origin + ": ") + "invalid value '" + s.value + "' for " + name + ": " +
-                  *why);
+                  why.message());
     }
   }
   if (const Error bad = check_ranges(c); bad.failed()) return fail(bad.message());
