@@ -37,7 +37,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/json.h"
+#include "base/json.h"
 
 namespace ferry::control {
 

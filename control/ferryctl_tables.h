@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 
 namespace ferry::ctl {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
+#include "base/json.h"
 #include "control/ferryctl_options.h"
-#include "control/json.h"
 
 namespace ferry::ctl {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/json.h"
+#include "base/json.h"
 
 namespace ferry::ctl {
 

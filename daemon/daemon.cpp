@@ -55,8 +55,8 @@ int run_daemon(const Config& config) {
   log_fault_injection_state();
 
   EnginePlan plan;
-  if (auto bad = plan_engines(config.engines, config.engine_cpus, plan)) {
-    spdlog::error("{}", *bad);
+  if (const Error bad = plan_engines(config.engines, config.engine_cpus, plan); bad.failed()) {
+    spdlog::error("{}", bad.message());
     return 1;
   }
   spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",
@@ -64,8 +64,8 @@ int run_daemon(const Config& config) {
                config.engine_cpus.empty() ? std::string() : ", pinned to CPUs " + config.engine_cpus);
 
   DescriptorLimit fds;
-  if (auto bad = ensure_descriptor_limit(config, plan.engines, &fds)) {
-    spdlog::error("{}", *bad);
+  if (const Error bad = ensure_descriptor_limit(config, plan.engines, &fds); bad.failed()) {
+    spdlog::error("{}", bad.message());
     return 1;
   }
   if (fds.soft != fds.soft_before) {

@@ -25,7 +25,8 @@ peer::ChannelConfig channel_config(const Config& config, std::uint64_t epoch, st
   cc.credit_floor = config.credit_floor;
   cc.credit_share = config.credit_share;
   cc.max_message_bytes = std::max<std::uint32_t>(lane_max_message, wire::kMinMessageBytes);
-  if (auto bad = peer::load_auth_secret(config.auth_secret_file, cc.auth_secret)) throw std::runtime_error(*bad);
+  if (const Error bad = peer::load_auth_secret(config.auth_secret_file, cc.auth_secret); bad.failed())
+    throw std::runtime_error(bad.message());  // start-up: the daemon cannot run without its secret
   return cc;
 }
 

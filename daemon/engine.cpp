@@ -25,7 +25,8 @@ Transports made(const Config& config) {
 std::unique_ptr<EngineGroup> lone_group(const Config& config) {
   auto g = std::make_unique<EngineGroup>(1);
   std::vector<ServiceOwner> owners;
-  if (auto bad = parse_service_owners(config.service_owners, owners)) throw std::runtime_error(*bad);  // start-up only
+  if (const Error bad = parse_service_owners(config.service_owners, owners); bad.failed())
+    throw std::runtime_error(bad.message());  // start-up only
   g->directory.reserve(std::move(owners));
   return g;
 }

@@ -100,11 +100,12 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   if (explicit_file && file.empty()) return fail("invalid value '' for config: must name a file");
   std::string text;
   bool missing = false;
-  if (auto bad = read_config_file(file, !explicit_file, &text, &missing)) return fail(*bad);
+  if (const Error bad = read_config_file(file, !explicit_file, &text, &missing); bad.failed())
+    return fail(bad.message());
   if (!missing) {
     c.config_file = file;
     std::vector<FileEntry> entries;
-    if (auto bad = parse_config_text(file, text, &entries)) return fail(*bad);
+    if (const Error bad = parse_config_text(file, text, &entries); bad.failed()) return fail(bad.message());
     for (auto& e : entries) settings[e.key] = Setting{std::move(e.value), file + ":" + std::to_string(e.line)};
   }
   for (const auto& [name, value] : vm) {
@@ -116,15 +117,15 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, std::ostream&
   for (const auto& [name, s] : settings) {
     const ConfigKey* k = find_key(name);
     if (k == nullptr || k->access.parse == nullptr) continue;  // parse_config_text refused unknown keys
-    if (auto why = k->access.parse(c, s.value)) {
+    if (const Error why = k->access.parse(c, s.value); why.failed()) {
       return fail((s.origin.empty() ? "" : s.origin + ": ") + "invalid value '" + s.value + "' for " + name + ": " +
-                  *why);
+                  why.message());
     }
   }
-  if (auto bad = check_ranges(c)) return fail(*bad);
-  if (auto bad = check_system(c)) return fail(*bad);
+  if (const Error bad = check_ranges(c); bad.failed()) return fail(bad.message());
+  if (const Error bad = check_system(c); bad.failed()) return fail(bad.message());
   EngineFault fault;
-  if (auto bad = engine_fault_from_env(&fault)) return fail(*bad);
+  if (const Error bad = engine_fault_from_env(&fault); bad.failed()) return fail(bad.message());
   c.fault_forget_call_after = fault.forget_call_after;
   return out;
 }

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "shm/ring_entries.h"
 #include "shm/segment_layout.h"
 #include "shm/slab_allocator.h"
@@ -132,9 +133,9 @@ struct Config {
 };
 
 // Checks every numeric field against its range and the cross-field rules
-// (config_rules.cpp). Returns an error message naming the key(s) and the
-// allowed range, or nullopt when all is well.
-std::optional<std::string> check_ranges(const Config& c);
+// (config_rules.cpp). Returns BadRequest with a message naming the key(s)
+// and the allowed range, or Ok when all is well.
+[[nodiscard]] Error check_ranges(const Config& c);
 
 struct ParseOutcome {
   Config config;
@@ -151,9 +152,9 @@ ParseOutcome parse_command_line(int argc, const char* const* argv);  // errors t
 
 // Checks that need the system: socket-group and admin-group name existing
 // groups, auth-secret-file is a regular file that group and others cannot
-// read and holds a long enough secret (peer/auth_secret.h). Returns an error
-// naming the key, or nullopt.
-std::optional<std::string> check_system(const Config& c);
+// read and holds a long enough secret (peer/auth_secret.h). Returns
+// BadRequest with a message naming the key, or Ok.
+[[nodiscard]] Error check_system(const Config& c);
 
 // The effective settings, one "key = value" line each (INI, so the output
 // of --check-config is itself a valid config file).

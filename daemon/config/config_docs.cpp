@@ -1,7 +1,7 @@
 // --help, --version and --describe from the descriptor table.
 #include "daemon/config/config_docs.h"
 
-#include "control/json.h"
+#include "base/json.h"
 #include "ferry_config.h"
 #include "transport/fault_spec.h"
 

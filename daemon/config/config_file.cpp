@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -31,8 +32,7 @@ const char* file_kind(mode_t mode) {
 
 }  // namespace
 
-std::optional<std::string> read_config_file(const std::string& path, bool missing_ok, std::string* text,
-                                            bool* missing) {
+Error read_config_file(const std::string& path, bool missing_ok, std::string* text, bool* missing) {
   *missing = false;
   text->clear();
   const std::string what = "config file " + path + ": ";
@@ -42,9 +42,9 @@ std::optional<std::string> read_config_file(const std::string& path, bool missin
   if (fd < 0) {
     if (missing_ok && errno == ENOENT) {
       *missing = true;
-      return std::nullopt;
+      return {};
     }
-    return "cannot read " + what + std::strerror(errno);
+    return Error::bad_request("cannot read " + what + std::strerror(errno));
   }
   struct stat st {};
   std::optional<std::string> bad;
@@ -67,11 +67,11 @@ std::optional<std::string> read_config_file(const std::string& path, bool missin
     if (text->size() > kMaxConfigFileBytes) bad = what + "grew past " + std::to_string(kMaxConfigFileBytes) + " bytes";
   }
   ::close(fd);
-  return bad;
+  if (bad) return Error::bad_request(std::move(*bad));
+  return {};
 }
 
-std::optional<std::string> parse_config_text(const std::string& path, const std::string& text,
-                                             std::vector<FileEntry>* out) {
+Error parse_config_text(const std::string& path, const std::string& text, std::vector<FileEntry>* out) {
   out->clear();
   std::set<std::string, std::less<>> seen;
   std::string_view rest = text;
@@ -89,20 +89,22 @@ std::optional<std::string> parse_config_text(const std::string& path, const std:
     }
     line = trim(line);
     if (line.empty()) continue;
-    if (line.front() == '[') return where + "sections ('" + std::string(line) + "') are not part of ferryd.conf";
+    if (line.front() == '[')
+      return Error::bad_request(where + "sections ('" + std::string(line) + "') are not part of ferryd.conf");
     const auto eq = line.find('=');
-    if (eq == std::string_view::npos) return where + "expected 'key = value', got '" + std::string(line) + "'";
+    if (eq == std::string_view::npos)
+      return Error::bad_request(where + "expected 'key = value', got '" + std::string(line) + "'");
     const std::string key(trim(line.substr(0, eq)));
     const std::string value(trim(line.substr(eq + 1)));
     const ConfigKey* k = find_key(key);
-    if (k == nullptr) return where + "unknown key '" + key + "' (ferryd --help lists the keys)";
+    if (k == nullptr) return Error::bad_request(where + "unknown key '" + key + "' (ferryd --help lists the keys)");
     if (k->scope != Scope::Anywhere) {
-      return where + "'" + key + "' is a command-line option, not a configuration key";
+      return Error::bad_request(where + "'" + key + "' is a command-line option, not a configuration key");
     }
-    if (!seen.insert(key).second) return where + "'" + key + "' is set twice";
+    if (!seen.insert(key).second) return Error::bad_request(where + "'" + key + "' is set twice");
     out->push_back(FileEntry{key, value, line_no});
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace ferry::daemon

@@ -5,19 +5,19 @@
 #pragma once
 
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "base/error.h"
 
 namespace ferry::daemon {
 
 inline constexpr std::size_t kMaxConfigFileBytes = 1u << 20;
 
 // Reads `path` into *text. `missing_ok`: a file that does not exist is not
-// an error (*missing is set; the default file is optional). Returns an error
-// naming the file, or nullopt.
-[[nodiscard]] std::optional<std::string> read_config_file(const std::string& path, bool missing_ok, std::string* text,
-                                                          bool* missing);
+// an error (*missing is set; the default file is optional). Returns
+// BadRequest with a message naming the file, or Ok.
+[[nodiscard]] Error read_config_file(const std::string& path, bool missing_ok, std::string* text, bool* missing);
 
 struct FileEntry {
   std::string key;
@@ -28,8 +28,7 @@ struct FileEntry {
 // INI text: "key = value" lines, '#' starts a comment (at the start of a
 // line, or after white space), blank lines ignored. Every key must be a
 // configuration key of the table (not a command-line-only one) and appear
-// once. Errors name `path` and the line.
-[[nodiscard]] std::optional<std::string> parse_config_text(const std::string& path, const std::string& text,
-                                                           std::vector<FileEntry>* out);
+// once. Failures are BadRequest, their messages naming `path` and the line.
+[[nodiscard]] Error parse_config_text(const std::string& path, const std::string& text, std::vector<FileEntry>* out);
 
 }  // namespace ferry::daemon

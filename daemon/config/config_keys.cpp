@@ -19,17 +19,15 @@
 namespace ferry::daemon {
 namespace {
 
-std::optional<std::string> not_unsigned() {
-  return std::string("expected an unsigned integer (see --help for its range)");
-}
+Error not_unsigned() { return Error::bad_request("expected an unsigned integer (see --help for its range)"); }
 
 template <auto M>
-std::optional<std::string> parse_number(Config& c, std::string_view t) {
+Error parse_number(Config& c, std::string_view t) {
   using T = std::remove_cvref_t<decltype(c.*M)>;
   const auto v = parse_u64(t);
   if (!v || *v > std::numeric_limits<T>::max()) return not_unsigned();
   c.*M = static_cast<T>(*v);
-  return std::nullopt;
+  return {};
 }
 
 template <auto M>
@@ -43,9 +41,9 @@ constexpr KeyAccess number() {
 }
 
 template <auto M>
-std::optional<std::string> parse_text(Config& c, std::string_view t) {
+Error parse_text(Config& c, std::string_view t) {
   c.*M = std::string(t);
-  return std::nullopt;
+  return {};
 }
 
 template <auto M>
@@ -58,95 +56,97 @@ constexpr KeyAccess text() {
   return {parse_text<M>, text_of<M>, nullptr};
 }
 
-constexpr KeyAccess runtime_dir_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
-                                         if (t.empty()) return std::string("must not be empty");
+constexpr KeyAccess runtime_dir_access{[](Config& c, std::string_view t) -> Error {
+                                         if (t.empty()) return Error::bad_request("must not be empty");
                                          c.runtime_dir = std::string(t);
-                                         return std::nullopt;
+                                         return {};
                                        },
                                        text_of<&Config::runtime_dir>};
 
 constexpr KeyAccess listen_access{
-    [](Config& c, std::string_view t) -> std::optional<std::string> {
+    [](Config& c, std::string_view t) -> Error {
       if (!t.empty()) {
         auto hp = parse_host_port(t);
-        if (!hp || hp->port == 0) return std::string("must be HOST:PORT, port 1..65535");
+        if (!hp || hp->port == 0) return Error::bad_request("must be HOST:PORT, port 1..65535");
         // Start-up binds without resolving names: refuse them here too, so
         // --check-config and start-up agree.
         unsigned char addr[16];
         if (::inet_pton(AF_INET, hp->host.c_str(), addr) != 1 && ::inet_pton(AF_INET6, hp->host.c_str(), addr) != 1)
-          return "the host must be a numeric IPv4 or IPv6 address (HOST:PORT, names are not resolved), not '" +
-                 hp->host + "'";
+          return Error::bad_request(
+              "the host must be a numeric IPv4 or IPv6 address (HOST:PORT, names are not resolved), not '" + hp->host +
+              "'");
       }
       c.listen = std::string(t);
-      return std::nullopt;
+      return {};
     },
     text_of<&Config::listen>};
 
-constexpr KeyAccess transport_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
+constexpr KeyAccess transport_access{[](Config& c, std::string_view t) -> Error {
                                        for (auto v : {Transport::Rdma, Transport::Tcp, Transport::Auto}) {
                                          if (t == to_string(v)) {
                                            c.transport = v;
-                                           return std::nullopt;
+                                           return {};
                                          }
                                        }
-                                       return std::string("must be one of rdma, tcp, auto");
+                                       return Error::bad_request("must be one of rdma, tcp, auto");
                                      },
                                      [](const Config& c) { return std::string(to_string(c.transport)); }};
 
-constexpr KeyAccess spin_hold_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
+constexpr KeyAccess spin_hold_access{[](Config& c, std::string_view t) -> Error {
                                        for (auto v : {SpinHold::Auto, SpinHold::On, SpinHold::Off}) {
                                          if (t == to_string(v)) {
                                            c.engine_spin_hold = v;
-                                           return std::nullopt;
+                                           return {};
                                          }
                                        }
-                                       return std::string("must be one of auto, on, off");
+                                       return Error::bad_request("must be one of auto, on, off");
                                      },
                                      [](const Config& c) { return std::string(to_string(c.engine_spin_hold)); }};
 
 constexpr KeyAccess log_level_access{
-    [](Config& c, std::string_view t) -> std::optional<std::string> {
+    [](Config& c, std::string_view t) -> Error {
       for (auto v : {LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error}) {
         if (t == to_string(v)) {
           c.log_level = v;
-          return std::nullopt;
+          return {};
         }
       }
-      return std::string("must be one of trace, debug, info, warn, error");
+      return Error::bad_request("must be one of trace, debug, info, warn, error");
     },
     [](const Config& c) { return std::string(to_string(c.log_level)); }};
 
 constexpr KeyAccess gid_index_access{
-    [](Config& c, std::string_view t) -> std::optional<std::string> {
+    [](Config& c, std::string_view t) -> Error {
       if (t == "auto" || t == "-1") {
         c.gid_index = -1;
-        return std::nullopt;
+        return {};
       }
       const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
-      if (!v || *v > 255) return std::string("must be auto or in [0, 255]");
+      if (!v || *v > 255) return Error::bad_request("must be auto or in [0, 255]");
       c.gid_index = static_cast<std::int32_t>(*v);
-      return std::nullopt;
+      return {};
     },
     [](const Config& c) { return c.gid_index < 0 ? std::string("auto") : std::to_string(c.gid_index); }};
 
 constexpr KeyAccess engines_access{
-    [](Config& c, std::string_view t) -> std::optional<std::string> {
+    [](Config& c, std::string_view t) -> Error {
       if (t == "auto" || t == "0") {
         c.engines = 0;
-        return std::nullopt;
+        return {};
       }
       const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
-      if (!v || *v < 1 || *v > kMaxEngines) return "must be auto or in [1, " + std::to_string(kMaxEngines) + "]";
+      if (!v || *v < 1 || *v > kMaxEngines)
+        return Error::bad_request("must be auto or in [1, " + std::to_string(kMaxEngines) + "]");
       c.engines = static_cast<std::uint32_t>(*v);
-      return std::nullopt;
+      return {};
     },
     [](const Config& c) { return c.engines == 0 ? std::string("auto") : std::to_string(c.engines); }};
 
-constexpr KeyAccess engine_cpus_access{[](Config& c, std::string_view t) -> std::optional<std::string> {
+constexpr KeyAccess engine_cpus_access{[](Config& c, std::string_view t) -> Error {
                                          std::vector<int> cpus;
-                                         if (auto bad = parse_cpu_list(t, cpus)) return bad;
+                                         if (const Error bad = parse_cpu_list(t, cpus); bad.failed()) return bad;
                                          c.engine_cpus = std::string(t);
-                                         return std::nullopt;
+                                         return {};
                                        },
                                        [](const Config& c) { return c.engine_cpus; }};
 

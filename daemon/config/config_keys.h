@@ -40,12 +40,12 @@ enum class Scope : std::uint8_t {
   CommandLine,  // the command line only (--help, --config, ...): an error in a file
 };
 
-// How a row reads and writes its Config field. `parse` returns the reason a
-// text is not a valid value (without the key; the caller adds it) or
-// nullopt. `text` renders the value as a configuration file writes it.
+// How a row reads and writes its Config field. `parse` returns BadRequest
+// with the reason a text is not a valid value (without the key; the caller
+// adds it), or Ok. `text` renders the value as a configuration file writes it.
 // `number`: Number rows only, the value for range checks.
 struct KeyAccess {
-  std::optional<std::string> (*parse)(Config&, std::string_view) = nullptr;
+  Error (*parse)(Config&, std::string_view) = nullptr;
   std::string (*text)(const Config&) = nullptr;
   std::uint64_t (*number)(const Config&) = nullptr;
 };

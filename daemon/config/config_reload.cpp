@@ -59,8 +59,8 @@ ReloadOutcome reload_config(Config& live) {
     const std::string value = value_text(k, next);
     if (old == value) continue;
     if (k.reload == Reload::Live || k.reload == Reload::NewClients) {
-      if (auto bad = k.access.parse(updated, value)) {  // cannot fail: `next` parsed it
-        r.summary = "reload rejected, running configuration kept: " + std::string(k.name) + ": " + *bad;
+      if (const Error bad = k.access.parse(updated, value); bad.failed()) {  // cannot fail: `next` parsed it
+        r.summary = "reload rejected, running configuration kept: " + std::string(k.name) + ": " + bad.message();
         spdlog::error("{}", r.summary);
         return r;
       }

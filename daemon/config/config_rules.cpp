@@ -14,37 +14,40 @@ std::string num(std::uint64_t v) { return std::to_string(v); }
 constexpr CrossRule kRules[] = {
     {"heartbeat-ms, peer-timeout-ms",
      "peer-timeout-ms is at least 3 x heartbeat-ms, so that two lost heartbeats do not end a channel",
-     [](const Config& c) -> std::optional<std::string> {
-       if (std::uint64_t{c.peer_timeout_ms} >= 3ull * c.heartbeat_ms) return std::nullopt;
-       return "peer-timeout-ms " + num(c.peer_timeout_ms) + " is shorter than 3 x heartbeat-ms (" +
-              num(c.heartbeat_ms) + "): every peer would be declared dead between two heartbeats; raise "
-              "peer-timeout-ms to at least " + num(3ull * c.heartbeat_ms) + " or lower heartbeat-ms";
+     [](const Config& c) -> Error {
+       if (std::uint64_t{c.peer_timeout_ms} >= 3ull * c.heartbeat_ms) return {};
+       return Error::bad_request(
+           "peer-timeout-ms " + num(c.peer_timeout_ms) + " is shorter than 3 x heartbeat-ms (" +
+           num(c.heartbeat_ms) + "): every peer would be declared dead between two heartbeats; raise "
+           "peer-timeout-ms to at least " + num(3ull * c.heartbeat_ms) + " or lower heartbeat-ms");
      }},
     {"tx-arena-bytes, rx-arena-bytes, max-memory-bytes, max-memory-bytes-per-uid",
      "a client of the default size (tx-arena-bytes + rx-arena-bytes) fits in max-memory-bytes and in "
      "max-memory-bytes-per-uid",
-     [](const Config& c) -> std::optional<std::string> {
+     [](const Config& c) -> Error {
        const std::uint64_t client = c.tx_arena_bytes + c.rx_arena_bytes;
        const bool per_uid = client > c.max_memory_bytes_per_uid;
-       if (!per_uid && client <= c.max_memory_bytes) return std::nullopt;
-       return "tx-arena-bytes + rx-arena-bytes (" + format_size(client) + ") is more than " +
-              (per_uid ? "max-memory-bytes-per-uid (" + format_size(c.max_memory_bytes_per_uid)
-                       : "max-memory-bytes (" + format_size(c.max_memory_bytes)) +
-              "): no client of the default size could attach";
+       if (!per_uid && client <= c.max_memory_bytes) return {};
+       return Error::bad_request(
+           "tx-arena-bytes + rx-arena-bytes (" + format_size(client) + ") is more than " +
+           (per_uid ? "max-memory-bytes-per-uid (" + format_size(c.max_memory_bytes_per_uid)
+                    : "max-memory-bytes (" + format_size(c.max_memory_bytes)) +
+           "): no client of the default size could attach");
      }},
     {"peer-max-connections, credit-floor, receive-pool",
      "on tcp lanes (transport tcp, or auto, which falls back to tcp) peer-max-connections x credit-floor fits in "
      "receive-pool: every tcp connection has its floor of receive credits reserved",
-     [](const Config& c) -> std::optional<std::string> {
+     [](const Config& c) -> Error {
        // On rdma lanes the tcp connections carry no credits (the rdma
        // transport's connections have the reservation): nothing to check.
        const std::uint64_t need = std::uint64_t{c.peer_max_connections} * c.credit_floor;
-       if (c.transport == Transport::Rdma || need <= c.receive_pool) return std::nullopt;
-       return "peer-max-connections " + num(c.peer_max_connections) + " x credit-floor " + num(c.credit_floor) +
-              " = " + num(need) + " receive credits reserved on tcp lanes, more than receive-pool (" +
-              num(c.receive_pool) + "): raise receive-pool to at least " + num(need) +
-              " (on tcp it is a budget, not memory), lower peer-max-connections or credit-floor, or use "
-              "--transport rdma";
+       if (c.transport == Transport::Rdma || need <= c.receive_pool) return {};
+       return Error::bad_request(
+           "peer-max-connections " + num(c.peer_max_connections) + " x credit-floor " + num(c.credit_floor) +
+           " = " + num(need) + " receive credits reserved on tcp lanes, more than receive-pool (" +
+           num(c.receive_pool) + "): raise receive-pool to at least " + num(need) +
+           " (on tcp it is a budget, not memory), lower peer-max-connections or credit-floor, or use "
+           "--transport rdma");
      }},
 };
 // clang-format on
@@ -53,7 +56,7 @@ constexpr CrossRule kRules[] = {
 
 std::span<const CrossRule> cross_rules() noexcept { return kRules; }
 
-std::optional<std::string> check_ranges(const Config& c) {
+Error check_ranges(const Config& c) {
   for (const ConfigKey& k : config_keys()) {
     if (k.kind != ValueKind::Number || k.access.number == nullptr) continue;
     const std::uint64_t v = k.access.number(c);
@@ -65,13 +68,13 @@ std::optional<std::string> check_ranges(const Config& c) {
     if (v < k.min || v > hi || (k.power_of_two && !power_of_two(v))) {
       std::string why = "invalid value " + value_text(k, c) + ": " + std::string(k.name) + " must be " + range_text(k);
       if (!k.max_key.empty()) why += " (" + std::string(k.max_key) + " is " + format_size(hi) + ")";
-      return why;
+      return Error::bad_request(std::move(why));
     }
   }
   for (const CrossRule& r : kRules) {
-    if (auto bad = r.check(c)) return bad;
+    if (Error bad = r.check(c); bad.failed()) return bad;
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace ferry::daemon

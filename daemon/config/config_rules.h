@@ -2,7 +2,6 @@
 // (check_ranges, config.h) and listed in the configuration reference.
 #pragma once
 
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,8 +13,8 @@ namespace ferry::daemon {
 struct CrossRule {
   std::string_view keys;  // the options involved, comma-separated (for the reference)
   std::string_view rule;  // the rule as a sentence
-  // The reason `c` breaks the rule (with the values), or nullopt.
-  std::optional<std::string> (*check)(const Config& c);
+  // BadRequest with the reason `c` breaks the rule (with the values), or Ok.
+  Error (*check)(const Config& c);
 };
 
 std::span<const CrossRule> cross_rules() noexcept;

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace ferry::daemon {
 
@@ -21,7 +22,7 @@ std::optional<int> cpu_number(std::string_view s) {
 
 }  // namespace
 
-std::optional<std::string> parse_cpu_list(std::string_view text, std::vector<int>& out) {
+Error parse_cpu_list(std::string_view text, std::vector<int>& out) {
   out.clear();
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
@@ -31,10 +32,10 @@ std::optional<std::string> parse_cpu_list(std::string_view text, std::vector<int
     const std::size_t dash = item.find('-');
     const auto lo = cpu_number(item.substr(0, dash));
     const auto hi = dash == std::string_view::npos ? lo : cpu_number(item.substr(dash + 1));
-    if (!lo || !hi || *hi < *lo) return bad;
+    if (!lo || !hi || *hi < *lo) return Error::bad_request(bad);
     for (int c = *lo; c <= *hi; ++c) out.push_back(c);
   }
-  return std::nullopt;
+  return {};
 }
 
 std::vector<int> allowed_cpus() {
@@ -53,7 +54,7 @@ std::uint32_t engines_for_cpus(std::size_t cpus) noexcept {
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(n, 1, kMaxEngines));
 }
 
-std::optional<std::string> plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out) {
+Error plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out) {
   const std::vector<int> allowed = allowed_cpus();
   if (configured == 0) {
     // FERRYD_ENGINES stands in for auto (test runs use it to put every
@@ -62,32 +63,36 @@ std::optional<std::string> plan_engines(std::uint32_t configured, std::string_vi
       std::uint32_t v = 0;
       const auto [end, ec] = std::from_chars(env, env + std::strlen(env), v);
       if (ec != std::errc{} || *end != '\0' || v < 1 || v > kMaxEngines) {
-        return "FERRYD_ENGINES: '" + std::string(env) + "' is not in [1, " + std::to_string(kMaxEngines) + "]";
+        return Error::bad_request("FERRYD_ENGINES: '" + std::string(env) + "' is not in [1, " +
+                                  std::to_string(kMaxEngines) + "]");
       }
       configured = v;
     }
   }
   out.engines = configured != 0 ? configured : engines_for_cpus(allowed.empty() ? 1 : allowed.size());
   std::vector<int> listed;
-  if (auto bad = parse_cpu_list(cpu_list, listed)) return "engine-cpus: " + *bad;
+  if (const Error bad = parse_cpu_list(cpu_list, listed); bad.failed())
+    return Error::bad_request("engine-cpus: " + bad.message());
   for (int c : listed) {
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), c) == allowed.end()) {
-      return "engine-cpus: CPU " + std::to_string(c) + " is not one ferryd may run on (its affinity mask)";
+      return Error::bad_request("engine-cpus: CPU " + std::to_string(c) +
+                                " is not one ferryd may run on (its affinity mask)");
     }
   }
   out.cpus.assign(out.engines, -1);
   for (std::uint32_t e = 0; e < out.engines && !listed.empty(); ++e) out.cpus[e] = listed[e % listed.size()];
-  return std::nullopt;
+  return {};
 }
 
-std::optional<std::string> pin_this_thread(int cpu) {
-  if (cpu < 0) return std::nullopt;
+Error pin_this_thread(int cpu) {
+  if (cpu < 0) return {};
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   const int rc = ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
-  if (rc != 0) return "cannot pin to CPU " + std::to_string(cpu) + ": " + std::strerror(rc);
-  return std::nullopt;
+  if (rc != 0)
+    return Error(Status::NotSupported, "cannot pin to CPU " + std::to_string(cpu) + ": " + std::strerror(rc));
+  return {};
 }
 
 }  // namespace ferry::daemon

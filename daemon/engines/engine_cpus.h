@@ -3,18 +3,19 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/error.h"
 
 namespace ferry::daemon {
 
 inline constexpr std::uint32_t kMaxEngines = 64;
 
-// "2,3,8-11" -> {2,3,8,9,10,11}. An error naming the bad item, or nullopt.
+// "2,3,8-11" -> {2,3,8,9,10,11}. BadRequest naming the bad item, or Ok.
 // Empty text: an empty list.
-[[nodiscard]] std::optional<std::string> parse_cpu_list(std::string_view text, std::vector<int>& out);
+[[nodiscard]] Error parse_cpu_list(std::string_view text, std::vector<int>& out);
 
 // The CPUs in this process's affinity mask (sched_getaffinity).
 std::vector<int> allowed_cpus();
@@ -31,10 +32,10 @@ struct EnginePlan {
   std::uint32_t engines = 1;
   std::vector<int> cpus;  // one per engine
 };
-[[nodiscard]] std::optional<std::string> plan_engines(std::uint32_t configured, std::string_view cpu_list,
-                                                      EnginePlan& out);
+[[nodiscard]] Error plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out);
 
-// Pins the calling thread to `cpu` (no-op for -1). An error text or nullopt.
-[[nodiscard]] std::optional<std::string> pin_this_thread(int cpu);
+// Pins the calling thread to `cpu` (no-op for -1). NotSupported with the
+// system's reason when it cannot, or Ok.
+[[nodiscard]] Error pin_this_thread(int cpu);
 
 }  // namespace ferry::daemon

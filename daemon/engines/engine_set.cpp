@@ -20,7 +20,8 @@ std::uint64_t engine_epoch(std::uint64_t daemon_epoch, std::uint32_t e) noexcept
 EngineSet::EngineSet(const Config& config, const EnginePlan& plan, std::uint64_t token_key, std::uint64_t epoch)
     : group_(std::make_unique<EngineGroup>(plan.engines)), cpus_(plan.cpus), clients_(plan.engines, 0) {
   std::vector<ServiceOwner> owners;
-  if (auto bad = parse_service_owners(config.service_owners, owners)) throw std::runtime_error(*bad);
+  if (const Error bad = parse_service_owners(config.service_owners, owners); bad.failed())
+    throw std::runtime_error(bad.message());  // start-up only
   group_->directory.reserve(std::move(owners));
   for (std::uint32_t e = 0; e < plan.engines; ++e) {
     counters_.push_back(std::make_unique<Counters>());
@@ -38,7 +39,8 @@ EngineSet::~EngineSet() { stop(); }
 void EngineSet::start() {
   for (std::uint32_t e = 0; e < size(); ++e) {
     threads_.emplace_back([this, e] {
-      if (auto bad = pin_this_thread(cpus_[e])) spdlog::warn("engine {}: {}; running unpinned", e, *bad);
+      if (const Error bad = pin_this_thread(cpus_[e]); bad.failed())
+        spdlog::warn("engine {}: {}; running unpinned", e, bad.message());
       engines_[e]->run();
     });
   }

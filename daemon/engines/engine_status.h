@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "daemon/engines/engine_set.h"
 
 namespace ferry::daemon {

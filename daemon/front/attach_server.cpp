@@ -152,7 +152,9 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   if (status != Status::Ok) {
     if (n != static_cast<long>(sizeof(req)))
       log_refusal(Refusal::Request, "attach refused BadRequest: a request of {} bytes (want {})", n, sizeof(req));
-    send_message(fd, &reply, sizeof(reply), nullptr, 0);
+    // The refusal is a courtesy: the connection is closed whether or not
+    // the client is still there to read it.
+    (void)send_message(fd, &reply, sizeof(reply), nullptr, 0);
     close_conn(conn);
     return;
   }
@@ -160,8 +162,8 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   reply.engine = conn->engine;
   reply.segment_bytes = session->view().layout.segment_bytes;
   const int fds[shm::kAttachFdCount] = {session->segment_fd(), session->sq_bell.fd(), session->cq_bell.peer_fd()};
-  if (!send_message(fd, &reply, sizeof(reply), fds, shm::kAttachFdCount)) {
-    spdlog::warn("client {}: attach reply failed ({}); dropping it", conn->id, std::strerror(errno));
+  if (const Error sent = send_message(fd, &reply, sizeof(reply), fds, shm::kAttachFdCount); sent.failed()) {
+    spdlog::warn("client {}: attach reply failed ({}); dropping it", conn->id, sent.message());
     delete session;
     close_conn(conn);
     return;
@@ -185,8 +187,9 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
 
 Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, ClientSession** out) {
   PeerCred cred;
-  if (!peer_cred(conn->sock.native_handle(), &cred)) {
-    log_refusal(Refusal::Request, "attach refused PermissionDenied: the connection's credentials cannot be read");
+  if (const Error got = peer_cred(conn->sock.native_handle(), &cred); got.failed()) {
+    log_refusal(Refusal::Request, "attach refused PermissionDenied: the connection's credentials cannot be read ({})",
+                got.message());
     return Status::PermissionDenied;
   }
   auto info = std::make_shared<ClientInfo>();

@@ -3,18 +3,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace ferry::daemon {
 
-bool peer_cred(int fd, PeerCred* out) noexcept {
+Error peer_cred(int fd, PeerCred* out) {
   ucred cred{};
   socklen_t len = sizeof(cred);
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return Error(Status::PermissionDenied, std::string("SO_PEERCRED: ") + std::strerror(errno));
   out->pid = cred.pid;
   out->uid = cred.uid;
   out->gid = cred.gid;
-  return true;
+  return {};
 }
 
 long recv_message(int fd, void* buf, std::size_t cap) noexcept {
@@ -40,14 +43,14 @@ long recv_message(int fd, void* buf, std::size_t cap) noexcept {
   return static_cast<long>(n);
 }
 
-bool send_message(int fd, const void* buf, std::size_t len, const int* fds, std::size_t nfds) noexcept {
+Error send_message(int fd, const void* buf, std::size_t len, const int* fds, std::size_t nfds) {
   iovec iov{const_cast<void*>(buf), len};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   if (nfds != 0) {
-    if (nfds > 8) return false;
+    if (nfds > 8) return Error::bad_request("more than 8 descriptors in one message");
     msg.msg_control = control;
     msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
@@ -56,8 +59,11 @@ bool send_message(int fd, const void* buf, std::size_t len, const int* fds, std:
     c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
     std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
   }
-  ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  return n == static_cast<ssize_t>(len);
+  const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0) return Error(Status::PeerReset, std::strerror(errno));
+  if (n != static_cast<ssize_t>(len))
+    return Error(Status::PeerReset, "sent " + std::to_string(n) + " of " + std::to_string(len) + " bytes");
+  return {};
 }
 
 }  // namespace ferry::daemon

@@ -99,7 +99,7 @@ void ControlServer::on_accept(const ConnPtr& conn) {
   std::erase_if(conns_, [](const std::weak_ptr<Conn>& w) { return w.expired(); });
   const int fd = conn->sock.native_handle();
   PeerCred cred;
-  if (!peer_cred(fd, &cred)) {
+  if (peer_cred(fd, &cred).failed()) {
     refuse(conn, "cannot read the connection's credentials");
     return;
   }

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "daemon/config/config.h"
 #include "daemon/front/accept_backoff.h"
 

@@ -17,27 +17,29 @@ std::uint64_t descriptors_needed(const Config& c, std::uint32_t engines) noexcep
          kMaxHandshakes + std::uint64_t{engines} * (c.peer_max_connections + kDescriptorsPerEngine);
 }
 
-std::optional<std::string> ensure_descriptor_limit(const Config& c, std::uint32_t engines, DescriptorLimit* out) {
+Error ensure_descriptor_limit(const Config& c, std::uint32_t engines, DescriptorLimit* out) {
   rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return std::string("getrlimit(RLIMIT_NOFILE): ") + std::strerror(errno);
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0)
+    return Error(Status::NoMemory, std::string("getrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
   out->needed = descriptors_needed(c, engines);
   out->soft_before = out->soft = lim.rlim_cur;
   out->hard = lim.rlim_max;
-  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= out->needed) return std::nullopt;
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= out->needed) return {};
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < out->needed) {
-    return "max-clients " + std::to_string(c.max_clients) + ", control-max-connections " +
-           std::to_string(c.control_max_connections) + " and peer-max-connections " +
-           std::to_string(c.peer_max_connections) + " (per engine, " + std::to_string(engines) + ") need about " +
-           std::to_string(out->needed) + " file descriptors, but the hard limit is " + std::to_string(lim.rlim_max) +
-           ": raise it (LimitNOFILE= in the systemd unit, ulimit -Hn) or lower max-clients or peer-max-connections";
+    return Error::bad_request(
+        "max-clients " + std::to_string(c.max_clients) + ", control-max-connections " +
+        std::to_string(c.control_max_connections) + " and peer-max-connections " +
+        std::to_string(c.peer_max_connections) + " (per engine, " + std::to_string(engines) + ") need about " +
+        std::to_string(out->needed) + " file descriptors, but the hard limit is " + std::to_string(lim.rlim_max) +
+        ": raise it (LimitNOFILE= in the systemd unit, ulimit -Hn) or lower max-clients or peer-max-connections");
   }
   lim.rlim_cur = out->needed;
   if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    return "cannot raise the descriptor limit from " + std::to_string(out->soft_before) + " to " +
-           std::to_string(out->needed) + ": " + std::strerror(errno);
+    return Error(Status::NoMemory, "cannot raise the descriptor limit from " + std::to_string(out->soft_before) +
+                                       " to " + std::to_string(out->needed) + ": " + std::strerror(errno));
   }
   out->soft = out->needed;
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace ferry::daemon

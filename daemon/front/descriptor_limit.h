@@ -9,9 +9,9 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
+#include "base/error.h"
 #include "daemon/config/config.h"
 
 namespace ferry::daemon {
@@ -34,10 +34,9 @@ struct DescriptorLimit {
 };
 
 // Raises the soft limit when needed. On success returns the limits (the
-// caller logs a raise); when the hard limit is too low, an error naming
+// caller logs a raise); when the hard limit is too low, BadRequest naming
 // max-clients, control-max-connections, peer-max-connections, the numbers
-// and the fix.
-[[nodiscard]] std::optional<std::string> ensure_descriptor_limit(const Config& c, std::uint32_t engines,
-                                                                 DescriptorLimit* out);
+// and the fix; NoMemory when the system refuses to read or raise the limit.
+[[nodiscard]] Error ensure_descriptor_limit(const Config& c, std::uint32_t engines, DescriptorLimit* out);
 
 }  // namespace ferry::daemon

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/rails/rail_facts.h"

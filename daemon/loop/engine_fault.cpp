@@ -31,17 +31,18 @@ void log_fault_injection_state() {
   }
 }
 
-std::optional<std::string> engine_fault_from_env(EngineFault* out) {
-  if constexpr (!transport::kFaultInjection) return std::nullopt;  // ferryd logs that it is ignored
+Error engine_fault_from_env(EngineFault* out) {
+  if constexpr (!transport::kFaultInjection) return {};  // ferryd logs that it is ignored
   const char* v = std::getenv(kEngineFaultEnv);
-  if (v == nullptr || *v == '\0') return std::nullopt;
+  if (v == nullptr || *v == '\0') return {};
   const auto f = parse_engine_fault(v);
   if (!f) {
-    return std::string(kEngineFaultEnv) + "='" + v + "' is malformed: expected forget-call-after=N (N in 1.." +
-           std::to_string(transport::kMaxFaultAfter) + ")";
+    return Error::bad_request(std::string(kEngineFaultEnv) + "='" + v +
+                              "' is malformed: expected forget-call-after=N (N in 1.." +
+                              std::to_string(transport::kMaxFaultAfter) + ")");
   }
   *out = *f;
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace ferry::daemon

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
 #include "transport/fault_spec.h"
 
 namespace ferry::daemon {
@@ -51,8 +52,8 @@ struct EngineFault {
 void log_fault_injection_state();
 
 // Reads FERRY_FAULT_ENGINE: off when unset or empty, and always off in a
-// build without fault injection. On a malformed value returns the error
-// message (and leaves *out alone).
-[[nodiscard]] std::optional<std::string> engine_fault_from_env(EngineFault* out);
+// build without fault injection. On a malformed value returns BadRequest
+// with the message (and leaves *out alone).
+[[nodiscard]] Error engine_fault_from_env(EngineFault* out);
 
 }  // namespace ferry::daemon

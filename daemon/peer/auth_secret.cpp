@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "transport/wire/auth_proof.h"
 
@@ -32,23 +33,23 @@ std::optional<std::string> check_file(const struct stat& st) {
 
 }  // namespace
 
-std::optional<std::string> load_auth_secret(const std::string& path, std::string& out) {
+Error load_auth_secret(const std::string& path, std::string& out) {
   out.clear();
-  if (path.empty()) return std::nullopt;
+  if (path.empty()) return {};
   const std::string what = "invalid value '" + path + "' for auth-secret-file: ";
   // O_NONBLOCK: a FIFO planted at the path must not block the open; the
   // fstat refuses it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return what + std::strerror(errno);
+  if (fd < 0) return Error::bad_request(what + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return what + std::strerror(err);
+    return Error::bad_request(what + std::strerror(err));
   }
   if (auto bad = check_file(st)) {
     ::close(fd);
-    return what + *bad;
+    return Error::bad_request(what + *bad);
   }
   std::string buf(kMaxAuthSecretBytes + 1, '\0');
   std::size_t got = 0;
@@ -58,20 +59,22 @@ std::optional<std::string> load_auth_secret(const std::string& path, std::string
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      return what + std::strerror(err);
+      return Error::bad_request(what + std::strerror(err));
     }
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  if (got > kMaxAuthSecretBytes) return what + "longer than " + std::to_string(kMaxAuthSecretBytes) + " bytes";
+  if (got > kMaxAuthSecretBytes)
+    return Error::bad_request(what + "longer than " + std::to_string(kMaxAuthSecretBytes) + " bytes");
   while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r')) --got;
   if (got < wire::kMinAuthSecretBytes) {
-    return what + "the secret is " + std::to_string(got) + " bytes (after trimming the trailing newline); at least " +
-           std::to_string(wire::kMinAuthSecretBytes) + " are needed (e.g. head -c 32 /dev/urandom | base64 > FILE)";
+    return Error::bad_request(
+        what + "the secret is " + std::to_string(got) + " bytes (after trimming the trailing newline); at least " +
+        std::to_string(wire::kMinAuthSecretBytes) + " are needed (e.g. head -c 32 /dev/urandom | base64 > FILE)");
   }
   out.assign(buf.data(), got);
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace ferry::daemon::peer

@@ -2,8 +2,9 @@
 #pragma once
 
 #include <cstddef>
-#include <optional>
 #include <string>
+
+#include "base/error.h"
 
 namespace ferry::daemon::peer {
 
@@ -15,8 +16,8 @@ inline constexpr std::size_t kMaxAuthSecretBytes = 4096;
 // that group and others cannot read (mode 0600 or 0400), holding at least
 // wire::kMinAuthSecretBytes and at most kMaxAuthSecretBytes after trailing
 // newlines (\n, \r) are trimmed. Fills `out` with the secret. An empty path
-// leaves `out` empty (auth off). Returns a one-line error naming the file
-// and the key (never the contents), or nullopt on success.
-[[nodiscard]] std::optional<std::string> load_auth_secret(const std::string& path, std::string& out);
+// leaves `out` empty (auth off). Returns BadRequest with a one-line message
+// naming the file and the key (never the contents), or Ok.
+[[nodiscard]] Error load_auth_secret(const std::string& path, std::string& out);
 
 }  // namespace ferry::daemon::peer

@@ -94,7 +94,7 @@ void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status 
   Channel scratch;  // stats of a refused connection are not kept
   send_hello(scratch, conn, token, true, status, on_lanes);
   conns_.erase(conn, on_lanes);
-  via(on_lanes).close(conn);
+  (void)via(on_lanes).close(conn);  // refused and forgotten; EndpointClosed: gone already
 }
 
 void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,

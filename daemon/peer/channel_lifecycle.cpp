@@ -187,7 +187,7 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
   auto drop = [this](transport::ConnId c, bool on_lanes) {
     if (c == transport::kInvalidConn) return;
     conns_.erase(c, on_lanes);
-    via(on_lanes).close(c);
+    (void)via(on_lanes).close(c);  // the channel is down either way; EndpointClosed: gone already
   };
   drop(ch.bootstrap, false);  // a connect under way is abandoned
   for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn(), true);
@@ -329,7 +329,7 @@ void ChannelManager::break_lane(Channel& ch, std::uint32_t lane, std::string_vie
     // Forgotten first: completions of its WRs then find no lane (they are
     // the ring's to settle) and its Closed fails nothing.
     conns_.erase(l.conn(), true);
-    lanes_.close(l.conn());
+    (void)lanes_.close(l.conn());  // the lane is rebuilt either way; EndpointClosed: gone already
   }
   // A pending connect leaves conn unset: no second dial before it fails
   // (lane_connect_failed moves redial_ns) or the budget runs out.

@@ -45,8 +45,8 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
     pc.share = cfg_.credit_share;
     pc.receives = caps.recv_pool != 0 ? caps.recv_pool : cfg_.receive_pool;
   }
-  if (const std::string bad = ReceivePool::check(pc); !bad.empty())
-    throw std::invalid_argument("receive credits: " + bad);  // start-up only
+  if (const Error bad = ReceivePool::check(pc); bad.failed())
+    throw std::invalid_argument("receive credits: " + bad.message());  // start-up only
   pool_ = ReceivePool(pc);
   recv_depth_ = pc.floor;
   grant_threshold_ = std::max<std::uint32_t>(1, pc.share / 4);
@@ -314,7 +314,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     } else {
       spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
       conns_.erase(c.conn, on_lanes);
-      via(on_lanes).close(c.conn);
+      (void)via(on_lanes).close(c.conn);  // a stranger's connection; EndpointClosed: gone already
     }
     return;
   }

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "daemon/peer/channel_manager.h"
 
 namespace ferry::daemon::peer {

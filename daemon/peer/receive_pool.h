@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/error.h"
 #include "ferry/status.h"
 
 namespace ferry::daemon::peer {
@@ -45,8 +46,9 @@ class ReceivePool {
   ReceivePool() = default;
   explicit ReceivePool(const ReceivePoolConfig& c) noexcept : cfg_(c) {}
 
-  // Empty when the configuration is usable, else why not (start-up error).
-  static std::string check(const ReceivePoolConfig& c);
+  // Ok when the configuration is usable, else BadRequest and why not
+  // (a start-up error).
+  static Error check(const ReceivePoolConfig& c);
 
   const ReceivePoolConfig& config() const noexcept { return cfg_; }
   std::uint32_t floor() const noexcept { return cfg_.floor; }

@@ -9,7 +9,7 @@
 
 namespace ferry::daemon {
 
-std::optional<std::string> parse_service_owners(std::string_view text, std::vector<ServiceOwner>& out) {
+Error parse_service_owners(std::string_view text, std::vector<ServiceOwner>& out) {
   out.clear();
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
@@ -20,11 +20,11 @@ std::optional<std::string> parse_service_owners(std::string_view text, std::vect
     const std::string bad = "invalid entry '" + std::string(entry) + "' for service-owners: ";
     const std::size_t colon = entry.rfind(':');
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == entry.size()) {
-      return bad + "expected NAME:USER (a user name or a numeric uid)";
+      return Error::bad_request(bad + "expected NAME:USER (a user name or a numeric uid)");
     }
     ServiceOwner o;
     o.name = std::string(entry.substr(0, colon));
-    if (!valid_service_name(o.name)) return bad + "not a valid service name";
+    if (!valid_service_name(o.name)) return Error::bad_request(bad + "not a valid service name");
     const std::string user(entry.substr(colon + 1));
     unsigned long uid = 0;
     const auto [end, ec] = std::from_chars(user.data(), user.data() + user.size(), uid);
@@ -35,16 +35,16 @@ std::optional<std::string> parse_service_owners(std::string_view text, std::vect
       passwd* found = nullptr;
       char buf[16384];
       if (::getpwnam_r(user.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
-        return bad + "no such user '" + user + "'";
+        return Error::bad_request(bad + "no such user '" + user + "'");
       }
       o.uid = found->pw_uid;
     }
     for (const ServiceOwner& other : out) {
-      if (other.name == o.name) return bad + "the name is reserved twice";
+      if (other.name == o.name) return Error::bad_request(bad + "the name is reserved twice");
     }
     out.push_back(std::move(o));
   }
-  return std::nullopt;
+  return {};
 }
 
 const Service* ServiceRegistry::find(std::uint32_t id) const noexcept {

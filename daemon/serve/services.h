@@ -7,11 +7,12 @@
 
 #include <sys/types.h>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "base/error.h"
 
 namespace ferry::daemon {
 
@@ -28,9 +29,9 @@ struct ServiceOwner {
 };
 
 // Parses service-owners: "NAME:USER" entries separated by commas, USER a
-// user name or a numeric uid, each NAME once. Fills `out`; returns a
-// one-line error naming the bad entry, or nullopt.
-[[nodiscard]] std::optional<std::string> parse_service_owners(std::string_view text, std::vector<ServiceOwner>& out);
+// user name or a numeric uid, each NAME once. Fills `out`; returns
+// BadRequest with a one-line message naming the bad entry, or Ok.
+[[nodiscard]] Error parse_service_owners(std::string_view text, std::vector<ServiceOwner>& out);
 
 // The services one engine serves, by id: what its Sends, Calls and peers'
 // deliveries look up without a lock. Names and their uniqueness across the

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "daemon/systemd/notify.h"
 
 namespace ferry::daemon {

@@ -176,7 +176,7 @@ int run_fault_caller(const FaultCallerSpec& spec) {
     // Every call of the failed endpoint has completed: close it (it may
     // already be closed by the failure) and open the target again.
     if (ep != 0) {
-      c->close(ep, 5s);
+      (void)c->close(ep, 5s);  // the failure may have closed it already
       ep = 0;
     }
     if (spec.reopen_after != nullptr && !spec.reopen_after->ready()) {

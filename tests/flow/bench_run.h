@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 
 namespace ferry::flowtest {
 

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "tests/flow/bench_run.h"
 #include "tests/multihost/cluster.h"
 #include "tests/rdma/vm_probe.h"

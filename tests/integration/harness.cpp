@@ -1,6 +1,6 @@
 #include "tests/integration/harness.h"
 
-#include "control/json.h"
+#include "base/json.h"
 
 #include <fcntl.h>
 #include <poll.h>

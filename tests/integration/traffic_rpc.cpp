@@ -50,7 +50,7 @@ int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& sto
       }
       const Status s = c->reply(r.token, b, r.length, id);
       if (s == Status::Busy) {
-        if (b) c->free(b);
+        if (b) (void)c->free(b);  // our own arena buffer: cannot fail
         free_ids.push_back(id);
         break;
       }
@@ -81,7 +81,7 @@ int run_rpc_server(const RpcServerSpec& spec, const Gate& ready, const Gate& sto
           return fail(36, "server: reply completed %s", std::string(to_string(e.status)).c_str());
         }
         if (e.user_data >= replies.size()) return fail(37, "server: bogus reply user_data");
-        if (replies[e.user_data]) c->free(replies[e.user_data]);
+        if (replies[e.user_data]) (void)c->free(replies[e.user_data]);  // our own arena buffer: cannot fail
         replies[e.user_data] = Buffer{};
         free_ids.push_back(e.user_data);
       } else {
@@ -120,8 +120,8 @@ int run_caller(const CallerSpec& spec) {
       s.req = c->alloc(s.len);
       s.resp = c->alloc(s.len);
       if (!s.req || !s.resp) {
-        if (s.req) c->free(s.req);
-        if (s.resp) c->free(s.resp);
+        if (s.req) (void)c->free(s.req);    // our own arena buffer: cannot fail
+        if (s.resp) (void)c->free(s.resp);  // our own arena buffer: cannot fail
         break;
       }
       s.seq = next;
@@ -129,8 +129,8 @@ int run_caller(const CallerSpec& spec) {
       std::memset(s.resp.data, 0, s.resp.capacity);
       const Status st = c->call(ep.value, s.req, s.len, s.resp, i);
       if (st == Status::Busy) {
-        c->free(s.req);
-        c->free(s.resp);
+        (void)c->free(s.req);   // our own arena buffer: cannot fail
+        (void)c->free(s.resp);  // our own arena buffer: cannot fail
         break;
       }
       if (st != Status::Ok) return fail(43, "caller: call: %s", std::string(to_string(st)).c_str());
@@ -155,8 +155,8 @@ int run_caller(const CallerSpec& spec) {
       if (!ok)
         return fail(48, "caller %u: wrong response bytes seq %llu len %u", spec.caller, (unsigned long long)s.seq,
                     s.len);
-      c->free(s.req);
-      c->free(s.resp);
+      (void)c->free(s.req);   // our own arena buffer: cannot fail
+      (void)c->free(s.resp);  // our own arena buffer: cannot fail
       s.busy = false;
       --inflight;
       ++verified;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "control/json.h"
+#include "base/json.h"
 
 namespace ferry::mhtest {
 

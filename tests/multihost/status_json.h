@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "tests/multihost/cluster.h"
 
 namespace ferry::mhtest {

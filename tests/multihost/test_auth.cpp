@@ -16,7 +16,7 @@
 #include <fstream>
 #include <thread>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/peer_status.h"

@@ -26,7 +26,7 @@
 #include <mutex>
 #include <thread>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/status_json.h"

@@ -173,7 +173,7 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
     if (::ppoll(fds, 2, &timeout, nullptr) < 0) continue;
     if (fds[1].revents != 0) break;
   }
-  client->unserve(served.value);
+  (void)client->unserve(served.value);
   return 0;
 }
 

@@ -153,7 +153,7 @@ Outcome run_echo_rpc(ScenarioContext& ctx, const std::string& target, const std:
   ctx.end_measured();
   if (err) return ctx.fail(Outcome::Failed, std::string(err) + " (" + std::string(to_string(pump.last_status())) + ")");
 
-  client->close(opened.value);
+  (void)client->close(opened.value);
   client.reset();  // detach before stopping the server
   const int rc = server.stop(std::chrono::seconds(5));
   if (rc != 0) return ctx.fail(Outcome::Failed, "bench-echo server exited with " + std::to_string(rc));

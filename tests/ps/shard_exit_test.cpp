@@ -51,7 +51,7 @@ struct Served {
     REQUIRE(started.status == Status::Ok);
     server = std::move(started.value);
     REQUIRE(::pipe2(stop, O_CLOEXEC) == 0);
-    thread = std::thread([this] { result = server->run(stop[0]); });
+    thread = std::thread([this] { result.store(server->run(stop[0])); });
   }
   ~Served() {
     if (stop[1] >= 0) ::close(stop[1]);

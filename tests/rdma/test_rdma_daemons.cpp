@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "ferry_config.h"
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"

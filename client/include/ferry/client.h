@@ -129,40 +129,45 @@ FERRY_API std::string default_socket_path();
 class FERRY_API Client {
  public:
   // Connects, receives the segment and doorbells, maps and checks the ABI.
-  static Result<std::unique_ptr<Client>> attach(const AttachOptions& options = {});
+  [[nodiscard]] static Result<std::unique_ptr<Client>> attach(const AttachOptions& options = {});
   ~Client();  // detaches; the daemon frees everything the client held
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // tx arena. alloc returns an empty Buffer when the arena or quota is full.
   Buffer alloc(std::size_t bytes) noexcept;
-  Status free(Buffer buffer) noexcept;
+  [[nodiscard]] Status free(Buffer buffer) noexcept;
   std::size_t max_message_bytes() const noexcept;
 
   // Control operations: submit and wait for their own completion (other
   // completions that arrive meanwhile are kept for poll()).
-  Result<ServiceId> serve(std::string_view service, std::chrono::milliseconds timeout = std::chrono::seconds(10));
-  Status unserve(ServiceId service, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  [[nodiscard]] Result<ServiceId> serve(std::string_view service,
+                                        std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  [[nodiscard]] Status unserve(ServiceId service, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // target: "SERVICE" (this host) or "HOST[:PORT]/SERVICE".
-  Result<EndpointId> open(std::string_view target, std::chrono::milliseconds timeout = std::chrono::seconds(10));
-  Status close(EndpointId endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  [[nodiscard]] Result<EndpointId> open(std::string_view target,
+                                        std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  [[nodiscard]] Status close(EndpointId endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // Datapath: Ok when submitted (exactly one OpDone follows), Busy when the
   // submission ring is full (poll, then retry), BadRequest for arguments that
   // are invalid on their face.
-  Status send(EndpointId endpoint, const Buffer& message, std::uint32_t length, std::uint64_t user_data) noexcept;
+  [[nodiscard]] Status send(EndpointId endpoint, const Buffer& message, std::uint32_t length,
+                            std::uint64_t user_data) noexcept;
   // timeout: how long the call may wait at the server's daemon for its reply
   // (0: ferryd's call-timeout-ms, 60 s unless configured; at most 1 h); past
   // it the call completes Timeout and the server's late reply CallerGone.
-  Status call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,
-              std::uint64_t user_data, std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) noexcept;
+  [[nodiscard]] Status call(EndpointId endpoint, const Buffer& request, std::uint32_t length, const Buffer& response,
+                            std::uint64_t user_data,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds{0}) noexcept;
   // Its OpDone: Ok; BadRequest (not an open call's token); CallerGone (the
   // caller or its channel went away, or the call timed out);
   // ResponseTooLarge / NotSupported (too large for the caller's buffer, or
   // for one lane message); Busy when a remote caller's lane has no room now:
   // the call stays open, reply again later with the same token (until the
   // call's timeout, when the caller gets Timeout).
-  Status reply(std::uint64_t token, const Buffer& response, std::uint32_t length, std::uint64_t user_data) noexcept;
+  [[nodiscard]] Status reply(std::uint64_t token, const Buffer& response, std::uint32_t length,
+                             std::uint64_t user_data) noexcept;
   // Hands a delivered Message/Request block back to the daemon.
   void release(const Completion& delivery) noexcept;
 
@@ -184,7 +189,7 @@ class FERRY_API Client {
   // fork(). It looks at the attach socket itself (at most once a
   // millisecond), so a client that never polls still sees DaemonGone within
   // a few milliseconds of the daemon's death.
-  Status state() const noexcept;
+  [[nodiscard]] Status state() const noexcept;
   // Hangs up on the daemon now (it frees everything this client held, as
   // when the Client is destroyed) but keeps the segment mapped until the
   // Client is destroyed, so memory something still points into (a Python

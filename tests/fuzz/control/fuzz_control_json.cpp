@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/json.h"
 #include "control/control_protocol.h"
-#include "control/json.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "fake_control_server.h"
 
 extern char** environ;

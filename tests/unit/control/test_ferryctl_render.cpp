@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/json.h"
 #include "control/ferryctl_options.h"
 #include "control/ferryctl_tables.h"
 #include "control/ferryctl_top.h"
-#include "control/json.h"
 
 using namespace ferry;
 using namespace ferry::ctl;

@@ -1,11 +1,11 @@
-// control/json: strict parsing, exact integers, escaping, round trips.
+// base/json: strict parsing, exact integers, escaping, round trips.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <limits>
 #include <string>
 
-#include "control/json.h"
+#include "base/json.h"
 
 using namespace ferry::json;
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "control/json.h"
+#include "base/json.h"
 #include "control/prometheus.h"
 
 using namespace ferry;

@@ -102,11 +102,11 @@ struct Receiver {
 }  // namespace
 
 TEST_CASE("receive pool: the configuration must reserve every connection's floor") {
-  CHECK(ReceivePool::check(config(64, 16, 4, 32)).empty());
-  CHECK_FALSE(ReceivePool::check(config(63, 16, 4, 32)).empty());  // 16 x 4 > 63
-  CHECK_FALSE(ReceivePool::check(config(64, 16, 1, 32)).empty());  // no room beside the Credit reserve
-  CHECK_FALSE(ReceivePool::check(config(64, 16, 4, 3)).empty());   // share below floor
-  CHECK_FALSE(ReceivePool::check(config(64, 0, 4, 8)).empty());
+  CHECK(ReceivePool::check(config(64, 16, 4, 32)).ok());
+  CHECK(ReceivePool::check(config(63, 16, 4, 32)).failed());  // 16 x 4 > 63
+  CHECK(ReceivePool::check(config(64, 16, 1, 32)).failed());  // no room beside the Credit reserve
+  CHECK(ReceivePool::check(config(64, 16, 4, 3)).failed());   // share below floor
+  CHECK(ReceivePool::check(config(64, 0, 4, 8)).failed());
 }
 
 TEST_CASE("receive pool: a lane borrows beyond its floor up to its share, and only what is free") {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "control/json.h"
+#include "base/json.h"
 
 namespace ferry::json {
 namespace {

@@ -1,5 +1,7 @@
 // Result<T>: a status and, when the status is Ok, a value. The control-path
-// return type of libferry (no exceptions after start-up).
+// return type of libferry (no exceptions after start-up). [[nodiscard]] like
+// Status: a result nobody looks at is a compile error under -Werror. The
+// layout (status, then value) is part of libferry's C++ ABI.
 #pragma once
 
 #include <utility>
@@ -9,7 +11,8 @@
 namespace ferry {
 
 template <typename T>
-struct Result {
+class [[nodiscard]] Result {
+ public:
   Status status = Status::Ok;
   T value{};
 

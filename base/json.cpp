@@ -1,5 +1,5 @@
 // JSON value accessors and serialisation (the parser is in json_parse.cpp).
-#include "control/json.h"
+#include "base/json.h"
 
 #include <charconv>
 #include <cmath>
