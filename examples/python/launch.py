@@ -195,25 +195,11 @@ class Run:
 
 
 def daemon_pid(socket_path):
-    """The pid of the ferryd whose client socket is `socket_path` (its control
-    socket lies beside it), or None when it does not answer."""
-    import socket as _socket
-    control = os.path.join(os.path.dirname(socket_path or "/run/ferry/ferryd.sock"), "control.sock")
-    try:
-        with _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM) as s:
-            s.settimeout(5)
-            s.connect(control)
-            s.sendall(b'{"cmd":"status"}\n')
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        reply = json.loads(data)
-        return int(reply["result"]["pid"]) if reply.get("ok") else None
-    except (OSError, ValueError, KeyError):
-        return None
+    """The pid of the ferryd whose client socket is `socket_path`, or None
+    when it does not answer."""
+    from ferry.ps.store import daemon_status
+    status = daemon_status(socket_path)
+    return int(status["pid"]) if status and "pid" in status else None
 
 
 # -- child entry points ---------------------------------------------------------

@@ -128,9 +128,10 @@ def _default_socket() -> str:
     return default_socket_path()
 
 
-def daemon_listen(socket_path: Optional[str]) -> Optional[str]:
-    """The ``--listen`` address of the ferryd whose client socket is
-    ``socket_path`` (its control socket lies beside it), or None."""
+def daemon_status(socket_path: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``ferryctl status --json``'s result from the ferryd whose client socket
+    is ``socket_path`` (its control socket lies beside it), or None when it
+    does not answer."""
     control = os.path.join(os.path.dirname(socket_path or _default_socket()), "control.sock")
     try:
         with _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM) as s:
@@ -144,10 +145,17 @@ def daemon_listen(socket_path: Optional[str]) -> Optional[str]:
                     break
                 data += chunk
         reply = json.loads(data)
-        listen = reply.get("result", {}).get("listen") if reply.get("ok") else None
-        return listen or None
+        result = reply.get("result") if reply.get("ok") else None
+        return result if isinstance(result, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def daemon_listen(socket_path: Optional[str]) -> Optional[str]:
+    """The ``--listen`` address of the ferryd whose client socket is
+    ``socket_path``, or None."""
+    status = daemon_status(socket_path)
+    return (status or {}).get("listen") or None
 
 
 def shard_targets(entries: List[Dict[str, Any]], socket_path: Optional[str]) -> List[str]:
