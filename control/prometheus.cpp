@@ -3,23 +3,32 @@
 
 #include <charconv>
 #include <cmath>
-#include <optional>
 
 namespace ferry::ctl {
 namespace {
 
-std::optional<std::string> sample_value(const json::Value& v) {
-  if (auto i = v.as_int()) return std::to_string(*i);
-  if (auto u = v.as_uint()) return std::to_string(*u);
-  if (auto d = v.as_double()) {
-    if (std::isnan(*d)) return "NaN";
-    if (std::isinf(*d)) return *d > 0 ? "+Inf" : "-Inf";
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
-    if (ec != std::errc{}) return std::nullopt;
-    return std::string(buf, end);
+// A number's sample text into `out`; false (out untouched) when `v` is not
+// a number: such a field has no sample.
+[[nodiscard]] bool sample_value(const json::Value& v, std::string& out) {
+  if (auto i = v.as_int()) {
+    out = std::to_string(*i);
+  } else if (auto u = v.as_uint()) {
+    out = std::to_string(*u);
+  } else if (auto d = v.as_double()) {
+    if (std::isnan(*d)) {
+      out = "NaN";
+    } else if (std::isinf(*d)) {
+      out = *d > 0 ? "+Inf" : "-Inf";
+    } else {
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
+      if (ec != std::errc{}) return false;
+      out.assign(buf, end);
+    }
+  } else {
+    return false;
   }
-  return std::nullopt;
+  return true;
 }
 
 std::string cell_id(const json::Value& v) {
@@ -39,15 +48,14 @@ void gauge_from(std::string& out, const json::Value& status, std::string_view ke
                 std::string_view help) {
   const json::Value* v = status.find(key);
   if (v == nullptr) return;
-  std::optional<std::string> value;
+  std::string value;
   if (const json::Array* a = v->as_array()) {
     value = std::to_string(a->size());  // a list counts its members
-  } else {
-    value = sample_value(*v);
+  } else if (!sample_value(*v, value)) {
+    return;
   }
-  if (!value) return;
   family(out, name, "gauge", help);
-  out += name + " " + *value + "\n";
+  out += name + " " + value + "\n";
 }
 
 // One sample per engine of each of its numbers, labelled engine="ID".
@@ -73,9 +81,9 @@ void engine_samples(std::string& out, const json::Value& status) {
     for (const json::Value& e : *a) {
       const json::Value* id = e.find("id");
       const json::Value* v = e.find(m.key);
-      std::optional<std::string> value = v == nullptr ? std::nullopt : sample_value(*v);
-      if (id == nullptr || !value) continue;
-      out += std::string(m.name) + "{engine=\"" + escape_label_value(cell_id(*id)) + "\"} " + *value + "\n";
+      std::string value;
+      if (id == nullptr || v == nullptr || !sample_value(*v, value)) continue;
+      out += std::string(m.name) + "{engine=\"" + escape_label_value(cell_id(*id)) + "\"} " + value + "\n";
     }
   }
 }
@@ -127,8 +135,9 @@ std::string render_prometheus(const json::Value& status) {
   if (user != nullptr && sys != nullptr && user->as_double() && sys->as_double()) {
     family(out, "ferry_cpu_seconds_total", "counter", "CPU time consumed by ferryd, by mode.");
     for (auto [mode, v] : {std::pair{"user", user}, std::pair{"system", sys}}) {
-      out += std::string("ferry_cpu_seconds_total{mode=\"") + mode + "\"} " +
-             *sample_value(json::Value(*v->as_double() / 1e6)) + "\n";
+      std::string seconds = "NaN";  // a double always has a sample text; NaN keeps the line valid regardless
+      (void)sample_value(json::Value(*v->as_double() / 1e6), seconds);
+      out += std::string("ferry_cpu_seconds_total{mode=\"") + mode + "\"} " + seconds + "\n";
     }
   }
 
@@ -137,15 +146,15 @@ std::string render_prometheus(const json::Value& status) {
   const json::Value* counters = status.find("counters");
   if (const json::Object* o = counters == nullptr ? nullptr : counters->as_object()) {
     for (const auto& [key, v] : *o) {
-      auto value = sample_value(v);
-      if (!value) continue;
+      std::string value;
+      if (!sample_value(v, value)) continue;
       std::string name = "ferry_" + sanitize_metric_name(key);
       // Sanitising can map two keys to one name: a second family with the
       // same name would be invalid exposition, so later ones are dropped.
       if (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0) name += "_total";
       if (out.find("# TYPE " + name + " ") != std::string::npos) continue;
       family(out, name, "counter", "ferryd counter " + sanitize_metric_name(key) + ".");
-      out += name + " " + *value + "\n";
+      out += name + " " + value + "\n";
     }
   }
   return out;

@@ -91,13 +91,16 @@ std::string describe_keys_json() {
   return json::dump(json::Value(std::move(keys)), 1);
 }
 
-std::optional<std::string> splice(const std::string& file, const Markers& m, const std::string& block) {
+Error splice(const std::string& file, const Markers& m, const std::string& block, std::string* out) {
   const auto b = file.find(m.begin);
-  if (b == std::string::npos) return std::nullopt;
-  const auto after_begin = file.find('\n', b);
-  const auto e = file.find(m.end, b);
-  if (after_begin == std::string::npos || e == std::string::npos || e < after_begin) return std::nullopt;
-  return file.substr(0, after_begin + 1) + block + file.substr(e);
+  const auto after_begin = b == std::string::npos ? b : file.find('\n', b);
+  const auto e = b == std::string::npos ? b : file.find(m.end, b);
+  if (after_begin == std::string::npos || e == std::string::npos || e < after_begin) {
+    return Error::bad_request("lacks the lines '" + std::string(m.begin) + "' and '" + std::string(m.end) +
+                              "' (in that order)");
+  }
+  *out = file.substr(0, after_begin + 1) + block + file.substr(e);
+  return {};
 }
 
 }  // namespace ferry::daemon

@@ -6,10 +6,10 @@
 // checked-in copy differs from what the table makes.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
 #include "daemon/config/config_keys.h"
 
 namespace ferry::daemon {
@@ -36,8 +36,9 @@ struct Markers {
 inline constexpr Markers kManMarkers{".\\\" BEGIN GENERATED OPTIONS", ".\\\" END GENERATED OPTIONS"};
 inline constexpr Markers kMarkdownMarkers{"<!-- BEGIN GENERATED REFERENCE -->", "<!-- END GENERATED REFERENCE -->"};
 
-// `file` with the lines between the two marker lines replaced by `block`
-// (which ends with '\n'); nullopt when the markers are missing or out of order.
-[[nodiscard]] std::optional<std::string> splice(const std::string& file, const Markers& m, const std::string& block);
+// *out = `file` with the lines between the two marker lines replaced by
+// `block` (which ends with '\n'); fails when the markers are missing or out
+// of order.
+Error splice(const std::string& file, const Markers& m, const std::string& block, std::string* out);
 
 }  // namespace ferry::daemon

@@ -64,13 +64,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     const Markers& m = kind == "man" ? kManMarkers : kMarkdownMarkers;
-    auto spliced = splice(have, m, kind == "man" ? man_options() : reference_markdown());
-    if (!spliced) {
-      std::cerr << "ferryd-config-docs: " << path << " lacks the lines '" << m.begin << "' and '" << m.end
-                << "' (in that order)\n";
+    if (const ferry::Error bad = splice(have, m, kind == "man" ? man_options() : reference_markdown(), &want);
+        bad.failed()) {
+      std::cerr << "ferryd-config-docs: " << path << " " << bad.message() << "\n";
       return 1;
     }
-    want = *spliced;
   } else {
     std::cerr << "ferryd-config-docs: unknown document '" << kind << "'\n";
     return 2;

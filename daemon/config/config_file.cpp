@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <set>
 #include <string_view>
 
@@ -47,28 +46,28 @@ Error read_config_file(const std::string& path, bool missing_ok, std::string* te
     return Error::bad_request("cannot read " + what + std::strerror(errno));
   }
   struct stat st {};
-  std::optional<std::string> bad;
+  Error bad;
   if (::fstat(fd, &st) != 0) {
-    bad = "cannot read " + what + std::strerror(errno);
+    bad = Error::bad_request("cannot read " + what + std::strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
-    bad = what + "is " + file_kind(st.st_mode) + ", not a regular file";
+    bad = Error::bad_request(what + "is " + file_kind(st.st_mode) + ", not a regular file");
   } else if (static_cast<std::uint64_t>(st.st_size) > kMaxConfigFileBytes) {
-    bad = what + "is " + std::to_string(st.st_size) + " bytes; at most " + std::to_string(kMaxConfigFileBytes) +
-          " are read";
+    bad = Error::bad_request(what + "is " + std::to_string(st.st_size) + " bytes; at most " +
+                             std::to_string(kMaxConfigFileBytes) + " are read");
   }
-  while (!bad) {
+  while (bad.ok()) {
     char buf[8192];
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) bad = "cannot read " + what + std::strerror(errno);
+    if (n < 0) bad = Error::bad_request("cannot read " + what + std::strerror(errno));
     if (n <= 0) break;
     text->append(buf, static_cast<std::size_t>(n));
     // The size was checked, but a file may grow while it is read.
-    if (text->size() > kMaxConfigFileBytes) bad = what + "grew past " + std::to_string(kMaxConfigFileBytes) + " bytes";
+    if (text->size() > kMaxConfigFileBytes)
+      bad = Error::bad_request(what + "grew past " + std::to_string(kMaxConfigFileBytes) + " bytes");
   }
   ::close(fd);
-  if (bad) return Error::bad_request(std::move(*bad));
-  return {};
+  return bad;
 }
 
 Error parse_config_text(const std::string& path, const std::string& text, std::vector<FileEntry>* out) {

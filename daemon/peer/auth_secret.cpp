@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 
 #include "transport/wire/auth_proof.h"
 
@@ -16,19 +15,22 @@ namespace ferry::daemon::peer {
 
 namespace {
 
-// The file's problems as the error's tail, or nullopt when it may be read.
-std::optional<std::string> check_file(const struct stat& st) {
-  if (!S_ISREG(st.st_mode)) return std::string("not a regular file");
+// Whether the file may be read as a secret; the failure's message is the
+// tail of load_auth_secret's ("invalid value 'PATH' for auth-secret-file: ").
+Error check_file(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return Error::bad_request("not a regular file");
   if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return "owned by uid " + std::to_string(st.st_uid) + ": must belong to root or to the user ferryd runs as (uid " +
-           std::to_string(::geteuid()) + ")";
+    return Error::bad_request("owned by uid " + std::to_string(st.st_uid) +
+                              ": must belong to root or to the user ferryd runs as (uid " +
+                              std::to_string(::geteuid()) + ")");
   }
   if ((st.st_mode & 0077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return std::string("mode ") + mode + " lets group or others in; must be 0600 or 0400 (chmod 600)";
+    return Error::bad_request(std::string("mode ") + mode +
+                              " lets group or others in; must be 0600 or 0400 (chmod 600)");
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace
@@ -47,9 +49,9 @@ Error load_auth_secret(const std::string& path, std::string& out) {
     ::close(fd);
     return Error::bad_request(what + std::strerror(err));
   }
-  if (auto bad = check_file(st)) {
+  if (const Error bad = check_file(st); bad.failed()) {
     ::close(fd);
-    return Error::bad_request(what + *bad);
+    return Error::bad_request(what + bad.message());
   }
   std::string buf(kMaxAuthSecretBytes + 1, '\0');
   std::size_t got = 0;
