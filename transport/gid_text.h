@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "ferry/result.h"
+
 namespace ferry::transport {
 
 // One line of a sysfs attribute, without the trailing newline or blanks;
@@ -15,11 +17,12 @@ namespace ferry::transport {
 // which is not an error).
 std::string read_sysfs_line(const std::string& path);
 
-// "198.18.0.1" -> "0000:0000:0000:0000:0000:ffff:c612:0001"; "" when `ipv4`
-// is not a numeric IPv4 address.
-std::string ipv4_mapped_gid(std::string_view ipv4);
+// "198.18.0.1" -> "0000:0000:0000:0000:0000:ffff:c612:0001"; BadRequest
+// when `ipv4` is not a numeric IPv4 address.
+[[nodiscard]] Result<std::string> ipv4_mapped_gid(std::string_view ipv4);
 
-// The inverse: the dotted IPv4 address of an IPv4-mapped GID, "" otherwise.
-std::string mapped_ipv4(std::string_view gid);
+// The inverse: the dotted IPv4 address of an IPv4-mapped GID; BadRequest
+// for any other GID.
+[[nodiscard]] Result<std::string> mapped_ipv4(std::string_view gid);
 
 }  // namespace ferry::transport

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
 #include "client/ps/table_store.h"
@@ -35,16 +34,26 @@ std::size_t error_record(std::span<std::byte> response, PsStatus st, std::uint8_
 
 }  // namespace
 
-Shard::Shard(const ShardSpec& spec) : spec_(spec) {
+Error Shard::create(const ShardSpec& spec, std::unique_ptr<Shard>* out) {
   if (spec.shards == 0 || spec.shards > kMaxShards || spec.index >= spec.shards)
-    throw std::invalid_argument("shard " + std::to_string(spec.index) + " of " + std::to_string(spec.shards) +
-                                ": need 0 <= index < shards <= " + std::to_string(kMaxShards));
+    return Error::bad_request("shard " + std::to_string(spec.index) + " of " + std::to_string(spec.shards) +
+                              ": need 0 <= index < shards <= " + std::to_string(kMaxShards));
   if (spec.max_count == 0 || spec.max_count > kMaxCount)
-    throw std::invalid_argument("max_count must be in [1, " + std::to_string(kMaxCount) + "]");
+    return Error::bad_request("max_count must be in [1, " + std::to_string(kMaxCount) + "]");
+  std::vector<bool> seen;
   for (const TableSpec& t : spec.tables) {
-    if (const std::string why = table_error(t); !why.empty()) throw std::invalid_argument(why);
+    if (Error bad = check_table(t); bad.failed()) return bad;
+    if (t.id >= seen.size()) seen.resize(std::size_t{t.id} + 1, false);
+    if (seen[t.id]) return Error::bad_request("table id " + std::to_string(t.id) + " given twice");
+    seen[t.id] = true;
+  }
+  out->reset(new Shard(spec));
+  return {};
+}
+
+Shard::Shard(const ShardSpec& spec) : spec_(spec) {
+  for (const TableSpec& t : spec.tables) {
     if (t.id >= stores_.size()) stores_.resize(std::size_t{t.id} + 1);
-    if (stores_[t.id]) throw std::invalid_argument("table id " + std::to_string(t.id) + " given twice");
     stores_[t.id] = std::make_unique<detail::TableStore>(t, spec.index, spec.shards, spec.max_count, spec.preload);
   }
   gauges_ = std::make_unique<Gauge[]>(stores_.size());

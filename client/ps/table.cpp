@@ -67,25 +67,28 @@ void initial_row(const TableSpec& t, Key key, float* out) noexcept {
   for (std::uint32_t j = 0; j < dim; ++j) out[j] = 0.0f;
 }
 
-std::string table_error(const TableSpec& t) {
-  const std::string what = "table " + std::to_string(t.id) + (t.name.empty() ? "" : " '" + t.name + "'");
-  if (t.kind != TableKind::Embedding && t.kind != TableKind::Dense) return what + ": unknown kind";
+Error check_table(const TableSpec& t) {
+  const auto bad = [&t](const std::string& why) {
+    return Error::bad_request("table " + std::to_string(t.id) + (t.name.empty() ? "" : " '" + t.name + "'") + ": " +
+                              why);
+  };
+  if (t.kind != TableKind::Embedding && t.kind != TableKind::Dense) return bad("unknown kind");
   if (t.kind == TableKind::Embedding && (t.dim == 0 || t.dim > kMaxDim))
-    return what + ": dim must be in [1, " + std::to_string(kMaxDim) + "]";
-  if (t.kind == TableKind::Dense && t.dim != 1) return what + ": a dense table has dim 1";
+    return bad("dim must be in [1, " + std::to_string(kMaxDim) + "]");
+  if (t.kind == TableKind::Dense && t.dim != 1) return bad("a dense table has dim 1");
   if (t.kind == TableKind::Dense && (t.rows == 0 || t.rows > UINT32_MAX))
-    return what + ": a dense table needs a size in [1, 2^32 - 1]";
+    return bad("a dense table needs a size in [1, 2^32 - 1]");
   if (t.optimizer.kind != OptimizerKind::Sgd && t.optimizer.kind != OptimizerKind::Adagrad)
-    return what + ": unknown optimizer";
-  if (!(std::isfinite(t.optimizer.lr) && t.optimizer.lr > 0)) return what + ": lr must be a positive number";
-  if (!(std::isfinite(t.optimizer.eps) && t.optimizer.eps >= 0)) return what + ": eps must be >= 0";
+    return bad("unknown optimizer");
+  if (!(std::isfinite(t.optimizer.lr) && t.optimizer.lr > 0)) return bad("lr must be a positive number");
+  if (!(std::isfinite(t.optimizer.eps) && t.optimizer.eps >= 0)) return bad("eps must be >= 0");
   if (!(std::isfinite(t.optimizer.initial_accumulator) && t.optimizer.initial_accumulator >= 0))
-    return what + ": initial_accumulator must be >= 0";
+    return bad("initial_accumulator must be >= 0");
   if (t.init.kind != InitKind::Zeros && t.init.kind != InitKind::Uniform && t.init.kind != InitKind::Pattern)
-    return what + ": unknown init";
-  if (!std::isfinite(t.init.scale)) return what + ": init scale must be finite";
-  if (t.kind == TableKind::Dense && t.max_rows != 0) return what + ": max_rows is for embedding tables";
-  if (t.max_rows > UINT32_MAX - 1) return what + ": max_rows must be below 2^32";
+    return bad("unknown init");
+  if (!std::isfinite(t.init.scale)) return bad("init scale must be finite");
+  if (t.kind == TableKind::Dense && t.max_rows != 0) return bad("max_rows is for embedding tables");
+  if (t.max_rows > UINT32_MAX - 1) return bad("max_rows must be below 2^32");
   return {};
 }
 

@@ -2,7 +2,6 @@
 // Routing and the entry points live in worker_encode.cpp, splitting and
 // sending in worker_send.cpp.
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
 #include "client/ps/worker_op.h"
@@ -17,18 +16,28 @@ constexpr std::uint32_t kMaxOps = 1u << 16;  // the slot number's 16 bits
 
 }  // namespace
 
+Error Worker::create(std::unique_ptr<ShardLink> link, const WorkerOptions& options, std::unique_ptr<Worker>* out) {
+  if (!link) return Error::bad_request("a worker needs a shard link");
+  if (link->shards() == 0 || link->shards() > kMaxShards) return Error::bad_request("a worker needs 1 to 256 shards");
+  if (options.max_ops == 0 || options.max_ops > kMaxOps) return Error::bad_request("max_ops must be in [1, 65536]");
+  if (options.max_calls == 0) return Error::bad_request("max_calls must be at least 1");
+  if (options.timeout.count() <= 0) return Error::bad_request("timeout must be positive");
+  std::vector<bool> seen;
+  for (const TableSpec& t : options.tables) {
+    if (Error bad = check_table(t); bad.failed()) return bad;
+    if (t.id >= seen.size()) seen.resize(std::size_t{t.id} + 1, false);
+    if (seen[t.id]) return Error::bad_request("table id " + std::to_string(t.id) + " given twice");
+    seen[t.id] = true;
+  }
+  out->reset(new Worker(std::move(link), options));
+  return {};
+}
+
 Worker::Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options)
     : link_(std::move(link)), options_(options), scratch_(std::make_unique<Scratch>()) {
-  if (!link_) throw std::invalid_argument("a worker needs a shard link");
   shards_ = link_->shards();
-  if (shards_ == 0 || shards_ > kMaxShards) throw std::invalid_argument("a worker needs 1 to 256 shards");
-  if (options_.max_ops == 0 || options_.max_ops > kMaxOps) throw std::invalid_argument("max_ops must be in [1, 65536]");
-  if (options_.max_calls == 0) throw std::invalid_argument("max_calls must be at least 1");
-  if (options_.timeout.count() <= 0) throw std::invalid_argument("timeout must be positive");
   for (const TableSpec& t : options_.tables) {
-    if (const std::string why = table_error(t); !why.empty()) throw std::invalid_argument(why);
     if (t.id >= by_id_.size()) by_id_.resize(std::size_t{t.id} + 1, nullptr);
-    if (by_id_[t.id] != nullptr) throw std::invalid_argument("table id " + std::to_string(t.id) + " given twice");
     by_id_[t.id] = &t;
   }
   max_count_ = options_.max_count != 0 ? std::min(options_.max_count, kMaxCount)

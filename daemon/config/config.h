@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/error.h"
+#include "ferry/error.h"
 #include "shm/ring_entries.h"
 #include "shm/segment_layout.h"
 #include "shm/slab_allocator.h"

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "base/error.h"
 #include "daemon/config/config_keys.h"
+#include "ferry/error.h"
 
 namespace ferry::daemon {
 

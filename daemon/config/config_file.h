@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include "ferry/error.h"
 
 namespace ferry::daemon {
 

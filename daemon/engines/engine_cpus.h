@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/error.h"
+#include "ferry/error.h"
 
 namespace ferry::daemon {
 

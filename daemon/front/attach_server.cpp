@@ -128,8 +128,8 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   conn->timer.cancel();
   const int fd = conn->sock.native_handle();
   shm::AttachRequest req{};
-  long n = recv_message(fd, &req, sizeof(req));
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // spurious wake-up
+  const Result<std::size_t> got = recv_message(fd, &req, sizeof(req));
+  if (got.status == Status::Busy) {  // spurious wake-up
     conn->sock.async_wait(asio::posix::stream_descriptor::wait_read, [this, conn](const boost::system::error_code& ec) {
       if (!ec && !stopped_) on_handshake(conn);
     });
@@ -137,12 +137,12 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   }
   handshaking_.erase(conn);
   accept_next();  // a handshake place is free again
-  if (n <= 0) {
+  if (!got || got.value == 0) {
     close_conn(conn);
     return;
   }
   ClientSession* session = nullptr;
-  Status status = n == static_cast<long>(sizeof(req)) ? attach(conn, req, &session) : Status::BadRequest;
+  Status status = got.value == sizeof(req) ? attach(conn, req, &session) : Status::BadRequest;
 
   shm::AttachReply reply{};
   reply.magic = shm::kAttachMagic;
@@ -150,8 +150,9 @@ void AttachServer::on_handshake(const ConnPtr& conn) {
   reply.status = static_cast<std::uint8_t>(status);
   reply.daemon_epoch = epoch_;
   if (status != Status::Ok) {
-    if (n != static_cast<long>(sizeof(req)))
-      log_refusal(Refusal::Request, "attach refused BadRequest: a request of {} bytes (want {})", n, sizeof(req));
+    if (got.value != sizeof(req))
+      log_refusal(Refusal::Request, "attach refused BadRequest: a request of {} bytes (want {})", got.value,
+                  sizeof(req));
     // The refusal is a courtesy: the connection is closed whether or not
     // the client is still there to read it.
     (void)send_message(fd, &reply, sizeof(reply), nullptr, 0);
@@ -335,12 +336,13 @@ void AttachServer::watch(const ConnPtr& conn) {
       return;
     }
     char buf[64];
-    long n = recv_message(conn->sock.native_handle(), buf, sizeof(buf));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    const Result<std::size_t> got = recv_message(conn->sock.native_handle(), buf, sizeof(buf));
+    if (got.status != Status::Busy && (!got || got.value == 0)) {
       hang_up(conn);
       return;
     }
-    if (n > 0) spdlog::debug("client {}: ignoring {} unexpected bytes on its attach socket", conn->id, n);
+    if (got && got.value > 0)
+      spdlog::debug("client {}: ignoring {} unexpected bytes on its attach socket", conn->id, got.value);
     watch(conn);
   });
 }

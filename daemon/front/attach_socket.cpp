@@ -20,7 +20,7 @@ Error peer_cred(int fd, PeerCred* out) {
   return {};
 }
 
-long recv_message(int fd, void* buf, std::size_t cap) noexcept {
+Result<std::size_t> recv_message(int fd, void* buf, std::size_t cap) noexcept {
   iovec iov{buf, cap};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 16)];
   msghdr msg{};
@@ -29,7 +29,9 @@ long recv_message(int fd, void* buf, std::size_t cap) noexcept {
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
-  if (n < 0) return -1;
+  if (n < 0)
+    return Result<std::size_t>::fail(errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Status::Busy
+                                                                                               : Status::PeerReset);
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -40,7 +42,7 @@ long recv_message(int fd, void* buf, std::size_t cap) noexcept {
       }
     }
   }
-  return static_cast<long>(n);
+  return Result<std::size_t>::ok(static_cast<std::size_t>(n));
 }
 
 Error send_message(int fd, const void* buf, std::size_t len, const int* fds, std::size_t nfds) {

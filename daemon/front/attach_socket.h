@@ -9,7 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/error.h"
+#include "ferry/error.h"
+#include "ferry/result.h"
 
 namespace ferry::daemon {
 
@@ -21,10 +22,11 @@ struct PeerCred {
 // PermissionDenied when SO_PEERCRED cannot be read: nobody is let in unnamed.
 [[nodiscard]] Error peer_cred(int fd, PeerCred* out);
 
-// recvmsg(MSG_DONTWAIT). Returns bytes received (the real message length,
-// which may exceed `cap`: then it was truncated), 0 on EOF, -1 with errno.
-// Any fds received are closed.
-long recv_message(int fd, void* buf, std::size_t cap) noexcept;
+// recvmsg(MSG_DONTWAIT). The bytes received (the real message length, which
+// may exceed `cap`: then it was truncated), 0 on EOF; Busy when nothing is
+// waiting (EAGAIN, EINTR), PeerReset for any other failure. Any fds
+// received are closed.
+[[nodiscard]] Result<std::size_t> recv_message(int fd, void* buf, std::size_t cap) noexcept;
 
 // sendmsg of one message with `nfds` fds attached (0 for none, at most 8).
 // Ok when sent whole; PeerReset when the peer cannot take it (gone, or its

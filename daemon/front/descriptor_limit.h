@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.h"
 #include "daemon/config/config.h"
+#include "ferry/error.h"
 
 namespace ferry::daemon {
 

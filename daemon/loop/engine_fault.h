@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "base/error.h"
+#include "ferry/error.h"
 #include "transport/fault_spec.h"
 
 namespace ferry::daemon {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <string>
 
-#include "base/error.h"
+#include "ferry/error.h"
 
 namespace ferry::daemon::peer {
 

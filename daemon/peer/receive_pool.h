@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.h"
+#include "ferry/error.h"
 #include "ferry/status.h"
 
 namespace ferry::daemon::peer {

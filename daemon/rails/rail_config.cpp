@@ -26,8 +26,8 @@ std::vector<std::string> roce_v2_ipv4(std::string_view sysfs_root, std::string_v
     const std::string gid_path = base + "/gids/" + std::to_string(i);
     if (!std::ifstream(gid_path)) break;
     if (transport::read_sysfs_line(base + "/gid_attrs/types/" + std::to_string(i)) != "RoCE v2") continue;
-    std::string a = transport::mapped_ipv4(transport::read_sysfs_line(gid_path));
-    if (!a.empty() && std::find(out.begin(), out.end(), a) == out.end()) out.push_back(std::move(a));
+    Result<std::string> a = transport::mapped_ipv4(transport::read_sysfs_line(gid_path));
+    if (a && std::find(out.begin(), out.end(), a.value) == out.end()) out.push_back(std::move(a.value));
   }
   return out;
 }

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/error.h"
+#include "ferry/error.h"
 
 namespace ferry::daemon {
 

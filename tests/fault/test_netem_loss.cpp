@@ -42,7 +42,7 @@ std::string netem_unavailable() {
 TEST_CASE("5 % loss on the veths: every call completes Ok and verified, no channel fails") {
   // Skips before anything exists that an early exit would leak.
   std::string why;
-  if (const auto no_lab = NetnsLab::unavailable_reason()) why = "network namespaces: " + *no_lab;
+  if (const Error no_lab = NetnsLab::available(); no_lab.failed()) why = "network namespaces: " + no_lab.message();
   if (why.empty()) why = netem_unavailable();
   if (!why.empty()) {
     std::printf("SKIP: netem loss test: %s\n", why.c_str());

@@ -59,8 +59,8 @@ std::string_view to_string(NetMode m) noexcept {
 NetMode net_mode_from_env() {
   const char* v = std::getenv("FERRY_MH_NET");
   if (v == nullptr || std::string_view(v) != "netns") return NetMode::Loopback;
-  if (const auto why = NetnsLab::unavailable_reason()) {
-    std::printf("SKIP: netns mode needs network namespaces: %s\n", why->c_str());
+  if (const Error why = NetnsLab::available(); why.failed()) {
+    std::printf("SKIP: netns mode needs network namespaces: %s\n", why.message().c_str());
     std::fflush(stdout);
     std::_Exit(77);
   }

@@ -148,14 +148,14 @@ int run_ip(const std::vector<std::string>& args, std::string* out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-std::optional<std::string> NetnsLab::unavailable_reason() {
-  if (::geteuid() != 0) return "not root: network namespaces need CAP_SYS_ADMIN";
-  if (ip_path() == nullptr) return "iproute2 `ip` not found";
+Error NetnsLab::available() {
+  if (::geteuid() != 0) return Error(Status::NotSupported, "not root: network namespaces need CAP_SYS_ADMIN");
+  if (ip_path() == nullptr) return Error(Status::NotSupported, "iproute2 `ip` not found");
   const std::string probe = "fmh" + std::to_string(::getpid()) + "-probe";
   std::string out;
-  if (run_ip({"netns", "add", probe}, &out) != 0) return "`ip netns add` failed: " + out;
+  if (run_ip({"netns", "add", probe}, &out) != 0) return Error(Status::NotSupported, "`ip netns add` failed: " + out);
   run_ip({"netns", "del", probe});
-  return std::nullopt;
+  return {};
 }
 
 bool NetnsLab::enter(const std::string& ns) {

@@ -14,9 +14,10 @@
 #include <sys/types.h>
 
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "ferry/error.h"
 
 namespace ferry::mhtest {
 
@@ -37,8 +38,9 @@ class NetnsLab {
   // PeerUnreachable); its route is checked like the others.
   static std::string vacant_address() { return "198.18.2.250"; }
 
-  // Why the lab cannot be built here (not root, no `ip netns`), or nullopt.
-  static std::optional<std::string> unavailable_reason();
+  // Whether the lab can be built here: NotSupported, saying why, when not
+  // (not root, no `ip netns`).
+  [[nodiscard]] static Error available();
   // Moves the calling process into namespace `ns` (setns). False on failure.
   static bool enter(const std::string& ns);
   // Registers a process to SIGKILL in the signal handler before the

@@ -19,9 +19,11 @@
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/worker.h"
+#include "tests/ps/made.h"
 
 using namespace ferry;
 using namespace ferry::ps;
+using namespace ferry::ps::test;
 
 namespace {
 
@@ -186,11 +188,42 @@ TEST_CASE("init: uniform in [-scale, scale), a pure function of (seed, table, ke
   CHECK(initial_value(other, 5, 0) != initial_value(t, 5, 0));
 }
 
+TEST_CASE("shard and worker: create() refuses a spec that cannot work with BadRequest and a reason") {
+  const TableSpec t = embedding(0, 4, 100, OptimizerKind::Sgd, 0.5f);
+  std::unique_ptr<Shard> shard;
+  Error bad = Shard::create(ShardSpec{2, 2, {t}, 64}, &shard);
+  CHECK(bad.status() == Status::BadRequest);
+  CHECK(bad.message() == "shard 2 of 2: need 0 <= index < shards <= 256");
+  CHECK(shard == nullptr);
+  bad = Shard::create(ShardSpec{0, 1, {t, t}, 64}, &shard);
+  CHECK(bad.message() == "table id 0 given twice");
+  CHECK(shard == nullptr);
+  TableSpec zero_dim = t;
+  zero_dim.dim = 0;
+  CHECK(Shard::create(ShardSpec{0, 1, {zero_dim}, 64}, &shard).message() == "table 0 'emb0': dim must be in [1, 4096]");
+  REQUIRE(Shard::create(ShardSpec{0, 1, {t}, 64}, &shard).ok());
+  CHECK(shard != nullptr);
+
+  std::unique_ptr<Worker> worker;
+  bad = Worker::create(std::make_unique<ShardsLink>(std::vector<Shard*>{}), WorkerOptions{{t}}, &worker);
+  CHECK(bad.status() == Status::BadRequest);
+  CHECK(bad.message() == "a worker needs 1 to 256 shards");
+  WorkerOptions twice{{t, t}};
+  bad = Worker::create(std::make_unique<ShardsLink>(std::vector<Shard*>{shard.get()}), twice, &worker);
+  CHECK(bad.message() == "table id 0 given twice");
+  CHECK(Worker::create(nullptr, WorkerOptions{{t}}, &worker).message() == "a worker needs a shard link");
+  CHECK(worker == nullptr);
+  REQUIRE(
+      Worker::create(std::make_unique<ShardsLink>(std::vector<Shard*>{shard.get()}), WorkerOptions{{t}}, &worker).ok());
+  CHECK(worker != nullptr);
+}
+
 TEST_CASE("shard: pull gives the initial rows; SGD and Adagrad applied on push match float32 references") {
   const TableSpec sgd = embedding(0, 4, 100, OptimizerKind::Sgd, 0.5f);
   TableSpec ada = embedding(1, 4, 100, OptimizerKind::Adagrad, 0.1f);
   ada.optimizer.initial_accumulator = 0.25f;
-  Shard s({0, 1, {sgd, ada}, 64});
+  const auto s_made = made_shard(ShardSpec{0, 1, {sgd, ada}, 64});
+  Shard& s = *s_made;
   const std::vector<Key> keys = {3, 17};
   for (const TableSpec* t : std::array<const TableSpec*, 2>{&sgd, &ada}) {
     const auto rows = floats(ask(s, message(Op::Pull, *t, keys, {})));
@@ -228,8 +261,10 @@ TEST_CASE("shard: pull gives the initial rows; SGD and Adagrad applied on push m
 
 TEST_CASE("shard: duplicate keys in a push are summed and applied once (Adagrad sees one gradient)") {
   const TableSpec ada = embedding(0, 2, 0, OptimizerKind::Adagrad, 0.5f);
-  Shard a({0, 1, {ada}, 64});
-  Shard b({0, 1, {ada}, 64});
+  const auto a_made = made_shard(ShardSpec{0, 1, {ada}, 64});
+  Shard& a = *a_made;
+  const auto b_made = made_shard(ShardSpec{0, 1, {ada}, 64});
+  Shard& b = *b_made;
   // a: key 9 twice (1 then 2) and key 4; b: key 9 once with the sum.
   auto ack = ask(a, message(Op::Push, ada, {9, 4, 9}, {1, 1, 5, 5, 2, 2}));
   std::uint32_t applied = 0;
@@ -244,7 +279,8 @@ TEST_CASE("shard: duplicate keys in a push are summed and applied once (Adagrad 
 
 TEST_CASE("shard: dense slices pull, push and refuse ranges they do not hold") {
   const TableSpec d = dense(2, 10, 0.25f);
-  Shard s1({1, 2, {d}, 64});  // holds [5, 10)
+  const auto s1_made = made_shard(ShardSpec{1, 2, {d}, 64});
+  Shard& s1 = *s1_made;  // holds [5, 10)
   const auto vals = floats(ask(s1, message(Op::Pull, d, {}, {}, 5, 5)));
   REQUIRE(vals.size() == 5);
   for (int e = 0; e < 5; ++e) CHECK(vals[e] == initial_value(d, 5 + e, 0));
@@ -257,7 +293,8 @@ TEST_CASE("shard: dense slices pull, push and refuse ranges they do not hold") {
 
 TEST_CASE("shard: every malformed request is refused with its status and changes nothing") {
   const TableSpec t = embedding(0, 2, 50, OptimizerKind::Sgd, 1.0f);
-  Shard s({0, 2, {t}, 8});
+  const auto s_made = made_shard(ShardSpec{0, 2, {t}, 8});
+  Shard& s = *s_made;
   const Key mine = key_on(0, 0, 2), other = key_on(0, 1, 2);
   const auto before = floats(ask(s, message(Op::Pull, t, {mine}, {})));
   auto with = [&](auto edit) {
@@ -288,10 +325,14 @@ TEST_CASE("shard: every malformed request is refused with its status and changes
 
 TEST_CASE("worker: pulls coalesce duplicates, rows grouped by shard, index maps every key to its row") {
   const TableSpec t = embedding(0, 3, 1000, OptimizerKind::Sgd, 0.5f);
-  Shard s0({0, 2, {t}, 4096}), s1({1, 2, {t}, 4096});
+  const auto s0_made = made_shard(ShardSpec{0, 2, {t}, 4096});
+  Shard& s0 = *s0_made;
+  const auto s1_made = made_shard(ShardSpec{1, 2, {t}, 4096});
+  Shard& s1 = *s1_made;
   auto link = std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1});
   ShardsLink& l = *link;
-  Worker w(std::move(link), WorkerOptions{{t}});
+  const auto w_made = made_worker(std::move(link), WorkerOptions{{t}});
+  Worker& w = *w_made;
   const std::vector<Key> keys = {5, 9, 5, 700, 9, 9, 42, 5};
   const auto p = w.pull(0, keys);
   REQUIRE(p);
@@ -334,8 +375,14 @@ TEST_CASE("worker: pulls coalesce duplicates, rows grouped by shard, index maps 
 
 TEST_CASE("worker: dense tables pull whole and push by slice; bad arguments start nothing") {
   const TableSpec d = dense(1, 7, 1.0f);
-  Shard s0({0, 3, {d}, 64}), s1({1, 3, {d}, 64}), s2({2, 3, {d}, 64});
-  Worker w(std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1, &s2}), WorkerOptions{{d}});
+  const auto s0_made = made_shard(ShardSpec{0, 3, {d}, 64});
+  Shard& s0 = *s0_made;
+  const auto s1_made = made_shard(ShardSpec{1, 3, {d}, 64});
+  Shard& s1 = *s1_made;
+  const auto s2_made = made_shard(ShardSpec{2, 3, {d}, 64});
+  Shard& s2 = *s2_made;
+  const auto w_made = made_worker(std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1, &s2}), WorkerOptions{{d}});
+  Worker& w = *w_made;
   const auto push = w.push_dense(1, std::vector<float>(7, 2.0f));
   REQUIRE(push);
   REQUIRE(w.wait(push.value, std::chrono::seconds(1)) == Status::Ok);
@@ -353,12 +400,16 @@ TEST_CASE("worker: a shard's refusal names the shard and status; a lost call tim
   const TableSpec t = embedding(0, 2, 0, OptimizerKind::Sgd, 1.0f);
   TableSpec wrong = t;
   wrong.dim = 3;  // the shards were configured differently
-  Shard s0({0, 2, {wrong}, 64}), s1({1, 2, {t}, 64});
+  const auto s0_made = made_shard(ShardSpec{0, 2, {wrong}, 64});
+  Shard& s0 = *s0_made;
+  const auto s1_made = made_shard(ShardSpec{1, 2, {t}, 64});
+  Shard& s1 = *s1_made;
   auto link = std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1});
   ShardsLink& l = *link;
   WorkerOptions o{{t}};
   o.timeout = std::chrono::milliseconds(50);
-  Worker w(std::move(link), o);
+  const auto w_made = made_worker(std::move(link), o);
+  Worker& w = *w_made;
   const Key on0 = key_on(0, 0, 2), on1 = key_on(0, 1, 2);
   const auto p = w.pull(0, std::vector<Key>{on0, on1});
   REQUIRE(w.wait(p.value, std::chrono::seconds(1)) == Status::BadRequest);
@@ -379,10 +430,12 @@ TEST_CASE("worker: a shard's refusal names the shard and status; a lost call tim
 
 TEST_CASE("worker: at most max_ops tickets live; released ones are reused") {
   const TableSpec t = embedding(0, 1, 0, OptimizerKind::Sgd, 1.0f);
-  Shard s({0, 1, {t}, 64});
+  const auto s_made = made_shard(ShardSpec{0, 1, {t}, 64});
+  Shard& s = *s_made;
   WorkerOptions o{{t}};
   o.max_ops = 2;
-  Worker w(std::make_unique<ShardsLink>(std::vector<Shard*>{&s}), o);
+  const auto w_made = made_worker(std::make_unique<ShardsLink>(std::vector<Shard*>{&s}), o);
+  Worker& w = *w_made;
   const auto a = w.pull(0, std::vector<Key>{1});
   const auto b = w.pull(0, std::vector<Key>{2});
   REQUIRE(a);
@@ -419,7 +472,8 @@ TEST_CASE("shard: rows of a bounded table (direct index) and of an unbounded one
   // dim 37: SGD's vectorized blocks and its scalar tail both run.
   const TableSpec bounded = embedding(0, 37, 1000, OptimizerKind::Sgd, 0.5f);
   const TableSpec unbounded = embedding(1, 37, 0, OptimizerKind::Sgd, 0.5f);
-  Shard s({1, 2, {bounded, unbounded}, 64});
+  const auto s_made = made_shard(ShardSpec{1, 2, {bounded, unbounded}, 64});
+  Shard& s = *s_made;
   std::vector<Key> mine, foreign;
   for (Key k = 0; mine.size() < 5 || foreign.empty(); ++k)
     (shard_of(0, k, 2) == 1 && shard_of(1, k, 2) == 1 ? mine : foreign).push_back(k);
@@ -448,9 +502,11 @@ TEST_CASE("shard: rows of a bounded table (direct index) and of an unbounded one
 TEST_CASE("shard: preload creates every owned row of a bounded table up front, with the same values") {
   const TableSpec t = embedding(0, 8, 500, OptimizerKind::Sgd, 0.5f);
   ShardSpec spec{1, 3, {t}, 512};
-  Shard lazy(spec);
+  const auto lazy_made = made_shard(spec);
+  Shard& lazy = *lazy_made;
   spec.preload = true;
-  Shard eager(spec);
+  const auto eager_made = made_shard(spec);
+  Shard& eager = *eager_made;
   std::vector<Key> owned;
   for (Key k = 0; k < 500; ++k) {
     const bool mine = shard_of(0, k, 3) == 1;

@@ -30,9 +30,11 @@
 #include "ferry/ps/wire.h"
 #include "ps_workload.h"
 #include "tests/integration/harness.h"
+#include "tests/ps/made.h"
 
 using namespace ferry;
 using namespace ferry::ps;
+using namespace ferry::ps::test;
 using namespace ferry::itest;
 
 namespace {
@@ -190,7 +192,8 @@ TEST_CASE(
   CHECK(completed == kPushes);
 
   // 4. Each push applied once: the rows equal a reference that applied them once.
-  Shard reference(server_spec());
+  const auto reference_made = made_shard(server_spec());
+  Shard& reference = *reference_made;
   std::vector<std::byte> scratch(request_bytes(Op::Push, TableKind::Embedding, kTouched, kDim));
   std::vector<std::byte> ref_resp(response_bytes(Op::Pull, kTouched, kDim));
   for (std::uint32_t i = 0; i < kPushes; ++i) {

@@ -18,9 +18,11 @@
 #include "ferry/ps/shard_server.h"
 #include "ferry/ps/worker.h"
 #include "tests/integration/harness.h"
+#include "tests/ps/made.h"
 
 using namespace ferry;
 using namespace ferry::ps;
+using namespace ferry::ps::test;
 using namespace ferry::itest;
 
 namespace {
@@ -36,17 +38,17 @@ TableSpec table(TableId id, std::vector<std::uint32_t> push) {
 }
 
 struct Served {
-  Shard shard;
+  std::unique_ptr<Shard> shard;
   std::unique_ptr<ShardServer> server;
   std::thread thread;
   std::atomic<Status> result{Status::Busy};
   int stop[2] = {-1, -1};
 
-  Served(const ShardSpec& spec, const std::string& socket) : shard(spec) {
+  Served(const ShardSpec& spec, const std::string& socket) : shard(made_shard(spec)) {
     ShardServerOptions o;
     o.socket = socket;
     std::string why;
-    auto started = ShardServer::start(shard, o, &why);
+    auto started = ShardServer::start(*shard, o, &why);
     INFO(why);
     REQUIRE(started.status == Status::Ok);
     server = std::move(started.value);
@@ -88,7 +90,8 @@ TEST_CASE("shard server: access lists judge the caller by the uid ferryd saw at 
   REQUIRE(link.status == Status::Ok);
   WorkerOptions wo;
   wo.tables = spec.tables;
-  Worker w(std::move(link.value), wo);
+  const auto w_made = made_worker(std::move(link.value), wo);
+  Worker& w = *w_made;
   const std::vector<Key> keys{1, 2};
   const std::vector<float> g(4, 1.0f);
   for (TableId t : {TableId{0}, TableId{2}}) {
@@ -102,5 +105,5 @@ TEST_CASE("shard server: access lists judge the caller by the uid ferryd saw at 
   CHECK(w.wait(tk.value, 5s) == Status::PermissionDenied);
   CHECK(w.error(tk.value).ps == PsStatus::Forbidden);
   w.release(tk.value);
-  CHECK(s.shard.counters().forbidden == 1);  // read while serving: a test's look, no writes race it now
+  CHECK(s.shard->counters().forbidden == 1);  // read while serving: a test's look, no writes race it now
 }

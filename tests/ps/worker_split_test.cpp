@@ -16,9 +16,11 @@
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/worker.h"
+#include "tests/ps/made.h"
 
 using namespace ferry;
 using namespace ferry::ps;
+using namespace ferry::ps::test;
 
 namespace {
 
@@ -101,14 +103,14 @@ struct Rig {
   explicit Rig(TableSpec t, std::size_t budget = 64 * kMessage, std::uint32_t max_calls = 256,
                std::uint32_t max_count = 0)
       : table(t) {
-    s0 = std::make_unique<Shard>(ShardSpec{0, 2, {t}, 1u << 16});
-    s1 = std::make_unique<Shard>(ShardSpec{1, 2, {t}, 1u << 16});
+    s0 = made_shard(ShardSpec{0, 2, {t}, 1u << 16});
+    s1 = made_shard(ShardSpec{1, 2, {t}, 1u << 16});
     auto l = std::make_unique<SmallLink>(std::vector<Shard*>{s0.get(), s1.get()}, budget);
     link = l.get();
     WorkerOptions o{{t}};
     o.max_calls = max_calls;
     o.max_count = max_count;
-    worker = std::make_unique<Worker>(std::move(l), o);
+    worker = made_worker(std::move(l), o);
   }
   TableSpec table;
   std::unique_ptr<Shard> s0, s1;

@@ -43,8 +43,8 @@ struct FakeSysfs {
 }  // namespace
 
 TEST_CASE("gid: IPv4-mapped GID text matches sysfs formatting", "[rdma][gid]") {
-  CHECK(ipv4_mapped_gid("198.18.0.1") == "0000:0000:0000:0000:0000:ffff:c612:0001");
-  CHECK(ipv4_mapped_gid("not an address").empty());
+  CHECK(ipv4_mapped_gid("198.18.0.1").value == "0000:0000:0000:0000:0000:ffff:c612:0001");
+  CHECK(ipv4_mapped_gid("not an address").status == Status::BadRequest);
 }
 
 TEST_CASE("gid: picks the RoCE v2 entry of the address, honours and checks the override", "[rdma][gid]") {
@@ -79,5 +79,5 @@ TEST_CASE("gid: on the VM's rxe devices the address maps to GID_INDEX", "[rdma][
   REQUIRE(g.status == Status::Ok);
   CHECK(g.value.index == std::atoi(idx));
   CHECK(g.value.type == "RoCE v2");
-  CHECK(g.value.gid == ipv4_mapped_gid(addr0));
+  CHECK(g.value.gid == ipv4_mapped_gid(addr0).value);
 }

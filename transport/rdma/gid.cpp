@@ -44,11 +44,12 @@ Result<GidChoice> select_gid(std::string_view sysfs_root, std::string_view dev, 
     return Result<GidChoice>::ok(std::move(c));
   }
 
-  const std::string want = ipv4_mapped_gid(address);
-  if (want.empty()) {
+  const Result<std::string> mapped = ipv4_mapped_gid(address);
+  if (!mapped) {
     spdlog::error("rdma: cannot pick a RoCE v2 GID for '{}': not a numeric IPv4 address", address);
     return Result<GidChoice>::fail(Status::BadRequest);
   }
+  const std::string& want = mapped.value;
   for (int i = 0; i < kMaxGidEntries; ++i) {
     GidChoice c = entry(i);
     // Tables are dense up to the device's size: a missing file ends it.

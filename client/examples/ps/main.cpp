@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <stdexcept>
 
 #include "bench_worker.h"
 #include "ps_commands.h"
@@ -34,7 +33,11 @@ int run_server(const PsOptions& o) {
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  Shard shard(workload_shard(o.workload, o.lr, o.shard_index));
+  std::unique_ptr<Shard> shard;
+  if (const Error bad = Shard::create(workload_shard(o.workload, o.lr, o.shard_index), &shard); bad.failed()) {
+    std::fprintf(stderr, "ferry-ps: %s\n", bad.message().c_str());
+    return 2;
+  }
   ShardProcessSpec spec;
   spec.kind = o.transport;
   spec.socket = o.socket;
@@ -47,9 +50,9 @@ int run_server(const PsOptions& o) {
     std::fflush(stdout);
   };
   spec.failed = [](const std::string& why) { std::fprintf(stderr, "ferry-ps server: %s\n", why.c_str()); };
-  const int rc = serve_shard(shard, spec);
-  std::printf("served %llu requests (%llu rejected)\n", static_cast<unsigned long long>(shard.counters().requests),
-              static_cast<unsigned long long>(shard.counters().rejected));
+  const int rc = serve_shard(*shard, spec);
+  std::printf("served %llu requests (%llu rejected)\n", static_cast<unsigned long long>(shard->counters().requests),
+              static_cast<unsigned long long>(shard->counters().rejected));
   return rc;
 }
 
@@ -82,16 +85,11 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a dead peer is an error return, not a kill
   PsOptions o;
   if (const int rc = parse_options(argc, argv, &o); rc >= 0) return rc;
-  try {
-    switch (o.command) {
-      case Command::Server: return run_server(o);
-      case Command::Worker: return run_worker(o);
-      case Command::Bench: return run_bench(o);
-      case Command::Check: return run_check(o);
-    }
-  } catch (const std::invalid_argument& e) {  // a table the options describe cannot be built (configuration)
-    std::fprintf(stderr, "ferry-ps: %s\n", e.what());
-    return 2;
+  switch (o.command) {
+    case Command::Server: return run_server(o);
+    case Command::Worker: return run_worker(o);
+    case Command::Bench: return run_bench(o);
+    case Command::Check: return run_check(o);
   }
   return 2;
 }

@@ -163,7 +163,9 @@ std::unique_ptr<Worker> make_worker(const PsOptions& o, const std::vector<std::s
   }
   WorkerOptions wo;
   wo.tables = workload_tables(w, o.lr);
-  return std::make_unique<Worker>(std::move(link), wo);
+  std::unique_ptr<Worker> worker;
+  if (const Error bad = Worker::create(std::move(link), wo, &worker); bad.failed()) *error = bad.message();
+  return worker;
 }
 
 bool enter_netns(const std::string& name, std::string* error) {
@@ -217,7 +219,11 @@ bool Fleet::start_shards(std::string* error) {
         ready.failed(err);
         return 1;
       }
-      Shard shard(workload_shard(w, o_.lr, s));
+      std::unique_ptr<Shard> shard;
+      if (const Error bad = Shard::create(workload_shard(w, o_.lr, s), &shard); bad.failed()) {
+        ready.failed(bad.message());
+        return 1;
+      }
       ShardProcessSpec spec;
       spec.kind = o_.transport;
       spec.socket = o_.server_socket;
@@ -227,7 +233,7 @@ bool Fleet::start_shards(std::string* error) {
       spec.stop_fd = ready.stop_fd();
       spec.ready = [&](const std::string& info) { ready.ready(info); };
       spec.failed = [&](const std::string& why) { ready.failed(why); };
-      return serve_shard(shard, spec);
+      return serve_shard(*shard, spec);
     };
     if (!server->start(body, error)) return false;
     std::string info;

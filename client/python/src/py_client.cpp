@@ -11,6 +11,7 @@
 
 #include "client_core.h"
 #include "errors.h"
+#include "ferry/error.h"
 #include "leases.h"
 
 namespace ferry::py {
@@ -147,18 +148,19 @@ std::shared_ptr<BufferLease> alloc(const std::shared_ptr<ClientCore>& core, std:
   return lease;
 }
 
-// Why a lease cannot be given back now (empty when it can).
-std::string busy_reason(const Lease& l, const char* what) {
+// Whether a lease can be given back now: Busy, with the reason, when not.
+Error busy_reason(const Lease& l, const char* what) {
   if (l.exports > 0)
-    return std::string(what) + " has " + std::to_string(l.exports) +
-           " live view(s) (memoryview, numpy array, torch tensor): drop them first";
-  if (l.in_flight > 0) return std::string(what) + " is used by an operation in flight: wait for its handle first";
+    return Error(Status::Busy, std::string(what) + " has " + std::to_string(l.exports) +
+                                   " live view(s) (memoryview, numpy array, torch tensor): drop them first");
+  if (l.in_flight > 0)
+    return Error(Status::Busy, std::string(what) + " is used by an operation in flight: wait for its handle first");
   return {};
 }
 
 void free_buffer(const std::shared_ptr<ClientCore>& core, BufferLease& b) {
   if (b.core != core) raise(Status::BadRequest, "free(): the buffer belongs to another client");
-  std::string busy;
+  Error busy;
   {
     auto lk = lock_from_python(core->mu);
     if (b.invalid) {
@@ -166,9 +168,9 @@ void free_buffer(const std::shared_ptr<ClientCore>& core, BufferLease& b) {
       raise("BufferFreed", "free(): the buffer was already freed (or its client closed)");
     }
     busy = busy_reason(b, "the buffer");
-    if (busy.empty()) b.invalid = true;  // the block goes back when the Buffer object dies (client_core.h)
+    if (busy.ok()) b.invalid = true;  // the block goes back when the Buffer object dies (client_core.h)
   }
-  if (!busy.empty()) raise("BufferInUse", "free(): " + busy);
+  if (busy.failed()) raise("BufferInUse", "free(): " + busy.message());
 }
 
 Buffer checked_view(const std::shared_ptr<ClientCore>& core, const std::shared_ptr<BufferLease>& b, const char* what) {
@@ -270,14 +272,14 @@ pyb::list take_deliveries(const std::shared_ptr<ClientCore>& core, std::unique_l
 
 void release_delivery(const std::shared_ptr<ClientCore>& core, DeliveryLease& d) {
   if (d.core != core) raise(Status::BadRequest, "release(): the delivery belongs to another client");
-  std::string busy;
+  Error busy;
   {
     auto lk = lock_from_python(core->mu);
     if (d.invalid) return;  // released twice, or the client closed: nothing to give back
     busy = busy_reason(d, "the delivery");
-    if (busy.empty()) d.invalid = true;  // handed back when the Delivery object dies (client_core.h)
+    if (busy.ok()) d.invalid = true;  // handed back when the Delivery object dies (client_core.h)
   }
-  if (!busy.empty()) raise("BufferInUse", "release(): " + busy);
+  if (busy.failed()) raise("BufferInUse", "release(): " + busy.message());
 }
 
 void close_client(const std::shared_ptr<ClientCore>& core) {

@@ -34,7 +34,7 @@ class ShardHost {
     spec.tables = tables;
     spec.max_count = max_count;
     spec.allow_non_finite = allow_non_finite;
-    shard_ = std::make_unique<ps::Shard>(spec);  // std::invalid_argument -> ValueError
+    if (const Error bad = ps::Shard::create(spec, &shard_); bad.failed()) raise(bad.status(), bad.message());
     ps::ShardServerOptions o;
     o.socket = socket;
     o.pool = pool;
@@ -188,7 +188,12 @@ void bind_ps_tables(pyb::module_& ps) {
       .def_property(
           "assign_uids", [](const ps::TableSpec& t) { return t.access.assign; },
           [](ps::TableSpec& t, const std::vector<std::uint32_t>& v) { t.access.assign = v; })
-      .def("error", &ps::table_error, "Why this spec cannot be used ('' when it can).");
+      .def(
+          "check",
+          [](const ps::TableSpec& t) {
+            if (const Error bad = ps::check_table(t); bad.failed()) raise(bad.status(), bad.message());
+          },
+          "Raises ferry.BadRequest (a ValueError), saying why, when this spec cannot be used.");
   ps.attr("REMOTE_CALLER") = ps::kRemoteCaller;
   ps.attr("UNKNOWN_CALLER") = ps::kUnknownCaller;
 

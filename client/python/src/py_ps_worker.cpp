@@ -272,7 +272,7 @@ std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables
   if (max_ops == 0 || max_ops > 65536) raise(Status::BadRequest, "max_ops must be in [1, 65536]");
   if (max_calls == 0) raise(Status::BadRequest, "max_calls must be at least 1");
   for (const auto& t : tables)
-    if (const std::string why = ps::table_error(t); !why.empty()) raise(Status::BadRequest, why);
+    if (const Error bad = ps::check_table(t); bad.failed()) raise(bad.status(), bad.message());
   if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
   std::string why;
   Result<std::unique_ptr<ps::ShardLink>> link;
@@ -282,7 +282,8 @@ std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables
   }
   if (!link) raise(link.status, why);
   auto core = std::make_shared<WorkerCore>();
-  core->worker = std::make_unique<ps::Worker>(std::move(link.value), wo);
+  if (const Error bad = ps::Worker::create(std::move(link.value), wo, &core->worker); bad.failed())
+    raise(bad.status(), bad.message());
   core->event_fd = core->worker->event_fd();
   core->target = target;
   core->prefix = prefix;

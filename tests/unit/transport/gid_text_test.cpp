@@ -9,21 +9,23 @@
 #include "transport/gid_text.h"
 
 using namespace ferry::transport;
+using ferry::Status;
 
 TEST_CASE("gid text: IPv4-mapped GIDs both ways", "[gid]") {
-  CHECK(ipv4_mapped_gid("198.18.0.1") == "0000:0000:0000:0000:0000:ffff:c612:0001");
-  CHECK(ipv4_mapped_gid("255.0.10.7") == "0000:0000:0000:0000:0000:ffff:ff00:0a07");
-  CHECK(ipv4_mapped_gid("not an address").empty());
-  CHECK(ipv4_mapped_gid("fe80::1").empty());
-  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c612:0001") == "198.18.0.1");
-  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:ff00:0a07") == "255.0.10.7");
-  for (const char* a : {"0.0.0.0", "10.1.2.3", "198.19.255.254"}) CHECK(mapped_ipv4(ipv4_mapped_gid(a)) == a);
+  CHECK(ipv4_mapped_gid("198.18.0.1").value == "0000:0000:0000:0000:0000:ffff:c612:0001");
+  CHECK(ipv4_mapped_gid("255.0.10.7").value == "0000:0000:0000:0000:0000:ffff:ff00:0a07");
+  CHECK(ipv4_mapped_gid("not an address").status == Status::BadRequest);
+  CHECK(ipv4_mapped_gid("fe80::1").status == Status::BadRequest);
+  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c612:0001").value == "198.18.0.1");
+  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:ff00:0a07").value == "255.0.10.7");
+  for (const char* a : {"0.0.0.0", "10.1.2.3", "198.19.255.254"})
+    CHECK(mapped_ipv4(ipv4_mapped_gid(a).value).value == a);
   // Not IPv4-mapped, malformed, truncated: nothing.
-  CHECK(mapped_ipv4("fe80:0000:0000:0000:0000:0000:0000:0001").empty());
-  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c612-0001").empty());
-  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c6g2:0001").empty());
-  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c612:001").empty());
-  CHECK(mapped_ipv4("").empty());
+  CHECK(mapped_ipv4("fe80:0000:0000:0000:0000:0000:0000:0001").status == Status::BadRequest);
+  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c612-0001").status == Status::BadRequest);
+  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c6g2:0001").status == Status::BadRequest);
+  CHECK(mapped_ipv4("0000:0000:0000:0000:0000:ffff:c612:001").status == Status::BadRequest);
+  CHECK(mapped_ipv4("").status == Status::BadRequest);
 }
 
 TEST_CASE("gid text: a sysfs line loses its newline; a missing file reads empty", "[gid]") {

@@ -60,8 +60,9 @@ struct TableUsage {
 
 class FERRY_API Shard {
  public:
-  // Throws std::invalid_argument for a bad spec (configuration time).
-  explicit Shard(const ShardSpec& spec);
+  // A shard serving `spec`'s tables. BadRequest, with the reason, for a
+  // spec that cannot be served (`out` untouched). Configuration time.
+  [[nodiscard]] static Error create(const ShardSpec& spec, std::unique_ptr<Shard>* out);
   ~Shard();
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -87,6 +88,7 @@ class FERRY_API Shard {
   const float* find(TableId table, Key key) const noexcept;
 
  private:
+  FERRY_LOCAL explicit Shard(const ShardSpec& spec);  // spec checked by create()
   FERRY_LOCAL PsStatus run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
                            std::uint32_t caller, std::size_t* length) noexcept;
 

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ferry/error.h"
 #include "ferry/visibility.h"
 
 namespace ferry::ps {
@@ -131,7 +132,8 @@ FERRY_API float initial_value(const TableSpec& t, Key key, std::uint32_t col) no
 // touch of a row.
 FERRY_API void initial_row(const TableSpec& t, Key key, float* out) noexcept;
 
-// Why a spec cannot be used (empty when it can). Configuration time only.
-FERRY_API std::string table_error(const TableSpec& t);
+// Whether a spec can be used: BadRequest, with the reason, when it cannot.
+// Configuration time only.
+[[nodiscard]] FERRY_API Error check_table(const TableSpec& t);
 
 }  // namespace ferry::ps

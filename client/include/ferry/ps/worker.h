@@ -80,8 +80,11 @@ struct PulledRows {
 
 class FERRY_API Worker {
  public:
-  // Throws std::invalid_argument for a bad table spec (configuration time).
-  Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options);
+  // A worker reaching its shards through `link`. BadRequest, with the
+  // reason, for options that cannot work (a bad table spec, limits out of
+  // range, no link); `out` is then untouched. Configuration time.
+  [[nodiscard]] static Error create(std::unique_ptr<ShardLink> link, const WorkerOptions& options,
+                                    std::unique_ptr<Worker>* out);
   // Waits (bounded by the operation timeout) for calls still in flight.
   ~Worker();
   Worker(const Worker&) = delete;
@@ -140,6 +143,7 @@ class FERRY_API Worker {
   struct FERRY_LOCAL Op;  // client/ps/worker_op.h
 
  private:
+  FERRY_LOCAL Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options);  // checked by create()
   FERRY_LOCAL Result<Ticket> begin(const TableSpec& t, Op** op) noexcept;
   FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys,
                                           std::span<const float> values) noexcept;

@@ -46,8 +46,8 @@ class TableSpec:
     init_scale: float
     init_seed: int
     def __init__(self) -> None: ...
-    def error(self) -> str:
-        """Why this spec cannot be used ('' when it can)."""
+    def check(self) -> None:
+        """Raises ferry.BadRequest (a ValueError), saying why, when this spec cannot be used."""
 
 def initial_values(table: TableSpec, keys: _Keys) -> npt.NDArray[np.float32]:
     """The values a shard gives these keys before any push: [n, dim] float32."""

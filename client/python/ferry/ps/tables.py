@@ -119,9 +119,7 @@ class Table:
             s.init, s.init_scale, s.init_seed = _ps.InitKind.uniform, init.scale, init.seed
         else:
             raise ValueError("table %r: init must be ferry.ps.Zeros or ferry.ps.Uniform" % self.name)
-        why = s.error()
-        if why:
-            raise ValueError(why)
+        s.check()
         return s
 
     def to_dict(self) -> Dict[str, Any]:

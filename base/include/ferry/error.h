@@ -1,11 +1,11 @@
 // Error: why a control-path step failed — a Status for the program to act
 // on and a message for the person reading the log or the command line. A
-// default Error is no error. It replaces the older conventions (an
-// std::optional<std::string> or an empty std::string meaning success):
-// a function that can fail with a reason and has nothing else to return
-// returns Error; one that has a value returns Result<T> (status only, the
-// public form) or fills an out-parameter and returns Error. [[nodiscard]]
-// like Status and Result.
+// default Error is no error. It is the one way to return a reason (no
+// optional or empty string standing for success or failure): a function
+// that can fail with a reason and has nothing else to return returns
+// Error; one that has a value returns Result<T> (status only, the public
+// form) or fills an out-parameter and returns Error. [[nodiscard]] like
+// Status and Result.
 #pragma once
 
 #include <string>
