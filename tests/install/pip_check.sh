@@ -21,21 +21,17 @@ build=$(cd "$2" && pwd)
 check=$3
 work=${FERRY_PIP_WORK:-$build/pip-check}
 ferryd=$build/daemon/ferryd
-ferryd_pid=
+# shellcheck source=../../scripts/lib/daemons.sh
+source "$src/scripts/lib/daemons.sh"
 
 result() { echo "$1 $check $2"; [[ $1 == PASS ]] && exit 0; [[ $1 == SKIP ]] && exit 77; exit 1; }
-cleanup() {
-  if [[ -n $ferryd_pid ]] && kill -0 "$ferryd_pid" 2>/dev/null; then kill "$ferryd_pid"; wait "$ferryd_pid" || true; fi
-}
-trap cleanup EXIT
+trap ferry_stop_daemons EXIT
 
 start_ferryd() {
   local rt=$work/rt-$check
   rm -rf "$rt"
-  "$ferryd" --runtime-dir "$rt" --transport tcp >"$work/ferryd-$check.log" 2>&1 &
-  ferryd_pid=$!
-  for _ in $(seq 200); do [[ -S $rt/ferryd.sock ]] && break; sleep 0.05; done
-  [[ -S $rt/ferryd.sock ]] || result FAIL "ferryd did not start (log $work/ferryd-$check.log)"
+  ferry_start_daemon --log "$work/ferryd-$check.log" "$ferryd" "$rt" --transport tcp ||
+    result FAIL "ferryd did not start (log $work/ferryd-$check.log)"
   export FERRY_SOCKET=$rt/ferryd.sock
 }
 
