@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ferry/error.h"
+
 namespace ferry::control {
 namespace {
 
@@ -44,20 +46,15 @@ int remaining_ms(Clock::time_point deadline) {
   return left <= 0 ? 0 : static_cast<int>(left);
 }
 
-// Waits for `events` on fd until the deadline; false on timeout.
-bool wait_for(int fd, short events, Clock::time_point deadline, int* err) {
+// Waits for `events` on fd until the deadline: Timeout when it passes,
+// PeerReset (poll's reason) when poll fails.
+Error wait_for(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, remaining_ms(deadline));
-    if (n > 0) return true;
-    if (n == 0) {
-      *err = 0;
-      return false;
-    }
-    if (errno != EINTR) {
-      *err = errno;
-      return false;
-    }
+    if (n > 0) return {};
+    if (n == 0) return Error(Status::Timeout, "timed out");
+    if (errno != EINTR) return Error(Status::PeerReset, "poll: " + errno_text(errno));
   }
 }
 
@@ -96,10 +93,9 @@ CallResult call(const std::string& socket_path, const Request& request, std::chr
   if (line.size() > kMaxLineBytes) return failure(CallStatus::BadResponse, "request longer than the line limit");
   std::size_t sent = 0;
   while (sent < line.size()) {
-    int err = 0;
-    if (!wait_for(fd.get(), POLLOUT, deadline, &err)) {
-      return err == 0 ? failure(CallStatus::Timeout, "timed out sending to " + socket_path)
-                      : failure(CallStatus::IoError, "poll: " + errno_text(err));
+    if (const Error waited = wait_for(fd.get(), POLLOUT, deadline); waited.failed()) {
+      return waited.status() == Status::Timeout ? failure(CallStatus::Timeout, "timed out sending to " + socket_path)
+                                                : failure(CallStatus::IoError, waited.message());
     }
     const ssize_t n = ::send(fd.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
@@ -118,10 +114,10 @@ CallResult call(const std::string& socket_path, const Request& request, std::chr
     if (state == LineReader::State::TooLong) {
       return failure(CallStatus::BadResponse, "response longer than " + std::to_string(kMaxLineBytes) + " bytes");
     }
-    int err = 0;
-    if (!wait_for(fd.get(), POLLIN, deadline, &err)) {
-      return err == 0 ? failure(CallStatus::Timeout, "timed out waiting for a response from " + socket_path)
-                      : failure(CallStatus::IoError, "poll: " + errno_text(err));
+    if (const Error waited = wait_for(fd.get(), POLLIN, deadline); waited.failed()) {
+      return waited.status() == Status::Timeout
+                 ? failure(CallStatus::Timeout, "timed out waiting for a response from " + socket_path)
+                 : failure(CallStatus::IoError, waited.message());
     }
     const ssize_t n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0) {
