@@ -225,21 +225,13 @@ def run_one(system: str, trainers: int, a: argparse.Namespace, out: str, socket:
     r = launch.Run(kind, train.model_tables(spec), 0 if kind == "local" else a.shards, trainers,
                    os.path.join(out, "%s-%d" % (system, trainers)), socket=socket, server_socket=socket,
                    daemon_pids=pids, rpc_threads=a.rpc_threads)
-    try:
-        r.start_shards()
-        r.start_workers("gpu_train", {"device": a.device, "batch": a.batch, "steps": a.steps, "train": a.train,
-                                      "test": a.test, "data_seed": a.data_seed})
-        reports, wall, shard_ns, daemon_ns = r.measure()
-    finally:
-        r.close()
-    reports.sort(key=lambda x: x["rank"])
-    samples = sum(x["samples"] for x in reports)
-    train_wall = max(x["wall_s"] for x in reports)
-    cpu_us = sum(x["cpu_us"] for x in reports) + (shard_ns + daemon_ns) / 1000.0
+    reports, t = r.train("gpu_train", {"device": a.device, "batch": a.batch, "steps": a.steps, "train": a.train,
+                                       "test": a.test, "data_seed": a.data_seed})
+    samples, train_wall = t["samples"], t["train_wall"]
     return {"system": system, "trainers": trainers, "shards": 0 if kind == "local" else a.shards,
-            "samples": samples, "samples_per_s": samples / train_wall, "cpu_us_per_sample": cpu_us / samples,
-            "cpu_trainers_us": sum(x["cpu_us"] for x in reports), "cpu_shards_us": shard_ns / 1000.0,
-            "cpu_daemon_us": daemon_ns / 1000.0,
+            "samples": samples, "samples_per_s": samples / train_wall, "cpu_us_per_sample": t["cpu_us"] / samples,
+            "cpu_trainers_us": t["cpu_trainers_us"], "cpu_shards_us": t["cpu_shards_us"],
+            "cpu_daemon_us": t["cpu_daemon_us"],
             "h2d_share": sum(x["h2d_ms"] for x in reports) / 1000.0 / sum(x["wall_s"] for x in reports),
             "loss": float(np.mean([x["loss"] for x in reports])),
             "first_loss": float(np.mean([x["first_loss"] for x in reports])), "auc": reports[0]["auc"],

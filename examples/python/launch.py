@@ -185,6 +185,25 @@ class Run:
         daemons = sum(cpu_ns(pid) for pid in self.daemon_pids) - daemons0
         return reports, wall, shards, daemons
 
+    def train(self, role, config):
+        """start the shards and the workers of `role`, measure, close: the
+        workers' reports by rank and the totals every training report gives
+        (samples, the slowest worker's wall time, CPU of workers, shards and
+        daemons in µs)."""
+        try:
+            self.start_shards()
+            self.start_workers(role, config)
+            reports, _, shard_ns, daemon_ns = self.measure()
+        finally:
+            self.close()
+        reports.sort(key=lambda x: x["rank"])
+        workers_us = sum(x["cpu_us"] for x in reports)
+        return reports, {"samples": sum(x["samples"] for x in reports),
+                         "train_wall": max(x["wall_s"] for x in reports),
+                         "cpu_us": workers_us + (shard_ns + daemon_ns) / 1000.0,
+                         "cpu_trainers_us": workers_us, "cpu_shards_us": shard_ns / 1000.0,
+                         "cpu_daemon_us": daemon_ns / 1000.0}
+
     def close(self):
         # Workers leave by themselves once done (torch-rpc: after the
         # shutdown barrier every process joins); ferry shards on SIGTERM.

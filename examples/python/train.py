@@ -203,24 +203,16 @@ def run_one(system, a, out_dir, daemon_pids):
                    server_socket=a.server_socket, target=a.target if system == "ferry" else None,
                    worker_netns=a.worker_netns, shard_netns=a.shard_netns, rpc_host=rpc_host,
                    daemon_pids=daemon_pids if system == "ferry" else [], rpc_threads=a.rpc_threads)
-    try:
-        r.start_shards()
-        r.start_workers("train", {"epochs": a.epochs, "batch": a.batch, "train": a.train, "test": a.test,
-                                  "data_seed": a.data_seed, "sync": a.sync, "prefetch": a.prefetch})
-        reports, wall, shard_ns, daemon_ns = r.measure()
-    finally:
-        r.close()
-    reports.sort(key=lambda x: x["rank"])
-    samples = sum(x["samples"] for x in reports)
-    train_wall = max(x["wall_s"] for x in reports)
-    cpu_us = sum(x["cpu_us"] for x in reports) + (shard_ns + daemon_ns) / 1000.0
+    reports, t = r.train("train", {"epochs": a.epochs, "batch": a.batch, "train": a.train, "test": a.test,
+                                   "data_seed": a.data_seed, "sync": a.sync, "prefetch": a.prefetch})
+    samples, train_wall = t["samples"], t["train_wall"]
     per_epoch = [float(np.mean([x["epochs"][e]["loss"] for x in reports])) for e in range(a.epochs)]
     return {
         "system": system, "workers": a.workers, "shards": 0 if local else a.shards, "epochs": a.epochs, "batch": a.batch,
         "epoch_loss": per_epoch, "auc": reports[0]["auc"], "test_logloss": reports[0]["test_logloss"],
         "samples": samples, "train_wall_s": train_wall, "samples_per_s": samples / train_wall,
-        "cpu_us_per_sample": cpu_us / samples, "cpu_workers_us": sum(x["cpu_us"] for x in reports),
-        "cpu_shards_us": shard_ns / 1000.0, "cpu_daemons_us": daemon_ns / 1000.0,
+        "cpu_us_per_sample": t["cpu_us"] / samples, "cpu_workers_us": t["cpu_trainers_us"],
+        "cpu_shards_us": t["cpu_shards_us"], "cpu_daemons_us": t["cpu_daemon_us"],
         "step_losses": [s for x in reports[:1] for ep in x["epochs"] for s in ep["steps"]],
     }
 

@@ -10,15 +10,14 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <deque>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "client/ps/key_index.h"
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/worker.h"
+#include "tests/ps/in_process_link.h"
 #include "tests/ps/made.h"
 
 using namespace ferry;
@@ -96,56 +95,6 @@ Key key_on(TableId t, std::uint32_t s, std::uint32_t n, Key from = 0) {
   return from;
 }
 
-// A link whose shards are Shard objects in this process: a call is
-// answered on the next wait() (or never, for a shard set to drop).
-class ShardsLink final : public ShardLink {
- public:
-  explicit ShardsLink(std::vector<Shard*> shards) : shards_(std::move(shards)) {}
-  std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(shards_.size()); }
-  std::size_t max_message_bytes() const noexcept override { return 1u << 20; }
-  Buffer alloc(std::size_t bytes) noexcept override {
-    auto* p = static_cast<std::byte*>(std::malloc(bytes));
-    ++allocated;
-    return Buffer{p, static_cast<std::uint32_t>(bytes), 0};
-  }
-  void free(const Buffer& b) noexcept override {
-    ++freed;
-    std::free(b.data);
-  }
-  Status call(std::uint32_t shard, const Buffer& req, std::uint32_t len, const Buffer& resp,
-              std::uint64_t tag) noexcept override {
-    ++calls;
-    if (drop.count(shard)) return Status::Ok;  // swallowed: no answer ever
-    queue_.push_back({shard, std::vector<std::byte>(req.data, req.data + len), resp, tag});
-    return Status::Ok;
-  }
-  std::size_t wait(std::span<LinkDone> out, std::chrono::milliseconds) noexcept override {
-    std::size_t n = 0;
-    while (n < out.size() && !queue_.empty()) {
-      Pending p = std::move(queue_.front());
-      queue_.pop_front();
-      const std::size_t len = shards_[p.shard]->handle(p.request, p.response.span());
-      out[n++] = LinkDone{p.tag, Status::Ok, static_cast<std::uint32_t>(len)};
-    }
-    return n;
-  }
-  Status state() const noexcept override { return Status::Ok; }
-  int event_fd() const noexcept override { return -1; }
-
-  std::set<std::uint32_t> drop;
-  int calls = 0, allocated = 0, freed = 0;
-
- private:
-  struct Pending {
-    std::uint32_t shard;
-    std::vector<std::byte> request;
-    Buffer response;
-    std::uint64_t tag;
-  };
-  std::vector<Shard*> shards_;
-  std::deque<Pending> queue_;
-};
-
 }  // namespace
 
 TEST_CASE("placement: the documented hash, stable, balanced; dense slices tile the table") {
@@ -205,16 +154,16 @@ TEST_CASE("shard and worker: create() refuses a spec that cannot work with BadRe
   CHECK(shard != nullptr);
 
   std::unique_ptr<Worker> worker;
-  bad = Worker::create(std::make_unique<ShardsLink>(std::vector<Shard*>{}), WorkerOptions{{t}}, &worker);
+  bad = Worker::create(std::make_unique<InProcessLink>(std::vector<Shard*>{}), WorkerOptions{{t}}, &worker);
   CHECK(bad.status() == Status::BadRequest);
   CHECK(bad.message() == "a worker needs 1 to 256 shards");
   WorkerOptions twice{{t, t}};
-  bad = Worker::create(std::make_unique<ShardsLink>(std::vector<Shard*>{shard.get()}), twice, &worker);
+  bad = Worker::create(std::make_unique<InProcessLink>(std::vector<Shard*>{shard.get()}), twice, &worker);
   CHECK(bad.message() == "table id 0 given twice");
   CHECK(Worker::create(nullptr, WorkerOptions{{t}}, &worker).message() == "a worker needs a shard link");
   CHECK(worker == nullptr);
-  REQUIRE(
-      Worker::create(std::make_unique<ShardsLink>(std::vector<Shard*>{shard.get()}), WorkerOptions{{t}}, &worker).ok());
+  REQUIRE(Worker::create(std::make_unique<InProcessLink>(std::vector<Shard*>{shard.get()}), WorkerOptions{{t}}, &worker)
+              .ok());
   CHECK(worker != nullptr);
 }
 
@@ -329,8 +278,8 @@ TEST_CASE("worker: pulls coalesce duplicates, rows grouped by shard, index maps 
   Shard& s0 = *s0_made;
   const auto s1_made = made_shard(ShardSpec{1, 2, {t}, 4096});
   Shard& s1 = *s1_made;
-  auto link = std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1});
-  ShardsLink& l = *link;
+  auto link = std::make_unique<InProcessLink>(std::vector<Shard*>{&s0, &s1});
+  InProcessLink& l = *link;
   const auto w_made = made_worker(std::move(link), WorkerOptions{{t}});
   Worker& w = *w_made;
   const std::vector<Key> keys = {5, 9, 5, 700, 9, 9, 42, 5};
@@ -381,7 +330,8 @@ TEST_CASE("worker: dense tables pull whole and push by slice; bad arguments star
   Shard& s1 = *s1_made;
   const auto s2_made = made_shard(ShardSpec{2, 3, {d}, 64});
   Shard& s2 = *s2_made;
-  const auto w_made = made_worker(std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1, &s2}), WorkerOptions{{d}});
+  const auto w_made =
+      made_worker(std::make_unique<InProcessLink>(std::vector<Shard*>{&s0, &s1, &s2}), WorkerOptions{{d}});
   Worker& w = *w_made;
   const auto push = w.push_dense(1, std::vector<float>(7, 2.0f));
   REQUIRE(push);
@@ -404,8 +354,8 @@ TEST_CASE("worker: a shard's refusal names the shard and status; a lost call tim
   Shard& s0 = *s0_made;
   const auto s1_made = made_shard(ShardSpec{1, 2, {t}, 64});
   Shard& s1 = *s1_made;
-  auto link = std::make_unique<ShardsLink>(std::vector<Shard*>{&s0, &s1});
-  ShardsLink& l = *link;
+  auto link = std::make_unique<InProcessLink>(std::vector<Shard*>{&s0, &s1});
+  InProcessLink& l = *link;
   WorkerOptions o{{t}};
   o.timeout = std::chrono::milliseconds(50);
   const auto w_made = made_worker(std::move(link), o);
@@ -434,7 +384,7 @@ TEST_CASE("worker: at most max_ops tickets live; released ones are reused") {
   Shard& s = *s_made;
   WorkerOptions o{{t}};
   o.max_ops = 2;
-  const auto w_made = made_worker(std::make_unique<ShardsLink>(std::vector<Shard*>{&s}), o);
+  const auto w_made = made_worker(std::make_unique<InProcessLink>(std::vector<Shard*>{&s}), o);
   Worker& w = *w_made;
   const auto a = w.pull(0, std::vector<Key>{1});
   const auto b = w.pull(0, std::vector<Key>{2});

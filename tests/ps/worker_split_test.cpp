@@ -8,14 +8,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <vector>
 
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/worker.h"
+#include "tests/ps/in_process_link.h"
 #include "tests/ps/made.h"
 
 using namespace ferry;
@@ -41,71 +40,14 @@ TableSpec embedding(std::uint32_t dim, OptimizerKind opt = OptimizerKind::Sgd) {
   return t;
 }
 
-// Shards in this process behind messages of kMessage bytes and an arena of
-// `budget` bytes; calls are answered (oldest first) by wait().
-class SmallLink final : public ShardLink {
- public:
-  SmallLink(std::vector<Shard*> shards, std::size_t budget) : shards_(std::move(shards)), budget_(budget) {}
-  std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(shards_.size()); }
-  std::size_t max_message_bytes() const noexcept override { return kMessage; }
-  Buffer alloc(std::size_t bytes) noexcept override {
-    if (bytes > kMessage || used_ + bytes > budget_) {
-      ++refused;
-      return {};
-    }
-    used_ += bytes;
-    auto* p = static_cast<std::byte*>(std::malloc(bytes));
-    return Buffer{p, static_cast<std::uint32_t>(bytes), 0};
-  }
-  void free(const Buffer& b) noexcept override {
-    used_ -= b.capacity;
-    std::free(b.data);
-  }
-  Status call(std::uint32_t shard, const Buffer& req, std::uint32_t len, const Buffer& resp,
-              std::uint64_t tag) noexcept override {
-    ++calls;
-    queue_.push_back({shard, std::vector<std::byte>(req.data, req.data + len), resp, tag});
-    most_in_flight = std::max(most_in_flight, queue_.size());
-    return Status::Ok;
-  }
-  std::size_t wait(std::span<LinkDone> out, std::chrono::milliseconds) noexcept override {
-    std::size_t n = 0;
-    // One answer per wait: the worker must keep sending as answers come back.
-    if (n < out.size() && !queue_.empty()) {
-      Pending p = std::move(queue_.front());
-      queue_.pop_front();
-      const std::size_t len = shards_[p.shard]->handle(p.request, p.response.span());
-      out[n++] = LinkDone{p.tag, Status::Ok, static_cast<std::uint32_t>(len)};
-    }
-    return n;
-  }
-  Status state() const noexcept override { return Status::Ok; }
-  int event_fd() const noexcept override { return -1; }
-
-  std::size_t used() const { return used_; }
-  int calls = 0, refused = 0;
-  std::size_t most_in_flight = 0;
-
- private:
-  struct Pending {
-    std::uint32_t shard;
-    std::vector<std::byte> request;
-    Buffer response;
-    std::uint64_t tag;
-  };
-  std::vector<Shard*> shards_;
-  std::deque<Pending> queue_;
-  std::size_t budget_;
-  std::size_t used_ = 0;
-};
-
 struct Rig {
   explicit Rig(TableSpec t, std::size_t budget = 64 * kMessage, std::uint32_t max_calls = 256,
                std::uint32_t max_count = 0)
       : table(t) {
     s0 = made_shard(ShardSpec{0, 2, {t}, 1u << 16});
     s1 = made_shard(ShardSpec{1, 2, {t}, 1u << 16});
-    auto l = std::make_unique<SmallLink>(std::vector<Shard*>{s0.get(), s1.get()}, budget);
+    auto l = std::make_unique<InProcessLink>(std::vector<Shard*>{s0.get(), s1.get()},
+                                             InProcessLink::Options{kMessage, budget, true});
     link = l.get();
     WorkerOptions o{{t}};
     o.max_calls = max_calls;
@@ -114,7 +56,7 @@ struct Rig {
   }
   TableSpec table;
   std::unique_ptr<Shard> s0, s1;
-  SmallLink* link = nullptr;
+  InProcessLink* link = nullptr;
   std::unique_ptr<Worker> worker;
 };
 
