@@ -93,7 +93,7 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
 void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes) {
   Channel scratch;  // stats of a refused connection are not kept
   send_hello(scratch, conn, token, true, status, on_lanes);
-  conns_.erase(conn, on_lanes);
+  table_.conns().erase(conn, on_lanes);
   (void)via(on_lanes).close(conn);  // refused and forgotten; EndpointClosed: gone already
 }
 
@@ -156,14 +156,14 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     // arena keys (RailKeys) a READ or WRITE on it needs (note_peer_rail).
     ch.peer_rails = remote.rail_ipv4;
     ch.peer_rail_count = remote.rail_count;
-    conns_.set(conn, false, ConnTable::Ref{ch.id, -1});
+    table_.conns().set(conn, false, ConnTable::Ref{ch.id, -1});
     if (h.ack != 0 && h.ack <= 0xFFFF) {
       const std::string host = transport_.peer_address(conn);
       if (!host.empty()) {
         ch.host = host;
         ch.port = static_cast<std::uint16_t>(h.ack);
         ch.address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(ch.port);
-        by_address_.route_if_free(ch.address, ch.id);  // an Open of ours already under way keeps its channel
+        table_.addresses().route_if_free(ch.address, ch.id);  // an Open of ours already under way keeps its channel
       }
     }
     if (loud)
@@ -184,7 +184,7 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
   const std::uint64_t lane = h.token - 1;
   if ((h.flags & wire::kFlagRetransmit) != 0) {
     // A rejoin: a new connection for a lane of a channel that is Up.
-    for (auto& [id, ch] : channels_) {
+    for (auto& [id, ch] : table_) {
       if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || !ch->usable() || lane >= ch->lane_count) continue;
       if (!auth_.names(*ch, remote)) continue;
       if (!auth_.check_lane_hello(*ch, challenges_.find(conn, on_lanes), h, remote)) {
@@ -200,7 +200,7 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     refuse(conn, h.token, Status::PeerReset, on_lanes);
     return;
   }
-  for (auto& [id, ch] : channels_) {
+  for (auto& [id, ch] : table_) {
     if (ch->initiated || ch->peer_epoch != remote.daemon_epoch || ch->state != ChannelState::Handshaking) continue;
     if (lane >= ch->lane_count || ch->lanes[lane].joined()) continue;
     // With auth, the lane names its channel by the initiator's nonce and
@@ -219,7 +219,7 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     // transport's limits on unauthenticated connections end for both.
     via(on_lanes).vouch(conn);
     transport_.vouch(ch->bootstrap);
-    conns_.set(conn, on_lanes, ConnTable::Ref{ch->id, static_cast<std::int32_t>(lane)});
+    table_.conns().set(conn, on_lanes, ConnTable::Ref{ch->id, static_cast<std::int32_t>(lane)});
     l.credits_from(remote.initial_credits, true, handshake_sent(*ch), pooled(remote));
     reposts_due_ = true;  // the Hello used one of our receives
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
@@ -314,7 +314,7 @@ void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
   for (std::uint32_t i = 0; i < ch.lane_count; ++i) ch.lanes[i].open();
   set_state(ch, ChannelState::Up, now_ns);
   ch.was_up = true;
-  if (!ch.address.empty()) by_address_.forget_redial(ch.address);
+  if (!ch.address.empty()) table_.addresses().forget_redial(ch.address);
   bump(counters_.peer_connects);
   bump(counters_.channels_opened);
   ch.last_active_ns = now_ns;
@@ -323,14 +323,14 @@ void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
   resolve_duplicate(ch);
   events_.on_channel_up(ch);
   // A losing duplicate nobody uses closes (its initiator decides).
-  for (auto& [id, other] : channels_) {
+  for (auto& [id, other] : table_) {
     if (other->peer_epoch == ch.peer_epoch) close_if_unused(*other, now_ns);
   }
 }
 
 void ChannelManager::resolve_duplicate(Channel& ch) {
   auto initiator_epoch = [this](const Channel& c) { return c.initiated ? cfg_.epoch : c.peer_epoch; };
-  for (auto& [id, other] : channels_) {
+  for (auto& [id, other] : table_) {
     Channel& o = *other;
     if (o.id == ch.id || o.peer_epoch != ch.peer_epoch || o.state != ChannelState::Up) continue;
     const std::uint64_t a = initiator_epoch(ch), b = initiator_epoch(o);
@@ -341,7 +341,7 @@ void ChannelManager::resolve_duplicate(Channel& ch) {
                  ch.id, o.id, ch.peer_epoch, winner.id, initiator_epoch(winner));
     loser.superseded_by = winner.id;
     if (!loser.address.empty()) {
-      by_address_.route(loser.address, winner.id);
+      table_.addresses().route(loser.address, winner.id);
       if (winner.address.empty()) {
         winner.address = loser.address;
         winner.host = loser.host;
@@ -370,7 +370,7 @@ void ChannelManager::send_challenge(transport::ConnId conn, bool on_lanes) {
   wire::AuthNonce& nonce = challenges_.add(conn, on_lanes);
   if (!fresh_nonce(nonce)) {
     spdlog::error("peer connection: getrandom failed ({}): cannot authenticate it; closing it", std::strerror(errno));
-    conns_.erase(conn, on_lanes);
+    table_.conns().erase(conn, on_lanes);
     (void)via(on_lanes).close(conn);
     return;
   }
@@ -452,15 +452,15 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
     if (on_lanes) return lane_connect_failed(ch, static_cast<std::uint32_t>(lane), now_ns);
     // Nothing was reported up to anyone yet: the caller gets the status.
     bump(counters_.peer_failures);
-    if (AddressBook::Entry* e = by_address_.find(ch.address); e != nullptr && e->channel == ch.id) {
-      by_address_.route(ch.address, 0);
+    if (AddressBook::Entry* e = table_.addresses().find(ch.address); e != nullptr && e->channel == ch.id) {
+      table_.addresses().route(ch.address, 0);
     }
     ch.state = ChannelState::Failed;
     changed_ = true;
-    finished_.push_back(ch.id);
+    table_.retire(ch.id);
     return false;
   }
-  conns_.set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
+  table_.conns().set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
   if (on_lanes) {
     ch.lanes[static_cast<std::uint32_t>(lane)].set_conn(conn.value);
     LaneAuth& la = ch.lane_auth[static_cast<std::uint32_t>(lane)];
@@ -490,7 +490,7 @@ void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId
 
 bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) {
   Lane& l = ch.lanes[lane];
-  if (l.conn() != transport::kInvalidConn) conns_.erase(l.conn(), true);
+  if (l.conn() != transport::kInvalidConn) table_.conns().erase(l.conn(), true);
   l.set_conn(transport::kInvalidConn);
   ++ch.rail_skip[lane];  // several rails: the next dial tries the next one
   if (ch.usable() && l.broken()) {
@@ -505,10 +505,10 @@ bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::u
 }
 
 void ChannelManager::on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
-  const ConnTable::Ref* ref = conns_.find(c.conn, on_lanes);
+  const ConnTable::Ref* ref = table_.conns().find(c.conn, on_lanes);
   Channel* ch = ref == nullptr ? nullptr : find(ref->channel);
   if (ch == nullptr || ch->finished()) {
-    if (ref != nullptr) conns_.erase(c.conn, on_lanes);
+    if (ref != nullptr) table_.conns().erase(c.conn, on_lanes);
     (void)via(on_lanes).close(c.conn);  // nobody waits for it any more; EndpointClosed: gone already
     return;
   }

@@ -65,7 +65,7 @@ void ChannelManager::set_state(Channel& ch, ChannelState to, std::uint64_t now_n
 std::size_t ChannelManager::tick(std::uint64_t now_ns) {
   last_now_ns_ = now_ns;
   std::size_t work = 0;
-  for (auto& [id, ch] : channels_) {
+  for (auto& [id, ch] : table_) {
     if (ch->finished()) continue;
     if (ch->state == ChannelState::Connecting || ch->state == ChannelState::Handshaking) {
       if (now_ns >= ch->deadline_ns) {
@@ -186,20 +186,21 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
   // channel, and the channel is reported down exactly once, here.
   auto drop = [this](transport::ConnId c, bool on_lanes) {
     if (c == transport::kInvalidConn) return;
-    conns_.erase(c, on_lanes);
+    table_.conns().erase(c, on_lanes);
     (void)via(on_lanes).close(c);  // the channel is down either way; EndpointClosed: gone already
   };
   drop(ch.bootstrap, false);  // a connect under way is abandoned
   for (std::uint32_t i = 0; i < kMaxLanes; ++i) drop(ch.lanes[i].conn(), true);
-  if (AddressBook::Entry* e = ch.address.empty() ? nullptr : by_address_.find(ch.address); e && e->channel == ch.id) {
+  if (AddressBook::Entry* e = ch.address.empty() ? nullptr : table_.addresses().find(ch.address);
+      e && e->channel == ch.id) {
     // Later Opens to this address use the peer's other channel if it has one
     // (else they would dial a fresh duplicate).
     Channel* next = successor(ch);
-    by_address_.route(ch.address, next != nullptr ? next->id : 0);
+    table_.addresses().route(ch.address, next != nullptr ? next->id : 0);
   }
   set_state(ch, orderly ? ChannelState::Down : ChannelState::Failed, now_ns);
   if (!orderly && ch.initiated && !ch.address.empty()) {  // we only redial what we dialled
-    Redial& r = by_address_.at(ch.address).redial;
+    Redial& r = table_.addresses().at(ch.address).redial;
     r.defer(ch.was_up, now_ns);
     spdlog::info("channel {} to {}: next dial not before {} ms from now", ch.id, ch.address, r.delay_ns / 1'000'000);
   }
@@ -207,7 +208,7 @@ void ChannelManager::finish(Channel& ch, Status why, bool orderly, std::uint64_t
   // the engine settles them (zero-copy holds) while the ops still exist.
   for (std::uint32_t i = 0; i < ch.lane_count; ++i) ch.lanes[i].close();
   events_.on_channel_down(ch, why);
-  finished_.push_back(ch.id);
+  table_.retire(ch.id);
 }
 
 void ChannelManager::unbind_endpoint(Channel& ch) {
@@ -231,11 +232,7 @@ void ChannelManager::close_if_unused(Channel& ch, std::uint64_t now_ns) {
 }
 
 void ChannelManager::reap() {
-  for (std::uint32_t id : finished_) {
-    peer_keys_.forget(id);
-    channels_.erase(id);
-  }
-  finished_.clear();
+  table_.reap([this](std::uint32_t id) { peer_keys_.forget(id); });
 }
 
 bool ChannelManager::credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept {
@@ -270,7 +267,7 @@ void ChannelManager::lane_credits_from_ack(Channel& ch, std::int32_t lane, const
 void ChannelManager::credits_reposted(std::uint64_t now_ns) noexcept {
   if (!reposts_due_) return;
   reposts_due_ = false;
-  for (auto& [id, ch] : channels_) {
+  for (auto& [id, ch] : table_) {
     if (ch->finished()) continue;
     for (std::uint32_t i = 0; i < ch->lane_count; ++i) {
       Lane& l = ch->lanes[i];
@@ -328,7 +325,7 @@ void ChannelManager::break_lane(Channel& ch, std::uint32_t lane, std::string_vie
   if (l.conn() != transport::kInvalidConn) {
     // Forgotten first: completions of its WRs then find no lane (they are
     // the ring's to settle) and its Closed fails nothing.
-    conns_.erase(l.conn(), true);
+    table_.conns().erase(l.conn(), true);
     (void)lanes_.close(l.conn());  // the lane is rebuilt either way; EndpointClosed: gone already
   }
   // A pending connect leaves conn unset: no second dial before it fails
@@ -362,7 +359,7 @@ void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::C
   }
   l.rejoin(conn);
   note_peer_rail(ch, lane);
-  conns_.set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
+  table_.conns().set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
   l.credits_from(remote.initial_credits, true, handshake_sent(ch), pooled(remote));
   reposts_due_ = true;                                        // the Hello used one of our receives
   send_hello(ch, conn, h.token, true, Status::Ok, on_lanes);  // rejoin ack: our own ack first, then data
@@ -407,7 +404,7 @@ void ChannelManager::evict_idle(std::uint64_t now_ns) {
   std::size_t open = 0;
   bool asking = false;
   Channel* idlest = nullptr;
-  for (auto& [id, ch] : channels_) {
+  for (auto& [id, ch] : table_) {
     if (ch->finished()) continue;
     if (ch->evicting) {
       // Unanswered for a peer-timeout (an old peer, a lost message): kept.
@@ -459,7 +456,7 @@ void ChannelManager::on_idle_close(Channel& ch, Status status, std::uint64_t now
   spdlog::info("channel {} ({}): closed at the peer's request (idle, over its channel cap)", ch.id,
                ch.address.empty() ? "accepted" : ch.address);
   bump(counters_.channels_evicted);
-  if (!ch.address.empty()) by_address_.at(ch.address).evicted = true;
+  if (!ch.address.empty()) table_.addresses().at(ch.address).evicted = true;
   finish(ch, Status::Ok, true, now_ns);
 }
 
@@ -469,8 +466,8 @@ void ChannelManager::evicted(Channel& ch, std::uint64_t now_ns) {
                ch.address.empty() ? "accepted" : ch.address, cfg_.max_channels,
                ch.wanted ? "; an Open waits: dialling a new channel" : "");
   if (!ch.address.empty()) {
-    by_address_.route(ch.address, 0);
-    by_address_.at(ch.address).evicted = true;
+    table_.addresses().route(ch.address, 0);
+    table_.addresses().at(ch.address).evicted = true;
     // The Opens waiting for this channel move to the new one in
     // on_channel_down (RemoteSender::channel_down takes the successor).
     if (ch.wanted) (void)connect(ch.address, ch.host, ch.port, now_ns);  // a failure fails those Opens there

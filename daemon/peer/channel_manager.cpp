@@ -26,11 +26,10 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       cfg_(cfg),
       counters_(counters),
       auth_(cfg.auth_secret, cfg.epoch),
-      conns_(split_),
+      table_(split_),
       challenges_(split_) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
-  channels_.reserve(64);
   // Our initial grant per lane is the pool's floor (local_handshake); at
   // least 2, so one data message fits beside the reserved credit.
   const transport::TransportCaps caps = lanes_.caps();
@@ -139,22 +138,20 @@ Result<std::uint16_t> ChannelManager::listen(std::string_view host, std::uint16_
 }
 
 Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
-  auto ch = std::make_unique<Channel>();
-  ch->id = next_id_++;
+  auto made = std::make_unique<Channel>();
+  Channel* ch = made.get();
   ch->initiated = initiated;
   ch->created_ns = ch->state_since_ns = ch->last_heard_ns = now_ns;
   ch->deadline_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
   ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
   for (Lane& l : ch->lanes) l.attach(lanes_, events_, counters_, &pool_);
-  Channel& ref = *ch;
-  channels_.emplace(ref.id, std::move(ch));
   changed_ = true;
-  return ref;
+  return table_.add(std::move(made));
 }
 
 Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::string_view host, std::uint16_t port,
                                               std::uint64_t now_ns) {
-  if (AddressBook::Entry* e = by_address_.find(address)) {
+  if (AddressBook::Entry* e = table_.addresses().find(address)) {
     if (e->channel != 0) {
       if (Channel* ch = route(e->channel)) return Result<std::uint32_t>::ok(ch->id);
       Channel* ch = find(e->channel);
@@ -171,7 +168,7 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
       return Result<std::uint32_t>::fail(Status::PeerUnreachable);
     }
   }
-  if (AddressBook::Entry* e = by_address_.find(address); e != nullptr && e->evicted) {
+  if (AddressBook::Entry* e = table_.addresses().find(address); e != nullptr && e->evicted) {
     e->evicted = false;
     bump(counters_.channels_reopened);
   }
@@ -180,39 +177,13 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
   ch.host = std::string(host);
   ch.port = port;
   spdlog::info("channel {} to {}: {}", ch.id, address, to_string(ch.state));
-  by_address_.route(address, ch.id);  // later Opens to it join this channel while it connects
+  table_.addresses().route(address, ch.id);  // later Opens to it join this channel while it connects
   if (!auth_.start(ch, local_handshake())) {
     fail(ch, Status::PermissionDenied, now_ns);
     return Result<std::uint32_t>::fail(Status::PermissionDenied);
   }
   if (!start_connect(ch, -1, now_ns)) return Result<std::uint32_t>::fail(Status::PeerUnreachable);
   return Result<std::uint32_t>::ok(ch.id);
-}
-
-Channel* ChannelManager::find(std::uint32_t id) noexcept {
-  auto it = channels_.find(id);
-  return it == channels_.end() ? nullptr : it->second.get();
-}
-
-Channel* ChannelManager::route(std::uint32_t id) noexcept {
-  Channel* ch = find(id);
-  for (int hops = 0; ch != nullptr && ch->superseded_by != 0 && hops < 4; ++hops) ch = find(ch->superseded_by);
-  if (ch == nullptr || ch->state != ChannelState::Up || ch->evicting) return nullptr;
-  return ch;
-}
-
-Channel* ChannelManager::successor(const Channel& ch) noexcept {
-  if (Channel* w = route(ch.id); w != nullptr && w != &ch) return w;
-  Channel* best = nullptr;
-  for (auto& [id, o] : channels_) {
-    if (o.get() == &ch || o->finished() || o->state == ChannelState::Draining) continue;
-    const bool same_peer =
-        (ch.peer_epoch != 0 && o->peer_epoch == ch.peer_epoch) || (!ch.address.empty() && o->address == ch.address);
-    if (!same_peer) continue;
-    if (o->state == ChannelState::Up) return o.get();
-    best = o.get();
-  }
-  return best;
 }
 
 LaneStats& ChannelManager::stats_of(Channel& ch, std::int32_t lane) noexcept {
@@ -227,14 +198,14 @@ std::size_t ChannelManager::poll(std::uint64_t now_ns) noexcept {
   // channels on them; otherwise (rdma lanes, or no channel at all, only a
   // listener) every kControlPollEvery-th turn and after each sleep: each
   // look is a syscall, which a spinning engine would pay every turn.
-  const bool carries_traffic = !split_ && !channels_.empty();
+  const bool carries_traffic = !split_ && !table_.empty();
   if (carries_traffic || control_due_ || closing_ || ++polls_ % kControlPollEvery == 0) {
     control_due_ = false;
     n += drain(false, now_ns);
   }
   if (split_) n += drain(true, now_ns);
   if (!held_.empty()) n += held_.flush(*this);
-  if (!finished_.empty()) reap();
+  if (table_.has_retired()) reap();
   return n;
 }
 
@@ -265,7 +236,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
     const transport::Completion& c = batch_[i];
     switch (c.kind) {
       case transport::CompletionKind::Accepted:
-        conns_.set(c.conn, on_lanes, ConnTable::Ref{0, -1});
+        table_.conns().set(c.conn, on_lanes, ConnTable::Ref{0, -1});
         send_challenge(c.conn, on_lanes);  // auth: the nonce this connection's Hello must prove over
         break;
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
@@ -278,7 +249,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
 }
 
 void ChannelManager::on_send_done(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
-  const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
+  const ConnTable::Ref* found = table_.conns().find(c.conn, on_lanes);
   if (found == nullptr) {
     // A lane connection already dropped (break_lane, finish): every WR it
     // carried is in its lane's ring, settled there. Others carry none.
@@ -301,7 +272,7 @@ void ChannelManager::on_send_done(const transport::Completion& c, bool on_lanes,
 }
 
 void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
-  const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
+  const ConnTable::Ref* found = table_.conns().find(c.conn, on_lanes);
   if (found == nullptr) {
     spdlog::debug("{} on connection {}, which is not (or no longer) ours: dropped", to_string(c.header.type), c.conn);
     return;  // a connection we already let go of
@@ -313,7 +284,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
       on_hello(c.conn, c.header, c.payload, on_lanes, now_ns);
     } else {
       spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
-      conns_.erase(c.conn, on_lanes);
+      table_.conns().erase(c.conn, on_lanes);
       (void)via(on_lanes).close(c.conn);  // a stranger's connection; EndpointClosed: gone already
     }
     return;
@@ -413,10 +384,10 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   challenges_.erase(c.conn, on_lanes);  // no WR of the connection points at its nonce any more
-  const ConnTable::Ref* found = conns_.find(c.conn, on_lanes);
+  const ConnTable::Ref* found = table_.conns().find(c.conn, on_lanes);
   if (found == nullptr) return;
   const ConnTable::Ref ref = *found;
-  conns_.erase(c.conn, on_lanes);
+  table_.conns().erase(c.conn, on_lanes);
   if (ref.channel == 0) return;
   Channel* ch = find(ref.channel);
   if (ch == nullptr || ch->finished()) return;
@@ -469,7 +440,7 @@ transport::PostResult ChannelManager::post(Channel& ch, std::uint32_t lane, tran
 
 void ChannelManager::close_all() {
   closing_ = true;
-  for (auto& [id, ch] : channels_) {
+  for (auto& [id, ch] : table_) {
     if (!ch->finished()) finish(*ch, Status::Ok, true, last_now_ns_);
   }
   reap();
@@ -477,7 +448,7 @@ void ChannelManager::close_all() {
 
 void ChannelManager::snapshot(std::vector<PeerInfo>& out, std::uint64_t now_ns) const {
   out.clear();
-  for (const auto& [id, ch] : channels_) {
+  for (const auto& [id, ch] : table_) {
     PeerInfo p;
     p.channel = ch->id;
     p.address = ch->address;

@@ -23,9 +23,10 @@
 //
 // Who owns what: a Channel (channel.h) owns everything of one peer channel,
 // its lanes included; a Lane (lane.h) owns its credits, sequence numbers,
-// acks and WR ring, and is the only one to touch them. The manager keeps
-// the channels by id and the two lookups completions and Opens need
-// (peer_index.h: connection -> channel, address -> channel and redial wait).
+// acks and WR ring, and is the only one to touch them. The ChannelTable
+// (channel_table.h) holds the channels by id, their life in the table, and
+// the two lookups completions and Opens need (connection -> channel,
+// address -> channel and redial wait).
 //
 // Files: channel_manager.cpp (connect/accept, the completion pump, posting,
 // snapshot), channel_handshake.cpp (connects, Hello/HelloAck, duplicate
@@ -52,6 +53,7 @@
 #include "daemon/counters.h"
 #include "daemon/peer/channel.h"
 #include "daemon/peer/channel_auth.h"
+#include "daemon/peer/channel_table.h"
 #include "daemon/peer/held_controls.h"
 #include "daemon/peer/peer_index.h"
 #include "daemon/peer/peer_keys.h"
@@ -170,15 +172,10 @@ class ChannelManager {
   [[nodiscard]] Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
                                               std::uint64_t now_ns);
 
-  Channel* find(std::uint32_t id) noexcept;
-  // The channel new work for `id` should use (a superseded duplicate forwards
-  // to its winner); nullptr when none is usable.
-  Channel* route(std::uint32_t id) noexcept;
-  // Where the Opens of a channel going down should go instead: its winner if
-  // it lost a duplicate race, else another live channel to the same peer
-  // (same epoch or address; Up preferred, Handshaking accepted). nullptr
-  // when the peer has no other channel.
-  Channel* successor(const Channel& ch) noexcept;
+  // The channel table's lookups (channel_table.h).
+  Channel* find(std::uint32_t id) noexcept { return table_.find(id); }
+  Channel* route(std::uint32_t id) noexcept { return table_.route(id); }
+  Channel* successor(const Channel& ch) noexcept { return table_.successor(ch); }
 
   // Drains transport completions into events. Returns the work done.
   std::size_t poll(std::uint64_t now_ns) noexcept;
@@ -187,7 +184,7 @@ class ChannelManager {
   // engine without peers pays a few loads per turn, not a call; a turn it
   // says true for counts as polled.
   bool quiet_turn(std::uint64_t now_ns) noexcept {
-    if (split_ || control_due_ || closing_ || !channels_.empty() || !held_.empty() || !finished_.empty()) return false;
+    if (split_ || control_due_ || closing_ || !table_.empty() || !held_.empty() || table_.has_retired()) return false;
     if ((polls_ + 1) % kControlPollEvery == 0) return false;  // poll() looks at the listener this turn
     ++polls_;
     last_now_ns_ = now_ns;
@@ -257,7 +254,7 @@ class ChannelManager {
   // Fails a channel the engine found broken (a peer that never answered).
   void fail_channel(Channel& ch, Status why, std::uint64_t now_ns) { fail(ch, why, now_ns); }
 
-  std::size_t channel_count() const noexcept { return channels_.size(); }
+  std::size_t channel_count() const noexcept { return table_.size(); }
   // A channel was made or changed state since the last call (the engine
   // then publishes a fresh snapshot).
   bool take_changed() noexcept { return std::exchange(changed_, false); }
@@ -401,13 +398,9 @@ class ChannelManager {
   ChannelConfig cfg_;
   Counters& counters_;
   ChannelAuth auth_;
-  ReceivePool pool_;  // before channels_: their lanes give back to it as they go
-  std::uint32_t next_id_ = 1;
-  std::unordered_map<std::uint32_t, std::unique_ptr<Channel>> channels_;
-  AddressBook by_address_;
-  ConnTable conns_;
-  Challenges challenges_;                // acceptor with auth: per accepted connection, until Closed
-  std::vector<std::uint32_t> finished_;  // channels to erase at the end of a turn
+  ReceivePool pool_;  // before table_: the channels' lanes give back to it as they go
+  ChannelTable table_;
+  Challenges challenges_;  // acceptor with auth: per accepted connection, until Closed
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
   std::array<std::byte, wire::kHandshakeMaxWithRails> hello_{};
