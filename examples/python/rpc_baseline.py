@@ -21,6 +21,7 @@ import torch.distributed.rpc as rpc
 
 from ferry import _ferry
 from ferry.ps import tables as _tables
+from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
 
@@ -182,7 +183,7 @@ class _DenseValues:
     values: torch.Tensor
 
 
-class RpcWorker:
+class RpcWorker(Unwaited):
     """ferry.ps.Worker's interface over torch.distributed.rpc."""
 
     def __init__(self, tables, shards, rank, init_method, threads=8, trainers=1):
@@ -268,20 +269,6 @@ class RpcWorker:
         futures = [rpc.rpc_async(SHARD % sh, _assign_dense, args=(s.id, v[a:b]))
                    for sh, (a, b) in enumerate(self._slices(s)) if b > a]
         return self._finish(_Pending(futures, lambda _: None), wait)
-
-    def _finish(self, pending, wait):
-        if wait:
-            pending.wait()
-            return None
-        self._unwaited = [p for p in self._unwaited if not p.done()]
-        self._unwaited.append(pending)
-        return pending
-
-    def synchronize(self, timeout=None):
-        """Wait for every operation started with wait=False."""
-        pending, self._unwaited = self._unwaited, []
-        for p in pending:
-            p.wait(timeout)
 
     def close(self):
         self.synchronize()

@@ -199,6 +199,32 @@ def test_non_finite_gradients_are_refused(daemon, one_shard):
     assert server.counters()["non_finite"] == 9
 
 
+def test_a_push_nobody_waited_for_still_reports_its_failure(daemon, one_shard):
+    # wait=False pushes are reaped as later ones start; a failure among them
+    # is kept for synchronize(), not dropped with the finished operation.
+    tables = [ps.Embedding("emb", rows=100, dim=2, init=ps.Zeros())]
+    server = one_shard(tables)
+    with ps.Worker(tables, 1, daemon.socket) as w:
+        bad = np.ones((2, 2), np.float32)
+        bad[0, 1] = float("nan")
+        refused = w.push("emb", [1, 2], bad, wait=False)
+        deadline = time.monotonic() + 10
+        while not refused.done() and time.monotonic() < deadline:  # the refusal arrives
+            time.sleep(0.01)
+        assert refused.done()
+        del refused
+        for k in range(20):  # later pushes reap the failed one
+            w.push("emb", [3 + k], np.ones((1, 2), np.float32), wait=False)
+        with pytest.raises(ferry.BadRequest, match="NonFinite"):
+            w.synchronize()
+        w.synchronize()  # reported once
+        assert w.pull("emb", [3]).gather()[0, 0].item() != 0  # the good pushes were applied
+        w.push("emb", [1, 2], bad, wait=False)
+        with pytest.raises(ferry.BadRequest, match="NonFinite"):
+            w.synchronize()  # and one still in flight at synchronize()
+    server.stop()
+
+
 def test_non_finite_values_pass_when_allowed(daemon, one_shard):
     tables = [ps.Embedding("emb", rows=10, dim=1, init=ps.Zeros())]
     one_shard(tables, allow_non_finite=True)
