@@ -19,25 +19,21 @@
 
 namespace ferry::itest {
 
-namespace {
-
-std::string env_or_throw(const char* name) {
+std::string required_env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') throw std::runtime_error(std::string(name) + " is not set (run through meson test)");
   return v;
 }
 
-bool exists(const std::string& p) {
+bool path_exists(const std::string& path) {
   struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
+  return ::stat(path.c_str(), &st) == 0;
 }
-
-}  // namespace
 
 Daemon::Daemon() : Daemon(std::vector<std::string>{}) {}
 
 Daemon::Daemon(const std::vector<std::string>& extra_args) {
-  const std::string ferryd = env_or_throw("FERRYD");
+  const std::string ferryd = required_env("FERRYD");
   char tmpl[] = "/tmp/ferry-itest-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
@@ -52,7 +48,7 @@ Daemon::Daemon(const std::vector<std::string>& extra_args) {
     ::_exit(127);
   }
   const auto deadline = Clock::now() + 5s;
-  while (!(exists(socket()) && exists(control()))) {
+  while (!(path_exists(socket()) && path_exists(control()))) {
     if (!alive() || Clock::now() > deadline) {
       kill_hard();
       throw std::runtime_error("ferryd did not come up in " + dir_);
@@ -92,7 +88,7 @@ void Daemon::kill_hard() {
 long Daemon::clients() const { return status_number("clients"); }
 
 long Daemon::status_number(const std::string& key) const {
-  const std::string cmd = env_or_throw("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
+  const std::string cmd = required_env("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return -1;
   std::string out;
@@ -108,7 +104,7 @@ long Daemon::status_number(const std::string& key) const {
 }
 
 long Daemon::engine_number(std::uint32_t engine, const std::string& key) const {
-  const std::string cmd = env_or_throw("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
+  const std::string cmd = required_env("FERRYCTL") + " --control " + control() + " status --json 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return -1;
   std::string out;

@@ -51,6 +51,12 @@ class Daemon {
   pid_t pid_ = -1;
 };
 
+// The value of environment variable `name` (the paths meson test passes:
+// FERRYD, FERRYCTL, ...); throws when it is unset or empty.
+std::string required_env(const char* name);
+// Whether `path` exists (stat).
+bool path_exists(const std::string& path);
+
 // Forks; the child runs `body` and _exit()s with its return value (an
 // uncaught exception exits 99). Returns the child's pid.
 pid_t spawn(const std::function<int()>& body);

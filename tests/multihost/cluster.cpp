@@ -35,17 +35,6 @@ namespace {
 constexpr std::uint16_t kNetnsPort = 7400;  // each namespace has its own port space
 constexpr int kLoopbackAttempts = 5;        // a port taken between pick and bind: try another
 
-std::string env_or_throw(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') throw std::runtime_error(std::string(name) + " is not set (run through meson test)");
-  return v;
-}
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
-
 }  // namespace
 
 std::string_view to_string(NetMode m) noexcept {
@@ -174,7 +163,7 @@ void Cluster::restart(std::size_t i) {
 
 bool Cluster::try_start(std::size_t i, std::string* why) {
   Node& n = nodes_[i];
-  const std::string ferryd = env_or_throw("FERRYD");
+  const std::string ferryd = itest::required_env("FERRYD");
   std::vector<std::string> args;
   if (mode_ == NetMode::Netns) args = {"ip", "netns", "exec", n.ns};
   args.insert(args.end(),
@@ -210,7 +199,7 @@ bool Cluster::try_start(std::size_t i, std::string* why) {
   NetnsLab::track_pid(n.pid);
   const auto deadline = Clock::now() + 8s;
   for (;;) {
-    if (exists(n.socket()) && exists(n.control()) && listens_on(n.pid, n.port)) return true;
+    if (itest::path_exists(n.socket()) && itest::path_exists(n.control()) && listens_on(n.pid, n.port)) return true;
     if (!alive(i)) {
       *why = "ferryd exited before listening on " + n.listen();
       return false;

@@ -14,10 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ferryd import Ferryd, FerrydFailed  # noqa: E402
 from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
 
 SKIP = 77
@@ -81,75 +80,13 @@ def check_scenario(bench, scenario, extra, expect_daemon):
     check_line(p.stdout.strip().splitlines()[-1], scenario, 1000, expect_daemon)
 
 
-class Daemon:
-    """ferryd in a temporary runtime dir, stopped on exit."""
-
-    def __init__(self, ferryd, listen_port=None):
-        self.dir = tempfile.mkdtemp(prefix="ferry-bench-smoke-")
-        self.socket = os.path.join(self.dir, "ferryd.sock")
-        self.log = open(os.path.join(self.dir, "ferryd.log"), "w+")
-        self.listen = "127.0.0.1:%d" % listen_port if listen_port else None
-        cmd = [ferryd, "--runtime-dir", self.dir, "--transport", "tcp"]
-        if self.listen:
-            cmd += ["--listen", self.listen]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        control = os.path.join(self.dir, "control.sock")
-        # Poll for both sockets (and the TCP listener) with a deadline (a condition, not a sleep).
-        while not (os.path.exists(self.socket) and os.path.exists(control) and
-                   (not listen_port or listens_on(self.proc.pid, listen_port))):
-            if self.proc.poll() is not None:
-                self.dump()
-                fail("ferryd exited with %d before its sockets appeared" % self.proc.returncode)
-            if time.monotonic() > deadline:
-                self.dump()
-                fail("ferryd sockets (or its listener on %s) did not appear in time" % self.listen)
-            time.sleep(0.02)
-
-    def dump(self):
-        self.log.seek(0)
-        print("--- ferryd log ---\n" + self.log.read()[-4000:])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def listens_on(pid, port):
-    """Whether process `pid` has a listening TCP socket on `port` (/proc, IPv4 and IPv6)."""
-    try:
-        inodes = set()
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            try:
-                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-        for table in ("tcp", "tcp6"):
-            with open("/proc/%d/net/%s" % (pid, table)) as f:
-                next(f)
-                for line in f:
-                    cols = line.split()
-                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
-                        return True
-    except OSError:
-        return False
-    return False
-
-
 def with_two_daemons(ferryd, body):
     """Runs body(client_daemon, server_daemon) with two listening ferryds on
     loopback; dumps both logs when it fails or times out, stops both."""
-    client = Daemon(ferryd, free_port())
+    client = Ferryd(ferryd, listen="127.0.0.1:%d" % free_port(), wait_listener=True, prefix="ferry-bench-smoke-")
     server = None
     try:
-        server = Daemon(ferryd, free_port())
+        server = Ferryd(ferryd, listen="127.0.0.1:%d" % free_port(), wait_listener=True, prefix="ferry-bench-smoke-")
         body(client, server)
     except (subprocess.TimeoutExpired, SystemExit) as e:
         client.dump()
@@ -185,6 +122,13 @@ def check_cli(bench):
 
 
 def main():
+    try:
+        checks()
+    except FerrydFailed as e:
+        fail(str(e))
+
+
+def checks():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", required=True)
     ap.add_argument("--ferryd", required=True)
@@ -204,7 +148,7 @@ def main():
         if not os.access(a.ferryd, os.X_OK):
             print("SKIP: %s not built" % a.ferryd)
             sys.exit(SKIP)
-        daemon = Daemon(a.ferryd)
+        daemon = Ferryd(a.ferryd, prefix="ferry-bench-smoke-")
         try:
             check_scenario(a.bench, a.scenario, ["--socket", daemon.socket], expect_daemon=True)
         except subprocess.TimeoutExpired as e:

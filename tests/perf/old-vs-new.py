@@ -23,46 +23,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import compare  # noqa: E402  (run(): one ferry-bench scenario, --json)
 
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from ferryd import Ferryd, FerrydFailed  # noqa: E402
+
 PS_KEYS = ["pull_mean_us", "pull_p50_us", "pull_p99_us", "pull_p999_us", "push_mean_us", "push_p50_us",
            "push_p99_us", "push_p999_us", "ops_per_s", "cpu_us_per_op", "rss_kb"]
 BENCH_KEYS = ["p50_us", "p99_us", "cpu_us_per_op", "ops_per_s"]
 
 
-class Daemon:
-    """A fresh ferryd of one build in its own runtime directory."""
-
-    def __init__(self, build, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="ferry-ovn-")
-        self.log = open(os.path.join(self.dir, "ferryd.log"), "w")
-        self.p = subprocess.Popen([os.path.join(build, "daemon", "ferryd"), "--runtime-dir", self.dir,
-                                   "--transport", "tcp"] + list(extra), stdout=self.log, stderr=self.log)
-        self.socket = os.path.join(self.dir, "ferryd.sock")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if os.path.exists(self.socket) and os.path.exists(os.path.join(self.dir, "control.sock")):
-                return
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        sys.exit("ferryd of %s did not come up (log %s)" % (build, self.log.name))
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(15)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(10)
-        self.log.close()
+def start_daemon(build):
+    """A fresh ferryd of `build` in its own runtime directory."""
+    try:
+        return Ferryd(os.path.join(build, "daemon", "ferryd"), prefix="ferry-ovn-", timeout=30)
+    except FerrydFailed as e:
+        sys.exit("ferryd of %s did not come up: %s" % (build, e))
 
 
 def bench(build):
@@ -70,7 +50,7 @@ def bench(build):
 
 
 def run_compare(build, sizes, iters):
-    d = Daemon(build)
+    d = start_daemon(build)
     try:
         return {"%s/%d" % (s, size): compare.run(bench(build), s, size, iters, d.socket, [])
                 for size in sizes for s in compare.SCENARIOS}
@@ -91,7 +71,7 @@ def run_pingpong(build, iters, with_pingpong):
     r = {}
     if with_pingpong:
         r["shm-pingpong"] = compare.run(bench(build), "shm-pingpong", 64, iters, "/nonexistent", [])
-    d = Daemon(build)
+    d = start_daemon(build)
     try:
         r["ipc-echo"] = compare.run(bench(build), "ipc-echo", 64, iters, d.socket, ["--busy-poll"])
     finally:

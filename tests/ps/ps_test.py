@@ -27,9 +27,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ferryd import Ferryd, FerrydFailed  # noqa: E402
 from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
 
 SKIP = 77
@@ -52,41 +52,11 @@ def run(cmd, timeout=90):
     return p
 
 
-class Daemon:
-    """ferryd in a temporary runtime dir; waits (deadline) for both sockets."""
-
-    def __init__(self, ferryd, listen=None):
-        self.dir = tempfile.mkdtemp(prefix="ferry-ps-test-")
-        self.socket = os.path.join(self.dir, "ferryd.sock")
-        self.log = open(os.path.join(self.dir, "ferryd.log"), "w+")
-        cmd = [ferryd, "--runtime-dir", self.dir, "--transport", "tcp"]
-        if listen:
-            cmd += ["--listen", listen]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        control = os.path.join(self.dir, "control.sock")
-        deadline = time.monotonic() + 20
-        while not (os.path.exists(self.socket) and os.path.exists(control)):
-            if self.proc.poll() is not None:
-                self.dump()
-                fail("ferryd exited with %d before its sockets appeared" % self.proc.returncode)
-            if time.monotonic() > deadline:
-                self.dump()
-                fail("ferryd sockets did not appear in time")
-            time.sleep(0.02)
-
-    def dump(self):
-        self.log.seek(0)
-        print("--- ferryd log ---\n" + self.log.read()[-4000:])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def start(ferryd, listen=None):
+    try:
+        return Ferryd(ferryd, listen=listen, prefix="ferry-ps-test-")
+    except FerrydFailed as e:
+        fail(str(e))
 
 
 def need_ferryd(path):
@@ -147,7 +117,7 @@ def main():
                 fail("check passed although worker 0 dropped a push")
         elif case == "check-ferry":
             need_ferryd(a.ferryd)
-            d = Daemon(a.ferryd)
+            d = start(a.ferryd)
             daemons.append(d)
             p = run([a.ps, "check", "--transport", "ferry", "--socket", d.socket] + SMALL)
             if p.returncode != 0:
@@ -155,7 +125,7 @@ def main():
             check_ok(p, "check ferry")
         elif case == "check-ferry-pool1":
             need_ferryd(a.ferryd)
-            d = Daemon(a.ferryd)
+            d = start(a.ferryd)
             daemons.append(d)
             args = list(SMALL)
             args[args.index("--workers") + 1] = "4"
@@ -169,9 +139,9 @@ def main():
         elif case == "check-remote":
             need_ferryd(a.ferryd)
             pa, pb = free_port(), free_port()
-            da = Daemon(a.ferryd, "127.0.0.1:%d" % pa)
+            da = start(a.ferryd, "127.0.0.1:%d" % pa)
             daemons.append(da)
-            db = Daemon(a.ferryd, "127.0.0.1:%d" % pb)
+            db = start(a.ferryd, "127.0.0.1:%d" % pb)
             daemons.append(db)
             p = run([a.ps, "check", "--transport", "ferry", "--socket", da.socket, "--server-socket", db.socket,
                      "--target", "127.0.0.1:%d" % pb] + SMALL)
@@ -184,7 +154,7 @@ def main():
                    "--dim", "32", "--iters", "40", "--warmup", "5", "--json", "--latency-dump", dump]
             if transport == "ferry":
                 need_ferryd(a.ferryd)
-                d = Daemon(a.ferryd)
+                d = start(a.ferryd)
                 daemons.append(d)
                 cmd += ["--socket", d.socket]
             check_bench_json(run(cmd), transport, dump)

@@ -7,14 +7,13 @@ PYTHONPATH=build/client/python and FERRYD / FERRYCTL set.
 """
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ferryd import Ferryd, FerrydFailed  # noqa: E402
 from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
 
 import pytest
@@ -26,66 +25,27 @@ FERRYD = os.environ.get("FERRYD", "")
 TEST_ALARM_S = int(os.environ.get("FERRY_TEST_ALARM_S", "120"))
 
 
-class Daemon:
-    """ferryd --runtime-dir DIR --transport tcp [--listen ADDR]; waits for both sockets."""
-
-    def __init__(self, listen=None, extra=()):
-        if not FERRYD or not os.path.exists(FERRYD):
-            pytest.fail("FERRYD is not set to a built ferryd (got %r)" % FERRYD)
-        self.dir = tempfile.mkdtemp(prefix="ferry-py-")
-        self.socket = os.path.join(self.dir, "ferryd.sock")
-        self.control = os.path.join(self.dir, "control.sock")
-        self.listen = listen
-        self.log_path = os.path.join(self.dir, "ferryd.log")
-        self.log = open(self.log_path, "w+")
-        cmd = [FERRYD, "--runtime-dir", self.dir, "--transport", "tcp"] + list(extra)
-        if listen:
-            cmd += ["--listen", listen]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while not (os.path.exists(self.socket) and os.path.exists(self.control)):
-            if self.proc.poll() is not None:
-                pytest.fail("ferryd exited with %d during start-up:\n%s" % (self.proc.returncode, self.tail()))
-            if time.monotonic() > deadline:
-                pytest.fail("ferryd sockets did not appear:\n" + self.tail())
-            time.sleep(0.02)
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def tail(self):
-        self.log.flush()
-        with open(self.log_path) as f:
-            return f.read()[-4000:]
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+def start_daemon(listen=None, extra=()):
+    """ferryd --runtime-dir DIR --transport tcp [--listen ADDR] (tests/lib/ferryd.py), up."""
+    if not FERRYD or not os.path.exists(FERRYD):
+        pytest.fail("FERRYD is not set to a built ferryd (got %r)" % FERRYD)
+    try:
+        return Ferryd(FERRYD, args=extra, listen=listen, prefix="ferry-py-")
+    except FerrydFailed as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture
 def daemon():
-    d = Daemon()
+    d = start_daemon()
     yield d
     d.stop()
 
 
 @pytest.fixture
 def two_daemons():
-    a = Daemon(listen="127.0.0.1:%d" % free_port())
-    b = Daemon(listen="127.0.0.1:%d" % free_port())
+    a = start_daemon(listen="127.0.0.1:%d" % free_port())
+    b = start_daemon(listen="127.0.0.1:%d" % free_port())
     yield a, b
     a.stop()
     b.stop()

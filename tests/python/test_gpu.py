@@ -13,11 +13,7 @@ a skip is reported as one.
 """
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
 import numpy as np
 import torch
@@ -25,34 +21,21 @@ import torch
 import ferry.ps as ps
 import ferry.ps.torch as pst
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ferryd import Ferryd  # noqa: E402  (run without pytest: no conftest puts tests/lib on the path)
+
 NO_GPU = "no CUDA device here (torch %s, cuda available: %s)" % (torch.__version__, torch.cuda.is_available())
 TABLES = [ps.Embedding("bags", rows=20_000, dim=16, optimizer=ps.Adagrad(lr=0.1), init=ps.Uniform(0.1, seed=1)),
           ps.Embedding("means", rows=5_000, dim=16, optimizer=ps.SGD(lr=0.3), init=ps.Uniform(0.1, seed=2)),
           ps.Embedding("tokens", rows=1_000, dim=16, optimizer=ps.SGD(lr=0.2), init=ps.Uniform(0.1, seed=3))]
 
 
-class _Ferryd:
+def _start_ferryd():
     """ferryd --runtime-dir DIR --transport tcp (FERRYD: its path, or a wrapper that runs it)."""
-
-    def __init__(self):
-        exe = os.environ.get("FERRYD", "")
-        if not exe:
-            raise RuntimeError("FERRYD is not set to a built ferryd")
-        self.dir = tempfile.mkdtemp(prefix="ferry-gpu-")
-        self.socket = os.path.join(self.dir, "ferryd.sock")
-        self.log = open(os.path.join(self.dir, "ferryd.log"), "w")
-        self.proc = subprocess.Popen([exe, "--runtime-dir", self.dir, "--transport", "tcp"], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.socket):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("ferryd did not start (see %s)" % self.log.name)
-            time.sleep(0.02)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+    exe = os.environ.get("FERRYD", "")
+    if not exe:
+        raise RuntimeError("FERRYD is not set to a built ferryd")
+    return Ferryd(exe, prefix="ferry-gpu-")
 
 
 def _batches(steps=8, seed=11):
@@ -115,7 +98,7 @@ class _Skipped(Exception):
 def test_embedding_bag_and_embedding_on_cuda_equal_the_cpu_within_1e5():
     if not torch.cuda.is_available():
         _skip(NO_GPU)
-    d = _Ferryd()
+    d = _start_ferryd()
     try:
         cpu_out, cpu_rows = _train(d.socket, "cpu", "gpu-test-cpu-")
         gpu_out, gpu_rows = _train(d.socket, "cuda", "gpu-test-cuda-")
@@ -136,7 +119,7 @@ def test_a_cpu_only_torch_imports_the_gpu_path_and_refuses_cuda_clearly():
     assert cuda.attach(None, "cpu") is None
     if torch.cuda.is_available():
         _skip("this machine has a GPU: the refusal is for machines without one")
-    d = _Ferryd()
+    d = _start_ferryd()
     try:
         shards = [ps.ShardServer(TABLES, i, 2, d.socket, service_prefix="gpu-refuse-").start() for i in range(2)]
         with ps.Worker(TABLES, 2, d.socket, service_prefix="gpu-refuse-") as w:

@@ -76,8 +76,8 @@ def test_a_small_pull_stays_zero_copy_in_the_arena(daemon, helpers):
 
 
 def test_a_row_larger_than_any_message_is_refused_with_a_clear_error(helpers):
-    from conftest import Daemon
-    small = Daemon(extra=["--max-message-bytes", "8192"])
+    from conftest import start_daemon
+    small = start_daemon(extra=["--max-message-bytes", "8192"])
     try:
         tj = json.dumps([ps.Embedding("wide", rows=10, dim=8).to_dict()])
         helpers("shard", small.socket, tj, "0/1", "--max-count", "100")  # its answers fit 8 KB
