@@ -41,8 +41,7 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   hs.daemon_epoch = cfg_.epoch;
   hs.capabilities =
       lanes_.kind() == transport::TransportKind::Rdma ? wire::kCapRdma | wire::kCapRailKeys : wire::kCapTcp;
-  hs.initial_credits = recv_depth_;  // the pool's floor: each lane's initial grant (receive_pool.h)
-  if (pool_.share() > pool_.floor()) hs.capabilities |= wire::kCapCreditPool;
+  credits_.offer(hs);
   hs.max_message_bytes = cfg_.max_message_bytes;
   if (auth_.on()) hs.capabilities |= wire::kCapAuth;
   hs.rail_count = rail_count_;
@@ -220,8 +219,7 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     via(on_lanes).vouch(conn);
     transport_.vouch(ch->bootstrap);
     table_.conns().set(conn, on_lanes, ConnTable::Ref{ch->id, static_cast<std::int32_t>(lane)});
-    l.credits_from(remote.initial_credits, true, handshake_sent(*ch), pooled(remote));
-    reposts_due_ = true;  // the Hello used one of our receives
+    credits_.accepted(l, remote, handshake_sent(*ch));
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
     if (ch->all_lanes_joined()) become_up(*ch, now_ns);
     return;

@@ -237,7 +237,7 @@ void ChannelManager::reap() {
 
 bool ChannelManager::credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept {
   Lane& l = ch.lanes[lane];
-  reposts_due_ = true;
+  credits_.received();
   if (!l.on_received(h.type == wire::MsgType::Credit, h.credit)) {
     spdlog::warn("channel {} lane {}: grant of {} credits exceeds the peer's {} (we hold {}); failing the channel",
                  ch.id, lane, h.credit, l.peer_credits(), l.stats().credits);
@@ -247,7 +247,7 @@ bool ChannelManager::credits_in(Channel& ch, std::uint32_t lane, const wire::Hea
   if (h.credit == 0) return true;
   if (l.waiting()) flush(ch, lane);
   // A grant due earlier that found us without any credit goes now.
-  if (l.grant_due(grant_threshold_) && ch.usable()) (void)l.post_credit();  // else: the next grant or tick
+  if (credits_.grant_due(l) && ch.usable()) (void)l.post_credit();  // else: the next grant or tick
   return true;
 }
 
@@ -258,23 +258,10 @@ void ChannelManager::lane_credits_from_ack(Channel& ch, std::int32_t lane, const
   // A bad payload is refused by on_hello_ack itself; nothing to learn here.
   if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None) return;
   const auto i = static_cast<std::uint32_t>(lane);
-  ch.lanes[i].credits_from(remote.initial_credits, false, 1, pooled(remote));
+  credits_.answered(ch.lanes[i], remote);
   // The channel may have gone Up before this ack (channel_manager.cpp
   // on_recv): WRs posted meanwhile wait in the backlog for these credits.
   if (ch.lanes[i].waiting()) flush(ch, i);
-}
-
-void ChannelManager::credits_reposted(std::uint64_t now_ns) noexcept {
-  if (!reposts_due_) return;
-  reposts_due_ = false;
-  for (auto& [id, ch] : table_) {
-    if (ch->finished()) continue;
-    for (std::uint32_t i = 0; i < ch->lane_count; ++i) {
-      Lane& l = ch->lanes[i];
-      // One-way traffic has nothing to piggyback on: grant explicitly.
-      if (l.reposted(now_ns) && l.grant_due(grant_threshold_) && ch->usable()) (void)l.post_credit();
-    }
-  }
 }
 
 void ChannelManager::flush(Channel& ch, std::uint32_t lane) noexcept {
@@ -360,8 +347,7 @@ void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::C
   l.rejoin(conn);
   note_peer_rail(ch, lane);
   table_.conns().set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
-  l.credits_from(remote.initial_credits, true, handshake_sent(ch), pooled(remote));
-  reposts_due_ = true;                                        // the Hello used one of our receives
+  credits_.accepted(l, remote, handshake_sent(ch));
   send_hello(ch, conn, h.token, true, Status::Ok, on_lanes);  // rejoin ack: our own ack first, then data
   replay(ch, lane, h.ack, now_ns);
 }
@@ -385,7 +371,7 @@ void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Hea
     fail(ch, Status::PeerReset, now_ns);  // not the daemon instance we had: a restart
     return;
   }
-  l.credits_from(remote.initial_credits, false, 1, pooled(remote));
+  credits_.answered(l, remote);
   l.rejoin(l.conn());
   note_peer_rail(ch, lane);
   replay(ch, lane, h.ack, now_ns);

@@ -26,40 +26,11 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       cfg_(cfg),
       counters_(counters),
       auth_(cfg.auth_secret, cfg.epoch),
+      credits_(lanes_.caps(), CreditConfig{cfg.credit_floor, cfg.credit_share, cfg.receive_pool}),
       table_(split_),
       challenges_(split_) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
-  // Our initial grant per lane is the pool's floor (local_handshake); at
-  // least 2, so one data message fits beside the reserved credit.
-  const transport::TransportCaps caps = lanes_.caps();
-  ReceivePoolConfig pc;
-  pc.connections = std::max<std::uint32_t>(1, caps.max_connections);
-  if (cfg_.credit_floor == 0) {
-    // One for one: every connection's recv_depth, as with per-QP queues.
-    pc.floor = pc.share = std::clamp<std::uint32_t>(caps.recv_depth, ReceivePool::kMinFloor, wire::kMaxInitialCredits);
-    pc.receives = caps.recv_pool != 0 ? caps.recv_pool : pc.connections * pc.floor;
-  } else {
-    pc.floor = cfg_.credit_floor;
-    pc.share = cfg_.credit_share;
-    pc.receives = caps.recv_pool != 0 ? caps.recv_pool : cfg_.receive_pool;
-  }
-  if (const Error bad = ReceivePool::check(pc); bad.failed())
-    throw std::invalid_argument("receive credits: " + bad.message());  // start-up only
-  pool_ = ReceivePool(pc);
-  recv_depth_ = pc.floor;
-  grant_threshold_ = std::max<std::uint32_t>(1, pc.share / 4);
-  spdlog::info(
-      "receive credits: pool of {} receives ({}), floor {} reserved for each of {} connections, share {} per lane",
-      pc.receives, caps.recv_pool != 0 ? "the lane transport's shared receive queue" : "a budget", pc.floor,
-      pc.connections, pc.share);
-  if (pool_.shared() < pc.share && pc.share > pc.floor) {
-    spdlog::warn(
-        "receive credits: only {} of the pool are left to share beyond the floors, less than one lane's share "
-        "({}): busy lanes stay near their floor of {}; raise receive-pool (or lower peer-max-connections / "
-        "rdma-max-connections)",
-        pool_.shared(), pc.share, pc.floor);
-  }
   hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
 }
 
@@ -144,7 +115,7 @@ Channel& ChannelManager::create(bool initiated, std::uint64_t now_ns) {
   ch->created_ns = ch->state_since_ns = ch->last_heard_ns = now_ns;
   ch->deadline_ns = now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000;
   ch->next_ping_ns = now_ns + std::uint64_t{cfg_.heartbeat_ms} * 1'000'000;
-  for (Lane& l : ch->lanes) l.attach(lanes_, events_, counters_, &pool_);
+  for (Lane& l : ch->lanes) l.attach(lanes_, events_, counters_, &credits_.pool());
   changed_ = true;
   return table_.add(std::move(made));
 }
@@ -231,7 +202,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
   const std::size_t n = via(on_lanes).poll(batch_);
   // That poll reposted the receives used before it: grant them now, before
   // this batch's Recvs use more (granting those waits for the next poll).
-  if (&via(on_lanes) == &lanes_) credits_reposted(now_ns);
+  if (&via(on_lanes) == &lanes_) credits_.reposted(table_, now_ns);
   for (std::size_t i = 0; i < n; ++i) {
     const transport::Completion& c = batch_[i];
     switch (c.kind) {

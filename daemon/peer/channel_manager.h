@@ -53,6 +53,7 @@
 #include "daemon/counters.h"
 #include "daemon/peer/channel.h"
 #include "daemon/peer/channel_auth.h"
+#include "daemon/peer/channel_credits.h"
 #include "daemon/peer/channel_table.h"
 #include "daemon/peer/held_controls.h"
 #include "daemon/peer/peer_index.h"
@@ -141,7 +142,7 @@ class ChannelManager {
   ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
                  transport::Transport* lanes = nullptr);
   ~ChannelManager();
-  const ReceivePool& receive_pool() const noexcept { return pool_; }
+  const ReceivePool& receive_pool() const noexcept { return credits_.pool(); }
   ChannelManager(const ChannelManager&) = delete;
   ChannelManager& operator=(const ChannelManager&) = delete;
 
@@ -339,12 +340,6 @@ class ChannelManager {
   bool credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept;
   // The initiator's lane HelloAck told the peer's credits.
   void lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload);
-  // After a lanes poll: receives used before it are reposted, so grantable.
-  void credits_reposted(std::uint64_t now_ns) noexcept;
-  // Whether the lanes of a channel to `remote` lend from pools on both sides.
-  bool pooled(const wire::Handshake& remote) const noexcept {
-    return pool_.share() > pool_.floor() && (remote.capabilities & wire::kCapCreditPool) != 0;
-  }
   // Posts what a lane's backlog can send; breaks the lane when refused.
   void flush(Channel& ch, std::uint32_t lane) noexcept;
   // The peer's ack on a lane message; false: the channel failed.
@@ -398,7 +393,7 @@ class ChannelManager {
   ChannelConfig cfg_;
   Counters& counters_;
   ChannelAuth auth_;
-  ReceivePool pool_;  // before table_: the channels' lanes give back to it as they go
+  ChannelCredits credits_;  // before table_: the channels' lanes give back to its pool as they go
   ChannelTable table_;
   Challenges challenges_;  // acceptor with auth: per accepted connection, until Closed
   std::array<transport::Completion, transport::kPollBatch> batch_{};
@@ -406,9 +401,6 @@ class ChannelManager {
   std::array<std::byte, wire::kHandshakeMaxWithRails> hello_{};
   std::uint32_t hello_len_ = 0;
   std::uint64_t last_now_ns_ = 0;
-  std::uint32_t recv_depth_ = 2;       // our initial grant per lane connection (the pool's floor)
-  std::uint32_t grant_threshold_ = 1;  // owed at which an explicit Credit goes out
-  bool reposts_due_ = false;           // some lane used receives since the last lanes poll
   HeldControls held_;
   PeerKeyTable peer_keys_;
   bool changed_ = false;
