@@ -183,18 +183,20 @@ int run_mute_server(const std::string& socket, const Gate& ready, const Gate& al
 DaemonFlags one_lane_no_windows() {
   DaemonFlags f;
   f.channel_conns = 1;
-  f.peer_timeout_ms = 10000;  // A is stopped for a while: not long enough to be declared dead
+  // A is stopped until B stalls (up to 25 s on a loaded machine): never long
+  // enough to be declared dead.
+  f.peer_timeout_ms = 30000;
   f.extra_args = {"--channel-window-ops", "0", "--endpoint-window-ops", "0"};
   return f;
 }
 
-// SIGSTOPs node 0, waits (at most 10 s) until node 1's `stall_counter` moves,
+// SIGSTOPs node 0, waits (at most 25 s) until node 1's `stall_counter` moves,
 // then 200 ms more, and resumes it. Returns the counter seen.
 std::uint64_t stop_until_stalled(const Cluster& cl, const char* stall_counter, const Gate* go = nullptr) {
   REQUIRE(::kill(cl.node(0).pid, SIGSTOP) == 0);
   if (go != nullptr) go->signal();
   std::uint64_t stalls = 0;
-  for (int i = 0; i < 200 && (stalls = counter(cl.node(1), stall_counter)) == 0; ++i) std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 500 && (stalls = counter(cl.node(1), stall_counter)) == 0; ++i) std::this_thread::sleep_for(50ms);
   std::this_thread::sleep_for(200ms);
   ::kill(cl.node(0).pid, SIGCONT);
   return stalls;
@@ -257,7 +259,7 @@ TEST_CASE("answers with no room in their lane are held and sent as it drains: ev
   // The calls time out at B 3 s after they arrived, while A is stopped:
   // B's Timeout answers fill the lane's ring and the rest are held. Held
   // answers go as soon as A acknowledges again; a lost one would wait for
-  // A's backstop (3 s + 2 x 10 s + 1 s) and fail the channel: 8 s is the bound.
+  // A's backstop (3 s + 2 x 30 s + 1 s) and fail the channel: 8 s is the bound.
   const auto [caller_rc, server_rc] =
       run_with_caller_daemon_stopped(cl, {[&] { return run_mute_server(b.socket(), ready, all_in, stop); },
                                           [&] { return run_calls(a.socket(), target, 3s, Status::Timeout); }, &ready,
@@ -324,7 +326,7 @@ TEST_CASE("a Close with no room in its lane is held and sent as it drains: the p
   CHECK(endpoints_on(a) == 2);  // the caller's endpoint and the closer's proxy
   REQUIRE(::kill(a.pid, SIGSTOP) == 0);
   std::uint64_t stalls = 0;
-  for (int i = 0; i < 200 && (stalls = counter(b, "answer_stalls")) == 0; ++i) std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 500 && (stalls = counter(b, "answer_stalls")) == 0; ++i) std::this_thread::sleep_for(50ms);
   CHECK(stalls > 0);  // B's ring toward A is full: answers are held
   do_close.signal();
   const bool close_done = closed.wait(10s);
