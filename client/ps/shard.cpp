@@ -40,13 +40,7 @@ Error Shard::create(const ShardSpec& spec, std::unique_ptr<Shard>* out) {
                               ": need 0 <= index < shards <= " + std::to_string(kMaxShards));
   if (spec.max_count == 0 || spec.max_count > kMaxCount)
     return Error::bad_request("max_count must be in [1, " + std::to_string(kMaxCount) + "]");
-  std::vector<bool> seen;
-  for (const TableSpec& t : spec.tables) {
-    if (Error bad = check_table(t); bad.failed()) return bad;
-    if (t.id >= seen.size()) seen.resize(std::size_t{t.id} + 1, false);
-    if (seen[t.id]) return Error::bad_request("table id " + std::to_string(t.id) + " given twice");
-    seen[t.id] = true;
-  }
+  if (Error bad = check_tables(spec.tables); bad.failed()) return bad;
   out->reset(new Shard(spec));
   return {};
 }

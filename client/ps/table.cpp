@@ -92,4 +92,15 @@ Error check_table(const TableSpec& t) {
   return {};
 }
 
+Error check_tables(std::span<const TableSpec> tables) {
+  std::vector<bool> seen;
+  for (const TableSpec& t : tables) {
+    if (Error bad = check_table(t); bad.failed()) return bad;
+    if (t.id >= seen.size()) seen.resize(std::size_t{t.id} + 1, false);
+    if (seen[t.id]) return Error::bad_request("table id " + std::to_string(t.id) + " given twice");
+    seen[t.id] = true;
+  }
+  return {};
+}
+
 }  // namespace ferry::ps

@@ -22,13 +22,7 @@ Error Worker::create(std::unique_ptr<ShardLink> link, const WorkerOptions& optio
   if (options.max_ops == 0 || options.max_ops > kMaxOps) return Error::bad_request("max_ops must be in [1, 65536]");
   if (options.max_calls == 0) return Error::bad_request("max_calls must be at least 1");
   if (options.timeout.count() <= 0) return Error::bad_request("timeout must be positive");
-  std::vector<bool> seen;
-  for (const TableSpec& t : options.tables) {
-    if (Error bad = check_table(t); bad.failed()) return bad;
-    if (t.id >= seen.size()) seen.resize(std::size_t{t.id} + 1, false);
-    if (seen[t.id]) return Error::bad_request("table id " + std::to_string(t.id) + " given twice");
-    seen[t.id] = true;
-  }
+  if (Error bad = check_tables(options.tables); bad.failed()) return bad;
   out->reset(new Worker(std::move(link), options));
   return {};
 }

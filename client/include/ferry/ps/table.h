@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,5 +136,7 @@ FERRY_API void initial_row(const TableSpec& t, Key key, float* out) noexcept;
 // Whether a spec can be used: BadRequest, with the reason, when it cannot.
 // Configuration time only.
 [[nodiscard]] FERRY_API Error check_table(const TableSpec& t);
+// check_table of each, and no table id given twice.
+[[nodiscard]] FERRY_API Error check_tables(std::span<const TableSpec> tables);
 
 }  // namespace ferry::ps
