@@ -271,8 +271,8 @@ std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables
   wo.max_calls = max_calls;
   if (max_ops == 0 || max_ops > 65536) raise(Status::BadRequest, "max_ops must be in [1, 65536]");
   if (max_calls == 0) raise(Status::BadRequest, "max_calls must be at least 1");
-  for (const auto& t : tables)
-    if (const Error bad = ps::check_table(t); bad.failed()) raise(bad.status(), bad.message());
+  // Checked before connecting (Worker::create checks again): bad options attach nothing.
+  if (const Error bad = ps::check_tables(tables); bad.failed()) raise(bad.status(), bad.message());
   if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
   std::string why;
   Result<std::unique_ptr<ps::ShardLink>> link;
