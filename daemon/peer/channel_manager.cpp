@@ -9,7 +9,6 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "daemon/rails/rail_set.h"
 #include "ferry_config.h"

@@ -1,6 +1,7 @@
-// The lookups the ChannelManager needs beside its channels by id: which
-// channel a connection belongs to, which channel (and redial wait) an
-// address has, and (auth) the Challenge each accepted connection was sent.
+// The lookups kept beside the channels by id: which channel a connection
+// belongs to and which channel (and redial wait) an address has (both
+// held by the ChannelTable), and (auth) the Challenge each accepted
+// connection was sent (held by the ChannelManager).
 // Engine thread only.
 #pragma once
 
