@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 import ferry.ps as ps
@@ -102,3 +103,44 @@ def test_step_time_benchmark_reports_its_ratio(daemon):
     for name in ("ferry", "immediate", "collection"):  # each round's ratio is to that round's local step
         assert r[name + "_ratio_rounds"] == [f / l for f, l in zip(r[name + "_ms_rounds"], r["local_ms_rounds"])]
     assert "ratio" in p.stdout.splitlines()[0]
+
+
+def test_bag_gradient_is_torchs_own_to_the_bit():
+    """ferry._ferry.ps.bag_grad (the sum-mode bag's backward on the CPU) gives
+    the same bits as torch's dense backward of embedding_bag, for 2-D input
+    and for offsets with empty bags, with and without include_last_offset."""
+    from ferry import _ferry
+    g = torch.Generator().manual_seed(7)
+    for trial in range(24):
+        if trial % 2 == 0:
+            lens = torch.randint(0, 12, (64,), generator=g)  # zeros: empty bags
+            offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)[:-1]])
+            inp = torch.randint(0, 200, (int(lens.sum()),), generator=g)
+            last = trial % 4 == 0
+            if last:
+                offsets = torch.cat([offsets, torch.tensor([inp.numel()])])
+        else:
+            inp, offsets, last = torch.randint(0, 200, (64, 5), generator=g), None, False
+        keys = inp.reshape(-1)
+        uniq, index = torch.unique(keys, return_inverse=True)
+        grad_out = torch.randn(64, 16, generator=g)
+        w = torch.randn(200, 16, requires_grad=True)
+        torch.nn.functional.embedding_bag(inp, w, offsets, mode="sum", include_last_offset=last).backward(grad_out)
+        starts, per_bag = pst._starts(inp, offsets, last)
+        order = torch.sort(keys)[1]
+        got = _ferry.ps.bag_grad(order.numpy(), index.numpy(), starts.numpy(), per_bag, grad_out.numpy(),
+                                 uniq.numel())
+        assert torch.equal(torch.from_numpy(got), w.grad[uniq]), "trial %d" % trial
+
+
+def test_bag_gradient_refuses_indices_out_of_range():
+    from ferry import _ferry
+    order, index, none = np.arange(4), np.array([0, 1, 1, 0]), np.zeros(0, np.int64)
+    grad_out = np.ones((2, 3), np.float32)
+    assert _ferry.ps.bag_grad(order, index, none, 2, grad_out, 2).tolist() == [[2.0] * 3, [2.0] * 3]
+    for bad in [dict(order=np.array([0, 1, 2, 4])), dict(index=np.array([0, 1, 2, 0])),
+                dict(per_bag=1), dict(per_bag=0), dict(starts=np.array([1, 2]))]:
+        args = dict(order=order, index=index, starts=none, per_bag=2, grad_out=grad_out, rows=2)
+        args.update(bad)
+        with pytest.raises(ValueError):  # ferry.BadRequest
+            _ferry.ps.bag_grad(**args)

@@ -21,4 +21,5 @@ PYBIND11_MODULE(_ferry, m) {
   auto ps = m.def_submodule("ps", "the parameter-server library (ferry/ps/)");
   ferry::py::bind_ps_tables(ps);
   ferry::py::bind_ps_worker(ps);
+  ferry::py::bind_ps_bag(ps);
 }

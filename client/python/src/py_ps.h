@@ -1,5 +1,6 @@
 // The ferry._ferry.ps submodule's parts (py_ps_shard.cpp: tables and shard
-// servers; py_ps_worker.cpp: workers and their operations).
+// servers; py_ps_worker.cpp: workers and their operations; py_ps_bag.cpp:
+// the embedding bag's gradient for ferry.ps.torch).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -8,5 +9,6 @@ namespace ferry::py {
 
 void bind_ps_tables(pybind11::module_& ps);
 void bind_ps_worker(pybind11::module_& ps);
+void bind_ps_bag(pybind11::module_& ps);
 
 }  // namespace ferry::py

@@ -58,6 +58,13 @@ def shard_of(table: int, keys: _Keys, shards: int) -> npt.NDArray[np.uint32]:
 def mix64(x: int) -> int:
     """The 64-bit mixer the placement hash is built on."""
 
+def bag_grad(order: _Keys, index: _Keys, starts: _Keys, per_bag: int, grad_out: npt.ArrayLike,
+             rows: int) -> npt.NDArray[np.float32]:
+    """The pulled rows' gradient of a sum-mode bag, [rows, dim] float32:
+    out[index[p]] += grad_out[bag(p)] for p in ``order``; the bags start at
+    ``starts`` (empty: every ``per_bag`` positions). Raises ferry.BadRequest
+    for an index out of range."""
+
 class ShardServer:
     """A shard served over ferry from a thread of this process."""
 

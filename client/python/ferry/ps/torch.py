@@ -38,6 +38,7 @@ try:
 except ImportError as e:
     raise ImportError("ferry.ps.torch needs PyTorch (torch), which this Python lacks") from e
 
+from ferry import _ferry
 from ferry.ps import _deferred
 
 __all__ = ["EmbeddingBag", "Embedding", "EmbeddingBagCollection", "DenseParameters", "defer"]
@@ -72,22 +73,29 @@ class _BagSum(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, anchor: Any, rows_tensor: Any, rows: Any, module: Any, keys: Any, index: Any,  # type: ignore[override]
-                offset2bag: Any, index_shaped: Any, offsets: Any, include_last_offset: bool) -> Any:
-        ctx.rows, ctx.module = rows, module
-        ctx.save_for_backward(keys, index, offset2bag)
+                starts: Any, per_bag: int, index_shaped: Any, offsets: Any, include_last_offset: bool) -> Any:
+        # The bags: starting at `starts` (1-D input), else every `per_bag` positions.
+        ctx.rows, ctx.module, ctx.per_bag = rows, module, per_bag
+        ctx.save_for_backward(keys, index, starts)
         ctx.num_rows = rows_tensor.shape[0]
         return F.embedding_bag(index_shaped, rows_tensor, offsets, mode="sum",
                                include_last_offset=include_last_offset)
 
     @staticmethod
     def backward(ctx: Any, grad_out: Any) -> Any:  # type: ignore[override]
-        keys, index, offset2bag = ctx.saved_tensors
+        keys, index, starts = ctx.saved_tensors
         order = torch.sort(keys)[1]  # the permutation torch's embedding_bag backward sorts the indices by
-        grad = torch.zeros(ctx.num_rows, grad_out.shape[1], dtype=grad_out.dtype, device=grad_out.device)
-        _sum_into(grad, index[order], grad_out.contiguous()[offset2bag[order]])
+        if grad_out.device.type == "cpu" and grad_out.dtype == torch.float32:
+            # One pass in C++ (ferry._ferry.ps.bag_grad): the same additions in the same order.
+            grad = torch.from_numpy(_ferry.ps.bag_grad(order.numpy(), index.numpy(), starts.numpy(), ctx.per_bag,
+                                                       grad_out.contiguous().numpy(), ctx.num_rows))
+        else:
+            bag = _bag_of(keys.numel(), starts, ctx.per_bag)
+            grad = torch.zeros(ctx.num_rows, grad_out.shape[1], dtype=grad_out.dtype, device=grad_out.device)
+            _sum_into(grad, index[order], grad_out.contiguous()[bag[order]])
         ctx.module._push(ctx.rows, grad)
         ctx.rows = None
-        return (None,) * 10
+        return (None,) * 11
 
 
 def _sum_into(out: Any, rows: Any, values: Any) -> None:
@@ -102,13 +110,19 @@ def _sum_into(out: Any, rows: Any, values: Any) -> None:
         out.index_add_(0, rows, values)
 
 
-def _offset2bag(input: Any, offsets: Any, include_last_offset: bool) -> Any:
+def _starts(input: Any, offsets: Any, include_last_offset: bool) -> Any:
+    """Where the bags start (1-D input), and the bag length (2-D input; else 0)."""
     if input.dim() == 2:
-        return torch.arange(input.shape[0], device=input.device).repeat_interleave(input.shape[1])
-    n = input.numel()
-    starts = offsets[:-1] if include_last_offset else offsets
-    o2b = torch.zeros(n + 1, dtype=torch.int64, device=input.device)
-    o2b.index_add_(0, starts, torch.ones_like(starts))
+        return torch.empty(0, dtype=torch.int64, device=input.device), int(input.shape[1])
+    return (offsets[:-1] if include_last_offset else offsets).to(torch.int64), 0
+
+
+def _bag_of(n: int, starts: Any, per_bag: int) -> Any:
+    """The bag of each of n positions: the last bag starting at or before it."""
+    if starts.numel() == 0:
+        return torch.arange(n, device=starts.device) // max(per_bag, 1)
+    o2b = torch.zeros(n + 1, dtype=torch.int64, device=starts.device)
+    o2b.index_add_(0, starts.clamp(max=n), torch.ones_like(starts))
     return (o2b.cumsum(0) - 1)[:n]
 
 
@@ -214,8 +228,9 @@ class EmbeddingBag(_PulledModule):
                 return F.embedding_bag(shaped, weight, offsets, mode="sum", include_last_offset=self.include_last_offset)
             anchor = torch.empty(0, requires_grad=True)
             keys = input.reshape(-1)
-            return _BagSum.apply(anchor, weight, rows, self, keys, index, _offset2bag(input, offsets,
-                                 self.include_last_offset), shaped, offsets, self.include_last_offset)
+            starts, per_bag = _starts(input, offsets, self.include_last_offset)
+            return _BagSum.apply(anchor, weight, rows, self, keys, index, starts, per_bag, shaped, offsets,
+                                 self.include_last_offset)
         weight, index = self._rows(rows, input.device)
         return F.embedding_bag(index.view(input.shape), weight, offsets, mode=self.mode,
                                per_sample_weights=per_sample_weights, include_last_offset=self.include_last_offset)
