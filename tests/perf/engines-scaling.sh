@@ -13,6 +13,8 @@
 #   --bundle DIR  a bundle made by the device tooling (DIR/run NAME runs bin/NAME)
 #   --old DIR     also an "old" arm: the binaries of a build from before the
 #                 engines (a build dir, or a bundle with DIR/run), one engine
+#   --engines     a list of E; an entry A/B gives the workers' ferryd A engines
+#                 and the shards' B (which side's engines cost what)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -35,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     --dim) dim=$2; shift ;;
     --iters) iters=$2; shift ;;
     --out) out=$2; shift ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "engines-scaling: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -62,20 +64,23 @@ for w in $workers; do
   line=$("${ps[@]}" bench --transport tcp --workers "$w" "${common[@]}" --target 127.0.0.1 | tail -1)
   echo "${line%\}},\"arm\":\"tcp\"}" >>"$points"
 done
-# arm NAME FERRYD PS... -- DAEMON_ARGS...: two daemons, every worker count.
+# arm NAME FERRYD PS... -- [ENGINES_A [ENGINES_B]]: two daemons (with
+# --engines ENGINES_A and ENGINES_B where given), every worker count.
 arm() {
   local name=$1 daemon=$2 port_a port_b w line
   shift 2
-  local -a client=()
+  local -a client=() args_a=() args_b=()
   while [[ $1 != -- ]]; do client+=("$1"); shift; done
   shift
+  [[ $# -ge 1 ]] && args_a=(--engines "$1")
+  [[ $# -ge 2 ]] && args_b=(--engines "$2")
   port_a=$(ferry_free_port 64) port_b=$(ferry_free_port 64)
   local prefix=""  # "BUNDLE/run ferryd": BUNDLE/run is the prefix
   [[ $daemon == *" "* ]] && prefix=${daemon% *}
   FERRY_DAEMON_PREFIX="$prefix" ferry_start_daemon "${daemon##* }" "$run/a-$name" --transport tcp \
-    --listen "127.0.0.1:$port_a" "$@"
+    --listen "127.0.0.1:$port_a" "${args_a[@]}"
   FERRY_DAEMON_PREFIX="$prefix" ferry_start_daemon "${daemon##* }" "$run/b-$name" --transport tcp \
-    --listen "127.0.0.1:$port_b" "$@"
+    --listen "127.0.0.1:$port_b" "${args_b[@]}"
   for w in $workers; do
     line=$("${client[@]}" bench --transport ferry --workers "$w" "${common[@]}" --socket "$run/a-$name/ferryd.sock" \
       --server-socket "$run/b-$name/ferryd.sock" --target "127.0.0.1:$port_b" | tail -1)
@@ -91,7 +96,7 @@ if [[ -n $old ]]; then
   fi
 fi
 for e in $engines; do
-  arm "engines=$e" "$ferryd" "${ps[@]}" -- --engines "$e"
+  arm "engines=$e" "$ferryd" "${ps[@]}" -- "${e%/*}" "${e#*/}"
 done
 
 python3 - "$points" <<'PY'
