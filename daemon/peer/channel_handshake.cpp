@@ -238,7 +238,7 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     rejoin_ack(ch, static_cast<std::uint32_t>(lane), h, payload, now_ns);
     return;
   }
-  lane_credits_from_ack(ch, lane, h, payload);
+  lane_credits_from_ack(ch, lane, h, payload, now_ns);
   if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined()) {
     // A lane's ack overtaken by data on another lane (see on_recv): the
     // channel already went Up on the strength of that data.

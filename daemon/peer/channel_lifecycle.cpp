@@ -1,5 +1,7 @@
 // A channel's life once it is set up: heartbeats and deadlines (each tick),
-// receive-credit grants, lane rebuilds, and failing or ending it.
+// the rejoin handshake of a rebuilt lane, and failing or ending it. What
+// its lanes do meanwhile (grants, acks, breaking and replaying) is
+// LaneFlow's (lane_flow.h).
 //
 // Liveness (heartbeat.h): after peer_timeout_ms of silence the channel fails
 // with PeerReset; a handshake that has not finished by connect_timeout_ms
@@ -38,13 +40,6 @@
 #include "ferry_config.h"
 
 namespace ferry::daemon::peer {
-
-namespace {
-
-constexpr std::uint32_t kMaxRebuilds = 8;
-constexpr std::uint64_t kRebuildWindowNs = 10'000'000'000;
-
-}  // namespace
 
 void ChannelManager::set_state(Channel& ch, ChannelState to, std::uint64_t now_ns) {
   if (!can_transition(ch.state, to)) {
@@ -96,40 +91,7 @@ void ChannelManager::channel_tick(Channel& ch, std::uint64_t now_ns) {
   if (hb.missed) bump(counters_.heartbeats_missed);
   if (hb.ping) (void)post_on_bootstrap(transport_, ch, ping_header(now_ns));  // a lost ping: the next one goes
   if (!ch.usable()) return;
-  // Rebuild deadlines and the retransmission timeout (unacked too long).
-  const std::uint64_t budget_ns = std::uint64_t{cfg_.peer_timeout_ms} * 1'000'000;
-  const std::uint64_t rto_ns = 2 * budget_ns;
-  for (std::uint32_t i = 0; i < ch.lane_count && ch.usable(); ++i) {
-    Lane& l = ch.lanes[i];
-    if (l.broken()) {
-      if (now_ns - l.broken_ns() > budget_ns) {
-        spdlog::warn("channel {} ({}) lane {}: not rebuilt within {} ms; failing the channel", ch.id, ch.address, i,
-                     cfg_.peer_timeout_ms);
-        fail(ch, Status::PeerReset, now_ns);
-      } else if (ch.initiated && l.conn() == transport::kInvalidConn && now_ns >= l.redial_ns()) {
-        start_connect(ch, static_cast<std::int32_t>(i), now_ns);  // the last dial failed: again
-      }
-      continue;
-    }
-    if (!l.joined()) continue;
-    // The oldest message the peer has not acknowledged. Acks ride on every
-    // message and on the Credit the peer sends each tick it owes one, so
-    // this long means the message (or the way back) is gone.
-    const std::optional<std::uint64_t> oldest = l.oldest_unacked_ns();
-    if (oldest && now_ns - *oldest > rto_ns) {
-      break_lane(ch, i,
-                 fmt::format("lane_seq {} unacknowledged for {} ms", l.acked() + 1, (now_ns - *oldest) / 1'000'000),
-                 now_ns);
-      continue;
-    }
-    // Idle lane: grant what data used, and ack what has waited a tick (a
-    // pooled grant may be nothing). Receives used by the peer's Credit
-    // messages alone wait for a piggyback or the threshold, else two idle
-    // daemons would trade one-credit Credit messages forever.
-    const bool ack = l.ack_overdue();
-    if (ack || l.owes_for_data()) (void)l.post_credit();  // not taken: the next tick tries again
-    if (l.waiting()) flush(ch, i);                        // after a Busy send queue
-  }
+  flow_.tick(ch, now_ns);  // rebuild deadlines, the retransmission timeout, idle grants
   if (rails_ != nullptr && ch.usable()) rails_back(ch, now_ns);
 }
 
@@ -155,7 +117,7 @@ void ChannelManager::rails_back(Channel& ch, std::uint64_t now_ns) {
     const std::uint32_t now_on = rails::RailSet::rail_of(ch.lanes[i].conn());
     if (want >= rails_->count() || want == now_on) continue;
     bump(counters_.rail_moves);
-    break_lane(ch, i, fmt::format("rail {} is back; moving the lane from rail {} to it", want, now_on), now_ns);
+    flow_.break_lane(ch, i, fmt::format("rail {} is back; moving the lane from rail {} to it", want, now_on), now_ns);
     return;  // the next one at a later tick
   }
   ch.rail_returns_seen = returns;
@@ -235,111 +197,20 @@ void ChannelManager::reap() {
   table_.reap([this](std::uint32_t id) { peer_keys_.forget(id); });
 }
 
-bool ChannelManager::credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept {
-  Lane& l = ch.lanes[lane];
-  credits_.received();
-  if (!l.on_received(h.type == wire::MsgType::Credit, h.credit)) {
-    spdlog::warn("channel {} lane {}: grant of {} credits exceeds the peer's {} (we hold {}); failing the channel",
-                 ch.id, lane, h.credit, l.peer_credits(), l.stats().credits);
-    fail(ch, Status::ProtocolError, now_ns);
-    return false;
-  }
-  if (h.credit == 0) return true;
-  if (l.waiting()) flush(ch, lane);
-  // A grant due earlier that found us without any credit goes now.
-  if (credits_.grant_due(l) && ch.usable()) (void)l.post_credit();  // else: the next grant or tick
-  return true;
-}
-
 void ChannelManager::lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h,
-                                           const std::byte* payload) {
+                                           const std::byte* payload, std::uint64_t now_ns) {
   if (lane < 0 || h.status != Status::Ok || !ch.initiated) return;
   wire::Handshake remote;
   // A bad payload is refused by on_hello_ack itself; nothing to learn here.
   if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None) return;
-  const auto i = static_cast<std::uint32_t>(lane);
-  credits_.answered(ch.lanes[i], remote);
-  // The channel may have gone Up before this ack (channel_manager.cpp
-  // on_recv): WRs posted meanwhile wait in the backlog for these credits.
-  if (ch.lanes[i].waiting()) flush(ch, i);
-}
-
-void ChannelManager::flush(Channel& ch, std::uint32_t lane) noexcept {
-  if (!ch.usable()) return;
-  // Refused for good: the connection is closing under us. Its WRs are kept;
-  // a rebuilt connection takes them.
-  if (ch.lanes[lane].flush(last_now_ns_) == Flush::Refused) {
-    break_lane(ch, lane, "the transport refused a post", last_now_ns_);
-  }
-}
-
-bool ChannelManager::take_ack(Channel& ch, std::uint32_t lane, std::uint32_t ack, std::uint64_t now_ns) noexcept {
-  Lane& l = ch.lanes[lane];
-  if (!l.take_ack(ack)) {
-    spdlog::warn("channel {} lane {}: the peer acks lane_seq {} but we sent up to {} (acked {}); failing the channel",
-                 ch.id, lane, ack, l.tx_seq(), l.acked());
-    fail(ch, Status::ProtocolError, now_ns);
-    return false;
-  }
-  return ch.usable();
-}
-
-bool ChannelManager::rebuildable(Channel& ch, std::uint64_t now_ns) noexcept {
-  if (!ch.usable() || ch.bootstrap == transport::kInvalidConn || ch.lane_count == 0 || !ch.lanes[0].is_open()) {
-    return false;
-  }
-  if (now_ns - ch.rebuild_window_ns > kRebuildWindowNs) {
-    ch.rebuild_window_ns = now_ns;
-    ch.rebuilds_recent = 0;
-  }
-  return ch.rebuilds_recent < kMaxRebuilds;
-}
-
-void ChannelManager::break_lane(Channel& ch, std::uint32_t lane, std::string_view why, std::uint64_t now_ns) {
-  if (ch.finished()) return;
-  Lane& l = ch.lanes[lane];
-  if (l.broken()) return;  // already being rebuilt
-  bump(counters_.lane_breaks);
-  if (!rebuildable(ch, now_ns)) {
-    spdlog::warn("channel {} ({}) lane {}: {}; not rebuilding ({}), failing the channel", ch.id, ch.address, lane, why,
-                 ch.usable() ? "too many rebuilds" : "the channel is not up");
-    fail(ch, Status::PeerReset, now_ns);
-    return;
-  }
-  ++ch.rebuilds_recent;
-  spdlog::warn("channel {} ({}) lane {}: {}; rebuilding the lane ({} unconfirmed and {} queued messages kept)", ch.id,
-               ch.address.empty() ? "accepted" : ch.address, lane, why, l.stats().unconfirmed, l.stats().backlog);
-  if (l.conn() != transport::kInvalidConn) {
-    // Forgotten first: completions of its WRs then find no lane (they are
-    // the ring's to settle) and its Closed fails nothing.
-    table_.conns().erase(l.conn(), true);
-    (void)lanes_.close(l.conn());  // the lane is rebuilt either way; EndpointClosed: gone already
-  }
-  // A pending connect leaves conn unset: no second dial before it fails
-  // (lane_connect_failed moves redial_ns) or the budget runs out.
-  l.break_conn(now_ns, now_ns + std::uint64_t{cfg_.connect_timeout_ms} * 1'000'000);
-  if (ch.initiated) start_connect(ch, static_cast<std::int32_t>(lane), now_ns);
-}
-
-void ChannelManager::replay(Channel& ch, std::uint32_t lane, std::uint32_t peer_rx, std::uint64_t now_ns) {
-  Lane& l = ch.lanes[lane];
-  const std::uint32_t sent = l.tx_seq(), acked = l.acked();
-  if (!l.replay(peer_rx)) {
-    spdlog::warn("channel {} lane {}: rebuilt, but the peer says it got up to lane_seq {} (we sent {}, acked {})",
-                 ch.id, lane, peer_rx, sent, acked);
-    fail(ch, Status::ProtocolError, now_ns);
-    return;
-  }
-  spdlog::info("channel {} lane {}: rebuilt; peer had lane_seq {}, {} messages go again", ch.id, lane, peer_rx,
-               sent - peer_rx);
-  flush(ch, lane);
+  flow_.credits_from_ack(ch, static_cast<std::uint32_t>(lane), remote, now_ns);
 }
 
 void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
                                    const wire::Handshake& remote, bool on_lanes, std::uint64_t now_ns) {
   Lane& l = ch.lanes[lane];
   // The initiator gave up the old connection; we may not have noticed yet.
-  if (!l.broken()) break_lane(ch, lane, "the peer replaced the lane's connection", now_ns);
+  if (!l.broken()) flow_.break_lane(ch, lane, "the peer replaced the lane's connection", now_ns);
   if (!ch.usable() || !l.broken()) {
     refuse(conn, h.token, Status::PeerReset, on_lanes);
     return;
@@ -349,7 +220,7 @@ void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::C
   table_.conns().set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
   credits_.accepted(l, remote, handshake_sent(ch));
   send_hello(ch, conn, h.token, true, Status::Ok, on_lanes);  // rejoin ack: our own ack first, then data
-  replay(ch, lane, h.ack, now_ns);
+  flow_.replay(ch, lane, h.ack, now_ns);
 }
 
 void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
@@ -374,7 +245,7 @@ void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Hea
   credits_.answered(l, remote);
   l.rejoin(l.conn());
   note_peer_rail(ch, lane);
-  replay(ch, lane, h.ack, now_ns);
+  flow_.replay(ch, lane, h.ack, now_ns);
 }
 
 bool ChannelManager::idle(const Channel& ch) {

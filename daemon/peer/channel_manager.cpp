@@ -27,6 +27,8 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       auth_(cfg.auth_secret, cfg.epoch),
       credits_(lanes_.caps(), CreditConfig{cfg.credit_floor, cfg.credit_share, cfg.receive_pool}),
       table_(split_),
+      flow_(*this, credits_, table_.conns(), lanes_, counters_,
+            LaneFlowConfig{cfg.peer_timeout_ms, cfg.connect_timeout_ms}),
       challenges_(split_) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
@@ -232,7 +234,7 @@ void ChannelManager::on_send_done(const transport::Completion& c, bool on_lanes,
     if (c.status != Status::Ok) {
       // A failed WR means the connection is gone (QP in error, socket dead):
       // nothing the WR names is lost, it goes again on the rebuilt lane.
-      break_lane(*ch, lane, fmt::format("a WR failed ({})", to_string(c.status)), now_ns);
+      flow_.break_lane(*ch, lane, fmt::format("a WR failed ({})", to_string(c.status)), now_ns);
       return;
     }
     ch->lanes[lane].send_done(c.user_data);
@@ -266,7 +268,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
   LaneStats& st = stats_of(*ch, ref.lane);
   ++st.rx_msgs;
   st.rx_bytes += wire::kHeaderBytes + c.header.payload_len;
-  if (ref.lane >= 0 && !credits_in(*ch, static_cast<std::uint32_t>(ref.lane), c.header, now_ns)) return;
+  if (ref.lane >= 0 && !flow_.credits_in(*ch, static_cast<std::uint32_t>(ref.lane), c.header, now_ns)) return;
   switch (c.header.type) {
     case wire::MsgType::HelloAck: on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
     case wire::MsgType::Heartbeat: {
@@ -327,29 +329,9 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
 
 void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c,
                                      std::uint64_t now_ns) {
-  Lane& l = ch.lanes[lane];
-  // rdma: a WRITE with immediate has no header (the transport makes a
-  // WriteDone of it): next in order, no ack. Everything else carries both.
-  const bool implicit = c.header.type == wire::MsgType::WriteDone && c.header.lane_seq == 0;
-  if (!implicit && !take_ack(ch, lane, c.header.ack, now_ns)) return;
-  if (c.header.type == wire::MsgType::Credit) return;  // its grant and ack are taken: nothing for the engine
-  const std::uint32_t expect = l.rx_seq() + 1;
-  switch (l.accept_seq(implicit ? expect : c.header.lane_seq)) {
-    case RxOrder::Next:
-      ch.last_active_ns = now_ns;
-      events_.on_message(ch, lane, c.header, c.payload);
-      return;
-    case RxOrder::Duplicate:
-      bump(counters_.duplicates_dropped);
-      spdlog::debug("channel {} lane {}: lane_seq {} again (have {}); dropped", ch.id, lane, c.header.lane_seq,
-                    l.rx_seq());
-      return;
-    case RxOrder::Gap:
-      break_lane(ch, lane,
-                 fmt::format("lane_seq {} arrived, {} expected: a message is missing", c.header.lane_seq, expect),
-                 now_ns);
-      return;
-  }
+  if (!flow_.admit(ch, lane, c, now_ns)) return;
+  ch.last_active_ns = now_ns;
+  events_.on_message(ch, lane, c.header, c.payload);
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
@@ -370,8 +352,8 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
       return;
     }
     if (l.conn() == c.conn) l.set_conn(transport::kInvalidConn);  // gone already: nothing to close
-    break_lane(*ch, static_cast<std::uint32_t>(ref.lane), fmt::format("connection closed ({})", to_string(c.status)),
-               last_now_ns_);
+    flow_.break_lane(*ch, static_cast<std::uint32_t>(ref.lane),
+                     fmt::format("connection closed ({})", to_string(c.status)), last_now_ns_);
     return;
   }
   // The bootstrap connection (liveness) or a lane still handshaking: the

@@ -26,12 +26,17 @@
 // acks and WR ring, and is the only one to touch them. The ChannelTable
 // (channel_table.h) holds the channels by id, their life in the table, and
 // the two lookups completions and Opens need (connection -> channel,
-// address -> channel and redial wait).
+// address -> channel and redial wait). LaneFlow (lane_flow.h) moves the
+// lanes of a usable channel: credits and acks in, lane_seq order, backlog
+// flushes, breaking a lane and replaying it once rebuilt, and each tick's
+// rebuild deadlines, retransmission timeout and idle grants. ChannelCredits
+// (channel_credits.h) owns the receive pool and what the handshake offers.
 //
 // Files: channel_manager.cpp (connect/accept, the completion pump, posting,
 // snapshot), channel_handshake.cpp (connects, Hello/HelloAck, duplicate
-// resolution), channel_lifecycle.cpp (heartbeats, deadlines, credit grants,
-// lane rebuilds, failing and ending channels). Beside it: ChannelAuth
+// resolution), channel_lifecycle.cpp (heartbeats, deadlines, the rejoin
+// handshake of a rebuilt lane, failing and ending channels, channels on
+// demand). Beside it: ChannelAuth
 // (channel_auth.cpp, the shared-secret steps), heartbeat.h (the bootstrap
 // connection's small messages), HeldControls (held_controls.cpp).
 //
@@ -56,6 +61,7 @@
 #include "daemon/peer/channel_credits.h"
 #include "daemon/peer/channel_table.h"
 #include "daemon/peer/held_controls.h"
+#include "daemon/peer/lane_flow.h"
 #include "daemon/peer/peer_index.h"
 #include "daemon/peer/peer_keys.h"
 #include "daemon/peer/receive_pool.h"
@@ -137,7 +143,7 @@ struct PeerInfo {
   transport::TransportKind transport = transport::TransportKind::Tcp;  // what carries the data lanes
 };
 
-class ChannelManager {
+class ChannelManager : private LaneFlowHost {
  public:
   ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
                  transport::Transport* lanes = nullptr);
@@ -252,8 +258,9 @@ class ChannelManager {
 
   // Orderly shutdown of every channel (Goodbye, close).
   void close_all();
-  // Fails a channel the engine found broken (a peer that never answered).
-  void fail_channel(Channel& ch, Status why, std::uint64_t now_ns) { fail(ch, why, now_ns); }
+  // Fails a channel the engine found broken (a peer that never answered);
+  // the lane flow's LaneFlowHost::fail_channel too.
+  void fail_channel(Channel& ch, Status why, std::uint64_t now_ns) override { fail(ch, why, now_ns); }
 
   std::size_t channel_count() const noexcept { return table_.size(); }
   // A channel was made or changed state since the last call (the engine
@@ -274,8 +281,8 @@ class ChannelManager {
   Channel& create(bool initiated, std::uint64_t now_ns);
   void on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
   void on_send_done(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
-  // A data message on a lane of a usable channel: its ack, then its lane_seq
-  // (in order: on to the engine; already seen: dropped; a gap: the lane breaks).
+  // A data message on a lane of a usable channel: on to the engine when
+  // LaneFlow admits it (in lane_seq order).
   void on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c, std::uint64_t now_ns);
   void on_closed(const transport::Completion& c, bool on_lanes);
   LaneStats& stats_of(Channel& ch, std::int32_t lane) noexcept;
@@ -335,22 +342,13 @@ class ChannelManager {
   // its lanes hold nothing unconfirmed (or peer-timeout after that).
   void close_if_unused(Channel& ch, std::uint64_t now_ns);
   void reap();
-  // Every message received on a lane: owes a receive, takes its grant.
-  // false: the grant was too large and the channel failed.
-  bool credits_in(Channel& ch, std::uint32_t lane, const wire::Header& h, std::uint64_t now_ns) noexcept;
-  // The initiator's lane HelloAck told the peer's credits.
-  void lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload);
-  // Posts what a lane's backlog can send; breaks the lane when refused.
-  void flush(Channel& ch, std::uint32_t lane) noexcept;
-  // The peer's ack on a lane message; false: the channel failed.
-  bool take_ack(Channel& ch, std::uint32_t lane, std::uint32_t ack, std::uint64_t now_ns) noexcept;
-  // Whether a lane of `ch` may be rebuilt rather than failing the channel.
-  bool rebuildable(Channel& ch, std::uint64_t now_ns) noexcept;
-  // The lane's connection is gone or untrustworthy: drop it, keep its WRs;
-  // the initiator dials a new one. Fails the channel when it cannot.
-  void break_lane(Channel& ch, std::uint32_t lane, std::string_view why, std::uint64_t now_ns);
-  // A new connection joined a broken lane and the peer got up to peer_rx.
-  void replay(Channel& ch, std::uint32_t lane, std::uint32_t peer_rx, std::uint64_t now_ns);
+  // The initiator's lane HelloAck told the peer's credits (LaneFlow takes them).
+  void lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
+                             std::uint64_t now_ns);
+  // LaneFlowHost (with the public fail_channel): start_connect() for the lane flow.
+  void redial_lane(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) override {
+    (void)start_connect(ch, static_cast<std::int32_t>(lane), now_ns);  // false: the channel failed, reported
+  }
   // Acceptor: a rejoin Hello for lane `lane` of `ch` on `conn`.
   void rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
                      const wire::Handshake& remote, bool on_lanes, std::uint64_t now_ns);
@@ -395,6 +393,7 @@ class ChannelManager {
   ChannelAuth auth_;
   ChannelCredits credits_;  // before table_: the channels' lanes give back to its pool as they go
   ChannelTable table_;
+  LaneFlow flow_;          // after credits_ and table_: it uses both
   Challenges challenges_;  // acceptor with auth: per accepted connection, until Closed
   std::array<transport::Completion, transport::kPollBatch> batch_{};
   // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
