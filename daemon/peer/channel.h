@@ -104,7 +104,7 @@ struct Channel {
   std::uint32_t endpoints = 0;        // local endpoints + proxies bound to it
   std::uint64_t unused_since_ns = 0;  // Draining initiator: when endpoints reached 0 (close_if_unused)
   bool was_up = false;                // reached Up at least once (redial rate limit)
-  // Lane rebuilds in the current window (channel_lifecycle.cpp): a peer that
+  // Lane rebuilds in the current window (lane_flow.cpp): a peer that
   // breaks lanes over and over loses the channel instead.
   std::uint32_t rebuilds_recent = 0;
   std::uint64_t rebuild_window_ns = 0;

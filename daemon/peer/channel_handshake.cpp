@@ -1,40 +1,36 @@
-// The channel handshake. Initiator: bootstrap Hello(token 0) -> HelloAck,
-// then one connection per data lane, each Hello(token lane+1) -> HelloAck;
-// Up when every lane has joined. Acceptor: a Hello with token 0 starts a
-// channel, a Hello with token N joins lane N-1 of the accepted channel with
-// the same peer epoch. Version, epoch and lane checks refuse with a status
-// in HelloAck, then close.
-//
-// Duplicates: when both daemons connect to each other at once, two channels
-// to the same peer epoch come Up. Both sides keep the one initiated by the
-// daemon with the lower epoch (ties: the older channel), so they agree
-// without another message. The loser goes Draining: it serves endpoints
-// already on it, new work routes to the winner, and its initiator closes it
-// once it has no endpoints.
-//
-// Connecting (start_connect): every connect goes through the transport's
-// connect_async (tcp: the socket connects in the background; rdma: rdma_cm
-// steps driven by its events), so the engine thread never waits for a
-// peer's answer: a connection is ours once the transport reports it
-// Connected, and a refused or timed-out one comes back Closed
-// (PeerUnreachable). A transport without connect_async connects within its
-// own bounded timeout instead.
+// The channel handshake: see channel_handshake.h.
+#include "daemon/peer/channel_handshake.h"
+
 #include <cerrno>
 #include <cstring>
 
-#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/peer/channel_manager.h"
 #include "daemon/peer/heartbeat.h"
 #include "daemon/peer/hello_proof.h"
-#include "daemon/rails/rail_config.h"
-#include "daemon/rails/rail_set.h"
-#include "ferry_config.h"
 
 namespace ferry::daemon::peer {
 
-wire::Handshake ChannelManager::local_handshake() const noexcept {
+ChannelHandshake::ChannelHandshake(HandshakeHost& host, const HandshakeParts& parts)
+    : host_(host),
+      table_(parts.table),
+      credits_(parts.credits),
+      flow_(parts.flow),
+      bootstrap_(parts.bootstrap),
+      lanes_(parts.lanes),
+      split_(parts.split),
+      counters_(parts.counters),
+      cfg_(parts.cfg),
+      auth_(parts.cfg.auth_secret, parts.cfg.epoch),
+      challenges_(parts.split) {}
+
+void ChannelHandshake::set_rails(std::uint8_t count, const std::array<std::uint32_t, wire::kMaxHandshakeRails>& ipv4) {
+  rail_count_ = count;
+  rail_ipv4_ = ipv4;
+  encode();
+}
+
+wire::Handshake ChannelHandshake::local() const noexcept {
   wire::Handshake hs;
   hs.protocol_version = wire::kProtocolVersion;
   hs.qp_count = static_cast<std::uint16_t>(cfg_.lanes);
@@ -49,13 +45,13 @@ wire::Handshake ChannelManager::local_handshake() const noexcept {
   return hs;
 }
 
-bool ChannelManager::same_data_path(const wire::Handshake& remote) const noexcept {
-  const std::uint64_t ours = local_handshake().capabilities & (wire::kCapTcp | wire::kCapRdma);
+bool ChannelHandshake::same_data_path(const wire::Handshake& remote) const noexcept {
+  const std::uint64_t ours = local().capabilities & (wire::kCapTcp | wire::kCapRdma);
   return (remote.capabilities & ours) != 0;
 }
 
-void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status,
-                                bool on_lanes) {
+void ChannelHandshake::send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status,
+                                  bool on_lanes) {
   wire::Header h;
   h.type = ack ? wire::MsgType::HelloAck : wire::MsgType::Hello;
   h.status = status;
@@ -76,7 +72,7 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   wr.header = h;
   // A lane's handshake with auth carries a proof bound to its connection;
   // else a channel with its own payload (auth: nonce, proof) sends that one.
-  const bool lane_own = auth_.encode_lane(ch, challenges_.find(conn, on_lanes), h, local_handshake());
+  const bool lane_own = auth_.encode_lane(ch, challenges_.find(conn, on_lanes), h, local());
   const bool own = ch.hello_len != 0;
   wr.payload = lane_own ? ch.lane_auth[token - 1].hello.data() : own ? ch.hello.data() : hello_.data();
   wr.payload_len = lane_own ? ch.lane_auth[token - 1].hello_len : own ? ch.hello_len : hello_len_;
@@ -89,15 +85,15 @@ void ChannelManager::send_hello(Channel& ch, transport::ConnId conn, std::uint64
   }
 }
 
-void ChannelManager::refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes) {
+void ChannelHandshake::refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes) {
   Channel scratch;  // stats of a refused connection are not kept
   send_hello(scratch, conn, token, true, status, on_lanes);
   table_.conns().erase(conn, on_lanes);
   (void)via(on_lanes).close(conn);  // refused and forgotten; EndpointClosed: gone already
 }
 
-void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
-                              std::uint64_t now_ns) {
+void ChannelHandshake::on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
+                                std::uint64_t now_ns) {
   // Anyone who reaches the port can send a bootstrap Hello: what it causes
   // before the peer proves itself is logged at most once per 10 s.
   std::uint64_t unlogged = 0;
@@ -112,7 +108,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     return;
   }
   wire::Negotiated n;
-  if (wire::negotiate(local_handshake(), remote, n) != wire::WireError::None) {
+  if (wire::negotiate(local(), remote, n) != wire::WireError::None) {
     if (loud)
       spdlog::warn("peer Hello rejected: protocol version {} (we speak {}){}", remote.protocol_version,
                    wire::kProtocolVersion, more);
@@ -146,7 +142,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     return;
   }
   if (h.token == 0) {
-    Channel& ch = create(false, now_ns);
+    Channel& ch = host_.create_channel(false, now_ns);
     ch.bootstrap = conn;
     ch.peer_epoch = remote.daemon_epoch;
     ch.negotiated = n;
@@ -157,7 +153,7 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     ch.peer_rail_count = remote.rail_count;
     table_.conns().set(conn, false, ConnTable::Ref{ch.id, -1});
     if (h.ack != 0 && h.ack <= 0xFFFF) {
-      const std::string host = transport_.peer_address(conn);
+      const std::string host = bootstrap_.peer_address(conn);
       if (!host.empty()) {
         ch.host = host;
         ch.port = static_cast<std::uint16_t>(h.ack);
@@ -167,9 +163,9 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
     }
     if (loud)
       spdlog::info("channel {} from peer epoch {:#018x}: {}{}", ch.id, ch.peer_epoch, to_string(ch.state), more);
-    set_state(ch, ChannelState::Handshaking, now_ns);
-    if (!auth_.accept(ch, remote, local_handshake())) {
-      fail(ch, Status::PermissionDenied, now_ns);
+    host_.set_state(ch, ChannelState::Handshaking, now_ns);
+    if (!auth_.accept(ch, remote, local())) {
+      host_.fail_channel(ch, Status::PermissionDenied, now_ns);
       return;
     }
     send_hello(ch, conn, 0, true, Status::Ok, false);
@@ -178,8 +174,8 @@ void ChannelManager::on_hello(transport::ConnId conn, const wire::Header& h, con
   on_lane_hello(conn, h, remote, on_lanes, now_ns);
 }
 
-void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h, const wire::Handshake& remote,
-                                   bool on_lanes, std::uint64_t now_ns) {
+void ChannelHandshake::on_lane_hello(transport::ConnId conn, const wire::Header& h, const wire::Handshake& remote,
+                                     bool on_lanes, std::uint64_t now_ns) {
   const std::uint64_t lane = h.token - 1;
   if ((h.flags & wire::kFlagRetransmit) != 0) {
     // A rejoin: a new connection for a lane of a channel that is Up.
@@ -213,23 +209,23 @@ void ChannelManager::on_lane_hello(transport::ConnId conn, const wire::Header& h
     Lane& l = ch->lanes[lane];
     l.set_conn(conn);
     l.join();
-    note_peer_rail(*ch, lane);
+    host_.note_peer_rail(*ch, lane);
     // A joined lane vouches for its channel (after the proof, with auth): the
     // transport's limits on unauthenticated connections end for both.
     via(on_lanes).vouch(conn);
-    transport_.vouch(ch->bootstrap);
+    bootstrap_.vouch(ch->bootstrap);
     table_.conns().set(conn, on_lanes, ConnTable::Ref{ch->id, static_cast<std::int32_t>(lane)});
     credits_.accepted(l, remote, handshake_sent(*ch));
     send_hello(*ch, conn, h.token, true, Status::Ok, on_lanes);
-    if (ch->all_lanes_joined()) become_up(*ch, now_ns);
+    if (ch->all_lanes_joined()) host_.become_up(*ch, now_ns);
     return;
   }
   spdlog::warn("peer Hello for lane {} matches no channel being set up; refused", lane);
   refuse(conn, h.token, Status::ProtocolError, on_lanes);
 }
 
-void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
-                                  std::uint64_t now_ns) {
+void ChannelHandshake::on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
+                                    std::uint64_t now_ns) {
   if (lane >= 0 && ch.initiated && !auth_.check_lane_ack(ch, static_cast<std::uint32_t>(lane), h, payload)) {
     auth_failed(ch, "a data lane's HelloAck proof does not match our secret or this connection", now_ns);
     return;
@@ -242,42 +238,42 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
   if (ch.initiated && lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].joined()) {
     // A lane's ack overtaken by data on another lane (see on_recv): the
     // channel already went Up on the strength of that data.
-    if (h.status != Status::Ok) fail(ch, h.status, now_ns);
+    if (h.status != Status::Ok) host_.fail_channel(ch, h.status, now_ns);
     return;
   }
   if (!ch.initiated || ch.state != ChannelState::Handshaking) {
-    fail(ch, Status::ProtocolError, now_ns);
+    host_.fail_channel(ch, Status::ProtocolError, now_ns);
     return;
   }
   if (h.status == Status::PermissionDenied) {
     spdlog::warn("channel {} ({}): authentication failed: the peer refused us (auth-secret-file on one side only?)",
                  ch.id, ch.address);
     bump(counters_.peer_auth_failures);
-    fail(ch, h.status, now_ns);
+    host_.fail_channel(ch, h.status, now_ns);
     return;
   }
   if (h.status != Status::Ok) {
     spdlog::warn("channel {} ({}): peer refused the handshake ({})", ch.id, ch.address, to_string(h.status));
-    fail(ch, h.status, now_ns);
+    host_.fail_channel(ch, h.status, now_ns);
     return;
   }
   wire::Handshake remote;
   const wire::WireError e = wire::decode_handshake({payload, h.payload_len}, remote);
   wire::Negotiated n;
-  if (e != wire::WireError::None || wire::negotiate(local_handshake(), remote, n) != wire::WireError::None) {
-    fail(ch, e == wire::WireError::None ? Status::VersionMismatch : wire::to_status(e), now_ns);
+  if (e != wire::WireError::None || wire::negotiate(local(), remote, n) != wire::WireError::None) {
+    host_.fail_channel(ch, e == wire::WireError::None ? Status::VersionMismatch : wire::to_status(e), now_ns);
     return;
   }
   if (lane < 0) {
     if (remote.daemon_epoch == cfg_.epoch) {
-      fail(ch, Status::BadRequest, now_ns);
+      host_.fail_channel(ch, Status::BadRequest, now_ns);
       return;
     }
     if (!same_data_path(remote)) {
       spdlog::warn("channel {} ({}): peer's data lanes run on {}, ours on {} (start both with the same --transport)",
                    ch.id, ch.address, (remote.capabilities & wire::kCapRdma) != 0 ? "rdma" : "tcp",
                    to_string(lanes_.kind()));
-      fail(ch, Status::NotSupported, now_ns);
+      host_.fail_channel(ch, Status::NotSupported, now_ns);
       return;
     }
     if (const char* why = auth_.check_ack(ch, remote)) {
@@ -289,44 +285,71 @@ void ChannelManager::on_hello_ack(Channel& ch, std::int32_t lane, const wire::He
     ch.lane_count = n.qp_count < kMaxLanes ? n.qp_count : kMaxLanes;
     ch.peer_rails = remote.rail_ipv4;
     ch.peer_rail_count = remote.rail_count;
-    open_lanes(ch, now_ns);
+    host_.open_lanes(ch, now_ns);
     return;
   }
   // A lane's answer must come from the same daemon instance.
   if (remote.daemon_epoch != ch.peer_epoch) {
-    fail(ch, Status::PeerReset, now_ns);
+    host_.fail_channel(ch, Status::PeerReset, now_ns);
     return;
   }
   ch.lanes[static_cast<std::uint32_t>(lane)].join();
-  note_peer_rail(ch, static_cast<std::uint32_t>(lane));
-  if (ch.all_lanes_joined()) become_up(ch, now_ns);
+  host_.note_peer_rail(ch, static_cast<std::uint32_t>(lane));
+  if (ch.all_lanes_joined()) host_.become_up(ch, now_ns);
 }
 
-void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
-  for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
-    if (!start_connect(ch, static_cast<std::int32_t>(i), now_ns)) return;
+void ChannelHandshake::lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h,
+                                             const std::byte* payload, std::uint64_t now_ns) {
+  if (lane < 0 || h.status != Status::Ok || !ch.initiated) return;
+  wire::Handshake remote;
+  // A bad payload is refused by on_hello_ack itself; nothing to learn here.
+  if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None) return;
+  flow_.credits_from_ack(ch, static_cast<std::uint32_t>(lane), remote, now_ns);
+}
+
+void ChannelHandshake::rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
+                                     const wire::Handshake& remote, bool on_lanes, std::uint64_t now_ns) {
+  Lane& l = ch.lanes[lane];
+  // The initiator gave up the old connection; we may not have noticed yet.
+  if (!l.broken()) flow_.break_lane(ch, lane, "the peer replaced the lane's connection", now_ns);
+  if (!ch.usable() || !l.broken()) {
+    refuse(conn, h.token, Status::PeerReset, on_lanes);
+    return;
   }
+  l.rejoin(conn);
+  host_.note_peer_rail(ch, lane);
+  table_.conns().set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
+  credits_.accepted(l, remote, handshake_sent(ch));
+  send_hello(ch, conn, h.token, true, Status::Ok, on_lanes);  // rejoin ack: our own ack first, then data
+  flow_.replay(ch, lane, h.ack, now_ns);
 }
 
-void ChannelManager::become_up(Channel& ch, std::uint64_t now_ns) {
-  for (std::uint32_t i = 0; i < ch.lane_count; ++i) ch.lanes[i].open();
-  set_state(ch, ChannelState::Up, now_ns);
-  ch.was_up = true;
-  if (!ch.address.empty()) table_.addresses().forget_redial(ch.address);
-  bump(counters_.peer_connects);
-  bump(counters_.channels_opened);
-  ch.last_active_ns = now_ns;
-  ch.last_heard_ns = now_ns;
-  ch.next_ping_ns = now_ns;  // first heartbeat right away gives an RTT early
-  resolve_duplicate(ch);
-  events_.on_channel_up(ch);
-  // A losing duplicate nobody uses closes (its initiator decides).
-  for (auto& [id, other] : table_) {
-    if (other->peer_epoch == ch.peer_epoch) close_if_unused(*other, now_ns);
+void ChannelHandshake::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
+                                  std::uint64_t now_ns) {
+  Lane& l = ch.lanes[lane];
+  if (!l.broken() || l.conn() == transport::kInvalidConn) {
+    host_.fail_channel(ch, Status::ProtocolError, now_ns);
+    return;
   }
+  if (h.status != Status::Ok) {
+    spdlog::warn("channel {} ({}) lane {}: the peer refused the rebuilt lane ({})", ch.id, ch.address, lane,
+                 to_string(h.status));
+    host_.fail_channel(ch, Status::PeerReset, now_ns);
+    return;
+  }
+  wire::Handshake remote;
+  if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None ||
+      remote.daemon_epoch != ch.peer_epoch) {
+    host_.fail_channel(ch, Status::PeerReset, now_ns);  // not the daemon instance we had: a restart
+    return;
+  }
+  credits_.answered(l, remote);
+  l.rejoin(l.conn());
+  host_.note_peer_rail(ch, lane);
+  flow_.replay(ch, lane, h.ack, now_ns);
 }
 
-void ChannelManager::resolve_duplicate(Channel& ch) {
+void ChannelHandshake::resolve_duplicate(Channel& ch, std::uint64_t now_ns) {
   auto initiator_epoch = [this](const Channel& c) { return c.initiated ? cfg_.epoch : c.peer_epoch; };
   for (auto& [id, other] : table_) {
     Channel& o = *other;
@@ -346,23 +369,23 @@ void ChannelManager::resolve_duplicate(Channel& ch) {
         winner.port = loser.port;
       }
     }
-    set_state(loser, ChannelState::Draining, last_now_ns_);
+    host_.set_state(loser, ChannelState::Draining, now_ns);
     if (&loser == &ch) return;
   }
 }
 
-void ChannelManager::auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns) {
+void ChannelHandshake::auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns) {
   spdlog::warn("channel {} ({}): authentication failed: {}; channel refused", ch.id,
                ch.address.empty() ? "accepted" : ch.address, why);
   bump(counters_.peer_auth_failures);
   wire::Header bye;
   bye.type = wire::MsgType::Goodbye;
   bye.status = Status::PermissionDenied;
-  (void)post_on_bootstrap(transport_, ch, bye);  // best effort: the peer's log says why too (fail() then closes)
-  fail(ch, Status::PermissionDenied, now_ns);
+  (void)post_on_bootstrap(bootstrap_, ch, bye);  // best effort: the peer's log says why too (the failing closes)
+  host_.fail_channel(ch, Status::PermissionDenied, now_ns);
 }
 
-void ChannelManager::send_challenge(transport::ConnId conn, bool on_lanes) {
+void ChannelHandshake::send_challenge(transport::ConnId conn, bool on_lanes) {
   if (!auth_.on()) return;
   // The nonce lives in challenges_ until the connection's Closed: the WR points at it.
   wire::AuthNonce& nonce = challenges_.add(conn, on_lanes);
@@ -381,8 +404,8 @@ void ChannelManager::send_challenge(transport::ConnId conn, bool on_lanes) {
   (void)via(on_lanes).post_send(std::span<const transport::SendWr>(&wr, 1));  // refused: the Hello never comes
 }
 
-void ChannelManager::on_challenge(Channel& ch, std::int32_t lane, const transport::Completion& c,
-                                  std::uint64_t now_ns) {
+void ChannelHandshake::on_challenge(Channel& ch, std::int32_t lane, const transport::Completion& c,
+                                    std::uint64_t now_ns) {
   // The bootstrap's HelloAck proof already covers our fresh nonce: a
   // Challenge there is ignored (as it is by a daemon without a secret).
   if (lane < 0 || !auth_.on() || !ch.initiated) return;
@@ -391,7 +414,7 @@ void ChannelManager::on_challenge(Channel& ch, std::int32_t lane, const transpor
   if (c.conn != ch.lanes[i].conn() || la.challenged) {
     spdlog::warn("channel {} ({}) lane {}: a second Challenge on one connection; failing the channel", ch.id,
                  ch.address, lane);
-    fail(ch, Status::ProtocolError, now_ns);
+    host_.fail_channel(ch, Status::ProtocolError, now_ns);
     return;
   }
   std::memcpy(la.challenge.data(), c.payload, la.challenge.size());  // the header check fixed its length
@@ -399,8 +422,8 @@ void ChannelManager::on_challenge(Channel& ch, std::int32_t lane, const transpor
   if (la.dialed) send_hello(ch, c.conn, i + 1, false, Status::Ok, true);
 }
 
-void ChannelManager::lane_proof_refused(const Channel& ch, transport::ConnId conn, const wire::Header& h,
-                                        bool on_lanes) {
+void ChannelHandshake::lane_proof_refused(const Channel& ch, transport::ConnId conn, const wire::Header& h,
+                                          bool on_lanes) {
   spdlog::warn(
       "channel {} ({}): authentication failed: a {} Hello for lane {} has no valid proof for its connection "
       "(a replayed or forged handshake, or different secrets); that connection refused, the channel kept",
@@ -408,110 +431,6 @@ void ChannelManager::lane_proof_refused(const Channel& ch, transport::ConnId con
       h.token - 1);
   bump(counters_.peer_auth_failures);
   refuse(conn, h.token, Status::PermissionDenied, on_lanes);
-}
-
-Result<transport::ConnId> ChannelManager::dial_lane(Channel& ch, std::uint32_t lane) {
-#if FERRY_HAVE_RDMA
-  // Lane i leaves from the i-th rail that is up (after its failed dials,
-  // the next ones; a channel of fewer lanes than rails counts from a rail
-  // of its own) to the peer's rail of the same index (modulo its rails).
-  const std::uint32_t slot = rails::lane_rail_slot(lane, ch.lane_count, ch.id, rails_->count());
-  const std::uint32_t r = rails_->pick(slot, ch.rail_skip[lane]);
-  if (r >= rails_->count()) return Result<transport::ConnId>::fail(Status::PeerUnreachable);  // no rail is up
-  std::string host = ch.host;
-  if (ch.peer_rail_count != 0) {
-    char buf[INET_ADDRSTRLEN] = {};
-    in_addr a{};
-    a.s_addr = ch.peer_rails[r % ch.peer_rail_count];
-    if (inet_ntop(AF_INET, &a, buf, sizeof buf) != nullptr) host = buf;
-  }
-  spdlog::info("channel {} ({}) lane {}: dialling {} from rail {} ({} {})", ch.id, ch.address, lane, host, r,
-               rails_->info(r).name, rails_->info(r).address);
-  return rails_->connect_on(r, host, ch.port);
-#else
-  (void)lane;
-  return lanes_.connect_async(ch.host, ch.port);
-#endif
-}
-
-bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
-  const bool on_lanes = lane >= 0;
-  transport::Transport& t = via(on_lanes);
-  bool pending = true;
-  auto conn = on_lanes && rails_ != nullptr ? dial_lane(ch, static_cast<std::uint32_t>(lane))
-                                            : t.connect_async(ch.host, ch.port);
-  if (conn.status == Status::NotSupported) {
-    conn = t.connect(ch.host, ch.port);
-    pending = false;
-  }
-  if (!conn) {
-    spdlog::warn("channel {} to {}: {} connect failed ({})", ch.id, ch.address, on_lanes ? "lane" : "bootstrap",
-                 to_string(conn.status));
-    if (on_lanes) return lane_connect_failed(ch, static_cast<std::uint32_t>(lane), now_ns);
-    // Nothing was reported up to anyone yet: the caller gets the status.
-    bump(counters_.peer_failures);
-    if (AddressBook::Entry* e = table_.addresses().find(ch.address); e != nullptr && e->channel == ch.id) {
-      table_.addresses().route(ch.address, 0);
-    }
-    ch.state = ChannelState::Failed;
-    changed_ = true;
-    table_.retire(ch.id);
-    return false;
-  }
-  table_.conns().set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
-  if (on_lanes) {
-    ch.lanes[static_cast<std::uint32_t>(lane)].set_conn(conn.value);
-    LaneAuth& la = ch.lane_auth[static_cast<std::uint32_t>(lane)];
-    la.dialed = false;  // a new connection: its own Challenge and nonce
-    la.challenged = false;
-  } else {
-    ch.bootstrap = conn.value;  // connecting: finish() abandons it with the channel
-  }
-  if (!pending) connected(ch, lane, conn.value, now_ns);
-  return true;
-}
-
-void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns) {
-  if (lane < 0) {
-    ch.bootstrap = conn;
-    set_state(ch, ChannelState::Handshaking, now_ns);
-    send_hello(ch, conn, 0, false, Status::Ok, false);
-    return;
-  }
-  const auto i = static_cast<std::uint32_t>(lane);
-  ch.lanes[i].set_conn(conn);
-  ch.lane_auth[i].dialed = true;
-  // With auth the Hello answers the acceptor's Challenge (on_challenge).
-  if (auth_.on() && !ch.lane_auth[i].challenged) return;
-  send_hello(ch, conn, i + 1, false, Status::Ok, true);
-}
-
-bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) {
-  Lane& l = ch.lanes[lane];
-  if (l.conn() != transport::kInvalidConn) table_.conns().erase(l.conn(), true);
-  l.set_conn(transport::kInvalidConn);
-  ++ch.rail_skip[lane];  // several rails: the next dial tries the next one
-  if (ch.usable() && l.broken()) {
-    spdlog::info("channel {} ({}) lane {}: connect for the rebuild failed; dialling again in {} ms", ch.id, ch.address,
-                 lane, kLaneRedialNs / 1'000'000);
-    // Rebuilding: dial again shortly, within the rebuild budget (channel_tick).
-    l.set_redial_ns(now_ns + kLaneRedialNs);
-    return false;
-  }
-  fail(ch, Status::PeerUnreachable, now_ns);
-  return false;
-}
-
-void ChannelManager::on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {
-  const ConnTable::Ref* ref = table_.conns().find(c.conn, on_lanes);
-  Channel* ch = ref == nullptr ? nullptr : find(ref->channel);
-  if (ch == nullptr || ch->finished()) {
-    if (ref != nullptr) table_.conns().erase(c.conn, on_lanes);
-    (void)via(on_lanes).close(c.conn);  // nobody waits for it any more; EndpointClosed: gone already
-    return;
-  }
-  const std::int32_t lane = ref->lane;
-  connected(*ch, lane, c.conn, now_ns);
 }
 
 }  // namespace ferry::daemon::peer

@@ -1,7 +1,7 @@
 // A channel's life once it is set up: heartbeats and deadlines (each tick),
-// the rejoin handshake of a rebuilt lane, and failing or ending it. What
-// its lanes do meanwhile (grants, acks, breaking and replaying) is
-// LaneFlow's (lane_flow.h).
+// and failing or ending it. What its lanes do meanwhile (grants, acks,
+// breaking and replaying) is LaneFlow's (lane_flow.h); the rejoin Hello of
+// a rebuilt lane is the handshake's (channel_handshake.h).
 //
 // Liveness (heartbeat.h): after peer_timeout_ms of silence the channel fails
 // with PeerReset; a handshake that has not finished by connect_timeout_ms
@@ -195,57 +195,6 @@ void ChannelManager::close_if_unused(Channel& ch, std::uint64_t now_ns) {
 
 void ChannelManager::reap() {
   table_.reap([this](std::uint32_t id) { peer_keys_.forget(id); });
-}
-
-void ChannelManager::lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h,
-                                           const std::byte* payload, std::uint64_t now_ns) {
-  if (lane < 0 || h.status != Status::Ok || !ch.initiated) return;
-  wire::Handshake remote;
-  // A bad payload is refused by on_hello_ack itself; nothing to learn here.
-  if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None) return;
-  flow_.credits_from_ack(ch, static_cast<std::uint32_t>(lane), remote, now_ns);
-}
-
-void ChannelManager::rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
-                                   const wire::Handshake& remote, bool on_lanes, std::uint64_t now_ns) {
-  Lane& l = ch.lanes[lane];
-  // The initiator gave up the old connection; we may not have noticed yet.
-  if (!l.broken()) flow_.break_lane(ch, lane, "the peer replaced the lane's connection", now_ns);
-  if (!ch.usable() || !l.broken()) {
-    refuse(conn, h.token, Status::PeerReset, on_lanes);
-    return;
-  }
-  l.rejoin(conn);
-  note_peer_rail(ch, lane);
-  table_.conns().set(conn, on_lanes, ConnTable::Ref{ch.id, static_cast<std::int32_t>(lane)});
-  credits_.accepted(l, remote, handshake_sent(ch));
-  send_hello(ch, conn, h.token, true, Status::Ok, on_lanes);  // rejoin ack: our own ack first, then data
-  flow_.replay(ch, lane, h.ack, now_ns);
-}
-
-void ChannelManager::rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                                std::uint64_t now_ns) {
-  Lane& l = ch.lanes[lane];
-  if (!l.broken() || l.conn() == transport::kInvalidConn) {
-    fail(ch, Status::ProtocolError, now_ns);
-    return;
-  }
-  if (h.status != Status::Ok) {
-    spdlog::warn("channel {} ({}) lane {}: the peer refused the rebuilt lane ({})", ch.id, ch.address, lane,
-                 to_string(h.status));
-    fail(ch, Status::PeerReset, now_ns);
-    return;
-  }
-  wire::Handshake remote;
-  if (wire::decode_handshake({payload, h.payload_len}, remote) != wire::WireError::None ||
-      remote.daemon_epoch != ch.peer_epoch) {
-    fail(ch, Status::PeerReset, now_ns);  // not the daemon instance we had: a restart
-    return;
-  }
-  credits_.answered(l, remote);
-  l.rejoin(l.conn());
-  note_peer_rail(ch, lane);
-  flow_.replay(ch, lane, h.ack, now_ns);
 }
 
 bool ChannelManager::idle(const Channel& ch) {

@@ -24,34 +24,33 @@ ChannelManager::ChannelManager(transport::Transport& t, ChannelEvents& events, c
       events_(events),
       cfg_(cfg),
       counters_(counters),
-      auth_(cfg.auth_secret, cfg.epoch),
       credits_(lanes_.caps(), CreditConfig{cfg.credit_floor, cfg.credit_share, cfg.receive_pool}),
       table_(split_),
       flow_(*this, credits_, table_.conns(), lanes_, counters_,
             LaneFlowConfig{cfg.peer_timeout_ms, cfg.connect_timeout_ms}),
-      challenges_(split_) {
+      handshake_(*this, HandshakeParts{table_, credits_, flow_, transport_, lanes_, split_, counters_, cfg_}) {
   if (cfg_.lanes == 0) cfg_.lanes = 1;
   if (cfg_.lanes > kMaxLanes) cfg_.lanes = kMaxLanes;
-  hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
+  handshake_.encode();  // with the lane count settled
 }
 
 ChannelManager::~ChannelManager() = default;
 
 void ChannelManager::set_rails(rails::RailSet* rails) {
   rails_ = rails;
-  rail_count_ = 0;
-  rail_ipv4_ = {};
+  std::uint8_t count = 0;
+  std::array<std::uint32_t, wire::kMaxHandshakeRails> ipv4{};
 #if FERRY_HAVE_RDMA
   if (rails_ != nullptr && rails_->count() > 1) {
-    for (std::uint32_t i = 0; i < rails_->count() && i < rail_ipv4_.size(); ++i) {
+    for (std::uint32_t i = 0; i < rails_->count() && i < ipv4.size(); ++i) {
       in_addr a{};
       if (inet_pton(AF_INET, rails_->info(i).address.c_str(), &a) != 1) break;  // resolve_rails checked them
-      rail_ipv4_[i] = a.s_addr;
-      rail_count_ = static_cast<std::uint8_t>(i + 1);
+      ipv4[i] = a.s_addr;
+      count = static_cast<std::uint8_t>(i + 1);
     }
   }
 #endif
-  hello_len_ = static_cast<std::uint32_t>(wire::encode_handshake(local_handshake(), hello_));
+  handshake_.set_rails(count, ipv4);
 }
 
 std::uint32_t ChannelManager::rail_of_lane(std::uint32_t channel, std::uint32_t lane) noexcept {
@@ -150,7 +149,7 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
   ch.port = port;
   spdlog::info("channel {} to {}: {}", ch.id, address, to_string(ch.state));
   table_.addresses().route(address, ch.id);  // later Opens to it join this channel while it connects
-  if (!auth_.start(ch, local_handshake())) {
+  if (!handshake_.start(ch)) {
     fail(ch, Status::PermissionDenied, now_ns);
     return Result<std::uint32_t>::fail(Status::PermissionDenied);
   }
@@ -209,7 +208,7 @@ std::size_t ChannelManager::drain(bool on_lanes, std::uint64_t now_ns) noexcept 
     switch (c.kind) {
       case transport::CompletionKind::Accepted:
         table_.conns().set(c.conn, on_lanes, ConnTable::Ref{0, -1});
-        send_challenge(c.conn, on_lanes);  // auth: the nonce this connection's Hello must prove over
+        handshake_.send_challenge(c.conn, on_lanes);  // auth: the nonce this connection's Hello must prove over
         break;
       case transport::CompletionKind::Recv: on_recv(c, on_lanes, now_ns); break;
       case transport::CompletionKind::SendDone: on_send_done(c, on_lanes, now_ns); break;
@@ -253,7 +252,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
   if (ref.channel == 0) {
     // First message on an accepted connection: must be Hello.
     if (c.header.type == wire::MsgType::Hello) {
-      on_hello(c.conn, c.header, c.payload, on_lanes, now_ns);
+      handshake_.on_hello(c.conn, c.header, c.payload, on_lanes, now_ns);
     } else {
       spdlog::warn("peer connection: {} before Hello; closing it", to_string(c.header.type));
       table_.conns().erase(c.conn, on_lanes);
@@ -270,7 +269,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
   st.rx_bytes += wire::kHeaderBytes + c.header.payload_len;
   if (ref.lane >= 0 && !flow_.credits_in(*ch, static_cast<std::uint32_t>(ref.lane), c.header, now_ns)) return;
   switch (c.header.type) {
-    case wire::MsgType::HelloAck: on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
+    case wire::MsgType::HelloAck: handshake_.on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
     case wire::MsgType::Heartbeat: {
       wire::Header pong;
       // A pong not taken: the peer's next ping gets one.
@@ -298,7 +297,7 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
       finish(*ch, Status::PeerReset, true, now_ns);
       return;
     case wire::MsgType::Hello: fail(*ch, Status::ProtocolError, now_ns); return;
-    case wire::MsgType::Challenge: on_challenge(*ch, ref.lane, c, now_ns); return;
+    case wire::MsgType::Challenge: handshake_.on_challenge(*ch, ref.lane, c, now_ns); return;
     default: break;
   }
   if (ch->state == ChannelState::Handshaking && ch->initiated && ref.lane >= 0 &&
@@ -335,7 +334,7 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
-  challenges_.erase(c.conn, on_lanes);  // no WR of the connection points at its nonce any more
+  handshake_.closed(c.conn, on_lanes);  // no WR of the connection points at its nonce any more
   const ConnTable::Ref* found = table_.conns().find(c.conn, on_lanes);
   if (found == nullptr) return;
   const ConnTable::Ref ref = *found;
@@ -345,7 +344,7 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   if (ch == nullptr || ch->finished()) return;
   if (ref.lane >= 0 && ch->usable()) {
     // A data lane of a channel that is Up: rebuilt through the bootstrap
-    // connection (channel_lifecycle.cpp), or the channel fails if it cannot.
+    // connection (LaneFlow, the rejoin handshake), or the channel fails if it cannot.
     Lane& l = ch->lanes[static_cast<std::uint32_t>(ref.lane)];
     if (l.broken() && l.conn() == c.conn) {  // the new connection of a rebuild failed (connect_async)
       lane_connect_failed(*ch, static_cast<std::uint32_t>(ref.lane), last_now_ns_);

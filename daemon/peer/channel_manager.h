@@ -9,7 +9,7 @@
 // the channel in the same turn, and gives the RDMA backend the same shape
 // (its bootstrap can be one more RC connection or stay TCP beside it).
 // Connects never block the engine: every connection is made with the
-// transport's connect_async (channel_handshake.cpp), which reports Connected
+// transport's connect_async (channel_connect.cpp), which reports Connected
 // or Closed (PeerUnreachable) from poll(); the transports' event fds wake a
 // sleeping engine for it. A connect that fails, or a handshake unfinished
 // at the channel's deadline, fails the channel with PeerUnreachable.
@@ -32,17 +32,17 @@
 // rebuild deadlines, retransmission timeout and idle grants. ChannelCredits
 // (channel_credits.h) owns the receive pool and what the handshake offers.
 //
-// Files: channel_manager.cpp (connect/accept, the completion pump, posting,
-// snapshot), channel_handshake.cpp (connects, Hello/HelloAck, duplicate
-// resolution), channel_lifecycle.cpp (heartbeats, deadlines, the rejoin
-// handshake of a rebuilt lane, failing and ending channels, channels on
-// demand). Beside it: ChannelAuth
-// (channel_auth.cpp, the shared-secret steps), heartbeat.h (the bootstrap
-// connection's small messages), HeldControls (held_controls.cpp).
+// The handshake (channel_handshake.h: our Hello, what each Hello,
+// HelloAck and Challenge does, duplicates, auth's call sites) is a piece of
+// its own, which asks the manager, as its HandshakeHost, to make, change,
+// fail, dial and bring up channels.
 //
-// Auth: with auth on, the acceptor joins no lane (so no data flows and no Open is
-// served) until a lane Hello carries the initiator's valid proof, made for
-// that very connection (the acceptor's Challenge on it: hello_proof.h).
+// Files: channel_manager.cpp (accept, the completion pump, posting,
+// snapshot), channel_connect.cpp (connects, dialling lanes, a channel going
+// Up), channel_lifecycle.cpp (heartbeats, deadlines, failing and ending
+// channels, channels on demand). Beside it: ChannelAuth (channel_auth.cpp,
+// the shared-secret steps), heartbeat.h (the bootstrap connection's small
+// messages), HeldControls (held_controls.cpp).
 #pragma once
 
 #include <array>
@@ -58,7 +58,9 @@
 #include "daemon/counters.h"
 #include "daemon/peer/channel.h"
 #include "daemon/peer/channel_auth.h"
+#include "daemon/peer/channel_config.h"
 #include "daemon/peer/channel_credits.h"
+#include "daemon/peer/channel_handshake.h"
 #include "daemon/peer/channel_table.h"
 #include "daemon/peer/held_controls.h"
 #include "daemon/peer/lane_flow.h"
@@ -74,31 +76,6 @@ class RailSet;
 }
 
 namespace ferry::daemon::peer {
-
-struct ChannelConfig {
-  std::uint64_t epoch = 1;  // this daemon's
-  std::uint32_t heartbeat_ms = 500;
-  std::uint32_t peer_timeout_ms = 3000;
-  std::uint32_t connect_timeout_ms = 2000;
-  std::uint32_t lanes = 1;
-  std::uint32_t max_message_bytes = 1u << 20;
-  std::uint16_t listen_port = 0;  // set by listen(); sent in the bootstrap Hello
-  // Open channels kept at most (0: no cap); past it the idlest idle one is
-  // closed by agreement with its peer (channel_lifecycle.cpp).
-  std::uint32_t max_channels = 0;
-  // Shared secret for peer authentication (channel_auth.cpp); empty: off.
-  // Both daemons must agree: one with a secret refuses a peer without one
-  // and vice versa (PermissionDenied), so a missing file fails loudly
-  // instead of silently running unauthenticated.
-  std::string auth_secret;
-  // Receive credits (receive_pool.h). credit_floor 0: the lane transport's
-  // recv_depth per connection, granted back one for one (no lending).
-  // receive_pool: the pool when the lane transport has none of its own
-  // (tcp: a budget); rdma's is its shared receive queue (caps().recv_pool).
-  std::uint32_t receive_pool = 1024;
-  std::uint32_t credit_floor = 0;
-  std::uint32_t credit_share = 128;
-};
 
 // What the engine hears from the channel layer. A virtual interface rather
 // than std::function: one indirect call per event, no allocation. Its
@@ -143,7 +120,7 @@ struct PeerInfo {
   transport::TransportKind transport = transport::TransportKind::Tcp;  // what carries the data lanes
 };
 
-class ChannelManager : private LaneFlowHost {
+class ChannelManager : private LaneFlowHost, private HandshakeHost {
  public:
   ChannelManager(transport::Transport& t, ChannelEvents& events, const ChannelConfig& cfg, Counters& counters,
                  transport::Transport* lanes = nullptr);
@@ -159,7 +136,7 @@ class ChannelManager : private LaneFlowHost {
   // the lane has no connection).
   std::uint32_t rail_of_lane(std::uint32_t channel, std::uint32_t lane) noexcept;
   // Rails this daemon tells its peers about (0: one rail, no rails block).
-  std::uint32_t rail_count() const noexcept { return rail_count_; }
+  std::uint32_t rail_count() const noexcept { return handshake_.rail_count(); }
   // The peers' arena keys per rail (peer_keys.h), learned from their
   // RailKeys messages (on_rail_keys); a channel's entries go with it.
   PeerKeyTable& peer_keys() noexcept { return peer_keys_; }
@@ -279,6 +256,7 @@ class ChannelManager : private LaneFlowHost {
   transport::Transport& via(bool on_lanes) noexcept { return on_lanes ? lanes_ : transport_; }
   std::size_t drain(bool on_lanes, std::uint64_t now_ns) noexcept;
   Channel& create(bool initiated, std::uint64_t now_ns);
+  Channel& create_channel(bool initiated, std::uint64_t now_ns) override { return create(initiated, now_ns); }
   void on_recv(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
   void on_send_done(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
   // A data message on a lane of a usable channel: on to the engine when
@@ -287,34 +265,9 @@ class ChannelManager : private LaneFlowHost {
   void on_closed(const transport::Completion& c, bool on_lanes);
   LaneStats& stats_of(Channel& ch, std::int32_t lane) noexcept;
 
-  // channel_handshake.cpp
-  wire::Handshake local_handshake() const noexcept;
-  void send_hello(Channel& ch, transport::ConnId conn, std::uint64_t token, bool ack, Status status, bool on_lanes);
-  void refuse(transport::ConnId conn, std::uint64_t token, Status status, bool on_lanes);
-  bool same_data_path(const wire::Handshake& remote) const noexcept;
-  void on_hello(transport::ConnId conn, const wire::Header& h, const std::byte* payload, bool on_lanes,
-                std::uint64_t now_ns);
-  void on_lane_hello(transport::ConnId conn, const wire::Header& h, const wire::Handshake& remote, bool on_lanes,
-                     std::uint64_t now_ns);
-  void on_hello_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
-                    std::uint64_t now_ns);
-  void open_lanes(Channel& ch, std::uint64_t now_ns);
-  void become_up(Channel& ch, std::uint64_t now_ns);
-  void resolve_duplicate(Channel& ch);
-  // Refuses the channel for authentication (logged, Goodbye, failed).
-  void auth_failed(Channel& ch, std::string_view why, std::uint64_t now_ns);
-  // Lane handshakes bound to their connection (hello_proof.h; the proofs
-  // are ChannelAuth's). Acceptor: a Challenge on every accepted connection.
-  // Dialer: the lane Hello waits for it (on_challenge).
-  void send_challenge(transport::ConnId conn, bool on_lanes);
-  void on_challenge(Channel& ch, std::int32_t lane, const transport::Completion& c, std::uint64_t now_ns);
-  // A lane Hello whose proof fails: refused on its own connection, counted
-  // and logged; the channel and its live lanes are left alone (a replay
-  // must not cost them anything).
-  void lane_proof_refused(const Channel& ch, transport::ConnId conn, const wire::Header& h, bool on_lanes);
-  // Our handshake messages on a new lane connection that used the peer's
-  // receives: the Hello or HelloAck, and the acceptor's Challenge with auth.
-  std::uint32_t handshake_sent(const Channel& ch) const noexcept { return 1 + (auth_.on() && !ch.initiated ? 1 : 0); }
+  // channel_connect.cpp (HandshakeHost: open_lanes, become_up)
+  void open_lanes(Channel& ch, std::uint64_t now_ns) override;
+  void become_up(Channel& ch, std::uint64_t now_ns) override;
   // Starts the bootstrap (lane -1) or a lane connect; false when the channel
   // failed (then already reported down).
   bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
@@ -323,7 +276,7 @@ class ChannelManager : private LaneFlowHost {
   // Several rails: which of the peer's rails lane `lane`'s connection
   // reaches (its remote address among the peer's handshake rail addresses),
   // for the keys of the peer's arenas (Lane::set_peer_rail). At every join.
-  void note_peer_rail(Channel& ch, std::uint32_t lane);
+  void note_peer_rail(Channel& ch, std::uint32_t lane) override;
   // Several rails: lanes that left a rail which is back move home (channel_tick).
   void rails_back(Channel& ch, std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
@@ -335,26 +288,17 @@ class ChannelManager : private LaneFlowHost {
   static constexpr std::uint64_t kLaneRedialNs = 200'000'000;
 
   // channel_lifecycle.cpp
-  void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns);
+  void set_state(Channel& ch, ChannelState to, std::uint64_t now_ns) override;
   void fail(Channel& ch, Status why, std::uint64_t now_ns);
   void finish(Channel& ch, Status why, bool orderly, std::uint64_t now_ns);
   // A losing duplicate's initiator closes it once no endpoint uses it and
   // its lanes hold nothing unconfirmed (or peer-timeout after that).
   void close_if_unused(Channel& ch, std::uint64_t now_ns);
   void reap();
-  // The initiator's lane HelloAck told the peer's credits (LaneFlow takes them).
-  void lane_credits_from_ack(Channel& ch, std::int32_t lane, const wire::Header& h, const std::byte* payload,
-                             std::uint64_t now_ns);
   // LaneFlowHost (with the public fail_channel): start_connect() for the lane flow.
   void redial_lane(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) override {
     (void)start_connect(ch, static_cast<std::int32_t>(lane), now_ns);  // false: the channel failed, reported
   }
-  // Acceptor: a rejoin Hello for lane `lane` of `ch` on `conn`.
-  void rejoin_accept(Channel& ch, std::uint32_t lane, transport::ConnId conn, const wire::Header& h,
-                     const wire::Handshake& remote, bool on_lanes, std::uint64_t now_ns);
-  // Initiator: the rejoin HelloAck.
-  void rejoin_ack(Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload,
-                  std::uint64_t now_ns);
   // Per Up channel each tick: liveness, rebuild deadlines and the
   // retransmission timeout, idle grants.
   void channel_tick(Channel& ch, std::uint64_t now_ns);
@@ -376,8 +320,6 @@ class ChannelManager : private LaneFlowHost {
   transport::Transport& transport_;  // bootstrap connections
   transport::Transport& lanes_;      // data lanes (== transport_ unless split_)
   rails::RailSet* rails_ = nullptr;  // lanes_ itself, when the lanes run on several rails
-  std::uint8_t rail_count_ = 0;      // rails block of our handshake (0: none)
-  std::array<std::uint32_t, wire::kMaxHandshakeRails> rail_ipv4_{};
   bool split_ = false;
   // With rdma lanes the bootstrap transport carries only handshakes,
   // heartbeats and goodbyes, and with no channel only accepts: poll() then
@@ -390,22 +332,15 @@ class ChannelManager : private LaneFlowHost {
   ChannelEvents& events_;
   ChannelConfig cfg_;
   Counters& counters_;
-  ChannelAuth auth_;
   ChannelCredits credits_;  // before table_: the channels' lanes give back to its pool as they go
   ChannelTable table_;
-  LaneFlow flow_;          // after credits_ and table_: it uses both
-  Challenges challenges_;  // acceptor with auth: per accepted connection, until Closed
+  LaneFlow flow_;               // after credits_ and table_: it uses both
+  ChannelHandshake handshake_;  // after flow_: it uses it
   std::array<transport::Completion, transport::kPollBatch> batch_{};
-  // Our Hello/HelloAck payload, encoded once: WR payloads must outlive the post.
-  std::array<std::byte, wire::kHandshakeMaxWithRails> hello_{};
-  std::uint32_t hello_len_ = 0;
   std::uint64_t last_now_ns_ = 0;
   HeldControls held_;
   PeerKeyTable peer_keys_;
   bool changed_ = false;
-  // Bootstrap Hellos come from whoever reaches the port: their log lines
-  // (refusals, new accepted channels) at most once per 10 s, with a count.
-  transport::LogLimiter stranger_log_;
 };
 
 }  // namespace ferry::daemon::peer

@@ -201,7 +201,7 @@ class Lane {
   // nullopt when none (the retransmission timeout watches it).
   std::optional<std::uint64_t> oldest_unacked_ns() const noexcept;
 
-  // Rebuilds (channel_lifecycle.cpp drives them). The connection is gone or
+  // Rebuilds (LaneFlow drives them: lane_flow.h). The connection is gone or
   // untrustworthy: keep the ring, forget the connection and its credits.
   void break_conn(std::uint64_t now_ns, std::uint64_t redial_ns) noexcept;
   bool broken() const noexcept { return broken_; }

@@ -1,5 +1,5 @@
 // LaneFlow: see lane_flow.h. The rebuild protocol (the rejoin Hello and
-// its ack) is the handshake's (channel_handshake.cpp, channel_lifecycle.cpp);
+// its ack) is the handshake's (channel_handshake.h);
 // what a rebuilt lane sends again is decided here.
 #include "daemon/peer/lane_flow.h"
 
