@@ -96,21 +96,30 @@ void run(const std::vector<std::string>& extra, bool with_nonce) {
   std::mt19937_64 rng(12345);
   std::vector<std::thread> fakes;
   std::atomic<int> sent{0};
+  std::uint64_t refused = 0;
+  // Each stranger's channel ends when it hangs up (or at the handshake
+  // deadline); waits until the daemon counted `n` of them.
+  auto wait_refused = [&](std::uint64_t n) {
+    const auto deadline = Clock::now() + 15s;
+    while ((refused = counter_of(a, "peer_bootstrap_refusals")) < n && Clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);  // polling another process's counters with a deadline
+  };
   for (int i = 0; i < kFakes; ++i) {
     const std::uint64_t epoch = rng() | 1;
     fakes.emplace_back([&, epoch] { sent += fake_peer(a.port, with_nonce, epoch) ? 1 : 0; });
-    if (fakes.size() == 16) {  // 16 at a time: under the per-source cap, so every Hello is read
+    if (fakes.size() == 16) {
+      // 16 at a time, each batch once the daemon has seen the last one
+      // leave: always under the per-source cap of unauthenticated
+      // connections, so every Hello is read (a batch that found the last
+      // one still counted was refused at accept, Hellos unread).
       for (auto& t : fakes) t.join();
       fakes.clear();
+      wait_refused(static_cast<std::uint64_t>(i + 1));
     }
   }
   for (auto& t : fakes) t.join();
   REQUIRE(sent.load() == kFakes);
-  // Each stranger's channel ends when it hangs up (or at the handshake deadline).
-  const auto deadline = Clock::now() + 15s;
-  std::uint64_t refused = 0;
-  while ((refused = counter_of(a, "peer_bootstrap_refusals")) < kFakes && Clock::now() < deadline)
-    std::this_thread::sleep_for(50ms);  // polling another process's counters with a deadline
+  wait_refused(kFakes);
   INFO("log:\n" << cl.log_tail(0, 6000));
   CHECK(refused == static_cast<std::uint64_t>(kFakes));
   CHECK(counter_of(a, "peer_failures") == 0);
