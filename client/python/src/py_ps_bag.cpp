@@ -27,9 +27,6 @@ using namespace pybind11::literals;
 
 namespace {
 
-using F32 = pyb::array_t<float, pyb::array::c_style | pyb::array::forcecast>;
-using I64 = pyb::array_t<std::int64_t, pyb::array::c_style | pyb::array::forcecast>;
-
 // The bag of every position: fixed-length bags (starts empty, per_bag > 0)
 // or the bags starting at `starts` (non-decreasing, as embedding_bag's
 // offsets): a position's bag is the last whose start is at or before it.

@@ -199,7 +199,7 @@ void bind_ps_tables(pyb::module_& ps) {
 
   ps.def(
       "initial_values",
-      [](const ps::TableSpec& t, const pyb::array_t<std::int64_t, pyb::array::c_style | pyb::array::forcecast>& keys) {
+      [](const ps::TableSpec& t, const I64& keys) {
         const std::size_t n = static_cast<std::size_t>(keys.size());
         const std::size_t dim = t.kind == ps::TableKind::Embedding ? t.dim : 1;
         pyb::array_t<float> out({n, dim});
@@ -213,8 +213,7 @@ void bind_ps_tables(pyb::module_& ps) {
       "table"_a, "keys"_a, "The values a shard gives these keys (dense: elements) before any push: [n, dim] float32.");
   ps.def(
       "shard_of",
-      [](ps::TableId table, const pyb::array_t<std::int64_t, pyb::array::c_style | pyb::array::forcecast>& keys,
-         std::uint32_t shards) {
+      [](ps::TableId table, const I64& keys, std::uint32_t shards) {
         if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
         pyb::array_t<std::uint32_t> out(keys.size());
         auto* o = out.mutable_data();

@@ -53,9 +53,6 @@ struct PsOp {
   }
 };
 
-using F32 = pyb::array_t<float, pyb::array::c_style | pyb::array::forcecast>;
-using I64 = pyb::array_t<std::int64_t, pyb::array::c_style | pyb::array::forcecast>;
-
 ps::Worker& live(WorkerCore& c) {
   if (!c.worker) raise("Closed", "the worker is closed");
   return *c.worker;
