@@ -1,7 +1,7 @@
 // The lookups kept beside the channels by id: which channel a connection
 // belongs to and which channel (and redial wait) an address has (both
 // held by the ChannelTable), and (auth) the Challenge each accepted
-// connection was sent (held by the ChannelManager).
+// connection was sent (held by the ChannelHandshake).
 // Engine thread only.
 #pragma once
 
