@@ -35,6 +35,7 @@ struct Counters {
   Counter calls{0};         // Request deliveries
   Counter replies{0};       // responses copied to a caller
   Counter bytes_copied{0};  // payload bytes memcpy'd between clients
+  Counter inline_deliveries{0};  // Message/Request deliveries with the payload inline in the CQ (no rx block)
   Counter parked{0};        // deliveries that had to wait for receiver space
   Counter timeouts{0};
   Counter call_timeouts{0};  // calls a server held past their timeout (this daemon's servers)
@@ -143,6 +144,7 @@ void for_each_counter(C& c, F&& f) {
   f("calls", c.calls);
   f("replies", c.replies);
   f("bytes_copied", c.bytes_copied);
+  f("inline_deliveries", c.inline_deliveries);
   f("parked", c.parked);
   f("timeouts", c.timeouts);
   f("call_timeouts", c.call_timeouts);

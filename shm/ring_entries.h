@@ -7,7 +7,13 @@
 //
 // Completion (daemon -> client): one per submitted operation (kind OpDone,
 // exactly once, whatever happens), plus unsolicited deliveries (Message,
-// Request) that point into the client's rx arena until it releases them.
+// Request) that point into the client's rx arena until it releases them,
+// or, for a payload of at most kInlineMaxBytes, carry it inline: the entry
+// (kCqFlagInline) is followed in the ring by inline_slots(length) slots of
+// raw payload bytes, published with it. The client copies them out and
+// releases the delivery by counting it in the CQ's RingHeader::released
+// (no ReleaseRx): the daemon keeps at most inline_window(cq_entries)
+// inline deliveries unreleased, and uses rx blocks beyond that.
 #pragma once
 
 #include <cstddef>
@@ -97,16 +103,20 @@ constexpr std::string_view to_string(CqKind k) noexcept {
   return "Unknown";
 }
 
+// CqEntry::flags.
+inline constexpr std::uint8_t kCqFlagInline = 1;  // Message/Request: the payload follows in the ring
+inline constexpr std::uint32_t kInlineMaxBytes = 192;
+
 struct CqEntry {
   std::uint8_t kind;    // CqKind
   std::uint8_t status;  // ferry::Status
   std::uint8_t op;      // OpDone: the Op that completed
-  std::uint8_t reserved0;
+  std::uint8_t flags;   // Message/Request: kCqFlagInline or 0; OpDone: 0
   std::uint32_t handle;     // OpDone: new endpoint/service id (Open/Serve); Message/Request: service id
   std::uint64_t user_data;  // OpDone: the submitter's user_data
-  std::uint64_t offset;     // Message/Request: rx arena block (segment offset)
+  std::uint64_t offset;     // Message/Request: rx arena block (segment offset); inline: 0
   std::uint32_t length;     // Message/Request: payload bytes; Call OpDone: response bytes written
-  std::uint32_t capacity;   // Message/Request: block size to hand back in ReleaseRx
+  std::uint32_t capacity;   // Message/Request: block size to hand back in ReleaseRx; inline: 0
   std::uint64_t token;      // Request: reply token
   std::uint64_t source;     // Message/Request: opaque sender id (for logs/tests)
   // Message/Request: who sent it, as the daemon knows it. kCallerLocal: a
@@ -129,5 +139,14 @@ static_assert(offsetof(CqEntry, capacity) == 28);
 static_assert(offsetof(CqEntry, token) == 32);
 static_assert(offsetof(CqEntry, source) == 40);
 static_assert(offsetof(CqEntry, caller_uid) == 48 && offsetof(CqEntry, caller_flags) == 52);
+
+// The ring slots an inline payload of `length` bytes takes after its entry.
+constexpr std::uint32_t inline_slots(std::uint32_t length) noexcept {
+  return (length + sizeof(CqEntry) - 1) / sizeof(CqEntry);
+}
+static_assert(inline_slots(kInlineMaxBytes) == 3 && inline_slots(1) == 1);
+// How many inline deliveries a client may hold unreleased (the daemon's
+// window, and the size of libferry's private store for their payloads).
+constexpr std::uint32_t inline_window(std::uint32_t cq_entries) noexcept { return cq_entries / 4; }
 
 }  // namespace ferry::shm

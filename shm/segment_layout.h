@@ -20,7 +20,7 @@
 namespace ferry::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x4745535952524546ull;  // "FERRYSEG" little-endian
-inline constexpr std::uint32_t kAbiVersion = 2;                        // 2: AttachRequest/Reply name an engine
+inline constexpr std::uint32_t kAbiVersion = 3;  // 2: AttachRequest/Reply name an engine; 3: inline deliveries
 inline constexpr std::uint64_t kPageSize = 4096;
 inline constexpr std::uint64_t kArenaAlign = 64 * 1024;
 

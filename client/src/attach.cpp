@@ -156,7 +156,8 @@ Client::Impl::Impl(int socket_fd, shm::MappedSegment segment, shm::Doorbell sq_b
       epoch_(seg_.view.header->daemon_epoch),
       inflight_(inflight_slots),
       releases_(release_slots),
-      stash_(stash_slots) {
+      stash_(stash_slots),
+      inline_(shm::inline_window(seg_.view.cq_capacity)) {
   // A slab is the largest block, so no message can exceed it whatever the header says.
   if (max_message_ == 0 || max_message_ > shm::kSlabBytes) max_message_ = shm::kSlabBytes;
 }

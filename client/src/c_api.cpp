@@ -42,6 +42,7 @@ ferry::Completion from_c(const ferry_completion& c) noexcept {
   out.kind = static_cast<ferry::Completion::Kind>(c.kind);
   out.handle = c.handle;
   out.length = c.length;
+  out.data = static_cast<const std::byte*>(c.data);
   out.rx_offset = c.rx_offset;
   out.rx_capacity = c.rx_capacity;
   out.token = c.token;

@@ -14,6 +14,7 @@
 
 #include "client/src/fixed_queue.h"
 #include "client/src/fork_guard.h"
+#include "client/src/inline_store.h"
 #include "client/src/inflight.h"
 #include "client/src/log.h"
 #include "ferry/client.h"
@@ -64,6 +65,14 @@ class FERRY_LOCAL Client::Impl {
   std::size_t poll(std::span<Completion> out) noexcept;
   // Translates one CQ entry; false when it is dropped (invalid or internal).
   bool translate(const shm::CqEntry& e, Completion& out) noexcept;
+  // An inline delivery `e`: its payload fills the next ring slots, the
+  // first `popped` of them already copied out to `more`, the rest still
+  // in the ring. Copies it into inline_ and fills `out` (`translated`
+  // says whether); returns how many of `more` it used.
+  std::uint32_t take_inline(const shm::CqEntry& e, const shm::CqEntry* more, std::uint32_t popped, Completion& out,
+                            bool& translated) noexcept;
+  // The fields a Message/Request delivery has whether inline or in a block.
+  static void fill_delivery(const shm::CqEntry& e, Completion& out) noexcept;
   // Completes every live op with state_ (DaemonGone, or Cancelled after detach()).
   std::size_t sweep_gone(std::span<Completion> out) noexcept;
 
@@ -100,12 +109,14 @@ class FERRY_LOCAL Client::Impl {
   std::uint64_t epoch_ = 0;
   Status state_ = Status::Ok;
   bool busy_poll_ = false;                                    // AttachOptions::busy_poll: poll() never arms
+  bool cq_broken_ = false;  // a malformed inline delivery: the CQ is not read again
   std::uint32_t empty_polls_ = 0;                             // consecutive; paces the hang-up check
   std::chrono::steady_clock::time_point last_hangup_look_{};  // current_state()'s pace
   std::uint32_t fork_generation_ = client_detail::fork_generation();
   client_detail::InflightTable inflight_;
   client_detail::FixedQueue<std::uint64_t> releases_;  // ReleaseRx offsets waiting for SQ room
   client_detail::FixedQueue<Completion> stash_;        // completions seen while a control op waited
+  client_detail::InlineStore inline_;                  // inline deliveries' payloads until released
   ClientStats counters_;
   client_detail::Log log_;  // AttachOptions::log and log_level
 };

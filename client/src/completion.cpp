@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "client/src/client_impl.h"
 #include "shm/segment_layout.h"
@@ -75,22 +76,10 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
           !shm::range_inside(e.offset, e.capacity, rx_offset_, rx_bytes_)) {
         break;
       }
-      out = Completion{};
-      out.kind = e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ? Completion::Kind::Message
-                                                                           : Completion::Kind::Request;
-      out.handle = e.handle;
-      out.length = e.length;
+      fill_delivery(e, out);
       out.data = seg_.view.at(e.offset);
-      out.token = e.token;
-      out.source = e.source;
       out.rx_offset = e.offset;
       out.rx_capacity = e.capacity;
-      if ((e.caller_flags & shm::kCallerLocal) != 0) {
-        out.caller = Completion::Caller::Local;
-        out.caller_uid = e.caller_uid;
-      } else if ((e.caller_flags & shm::kCallerRemote) != 0) {
-        out.caller = Completion::Caller::Remote;
-      }
       return true;
     }
   }
@@ -99,6 +88,66 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
              unsigned{e.kind}, static_cast<unsigned long long>(e.offset), unsigned{e.length});
   }
   return false;
+}
+
+void Client::Impl::fill_delivery(const shm::CqEntry& e, Completion& out) noexcept {
+  out = Completion{};
+  out.kind = e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ? Completion::Kind::Message
+                                                                       : Completion::Kind::Request;
+  out.handle = e.handle;
+  out.length = e.length;
+  out.token = e.token;
+  out.source = e.source;
+  if ((e.caller_flags & shm::kCallerLocal) != 0) {
+    out.caller = Completion::Caller::Local;
+    out.caller_uid = e.caller_uid;
+  } else if ((e.caller_flags & shm::kCallerRemote) != 0) {
+    out.caller = Completion::Caller::Remote;
+  }
+}
+
+std::uint32_t Client::Impl::take_inline(const shm::CqEntry& e, const shm::CqEntry* more, std::uint32_t popped,
+                                        Completion& out, bool& translated) noexcept {
+  translated = false;
+  const bool delivery = e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ||
+                        e.kind == static_cast<std::uint8_t>(shm::CqKind::Request);
+  if (!delivery || e.length > shm::kInlineMaxBytes) {
+    // Where the next entry starts is unknown now: nothing after it can be read.
+    cq_broken_ = true;
+    if (state_ == Status::Ok) {
+      log_.say(LogLevel::Error, "the daemon posted a malformed inline completion (kind %u, length %u); detaching",
+               unsigned{e.kind}, unsigned{e.length});
+      state_ = Status::DaemonGone;
+    }
+    return popped;
+  }
+  constexpr std::uint32_t kSlot = sizeof(shm::CqEntry);
+  const std::uint32_t slots = shm::inline_slots(e.length);
+  const std::uint32_t from_popped = std::min(slots, popped);
+  std::byte scratch[shm::kInlineMaxBytes];
+  std::byte* const slot = inline_.take();
+  std::byte* const to = slot != nullptr ? slot : scratch;
+  const std::uint32_t first = std::min(e.length, from_popped * kSlot);
+  std::memcpy(to, more, first);
+  if (first < e.length && !cq_.pop_bytes(to + first, e.length - first)) {
+    if (slot != nullptr) (void)inline_.give_back(slot);
+    cq_broken_ = true;
+    if (state_ == Status::Ok) {
+      log_.say(LogLevel::Error, "the daemon published an inline completion without its payload; detaching");
+      state_ = Status::DaemonGone;
+    }
+    return from_popped;
+  }
+  if (slot == nullptr) {
+    if (counters_.dropped_completions++ == 0)
+      log_.say(LogLevel::Warn, "dropped an inline delivery past the daemon's window (length %u)", unsigned{e.length});
+    return from_popped;
+  }
+  fill_delivery(e, out);
+  out.data = slot;
+  ++counters_.inline_deliveries;
+  translated = true;
+  return from_popped;
 }
 
 std::size_t Client::Impl::sweep_gone(std::span<Completion> out) noexcept {
@@ -139,14 +188,21 @@ std::size_t Client::Impl::poll(std::span<Completion> out) noexcept {
   if (state_ == Status::Ok && !releases_.empty()) flush_releases();
   bool cq_empty = false;
   for (;;) {
-    while (n < out.size()) {
+    while (n < out.size() && !cq_broken_) {
       shm::CqEntry batch[kCqBatch];
       const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(kCqBatch, out.size() - n));
       const std::uint32_t got = cq_.pop_batch(batch, want);
-      for (std::uint32_t i = 0; i < got; ++i) {
-        if (translate(batch[i], out[n])) ++n;
+      for (std::uint32_t i = 0; i < got && !cq_broken_;) {
+        const shm::CqEntry& e = batch[i++];
+        if ((e.flags & shm::kCqFlagInline) != 0) {
+          bool translated = false;
+          i += take_inline(e, batch + i, got - i, out[n], translated);
+          if (translated) ++n;
+        } else if (translate(e, out[n])) {
+          ++n;
+        }
       }
-      if (got < want) {
+      if (got < want || cq_broken_) {
         cq_empty = true;
         break;
       }

@@ -118,6 +118,15 @@ Status Client::Impl::reply(std::uint64_t token, const Buffer& resp, std::uint32_
 
 void Client::Impl::release(const Completion& delivery) noexcept {
   if (delivery.kind == Completion::Kind::OpDone || state_ != Status::Ok) return;
+  if (inline_.holds(delivery.data)) {
+    // Inline: counted, not submitted (inline_store.h).
+    if (!inline_.give_back(delivery.data)) {
+      if (counters_.release_failures++ == 0) log_.say(LogLevel::Warn, "an inline delivery was released twice");
+      return;
+    }
+    cq_.publish_released(inline_.given_back());
+    return;
+  }
   // Order does not matter for releases, but queued ones go first so the queue drains.
   flush_releases();
   if (releases_.empty()) {

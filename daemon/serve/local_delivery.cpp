@@ -97,7 +97,7 @@ Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op
   if (s == nullptr) return Outcome::failed(Status::ServiceGone);
   if (!op.is_call()) {
     // A Send is done once copied: the sender's buffer is free again.
-    const Outcome o = deliver_message(*s, ep.cached_owner, c.at(op.offset), op.length, c.id());
+    const Outcome o = deliver_message(*s, ep.cached_owner, c.at(op.offset), op.length, c.id(), &c);
     if (o.is_done()) sessions_.complete(c, shm::Op::Send, op.user_data, Status::Ok);
     return o;
   }
@@ -109,30 +109,44 @@ Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op
   call.resp_offset = op.resp_offset;
   call.resp_length = op.resp_length;
   call.deadline_ns = at.call_deadline_ns;
-  return deliver(*s, true, c.at(op.offset), op.length, c.id(), call);
+  return deliver(*s, true, c.at(op.offset), op.length, c.id(), call, &c);
 }
 
 Outcome LocalDelivery::deliver_message(const Service& s, ClientSession* owner, const std::byte* payload,
-                                       std::uint32_t length, std::uint32_t source) {
+                                       std::uint32_t length, std::uint32_t source, const ClientSession* from) {
   if (owner == nullptr || owner->doomed) return Outcome::failed(Status::ServiceGone);
   if (!sessions_.can_deliver(*owner)) return Outcome::blocked();
+  if (sessions_.take_inline(*owner, length)) {
+    sessions_.post_inline(*owner, delivery_entry(s, shm::CqKind::Message, length, source, 0, from), payload, length);
+    bump(counters_.bytes_copied, length);
+    bump(counters_.messages);
+    return Outcome::done();
+  }
   const std::optional<shm::Block> b = owner->rx.alloc(length);
   if (!b) return Outcome::blocked();
   std::memcpy(owner->at(b->offset), payload, length);
   bump(counters_.bytes_copied, length);
   bump(counters_.messages);
-  post_delivery(*owner, s, shm::CqKind::Message, *b, length, source, 0);
+  post_delivery(*owner, s, shm::CqKind::Message, *b, length, source, 0, from);
   return Outcome::done();
 }
 
 Outcome LocalDelivery::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
-                               std::uint32_t source, const PendingCall& call) {
-  if (!is_call) return deliver_message(s, sessions_.find(s.owner), payload, length, source);
+                               std::uint32_t source, const PendingCall& call, const ClientSession* from) {
+  if (!is_call) return deliver_message(s, sessions_.find(s.owner), payload, length, source, from);
+  ClientSession* owner = sessions_.find(s.owner);
+  if (owner != nullptr && !owner->doomed && sessions_.can_deliver(*owner) && sessions_.take_inline(*owner, length)) {
+    const std::uint64_t token = open_call(*owner, s, call);
+    sessions_.post_inline(*owner, delivery_entry(s, shm::CqKind::Request, length, source, token, from), payload,
+                          length);
+    bump(counters_.bytes_copied, length);
+    return Outcome::done();
+  }
   const Reservation r = reserve(s, length);
   if (!r.outcome.is_done()) return r.outcome;
   std::memcpy(r.server->at(r.block.offset), payload, length);
   bump(counters_.bytes_copied, length);
-  publish(*r.server, s, true, r.block, length, source, call);
+  post_delivery(*r.server, s, shm::CqKind::Request, r.block, length, source, open_call(*r.server, s, call), from);
   return Outcome::done();
 }
 
@@ -152,24 +166,29 @@ void LocalDelivery::publish(ClientSession& server, const Service& s, bool is_cal
     post_delivery(server, s, shm::CqKind::Message, block, length, source, 0);
     return;
   }
+  post_delivery(server, s, shm::CqKind::Request, block, length, source, open_call(server, s, call));
+}
+
+std::uint64_t LocalDelivery::open_call(ClientSession& server, const Service& s, const PendingCall& call) {
   PendingCall opened = call;
   opened.server = server.id();
   opened.service = s.id;
-  post_delivery(server, s, shm::CqKind::Request, block, length, source, calls_.open(opened));
+  return calls_.open(opened);
 }
 
-void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block,
-                                  std::uint32_t length, std::uint32_t source, std::uint64_t token) {
+shm::CqEntry LocalDelivery::delivery_entry(const Service& s, shm::CqKind kind, std::uint32_t length,
+                                           std::uint32_t source, std::uint64_t token,
+                                           const ClientSession* from) noexcept {
   shm::CqEntry d;  // every field written (no memset call)
   d.kind = static_cast<std::uint8_t>(kind);
   d.status = 0;
   d.op = 0;
-  d.reserved0 = 0;
+  d.flags = 0;
   d.handle = s.id;
   d.user_data = 0;
-  d.offset = block.offset;
+  d.offset = 0;
   d.length = length;
-  d.capacity = block.capacity;
+  d.capacity = 0;
   d.token = token;
   d.source = source;
   d.caller_uid = 0;
@@ -178,12 +197,21 @@ void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::
   // Who sent it, for servers that decide by it (the ps shards' access
   // lists): a local client by uid (a client of another engine runs here as
   // its shadow, same id and uid); or through a peer daemon.
-  if (ClientSession* from = sessions_.find(source); from != nullptr) {
+  if ((source & kRemoteSourceBit) != 0) {
+    d.caller_flags = shm::kCallerRemote;
+  } else if (from != nullptr || (from = sessions_.find(source)) != nullptr) {
     d.caller_uid = static_cast<std::uint32_t>(from->info().uid);
     d.caller_flags = shm::kCallerLocal;
-  } else if ((source & kRemoteSourceBit) != 0) {
-    d.caller_flags = shm::kCallerRemote;
   }
+  return d;
+}
+
+void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block,
+                                  std::uint32_t length, std::uint32_t source, std::uint64_t token,
+                                  const ClientSession* from) {
+  shm::CqEntry d = delivery_entry(s, kind, length, source, token, from);
+  d.offset = block.offset;
+  d.capacity = block.capacity;
   sessions_.post(server, d);
 }
 

@@ -3,8 +3,10 @@
 // delivery itself, shared by local senders and by peers' traffic
 // (serve/proxy_server.h): the payload is copied once, from the sender's
 // tx arena or the transport's receive buffer, into a block of the server's
-// rx arena, and a Message or Request names it. No room at the server (rx
-// arena or CQ full): Blocked, and the op waits (parking.h, staging).
+// rx arena, and a Message or Request names it; a payload of at most
+// shm::kInlineMaxBytes goes inline in the server's CQ instead while its
+// window allows (Sessions::take_inline). No room at the server (rx arena
+// or CQ full): Blocked, and the op waits (parking.h, staging).
 // Engine thread only.
 #pragma once
 
@@ -47,10 +49,12 @@ class LocalDelivery final : public Sink {
   // A Send or Call of `c` on a local endpoint (Sink).
   Outcome offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) override;
 
-  // Copies `length` bytes of `payload` into the rx arena of service `s`'s
-  // owner and posts a Message, or (is_call) a Request for `call`.
+  // Copies `length` bytes of `payload` into the rx arena (or inline into
+  // the CQ) of service `s`'s owner and posts a Message, or (is_call) a
+  // Request for `call`.
+  // `from`: the sender's session when the caller has it (else looked up by `source`).
   Outcome deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length, std::uint32_t source,
-                  const PendingCall& call);
+                  const PendingCall& call, const ClientSession* from = nullptr);
   // The two halves of deliver(), apart for rendezvous (the block is filled
   // by an RDMA READ in between): an rx block at the service's owner...
   struct Reservation {
@@ -66,12 +70,18 @@ class LocalDelivery final : public Sink {
  private:
   // A Send's delivery: no call to open.
   Outcome deliver_message(const Service& s, ClientSession* owner, const std::byte* payload, std::uint32_t length,
-                          std::uint32_t source);
+                          std::uint32_t source, const ClientSession* from);
   // Bumped whenever a service or a client goes: endpoints' cached lookups
   // (Endpoint::cached_service) are stale then.
   void forget_lookups() noexcept { ++gen_; }
   void post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block, std::uint32_t length,
-                     std::uint32_t source, std::uint64_t token);
+                     std::uint32_t source, std::uint64_t token, const ClientSession* from = nullptr);
+  // A Message/Request for `s` with no payload place yet (offset, capacity
+  // 0); `from`: the sender's session, or nullptr to look it up by `source`.
+  shm::CqEntry delivery_entry(const Service& s, shm::CqKind kind, std::uint32_t length, std::uint32_t source,
+                              std::uint64_t token, const ClientSession* from) noexcept;
+  // Opens `call` at `server` for service `s`; returns its reply token.
+  std::uint64_t open_call(ClientSession& server, const Service& s, const PendingCall& call);
 
   Sessions& sessions_;
   Calls& calls_;

@@ -47,12 +47,19 @@ Endpoint& ClientSession::add_endpoint(Sink& sink) {
   return ep;
 }
 
-Endpoint* ClientSession::find_endpoint(std::uint32_t id) noexcept {
+Endpoint* ClientSession::find_endpoint_slow(std::uint32_t id) noexcept {
   auto it = endpoints.find(id);
-  return it == endpoints.end() ? nullptr : &it->second;
+  if (it == endpoints.end()) return nullptr;
+  last_endpoint_id_ = id;
+  last_endpoint_ = &it->second;
+  return last_endpoint_;
 }
 
 void ClientSession::remove_endpoint(std::uint32_t id) {
+  if (id == last_endpoint_id_) {
+    last_endpoint_id_ = 0;
+    last_endpoint_ = nullptr;
+  }
   endpoints.erase(id);
   info_->endpoints.store(static_cast<std::uint32_t>(endpoints.size()), std::memory_order_relaxed);
 }

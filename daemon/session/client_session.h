@@ -135,6 +135,10 @@ class ClientSession {
   std::uint32_t outstanding = 0;
   bool cq_dirty = false;  // posted since the last doorbell check
   bool doomed = false;    // detach at the end of this engine turn
+  // Inline deliveries (ring_entries.h): posted so far, and how many more
+  // may go before the client's released count is read again.
+  std::uint32_t inline_posted = 0;
+  std::uint32_t inline_credits = 0;
 
   // rdma: the segment's registration (attach), and how many posted WRs name
   // its lkey; a detached session with some stays retired until they complete.
@@ -162,10 +166,18 @@ class ClientSession {
   // A new endpoint bound to `sink`, with a fresh nonzero id (ids wrap,
   // skipping live ones). The caller checks endpoint_cap_reached() first.
   Endpoint& add_endpoint(Sink& sink);
-  Endpoint* find_endpoint(std::uint32_t id) noexcept;
+  // The last endpoint found is remembered (a client sends on one endpoint
+  // in a row more often than not): no hash lookup then.
+  Endpoint* find_endpoint(std::uint32_t id) noexcept {
+    if (id == last_endpoint_id_ && id != 0) return last_endpoint_;
+    return find_endpoint_slow(id);
+  }
   void remove_endpoint(std::uint32_t id);
 
  private:
+  Endpoint* find_endpoint_slow(std::uint32_t id) noexcept;
+  std::uint32_t last_endpoint_id_ = 0;  // 0: none (endpoint ids are nonzero)
+  Endpoint* last_endpoint_ = nullptr;   // map nodes stay put until erased
   std::uint32_t next_endpoint_id_ = 1;
   std::shared_ptr<ClientInfo> info_;
   shm::CreatedSegment segment_;

@@ -80,7 +80,15 @@ class Sessions {
   void complete(std::uint32_t client, shm::Op op, std::uint64_t user_data, Status status,
                 std::uint32_t length = 0) noexcept;
   // A delivery may be posted now (CQ room, nothing overflowing).
-  bool can_deliver(ClientSession& c) noexcept { return c.overflow.empty() && c.cq.free_slots() != 0; }
+  bool can_deliver(ClientSession& c) noexcept { return c.overflow.empty() && c.cq.has_room(1); }
+  // Inline deliveries (shm::kCqFlagInline): whether one of `length` bytes
+  // may go now, taking it from the client's window: small enough, room in
+  // the CQ for it and its payload, and fewer than the window unreleased.
+  // Only after can_deliver(); when true, post_inline() must follow in the
+  // same turn (it then fits).
+  bool take_inline(ClientSession& c, std::uint32_t length) noexcept;
+  // Posts `entry` (flags, offset and capacity set here) and the payload after it.
+  void post_inline(ClientSession& c, shm::CqEntry entry, const std::byte* payload, std::uint32_t length) noexcept;
   // A client to detach at the end of this turn (a corrupt ring).
   void doom(ClientSession& c) noexcept {
     c.doomed = true;

@@ -218,8 +218,9 @@ int hostile(const std::string& socket) {
   }
   if (seen.size() != expect.size()) return fail(8, "%zu of %zu bad entries answered", seen.size(), expect.size());
 
-  // ReleaseRx mid-block and double free on a real delivery; forged and reused reply tokens.
-  if (!roundtrip(r, send_at(payload, 100), done, side) || done.status != 0)
+  // ReleaseRx mid-block and double free on a real delivery (past the
+  // inline size, so it names an rx block); forged and reused reply tokens.
+  if (!roundtrip(r, send_at(payload, 1000), done, side) || done.status != 0)
     return fail(9, "self send: %s", st(done.status));
   shm::CqEntry msg{};
   const auto t0 = Clock::now();

@@ -1,15 +1,17 @@
-// The ferry-ps shard under back-pressure: a real ferryd (client rings of 64
-// entries), a real `ferry-ps server` (response pool of 64) and this process
-// as the worker. The shard is stopped while 200 push requests reach its
-// completion ring; then ferryd is stopped and the shard resumed, so the
-// shard answers into a submission ring nobody drains: its Replies are
-// refused Busy once the ring fills, and requests beyond the pool wait for a
-// buffer. Then ferryd resumes. Asserted: every push completes once, Ok, with
-// its own request id; every push was applied exactly once (the rows pulled
-// afterwards equal a local reference that applied the same pushes, exactly:
-// gradients of 1 and a learning rate of 1/8 keep float sums exact in any
-// order); and the shard reports that both paths ran (refused Replies sent
-// again, requests that waited), so the test cannot pass without them.
+// The ferry-ps shard under back-pressure: a real ferryd (client SQs of 64
+// entries), a real `ferry-ps server` (response pool of 128: more replies
+// than its SQ holds, now that its small requests arrive inline and need no
+// ReleaseRx) and this process as the worker. The shard is stopped while
+// 200 push requests reach its completion ring; then ferryd is stopped and
+// the shard resumed, so the shard answers into a submission ring nobody
+// drains: its Replies are refused Busy once the ring fills, and requests
+// beyond the pool wait for a buffer. Then ferryd resumes. Asserted: every
+// push completes once, Ok, with its own request id; every push was applied
+// exactly once (the rows pulled afterwards equal a local reference that
+// applied the same pushes, exactly: gradients of 1 and a learning rate of
+// 1/8 keep float sums exact in any order); and the shard reports that both
+// paths ran (refused Replies sent again, requests that waited), so the test
+// cannot pass without them.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,7 +99,7 @@ pid_t start_shard(const std::string& socket, const std::string& log) {
     if (f != nullptr) ::dup2(::fileno(f), 2);
     const std::string keys = std::to_string(kKeys), dim = std::to_string(kDim);
     ::execl(ps, ps, "server", "--shard", "0/1", "--keys", keys.c_str(), "--dim", dim.c_str(), "--transport", "ferry",
-            "--socket", socket.c_str(), "--shard-pool", "64", "--batch", "16", static_cast<char*>(nullptr));
+            "--socket", socket.c_str(), "--shard-pool", "128", "--batch", "16", static_cast<char*>(nullptr));
     std::_Exit(127);
   }
   return pid;

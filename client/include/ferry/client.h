@@ -16,7 +16,8 @@
 //
 // Lifetimes: a Buffer stays the caller's; after send/call/reply it must stay
 // untouched until that operation's OpDone completion. A delivered Message or
-// Request points into the rx arena and stays valid until release().
+// Request points into the rx arena, or (a payload of at most 192 bytes)
+// into the client's own memory, and stays valid until release().
 #pragma once
 
 #include <chrono>
@@ -63,11 +64,11 @@ struct Completion {
   std::uint64_t user_data = 0;      // OpDone: what the submitter passed
   std::uint32_t handle = 0;         // OpDone: endpoint/service id; Message/Request: service id
   std::uint32_t length = 0;         // Message/Request: payload bytes; Call OpDone: response bytes
-  const std::byte* data = nullptr;  // Message/Request: payload (rx arena), valid until release();
+  const std::byte* data = nullptr;  // Message/Request: payload (rx arena, or inline: private), valid until release();
                                     // Call OpDone Ok: the caller's response buffer
   std::uint64_t token = 0;          // Request: pass to reply()
   std::uint64_t source = 0;         // Message/Request: opaque sender id
-  std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release()
+  std::uint64_t rx_offset = 0;      // Message/Request: rx block, for release() (inline: 0)
   std::uint32_t rx_capacity = 0;
   // Message/Request: who sent it, as the daemon knows it: a local client
   // (caller_uid: its uid, from the kernel at attach), one that came through
@@ -121,6 +122,7 @@ struct ClientStats {
   std::uint64_t dropped_completions = 0;  // CQ entries that failed validation (logged once)
   std::uint64_t deferred_releases = 0;    // release() queued privately because the SQ was full
   std::uint64_t release_failures = 0;     // the daemon rejected a release (e.g. a double release)
+  std::uint64_t inline_deliveries = 0;    // deliveries whose payload came inline in the CQ (no rx block)
 };
 
 // Default socket path: $FERRY_SOCKET or /run/ferry/ferryd.sock.

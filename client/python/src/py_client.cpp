@@ -500,6 +500,7 @@ submitting or collecting.)")
         d["dropped_completions"] = s.dropped_completions;
         d["deferred_releases"] = s.deferred_releases;
         d["release_failures"] = s.release_failures;
+        d["inline_deliveries"] = s.inline_deliveries;
         return d;
       });
 

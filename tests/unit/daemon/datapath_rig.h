@@ -33,6 +33,7 @@ struct TestClient {
   shm::RingConsumer<shm::CqEntry> cq;
   std::uint64_t tx_next = 0;  // bump allocation in its tx arena
   std::vector<shm::CqEntry> got;
+  std::vector<std::string> payloads;  // beside got: an inline delivery's payload, else empty
 
   // `len` bytes of `fill` at a fresh place in the tx arena: its offset.
   std::uint64_t put(std::string_view bytes) {
@@ -49,12 +50,36 @@ struct TestClient {
   std::string text(std::uint64_t off, std::uint32_t len) const {
     return std::string(reinterpret_cast<const char*>(session->at(off)), len);
   }
-  // Takes what the datapath posted since the last call.
+  // Takes what the datapath posted since the last call (an inline
+  // delivery's payload into `payloads`).
   const std::vector<shm::CqEntry>& drain() {
-    shm::CqEntry e[64];
-    while (std::uint32_t n = cq.pop_batch(e, 64)) got.insert(got.end(), e, e + n);
+    shm::CqEntry e;
+    while (cq.pop_batch(&e, 1) == 1) {
+      std::string payload;
+      if ((e.flags & shm::kCqFlagInline) != 0) {
+        payload.resize(e.length);
+        REQUIRE(cq.pop_bytes(reinterpret_cast<std::byte*>(payload.data()), e.length));
+      }
+      got.push_back(e);
+      payloads.push_back(std::move(payload));
+    }
     return got;
   }
+  // Inline deliveries of `kind` seen so far, with their payloads.
+  std::vector<std::pair<shm::CqEntry, std::string>> inline_deliveries(shm::CqKind kind) {
+    drain();
+    std::vector<std::pair<shm::CqEntry, std::string>> out;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (got[i].kind == static_cast<std::uint8_t>(kind) && (got[i].flags & shm::kCqFlagInline) != 0)
+        out.emplace_back(got[i], payloads[i]);
+    return out;
+  }
+  // Releases inline deliveries as libferry does: counts them in the CQ header.
+  void release_inline(std::uint32_t n) {
+    released += n;
+    cq.publish_released(released);
+  }
+  std::uint32_t released = 0;
   // The OpDone entries with user_data `ud` seen so far.
   std::vector<shm::CqEntry> done(std::uint64_t ud) {
     std::vector<shm::CqEntry> out;
@@ -98,7 +123,10 @@ struct Rig {
     dp = std::make_unique<Datapath>(config, counters, 0x5eed, epoch, group, 0, transports);
   }
 
-  TestClient& attach(std::uint64_t rx_bytes = 4u << 20) {
+  // `inline_ok` false: the client never counts inline deliveries released
+  // (its released count says its window is full), so every delivery names
+  // an rx block, as the tests of blocks want.
+  TestClient& attach(std::uint64_t rx_bytes = 4u << 20, bool inline_ok = false) {
     const std::uint32_t id = next_id++;
     auto seg = shm::create_segment(shm::SegmentSizes{256, 1024, 4u << 20, rx_bytes}, id, 1, 1u << 20);
     REQUIRE(seg);
@@ -116,6 +144,7 @@ struct Rig {
     c->session = s.get();
     c->sq = shm::RingProducer<shm::SqEntry>(view.sq_header, view.sq_entries, view.sq_capacity);
     c->cq = shm::RingConsumer<shm::CqEntry>(view.cq_header, view.cq_entries, view.cq_capacity);
+    if (!inline_ok) c->release_inline(0u - shm::inline_window(view.cq_capacity));
     c->tx_next = view.layout.tx_offset;
     dp->sessions.add(std::move(s));
     clients.push_back(std::move(c));

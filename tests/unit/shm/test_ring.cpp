@@ -178,3 +178,38 @@ TEST_CASE("doorbell sleep protocol, step by step", "[ring][doorbell]") {
   REQUIRE(t.cons.ready() == 1);
   t.cons.woke_up();
 }
+
+TEST_CASE("records: an entry and its bytes go together, across the ring's end and the index wrap", "[ring]") {
+  const std::uint32_t start = GENERATE(0u, kCap - 2, 0xFFFFFFFEu);
+  CAPTURE(start);
+  TestRing t(start);
+  constexpr std::uint32_t kSlot = sizeof(TestEntry);
+  std::vector<std::byte> data(3 * kSlot - 7);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 7 + 1);
+  const auto bytes = static_cast<std::uint32_t>(data.size());
+  REQUIRE(t.prod.try_push_record(make_entry(5), data.data(), bytes));
+  REQUIRE(t.cons.ready() == 4);  // the entry and three slots of bytes, published at once
+  TestEntry e;
+  REQUIRE(t.cons.pop_batch(&e, 1) == 1);
+  CHECK(entry_ok(e, 5));
+  std::vector<std::byte> back(bytes);
+  REQUIRE(t.cons.pop_bytes(back.data(), bytes));
+  CHECK(back == data);
+  CHECK(t.cons.ready() == 0);
+  // Not published: nothing consumed.
+  CHECK_FALSE(t.cons.pop_bytes(back.data(), 1));
+  // No room for all of it: nothing written.
+  std::vector<TestEntry> fill(kCap - 3, make_entry(9));
+  REQUIRE(t.prod.push_batch(fill.data(), kCap - 3) == kCap - 3);
+  CHECK_FALSE(t.prod.try_push_record(make_entry(6), data.data(), bytes));
+  CHECK(t.cons.ready() == kCap - 3);
+  CHECK(t.prod.try_push_record(make_entry(6), data.data(), 2 * kSlot));  // exactly fits
+  CHECK(t.prod.free_slots() == 0);
+}
+
+TEST_CASE("released: the consumer's count reaches the producer", "[ring]") {
+  TestRing t;
+  CHECK(t.prod.consumer_released() == 0);
+  t.cons.publish_released(41);
+  CHECK(t.prod.consumer_released() == 41);
+}

@@ -140,7 +140,7 @@ class Client:
         """Operations submitted and not completed."""
     @property
     def stats(self) -> Dict[str, int]:
-        """dropped_completions, deferred_releases, release_failures."""
+        """dropped_completions, deferred_releases, release_failures, inline_deliveries."""
     def __enter__(self) -> "Client": ...
     def __exit__(self, *exc: object) -> bool: ...
 
