@@ -179,6 +179,10 @@ class RingConsumer {
   }
 
   bool corrupt() const noexcept { return corrupt_; }
+  // Whether the producer published anything not yet consumed (or a head
+  // that pop_batch() will find corrupt): one load, for a caller that polls
+  // many rings and skips the empty ones.
+  bool pending() const noexcept { return h_->head.load(std::memory_order_acquire) != tail_; }
 
  private:
   std::uint32_t ready_seq_cst() noexcept {

@@ -117,7 +117,8 @@ Outcome LocalDelivery::deliver_message(const Service& s, ClientSession* owner, c
   if (owner == nullptr || owner->doomed) return Outcome::failed(Status::ServiceGone);
   if (!sessions_.can_deliver(*owner)) return Outcome::blocked();
   if (sessions_.take_inline(*owner, length)) {
-    sessions_.post_inline(*owner, delivery_entry(s, shm::CqKind::Message, length, source, 0, from), payload, length);
+    sessions_.post_inline(*owner, delivery_entry(s, shm::CqKind::Message, length, source, 0, from, shm::kCqFlagInline),
+                          payload, length);
     bump(counters_.bytes_copied, length);
     bump(counters_.messages);
     return Outcome::done();
@@ -137,8 +138,9 @@ Outcome LocalDelivery::deliver(const Service& s, bool is_call, const std::byte* 
   ClientSession* owner = sessions_.find(s.owner);
   if (owner != nullptr && !owner->doomed && sessions_.can_deliver(*owner) && sessions_.take_inline(*owner, length)) {
     const std::uint64_t token = open_call(*owner, s, call);
-    sessions_.post_inline(*owner, delivery_entry(s, shm::CqKind::Request, length, source, token, from), payload,
-                          length);
+    sessions_.post_inline(*owner,
+                          delivery_entry(s, shm::CqKind::Request, length, source, token, from, shm::kCqFlagInline),
+                          payload, length);
     bump(counters_.bytes_copied, length);
     return Outcome::done();
   }
@@ -177,13 +179,13 @@ std::uint64_t LocalDelivery::open_call(ClientSession& server, const Service& s, 
 }
 
 shm::CqEntry LocalDelivery::delivery_entry(const Service& s, shm::CqKind kind, std::uint32_t length,
-                                           std::uint32_t source, std::uint64_t token,
-                                           const ClientSession* from) noexcept {
+                                           std::uint32_t source, std::uint64_t token, const ClientSession* from,
+                                           std::uint8_t flags) noexcept {
   shm::CqEntry d;  // every field written (no memset call)
   d.kind = static_cast<std::uint8_t>(kind);
   d.status = 0;
   d.op = 0;
-  d.flags = 0;
+  d.flags = flags;
   d.handle = s.id;
   d.user_data = 0;
   d.offset = 0;
@@ -209,7 +211,7 @@ shm::CqEntry LocalDelivery::delivery_entry(const Service& s, shm::CqKind kind, s
 void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block,
                                   std::uint32_t length, std::uint32_t source, std::uint64_t token,
                                   const ClientSession* from) {
-  shm::CqEntry d = delivery_entry(s, kind, length, source, token, from);
+  shm::CqEntry d = delivery_entry(s, kind, length, source, token, from, 0);
   d.offset = block.offset;
   d.capacity = block.capacity;
   sessions_.post(server, d);

@@ -77,9 +77,10 @@ class LocalDelivery final : public Sink {
   void post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block, std::uint32_t length,
                      std::uint32_t source, std::uint64_t token, const ClientSession* from = nullptr);
   // A Message/Request for `s` with no payload place yet (offset, capacity
-  // 0); `from`: the sender's session, or nullptr to look it up by `source`.
+  // 0); `from`: the sender's session, or nullptr to look it up by `source`;
+  // `flags`: shm::kCqFlagInline or 0.
   shm::CqEntry delivery_entry(const Service& s, shm::CqKind kind, std::uint32_t length, std::uint32_t source,
-                              std::uint64_t token, const ClientSession* from) noexcept;
+                              std::uint64_t token, const ClientSession* from, std::uint8_t flags) noexcept;
   // Opens `call` at `server` for service `s`; returns its reply token.
   std::uint64_t open_call(ClientSession& server, const Service& s, const PendingCall& call);
 

@@ -127,36 +127,19 @@ void Sessions::post(ClientSession& c, const shm::CqEntry& entry) noexcept {
   bump(counters_.cq_overflows);
 }
 
-bool Sessions::take_inline(ClientSession& c, std::uint32_t length) noexcept {
-  if (length > shm::kInlineMaxBytes || c.is_shadow() || !c.cq.has_room(1 + shm::inline_slots(length)))
-    return false;
-  if (c.inline_credits == 0) {
-    // The client's count is untrusted: one that claims more than was ever
-    // posted makes the window look full, which only costs it the inlining.
-    const std::uint32_t window = shm::inline_window(c.cq.capacity());
-    const std::uint32_t unreleased = c.inline_posted - c.cq.consumer_released();
-    if (unreleased >= window) return false;
-    c.inline_credits = window - unreleased;
-  }
-  --c.inline_credits;
-  ++c.inline_posted;
+bool Sessions::refill_inline(ClientSession& c) noexcept {
+  // The client's count is untrusted: one that claims more than was ever
+  // posted makes the window look full, which only costs it the inlining.
+  const std::uint32_t window = shm::inline_window(c.cq.capacity());
+  const std::uint32_t unreleased = c.inline_posted - c.cq.consumer_released();
+  if (unreleased >= window) return false;
+  c.inline_credits = window - unreleased;
   return true;
 }
 
-void Sessions::post_inline(ClientSession& c, shm::CqEntry entry, const std::byte* payload,
-                           std::uint32_t length) noexcept {
-  entry.flags = shm::kCqFlagInline;
-  entry.offset = 0;
-  entry.capacity = 0;
-  const bool posted = c.cq.try_push_record(entry, payload, length);
-  if constexpr (FERRY_DEBUG_CHECKS) {
-    if (!posted) {
-      spdlog::critical("client {}: an inline delivery did not fit the room take_inline saw", c.id());
-      std::abort();
-    }
-  }
-  c.cq_dirty = c.cq_dirty || posted;
-  bump(counters_.inline_deliveries);
+void Sessions::inline_lost(ClientSession& c) noexcept {
+  spdlog::critical("client {}: an inline delivery did not fit the room take_inline saw", c.id());
+  std::abort();
 }
 
 void Sessions::complete(ClientSession& c, shm::Op op, std::uint64_t user_data, Status status, std::uint32_t handle,

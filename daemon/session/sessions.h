@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/counters.h"
+#include "ferry_config.h"
 #include "daemon/session/client_session.h"
 #include "daemon/session/zero_copy.h"
 #include "shm/ring_entries.h"
@@ -86,9 +87,21 @@ class Sessions {
   // the CQ for it and its payload, and fewer than the window unreleased.
   // Only after can_deliver(); when true, post_inline() must follow in the
   // same turn (it then fits).
-  bool take_inline(ClientSession& c, std::uint32_t length) noexcept;
-  // Posts `entry` (flags, offset and capacity set here) and the payload after it.
-  void post_inline(ClientSession& c, shm::CqEntry entry, const std::byte* payload, std::uint32_t length) noexcept;
+  bool take_inline(ClientSession& c, std::uint32_t length) noexcept {
+    if (length > shm::kInlineMaxBytes || c.is_shadow() || !c.cq.has_room(1 + shm::inline_slots(length))) return false;
+    if (c.inline_credits == 0 && !refill_inline(c)) return false;
+    --c.inline_credits;
+    ++c.inline_posted;
+    return true;
+  }
+  // Posts `entry` (kCqFlagInline set, offset and capacity 0) and the payload after it.
+  void post_inline(ClientSession& c, const shm::CqEntry& entry, const std::byte* payload,
+                   std::uint32_t length) noexcept {
+    const bool posted = c.cq.try_push_record(entry, payload, length);
+    if (FERRY_DEBUG_CHECKS && !posted) inline_lost(c);
+    c.cq_dirty = c.cq_dirty || posted;
+    bump(counters_.inline_deliveries);
+  }
   // A client to detach at the end of this turn (a corrupt ring).
   void doom(ClientSession& c) noexcept {
     c.doomed = true;
@@ -102,6 +115,10 @@ class Sessions {
 
  private:
   void released(std::uint32_t id) noexcept;  // a WR or access ended: a retired session may go now
+  // take_inline's window ran out: the client's released count read again.
+  bool refill_inline(ClientSession& c) noexcept;
+  [[noreturn]] void inline_lost(ClientSession& c) noexcept;  // debug builds: a broken room check
+
   static bool in_use(const ClientSession& s) noexcept {
     return s.zc_inflight != 0 || s.remote_holds != 0 || s.shadow_refs != 0;
   }

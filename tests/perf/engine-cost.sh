@@ -4,7 +4,7 @@
 # What one message costs one engine, this build against an older one, in
 # one run (interleaved, so both meet the same machine):
 #   - instructions per forwarded message: tests/perf/callgrind-engine.sh
-#     (64 B ipc-echo through a ferryd under callgrind; the minimum of R
+#     (64 B ipc-echo through a ferryd under callgrind; the least runs of R
 #     rounds in one daemon), for each build, R rounds each;
 #   - messages per second one engine forwards at saturation: one busy-
 #     polling client with C messages in flight (ferry-bench ipc-echo
@@ -67,7 +67,7 @@ import json, re, statistics, sys
 out = sys.argv[1]
 def ir(label):
     t = open(f"{out}/callgrind-{label}.txt").read()
-    m = re.search(r"instructions/message (\d+) \(minimum of \d+ rounds; median (\d+)\)", t)
+    m = re.search(r"instructions/message (\d+) \(least runs of \d+ rounds; median (\d+)\)", t)
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 def sat(label):
     rows = [json.loads(l) for l in open(f"{out}/saturation-{label}.jsonl")]
@@ -76,7 +76,7 @@ n_ir, o_ir = ir("new"), ir("old")
 n_ops, n_cpu = sat("new")
 o_ops, o_cpu = sat("old")
 print()
-print("| | instructions/message (min; median) | msgs/s at saturation (median) | daemon+client CPU us/msg (median) |")
+print("| | instructions/message (least runs; median) | msgs/s at saturation (median) | daemon+client CPU us/msg (median) |")
 print("|---|---:|---:|---:|")
 print(f"| old | {o_ir[0]}; {o_ir[1]} | {statistics.median(o_ops):,.0f} | {statistics.median(o_cpu):.2f} |")
 print(f"| new | {n_ir[0]}; {n_ir[1]} | {statistics.median(n_ops):,.0f} | {statistics.median(n_cpu):.2f} |")
