@@ -31,12 +31,12 @@ struct Counters {
   Counter ops_submitted{0};
   Counter ops_completed{0};
   Counter bad_requests{0};
-  Counter messages{0};      // Message deliveries
-  Counter calls{0};         // Request deliveries
-  Counter replies{0};       // responses copied to a caller
-  Counter bytes_copied{0};  // payload bytes memcpy'd between clients
+  Counter messages{0};           // Message deliveries
+  Counter calls{0};              // Request deliveries
+  Counter replies{0};            // responses copied to a caller
+  Counter bytes_copied{0};       // payload bytes memcpy'd between clients
   Counter inline_deliveries{0};  // Message/Request deliveries with the payload inline in the CQ (no rx block)
-  Counter parked{0};        // deliveries that had to wait for receiver space
+  Counter parked{0};             // deliveries that had to wait for receiver space
   Counter timeouts{0};
   Counter call_timeouts{0};  // calls a server held past their timeout (this daemon's servers)
   Counter key_windows{0};    // per-call remote keys opened (rdma memory windows)

@@ -27,8 +27,8 @@ inline constexpr std::size_t kCacheLine = 64;
 // Lives in shared memory. Producer-owned and consumer-owned words sit on
 // separate cache lines so the two sides never false-share.
 struct RingHeader {
-  alignas(kCacheLine) std::atomic<std::uint32_t> head;              // written by producer only
-  alignas(kCacheLine) std::atomic<std::uint32_t> tail;              // written by consumer only
+  alignas(kCacheLine) std::atomic<std::uint32_t> head;  // written by producer only
+  alignas(kCacheLine) std::atomic<std::uint32_t> tail;  // written by consumer only
   // Written by the consumer only, beside tail: what it let go of that the
   // producer counts (a CQ: the inline deliveries the client released).
   std::atomic<std::uint32_t> released;
@@ -86,9 +86,7 @@ class RingProducer {
 
   // Whether `n` slots are free. Reads the consumer's tail (a cache line
   // the consumer writes) only when the last one read leaves too little.
-  bool has_room(std::uint32_t n) noexcept {
-    return capacity() - (head_ - seen_tail_) >= n || free_slots() >= n;
-  }
+  bool has_room(std::uint32_t n) noexcept { return capacity() - (head_ - seen_tail_) >= n || free_slots() >= n; }
 
   // Copies up to n entries in; returns how many fit. Publishes once.
   std::uint32_t push_batch(const Entry* src, std::uint32_t n) noexcept {
@@ -103,7 +101,12 @@ class RingProducer {
     return n;
   }
 
-  bool try_push(const Entry& entry) noexcept { return push_batch(&entry, 1) == 1; }
+  bool try_push(const Entry& entry) noexcept {
+    if (!has_room(1)) return false;
+    e_[head_ & mask_] = entry;
+    h_->head.store(++head_, std::memory_order_release);
+    return true;
+  }
 
   // A record: `entry` and then `bytes` of raw data in the slots after it
   // (the last one padded with zeros), published together. False, and

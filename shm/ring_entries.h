@@ -108,10 +108,10 @@ inline constexpr std::uint8_t kCqFlagInline = 1;  // Message/Request: the payloa
 inline constexpr std::uint32_t kInlineMaxBytes = 192;
 
 struct CqEntry {
-  std::uint8_t kind;    // CqKind
-  std::uint8_t status;  // ferry::Status
-  std::uint8_t op;      // OpDone: the Op that completed
-  std::uint8_t flags;   // Message/Request: kCqFlagInline or 0; OpDone: 0
+  std::uint8_t kind;        // CqKind
+  std::uint8_t status;      // ferry::Status
+  std::uint8_t op;          // OpDone: the Op that completed
+  std::uint8_t flags;       // Message/Request: kCqFlagInline or 0; OpDone: 0
   std::uint32_t handle;     // OpDone: new endpoint/service id (Open/Serve); Message/Request: service id
   std::uint64_t user_data;  // OpDone: the submitter's user_data
   std::uint64_t offset;     // Message/Request: rx arena block (segment offset); inline: 0

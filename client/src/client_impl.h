@@ -14,8 +14,8 @@
 
 #include "client/src/fixed_queue.h"
 #include "client/src/fork_guard.h"
-#include "client/src/inline_store.h"
 #include "client/src/inflight.h"
+#include "client/src/inline_store.h"
 #include "client/src/log.h"
 #include "ferry/client.h"
 #include "shm/doorbell.h"
@@ -109,7 +109,7 @@ class FERRY_LOCAL Client::Impl {
   std::uint64_t epoch_ = 0;
   Status state_ = Status::Ok;
   bool busy_poll_ = false;                                    // AttachOptions::busy_poll: poll() never arms
-  bool cq_broken_ = false;  // a malformed inline delivery: the CQ is not read again
+  bool cq_broken_ = false;                                    // a malformed inline delivery: the CQ is not read again
   std::uint32_t empty_polls_ = 0;                             // consecutive; paces the hang-up check
   std::chrono::steady_clock::time_point last_hangup_look_{};  // current_state()'s pace
   std::uint32_t fork_generation_ = client_detail::fork_generation();

@@ -92,8 +92,8 @@ bool Client::Impl::translate(const shm::CqEntry& e, Completion& out) noexcept {
 
 void Client::Impl::fill_delivery(const shm::CqEntry& e, Completion& out) noexcept {
   out = Completion{};
-  out.kind = e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ? Completion::Kind::Message
-                                                                       : Completion::Kind::Request;
+  out.kind =
+      e.kind == static_cast<std::uint8_t>(shm::CqKind::Message) ? Completion::Kind::Message : Completion::Kind::Request;
   out.handle = e.handle;
   out.length = e.length;
   out.token = e.token;

@@ -87,6 +87,37 @@ void LocalDelivery::open(ClientSession& c, const Operation& op, std::uint32_t se
   sessions_.complete(c, shm::Op::Open, op.user_data, Status::Ok, ep.id);
 }
 
+// Inline: it is most of a small delivery's work, called once on each path.
+inline shm::CqEntry LocalDelivery::delivery_entry(const Service& s, shm::CqKind kind, std::uint32_t length,
+                                                  std::uint32_t source, std::uint64_t token, const ClientSession* from,
+                                                  std::uint8_t flags) noexcept {
+  shm::CqEntry d;  // every field written (no memset call)
+  d.kind = static_cast<std::uint8_t>(kind);
+  d.status = 0;
+  d.op = 0;
+  d.flags = flags;
+  d.handle = s.id;
+  d.user_data = 0;
+  d.offset = 0;
+  d.length = length;
+  d.capacity = 0;
+  d.token = token;
+  d.source = source;
+  d.caller_uid = 0;
+  d.caller_flags = 0;
+  d.reserved1 = 0;
+  // Who sent it, for servers that decide by it (the ps shards' access
+  // lists): a local client by uid (a client of another engine runs here as
+  // its shadow, same id and uid); or through a peer daemon.
+  if ((source & kRemoteSourceBit) != 0) {
+    d.caller_flags = shm::kCallerRemote;
+  } else if (from != nullptr || (from = sessions_.find(source)) != nullptr) {
+    d.caller_uid = static_cast<std::uint32_t>(from->info().uid);
+    d.caller_flags = shm::kCallerLocal;
+  }
+  return d;
+}
+
 Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op, Attempt& at) {
   if (ep.cache_gen != gen_) {
     ep.cached_service = services_.find(ep.service_id);
@@ -176,36 +207,6 @@ std::uint64_t LocalDelivery::open_call(ClientSession& server, const Service& s, 
   opened.server = server.id();
   opened.service = s.id;
   return calls_.open(opened);
-}
-
-shm::CqEntry LocalDelivery::delivery_entry(const Service& s, shm::CqKind kind, std::uint32_t length,
-                                           std::uint32_t source, std::uint64_t token, const ClientSession* from,
-                                           std::uint8_t flags) noexcept {
-  shm::CqEntry d;  // every field written (no memset call)
-  d.kind = static_cast<std::uint8_t>(kind);
-  d.status = 0;
-  d.op = 0;
-  d.flags = flags;
-  d.handle = s.id;
-  d.user_data = 0;
-  d.offset = 0;
-  d.length = length;
-  d.capacity = 0;
-  d.token = token;
-  d.source = source;
-  d.caller_uid = 0;
-  d.caller_flags = 0;
-  d.reserved1 = 0;
-  // Who sent it, for servers that decide by it (the ps shards' access
-  // lists): a local client by uid (a client of another engine runs here as
-  // its shadow, same id and uid); or through a peer daemon.
-  if ((source & kRemoteSourceBit) != 0) {
-    d.caller_flags = shm::kCallerRemote;
-  } else if (from != nullptr || (from = sessions_.find(source)) != nullptr) {
-    d.caller_uid = static_cast<std::uint32_t>(from->info().uid);
-    d.caller_flags = shm::kCallerLocal;
-  }
-  return d;
 }
 
 void LocalDelivery::post_delivery(ClientSession& server, const Service& s, shm::CqKind kind, shm::Block block,

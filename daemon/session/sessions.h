@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "daemon/counters.h"
-#include "ferry_config.h"
 #include "daemon/session/client_session.h"
 #include "daemon/session/zero_copy.h"
+#include "ferry_config.h"
 #include "shm/ring_entries.h"
 #include "shm/segment_layout.h"
 

@@ -74,10 +74,10 @@ typedef struct ferry_completion {
   uint64_t user_data;
   uint32_t length;
   uint32_t rx_capacity;
-  const void* data;
+  const void* data; /* Message/Request: the payload, valid until ferry_release */
   uint64_t token;
   uint64_t source;
-  uint64_t rx_offset;
+  uint64_t rx_offset; /* Message/Request: its rx block; 0 (and rx_capacity 0) for one that came inline */
 } ferry_completion;
 
 /* Levels of libferry's messages about a client (ferry::LogLevel). */
