@@ -53,3 +53,67 @@ TEST_CASE("ring between two threads, spinning", "[ring][threads]") {
 TEST_CASE("ring between two threads, sleeping on the doorbell", "[ring][threads][doorbell]") {
   run_threads<128>(1'000'000 / kStressDivisor, true);
 }
+
+// Records (an entry and its bytes, published at once) of every size from
+// 0 to 3 slots through a small ring: the consumer reads each entry, then
+// exactly its bytes, and checks both; the producer's cached view of the
+// consumer's tail (RingProducer::has_room) is what keeps it from
+// overwriting bytes not yet read.
+TEST_CASE("records between two threads: every entry and its bytes intact", "[ring][threads]") {
+  constexpr std::uint32_t kCap = 16;
+  constexpr std::uint32_t kMaxBytes = 3 * sizeof(TestEntry);
+  const std::uint64_t count = 400'000 / kStressDivisor;
+  auto ring = std::make_unique<SharedRing<kCap>>();
+  ring_init(&ring->header);
+  const auto deadline = Clock::now() + std::chrono::seconds(90);
+  auto byte_of = [](std::uint64_t seq, std::uint32_t i) { return static_cast<std::byte>((seq * 31 + i * 7) & 0xff); };
+  auto size_of = [](std::uint64_t seq) { return static_cast<std::uint32_t>((seq * 37) % (kMaxBytes + 1)); };
+
+  std::uint64_t received = 0, bad = 0;
+  bool consumer_late = false;
+  std::thread consumer([&] {
+    RingConsumer<TestEntry> cons(&ring->header, ring->entries, kCap);
+    std::byte bytes[kMaxBytes];
+    while (received < count) {
+      if (Clock::now() > deadline) {
+        consumer_late = true;
+        return;
+      }
+      TestEntry e;
+      if (cons.pop_batch(&e, 1) == 0) {
+        std::this_thread::yield();
+        continue;
+      }
+      const std::uint32_t n = size_of(received);
+      // Published with its entry: the bytes are there at once.
+      if (!entry_ok(e, received) || !cons.pop_bytes(bytes, n)) {
+        ++bad;
+        return;
+      }
+      for (std::uint32_t i = 0; i < n; ++i) bad += bytes[i] == byte_of(received, i) ? 0 : 1;
+      ++received;
+    }
+  });
+  RingProducer<TestEntry> prod(&ring->header, ring->entries, kCap);
+  std::byte bytes[kMaxBytes];
+  std::uint64_t sent = 0;
+  bool producer_late = false;
+  while (sent < count) {
+    const std::uint32_t n = size_of(sent);
+    for (std::uint32_t i = 0; i < n; ++i) bytes[i] = byte_of(sent, i);
+    if (prod.try_push_record(make_entry(sent), bytes, n)) {
+      ++sent;
+    } else if (Clock::now() > deadline) {
+      producer_late = true;
+      break;
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  consumer.join();
+  CAPTURE(sent, received, bad);
+  REQUIRE_FALSE(producer_late);
+  REQUIRE_FALSE(consumer_late);
+  REQUIRE(bad == 0);
+  REQUIRE(received == count);
+}
