@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "shm/attach_protocol.h"
 
@@ -80,6 +81,33 @@ bool FakeDaemon::accept_one(std::uint32_t client_id, std::uint64_t epoch) {
 void FakeDaemon::complete(const shm::CqEntry& e) {
   if (!cq_.try_push(e)) throw std::runtime_error("fake daemon: CQ full");
   if (cq_.claim_doorbell()) cq_bell_.ring();
+}
+
+std::unique_ptr<Client> attach_client(FakeDaemon& d, const char* name, bool busy_poll) {
+  bool ok = false;
+  std::thread t([&] { ok = d.accept_one(); });
+  AttachOptions o;
+  o.socket_path = d.socket_path();
+  o.name = name;
+  o.busy_poll = busy_poll;
+  auto r = Client::attach(o);
+  t.join();
+  return ok && r.status == Status::Ok ? std::move(r.value) : nullptr;
+}
+
+ferry_client* attach_c_client(FakeDaemon& d, const char* name) {
+  bool ok = false;
+  std::thread t([&] { ok = d.accept_one(); });
+  ferry_attach_options o{};
+  const std::string path = d.socket_path();
+  o.socket_path = path.c_str();
+  o.name = name;
+  ferry_client* c = nullptr;
+  const int r = ferry_attach(&o, &c);
+  t.join();
+  if (r == FERRY_OK && ok) return c;
+  if (c != nullptr) ferry_detach(c);
+  return nullptr;
 }
 
 }  // namespace ferry::test

@@ -6,8 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "ferry/client.h"
+#include "ferry/ferry.h"
 #include "shm/doorbell.h"
 #include "shm/ring.h"
 #include "shm/ring_entries.h"
@@ -41,5 +44,10 @@ class FakeDaemon {
   shm::RingConsumer<shm::SqEntry> sq_;
   shm::RingProducer<shm::CqEntry> cq_;
 };
+
+// A libferry client attached to `d` (the fake answering on a thread), or
+// nullptr when the attach failed; through the C API, the same.
+std::unique_ptr<Client> attach_client(FakeDaemon& d, const char* name, bool busy_poll = false);
+ferry_client* attach_c_client(FakeDaemon& d, const char* name);
 
 }  // namespace ferry::test

@@ -17,17 +17,9 @@ using ferry::test::FakeDaemon;
 namespace {
 
 std::unique_ptr<Client> attach_to(FakeDaemon& d, bool busy_poll = false) {
-  bool ok = false;
-  std::thread t([&] { ok = d.accept_one(); });
-  AttachOptions o;
-  o.socket_path = d.socket_path();
-  o.name = "unit";
-  o.busy_poll = busy_poll;
-  auto r = Client::attach(o);
-  t.join();
-  REQUIRE(ok);
-  REQUIRE(r.status == Status::Ok);
-  return std::move(r.value);
+  auto c = ferry::test::attach_client(d, "unit", busy_poll);
+  REQUIRE(c);
+  return c;
 }
 
 shm::SqEntry pop_one(FakeDaemon& d) {
@@ -206,16 +198,8 @@ TEST_CASE("deliveries outside the rx arena are dropped; release is quiet") {
 
 TEST_CASE("the C API forwards to the same client") {
   FakeDaemon d;
-  bool ok = false;
-  std::thread t([&] { ok = d.accept_one(); });
-  ferry_attach_options o{};
-  const std::string path = d.socket_path();
-  o.socket_path = path.c_str();
-  o.name = "c-api";
-  ferry_client* c = nullptr;
-  REQUIRE(ferry_attach(&o, &c) == FERRY_OK);
-  t.join();
-  REQUIRE(ok);
+  ferry_client* c = ferry::test::attach_c_client(d, "c-api");
+  REQUIRE(c != nullptr);
   CHECK(ferry_state(c) == FERRY_OK);
   CHECK(ferry_event_fd(c) >= 0);
   ferry_buffer b{};

@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "ferry/client.h"
 #include "ferry/ferry.h"
@@ -21,16 +20,9 @@ using ferry::test::FakeDaemon;
 namespace {
 
 std::unique_ptr<Client> attach_to(FakeDaemon& d) {
-  bool ok = false;
-  std::thread t([&] { ok = d.accept_one(); });
-  AttachOptions o;
-  o.socket_path = d.socket_path();
-  o.name = "inline";
-  auto r = Client::attach(o);
-  t.join();
-  REQUIRE(ok);
-  REQUIRE(r.status == Status::Ok);
-  return std::move(r.value);
+  auto c = ferry::test::attach_client(d, "inline");
+  REQUIRE(c);
+  return c;
 }
 
 shm::CqEntry inline_entry(shm::CqKind kind, std::uint32_t length) {
@@ -171,15 +163,8 @@ TEST_CASE("a malformed inline entry stops the client reading the CQ") {
 
 TEST_CASE("the C API releases an inline delivery by counting it") {
   FakeDaemon d;
-  bool ok = false;
-  std::thread t([&] { ok = d.accept_one(); });
-  ferry_attach_options o{};
-  const std::string path = d.socket_path();
-  o.socket_path = path.c_str();
-  ferry_client* c = nullptr;
-  REQUIRE(ferry_attach(&o, &c) == FERRY_OK);
-  t.join();
-  REQUIRE(ok);
+  ferry_client* c = ferry::test::attach_c_client(d, "inline-c");
+  REQUIRE(c != nullptr);
   post(d, shm::CqKind::Message, "via C");
   ferry_completion out[2];
   REQUIRE(ferry_poll(c, out, 2) == 1);

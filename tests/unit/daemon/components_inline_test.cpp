@@ -16,14 +16,18 @@ namespace {
 
 bool is_inline(const shm::CqEntry& e) { return (e.flags & shm::kCqFlagInline) != 0; }
 
-}  // namespace
-
-TEST_CASE("inline: small payloads ride in the CQ, larger ones in rx blocks, in order", "[components]") {
-  Rig rig(100);
+// A server that takes inline deliveries, a client with an endpoint to it.
+struct InlineRig {
+  Rig rig{100};
   TestClient& server = rig.attach(4u << 20, true);
   TestClient& client = rig.attach();
-  rig.serve(server, "svc");
-  const std::uint32_t ep = rig.open(client, "svc");
+  const std::uint32_t ep = rig.connect(server, client);
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(InlineRig, "inline: small payloads ride in the CQ, larger ones in rx blocks, in order",
+                 "[components]") {
   const std::string sizes[] = {std::string(1, 'a'), std::string(64, 'b'), std::string(shm::kInlineMaxBytes, 'c'),
                                std::string(shm::kInlineMaxBytes + 1, 'd'), std::string(100, 'e')};
   std::uint64_t ud = 10;
@@ -53,12 +57,7 @@ TEST_CASE("inline: small payloads ride in the CQ, larger ones in rx blocks, in o
   CHECK(read(rig.counters.messages) == 5);
 }
 
-TEST_CASE("inline: a Request rides inline too and its reply reaches the caller", "[components]") {
-  Rig rig(100);
-  TestClient& server = rig.attach(4u << 20, true);
-  TestClient& client = rig.attach();
-  rig.serve(server, "svc");
-  const std::uint32_t ep = rig.open(client, "svc");
+TEST_CASE_METHOD(InlineRig, "inline: a Request rides inline too and its reply reaches the caller", "[components]") {
   const std::uint64_t resp = rig.call(client, ep, "ping", 64, 20);
   const auto reqs = server.inline_deliveries(shm::CqKind::Request);
   REQUIRE(reqs.size() == 1);
@@ -70,12 +69,8 @@ TEST_CASE("inline: a Request rides inline too and its reply reaches the caller",
   CHECK(client.text(resp, 5) == "pong!");
 }
 
-TEST_CASE("inline: past the window deliveries use blocks; counted releases open it again", "[components]") {
-  Rig rig(100);
-  TestClient& server = rig.attach(4u << 20, true);
-  TestClient& client = rig.attach();
-  rig.serve(server, "svc");
-  const std::uint32_t ep = rig.open(client, "svc");
+TEST_CASE_METHOD(InlineRig, "inline: past the window deliveries use blocks; counted releases open it again",
+                 "[components]") {
   const std::uint32_t window = shm::inline_window(server.session->cq.capacity());
   REQUIRE(window >= 8);
   std::uint64_t ud = 1;
@@ -97,12 +92,8 @@ TEST_CASE("inline: past the window deliveries use blocks; counted releases open 
   for (std::uint64_t u = 1; u < ud; ++u) REQUIRE(client.done(u).size() == 1);
 }
 
-TEST_CASE("inline: a client that claims releases it never had gets blocks, not harm", "[components]") {
-  Rig rig(100);
-  TestClient& server = rig.attach(4u << 20, true);
-  TestClient& client = rig.attach();
-  rig.serve(server, "svc");
-  const std::uint32_t ep = rig.open(client, "svc");
+TEST_CASE_METHOD(InlineRig, "inline: a client that claims releases it never had gets blocks, not harm",
+                 "[components]") {
   rig.send(client, ep, "first", 1);
   // Claims far more released than were ever posted.
   server.release_inline(1000);

@@ -192,6 +192,11 @@ struct Rig {
     REQUIRE(static_cast<Status>(d[0].status) == Status::Ok);
     return d[0].handle;
   }
+  // `server` serves `name`, `client` opens it: the endpoint.
+  std::uint32_t connect(TestClient& server, TestClient& client, std::string_view name = "svc") {
+    serve(server, name);
+    return open(client, name);
+  }
   void send(TestClient& c, std::uint32_t ep, std::string_view payload, std::uint64_t ud) {
     shm::SqEntry e = entry(shm::Op::Send, ud);
     e.handle = ep;
