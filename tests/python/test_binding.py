@@ -240,6 +240,16 @@ def test_messages_and_release(daemon):
         with pytest.raises(ferry.BufferFreed):
             bytes(d)
         assert rx.recv(0) is None
+        # Five bytes came inside the completion ring; 4 KiB come in an rx block.
+        assert rx.stats["inline_deliveries"] == 1
+        big = tx.alloc(4096)
+        memoryview(big)[:] = bytes(range(256)) * 16
+        tx.send(ep, big).wait(10)
+        d = rx.recv(10)
+        assert bytes(d) == bytes(range(256)) * 16
+        rx.release(d)
+        assert rx.stats["inline_deliveries"] == 1
+        assert rx.stats["release_failures"] == 0
 
 
 def test_wait_returns_when_something_completes(daemon, helpers):
