@@ -128,7 +128,7 @@ Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op
   if (s == nullptr) return Outcome::failed(Status::ServiceGone);
   if (!op.is_call()) {
     // A Send is done once copied: the sender's buffer is free again.
-    const Outcome o = deliver_message(*s, ep.cached_owner, c.at(op.offset), op.length, c.id(), &c);
+    const Outcome o = deliver_to(*s, ep.cached_owner, nullptr, c.at(op.offset), op.length, c.id(), &c);
     if (o.is_done()) sessions_.complete(c, shm::Op::Send, op.user_data, Status::Ok);
     return o;
   }
@@ -140,47 +140,34 @@ Outcome LocalDelivery::offer(ClientSession& c, Endpoint& ep, const Operation& op
   call.resp_offset = op.resp_offset;
   call.resp_length = op.resp_length;
   call.deadline_ns = at.call_deadline_ns;
-  return deliver(*s, true, c.at(op.offset), op.length, c.id(), call, &c);
+  return deliver_to(*s, ep.cached_owner, &call, c.at(op.offset), op.length, c.id(), &c);
 }
 
-Outcome LocalDelivery::deliver_message(const Service& s, ClientSession* owner, const std::byte* payload,
-                                       std::uint32_t length, std::uint32_t source, const ClientSession* from) {
+Outcome LocalDelivery::deliver_to(const Service& s, ClientSession* owner, const PendingCall* call,
+                                  const std::byte* payload, std::uint32_t length, std::uint32_t source,
+                                  const ClientSession* from) {
   if (owner == nullptr || owner->doomed) return Outcome::failed(Status::ServiceGone);
   if (!sessions_.can_deliver(*owner)) return Outcome::blocked();
+  const shm::CqKind kind = call != nullptr ? shm::CqKind::Request : shm::CqKind::Message;
   if (sessions_.take_inline(*owner, length)) {
-    sessions_.post_inline(*owner, delivery_entry(s, shm::CqKind::Message, length, source, 0, from, shm::kCqFlagInline),
-                          payload, length);
-    bump(counters_.bytes_copied, length);
-    bump(counters_.messages);
-    return Outcome::done();
+    const std::uint64_t token = call != nullptr ? open_call(*owner, s, *call) : 0;
+    sessions_.post_inline(*owner, delivery_entry(s, kind, length, source, token, from, shm::kCqFlagInline), payload,
+                          length);
+  } else {
+    const std::optional<shm::Block> b = owner->rx.alloc(length);
+    if (!b) return Outcome::blocked();
+    std::memcpy(owner->at(b->offset), payload, length);
+    const std::uint64_t token = call != nullptr ? open_call(*owner, s, *call) : 0;
+    post_delivery(*owner, s, kind, *b, length, source, token, from);
   }
-  const std::optional<shm::Block> b = owner->rx.alloc(length);
-  if (!b) return Outcome::blocked();
-  std::memcpy(owner->at(b->offset), payload, length);
   bump(counters_.bytes_copied, length);
-  bump(counters_.messages);
-  post_delivery(*owner, s, shm::CqKind::Message, *b, length, source, 0, from);
+  if (call == nullptr) bump(counters_.messages);  // calls are counted where they open
   return Outcome::done();
 }
 
 Outcome LocalDelivery::deliver(const Service& s, bool is_call, const std::byte* payload, std::uint32_t length,
                                std::uint32_t source, const PendingCall& call, const ClientSession* from) {
-  if (!is_call) return deliver_message(s, sessions_.find(s.owner), payload, length, source, from);
-  ClientSession* owner = sessions_.find(s.owner);
-  if (owner != nullptr && !owner->doomed && sessions_.can_deliver(*owner) && sessions_.take_inline(*owner, length)) {
-    const std::uint64_t token = open_call(*owner, s, call);
-    sessions_.post_inline(*owner,
-                          delivery_entry(s, shm::CqKind::Request, length, source, token, from, shm::kCqFlagInline),
-                          payload, length);
-    bump(counters_.bytes_copied, length);
-    return Outcome::done();
-  }
-  const Reservation r = reserve(s, length);
-  if (!r.outcome.is_done()) return r.outcome;
-  std::memcpy(r.server->at(r.block.offset), payload, length);
-  bump(counters_.bytes_copied, length);
-  post_delivery(*r.server, s, shm::CqKind::Request, r.block, length, source, open_call(*r.server, s, call), from);
-  return Outcome::done();
+  return deliver_to(s, sessions_.find(s.owner), is_call ? &call : nullptr, payload, length, source, from);
 }
 
 LocalDelivery::Reservation LocalDelivery::reserve(const Service& s, std::uint32_t length) {

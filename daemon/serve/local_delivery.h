@@ -68,9 +68,10 @@ class LocalDelivery final : public Sink {
                std::uint32_t source, const PendingCall& call);
 
  private:
-  // A Send's delivery: no call to open.
-  Outcome deliver_message(const Service& s, ClientSession* owner, const std::byte* payload, std::uint32_t length,
-                          std::uint32_t source, const ClientSession* from);
+  // deliver() to a known owner (an endpoint's cached one, or looked up):
+  // a Message, or a Request for `call` when it is not null.
+  Outcome deliver_to(const Service& s, ClientSession* owner, const PendingCall* call, const std::byte* payload,
+                     std::uint32_t length, std::uint32_t source, const ClientSession* from);
   // Bumped whenever a service or a client goes: endpoints' cached lookups
   // (Endpoint::cached_service) are stale then.
   void forget_lookups() noexcept { ++gen_; }
