@@ -55,13 +55,20 @@ int run_daemon(const Config& config) {
   log_fault_injection_state();
 
   EnginePlan plan;
-  if (const Error bad = plan_engines(config.engines, config.engine_cpus, plan); bad.failed()) {
+  if (const Error bad = plan_engines(config.engines, config.engine_threads, config.engine_cpus, plan); bad.failed()) {
     spdlog::error("{}", bad.message());
     return 1;
   }
   spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",
                config.engines == 0 ? "engines auto: one per four CPUs ferryd may use" : "engines",
                config.engine_cpus.empty() ? std::string() : ", pinned to CPUs " + config.engine_cpus);
+  if (plan.engines > 1) {
+    spdlog::info("engine-compact {}: {}", config.engine_compact ? "on" : "off",
+                 config.engine_compact ? "engine 0's thread runs the others while traffic is light, at most " +
+                                             std::to_string(plan.threads) + " on threads of their own (engine-threads " +
+                                             (config.engine_threads == 0 ? std::string("auto") : std::to_string(config.engine_threads)) + ")"
+                                       : std::string("every engine on its own thread"));
+  }
 
   DescriptorLimit fds;
   if (const Error bad = ensure_descriptor_limit(config, plan.engines, &fds); bad.failed()) {

@@ -58,6 +58,7 @@ Engine::Engine(const Config& config, Counters& counters, std::uint64_t token_key
   watched = watched && loop_.events.add(transports_.bootstrap->event_fd(), kTransportTag);
   watched = watched && loop_.events.add(dp_.peers->lanes_event_fd(), kTransportTag);
   if (!watched) throw std::runtime_error("engine setup: cannot watch its event fds");  // start-up only
+  compaction_.runner.store(index_, std::memory_order_relaxed);
   listen();
   transports_.release_owner();  // set up on this thread, owned by the engine thread from run() on
 }

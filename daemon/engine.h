@@ -30,6 +30,7 @@ struct ibv_pd;
 #include "daemon/config/config.h"
 #include "daemon/counters.h"
 #include "daemon/datapath.h"
+#include "daemon/engines/compaction.h"
 #include "daemon/engines/engine_group.h"
 #include "daemon/loop/control_link.h"
 #include "daemon/loop/event_set.h"
@@ -44,6 +45,9 @@ inline constexpr int kBusyPollMs = 1;  // sleep bound while deliveries wait or C
 inline constexpr std::uint64_t kWakeTag = 0;
 inline constexpr std::uint64_t kTransportTag = ~std::uint64_t{0};
 inline constexpr int kPeerTickMs = 10;  // sleep bound while channels exist (heartbeats, deadlines)
+// Engine 0's event set: a hosted engine's own event set, tagged with this
+// bit and its index (engines/compaction.h).
+inline constexpr std::uint64_t kHostedTag = std::uint64_t{1} << 62;
 
 class Engine final {
  public:
@@ -94,6 +98,9 @@ class Engine final {
   // Any thread: messages this engine sent to and took from other engines.
   std::uint64_t cross_out() const noexcept { return cross_out_.load(std::memory_order_relaxed); }
   std::uint64_t cross_in() const noexcept { return cross_in_.load(std::memory_order_relaxed); }
+  // Any thread: the engine whose thread runs this one's turns (its own
+  // index, or 0 while hosted: engines/compaction.h).
+  std::uint32_t runner() const noexcept { return compaction_.runner.load(std::memory_order_relaxed); }
 
   // Engine thread body; returns after a Stop command, all clients detached.
   void run();
@@ -111,6 +118,27 @@ class Engine final {
   void sleep_until_work();
   bool answers_due() const noexcept;
   bool bulk_inflight() const noexcept;  // a rendezvous READ or an exposed op in flight (spin_policy.h)
+  // sleep_until_work's halves, per engine (a host sleeps for its hosted
+  // engines too): the handshakes that announce the sleep, false when work
+  // came meanwhile, and `timeout_ms` how long it may sleep (-1: no bound);
+  // then, whether or not it slept, taking the announcements back.
+  bool announce_sleep(int& timeout_ms);
+  void end_sleep(bool slept, bool transports, bool timed_out);
+  void record_busy(std::uint64_t ns) noexcept;
+
+  // engine_host.cpp: compacting engines (engines/compaction.h).
+  bool compacting() const noexcept { return group_.compact && group_.size() > 1; }
+  // Engines other than 0, on their own thread, about to sleep.
+  bool may_compact(std::uint64_t now) const noexcept;
+  void compact_into_host();  // returns once handed back
+  // Engine 0's thread.
+  void take_offered();
+  std::size_t hosted_turns(std::uint64_t start, std::uint64_t& mark);
+  void close_window(std::uint64_t now);
+  void hand_back(std::size_t i, std::uint64_t now);
+  void hand_back_all();
+  void drain_hosted_events(std::uint64_t tag);
+  Engine* hosted(std::uint64_t tag) noexcept;
 
   // engine.cpp
   void listen();
@@ -141,6 +169,8 @@ class Engine final {
   std::atomic<std::uint64_t> cross_in_{0};
   mutable PeerSnapshot snapshot_;
   Loop loop_;
+  Compaction compaction_;
+  std::vector<Engine*> hosted_;  // engine 0: the engines its thread runs besides itself
 };
 
 }  // namespace ferry::daemon

@@ -87,13 +87,32 @@ void Engine::run() {
   std::uint64_t large_seen = 0;
   bool large = false;
   bool spin_slot = false;  // held from the first idle turn to the next sleep (engines/spin_slots.h)
+  const bool compact = compacting();
+  compaction_.window.restart(idle_since);
   while (!loop_.stop) {
     const std::uint64_t start = clock.now(yielding);
     yielding = false;
-    if (busy_since != 0) loop_.turns.record(start - busy_since, counters_);
+    if (busy_since != 0) record_busy(start - busy_since);
     dp_.deadlines.start_turn(start);
-    const std::size_t work = turn();
-    busy_since = work != 0 ? start : 0;
+    std::size_t work = turn();
+    if (compact) {
+      if (compaction_.inbox.pending()) take_offered();
+      if (!hosted_.empty()) {
+        // Each engine's busy turn is timed on its own (engines/compaction.h).
+        std::uint64_t mark = start;
+        if (work != 0) {
+          mark = mono_ns();
+          record_busy(mark - start);
+        }
+        work += hosted_turns(start, mark);
+        busy_since = 0;
+      } else {
+        busy_since = work != 0 ? start : 0;
+      }
+      if (compaction_.window.closes(start)) close_window(start);
+    } else {
+      busy_since = work != 0 ? start : 0;
+    }
     if (work != 0) {
       if (awaiting) spin.record_wait(start - awaiting_since);
       awaiting = false;
@@ -101,7 +120,8 @@ void Engine::run() {
       after_work = true;
       continue;
     }
-    const bool due = answers_due();
+    bool due = answers_due();
+    for (const Engine* h : hosted_) due = due || h->answers_due();
     const bool awaits = SpinPolicy::awaits_answers(after_work, due);
     if (awaits && !awaiting) {
       awaiting = true;  // until work comes, through any sleeps
@@ -109,12 +129,16 @@ void Engine::run() {
     }
     Transfer t = Transfer::Small;
     if (spin.holds()) {
+      bool bulk = bulk_inflight();
+      std::uint64_t started = dp_.remote.large_started() + dp_.proxy.large_started();
+      for (const Engine* h : hosted_) {
+        bulk = bulk || h->bulk_inflight();
+        started += h->dp_.remote.large_started() + h->dp_.proxy.large_started();
+      }
       if (large_sleeps) {
-        const std::uint64_t started = dp_.remote.large_started() + dp_.proxy.large_started();
         if (started != large_seen) large = true;
         large_seen = started;
       }
-      const bool bulk = bulk_inflight();
       // Until nothing is in flight: a server's daemon READs the request
       // before the call is due, then waits for the server and its reply.
       if (!due && !bulk) large = false;
@@ -128,7 +152,14 @@ void Engine::run() {
       if (!spent) bump(counters_.spin_slot_sleeps);
       if (spin_slot) group_.spin_slots.give();
       spin_slot = false;
-      sleep_until_work();
+      if (compact && may_compact(start)) {
+        compact_into_host();  // engine 0's thread runs this one until it hands it back
+        loop_.owner = std::this_thread::get_id();
+        awaiting = false;
+        busy_since = 0;
+      } else {
+        sleep_until_work();
+      }
       idle_since = mono_ns();
       after_work = false;
     } else if (start - idle_since >= yield_after_ns) {
@@ -145,6 +176,7 @@ void Engine::run() {
       yielding = true;  // the next turn may reuse this clock reading (spin_clock.h)
     }
   }
+  if (compact && index_ == 0) hand_back_all();  // their threads see their Stop and end as below
   if (spin_slot) group_.spin_slots.give();
   // Stop: detach everyone so sessions unmap in an orderly way, then say
   // Goodbye to every peer.
@@ -193,38 +225,71 @@ void Engine::reap_doomed() {
   }
 }
 
-void Engine::sleep_until_work() {
+void Engine::record_busy(std::uint64_t ns) noexcept {
+  loop_.turns.record(ns, counters_);
+  compaction_.window.add(ns);
+}
+
+bool Engine::announce_sleep(int& timeout_ms) {
   // Dekker handshake per client (ring.h): announce, then re-check.
   bool all_idle = dp_.peers->prepare_to_sleep();
   for (ClientSession* c : dp_.sessions.all()) {
     if (!c->sq.prepare_to_sleep()) all_idle = false;
   }
   CrossLink& cross = dp_.forwarder.link();
-  const bool crossing = !cross.single();
-  if (crossing && (cross.spilling() || !cross.prepare_to_sleep())) all_idle = false;
-  if (all_idle && !control_.commands_waiting()) {
-    // Waiting deliveries and CQ overflows wait for room that frees without
-    // a doorbell (the client reading its CQ), so they need a periodic look.
-    // So do keys being bound or closed (their completions wake nobody).
-    const bool pending = !dp_.parking.empty() || control_.events_waiting() || dp_.proxy.staging() ||
-                         dp_.peers->holding() || dp_.sessions.any_overflow() || dp_.remote.keys_pending();
-    // Channels need their heartbeats and deadlines looked at even when quiet.
-    int timeout = pending ? kBusyPollMs : dp_.peers->channel_count() != 0 ? kPeerTickMs : -1;
-    const int deadline = dp_.deadlines.ms_until_due(mono_ns());
-    if (deadline >= 0 && (timeout < 0 || deadline < timeout)) timeout = deadline;
+  if (!cross.single() && (cross.spilling() || !cross.prepare_to_sleep())) all_idle = false;
+  if (!all_idle || control_.commands_waiting()) return false;
+  // Waiting deliveries and CQ overflows wait for room that frees without
+  // a doorbell (the client reading its CQ), so they need a periodic look.
+  // So do keys being bound or closed (their completions wake nobody).
+  const bool pending = !dp_.parking.empty() || control_.events_waiting() || dp_.proxy.staging() ||
+                       dp_.peers->holding() || dp_.sessions.any_overflow() || dp_.remote.keys_pending();
+  // Channels need their heartbeats and deadlines looked at even when quiet.
+  timeout_ms = pending ? kBusyPollMs : dp_.peers->channel_count() != 0 ? kPeerTickMs : -1;
+  const int deadline = dp_.deadlines.ms_until_due(mono_ns());
+  if (deadline >= 0 && (timeout_ms < 0 || deadline < timeout_ms)) timeout_ms = deadline;
+  return true;
+}
+
+void Engine::end_sleep(bool slept, bool transports, bool timed_out) {
+  if (slept) dp_.peers->woke(transports || timed_out);
+  for (ClientSession* c : dp_.sessions.all()) c->sq.woke_up();
+  if (CrossLink& cross = dp_.forwarder.link(); !cross.single()) cross.woke_up();
+}
+
+void Engine::sleep_until_work() {
+  int timeout = -1;
+  bool idle = announce_sleep(timeout);
+  // A host sleeps for the engines it runs too: each announces its sleep,
+  // and the host's set watches theirs (engines/compaction.h).
+  for (Engine* h : hosted_) {
+    int t = -1;
+    if (!h->announce_sleep(t)) {
+      idle = false;
+    } else if (t >= 0 && (timeout < 0 || t < timeout)) {
+      timeout = t;
+    }
+  }
+  if (compaction_.inbox.pending()) idle = false;
+  bool transports = false;
+  int n = 0;
+  if (idle) {
     bump(counters_.engine_sleeps);
-    bool transports = false;
-    const int n = loop_.events.wait(timeout, [&](std::uint64_t tag) {
+    for (Engine* h : hosted_) bump(h->counters_.engine_sleeps);
+    n = loop_.events.wait(timeout, [&](std::uint64_t tag) {
       // The wake fd is ours: drained. A client's SQ doorbell is never read
       // (engine.cpp adopt): the wake itself is the news. Transports and
       // connects are level-triggered: the next turn's poll consumes them.
       if (tag == kWakeTag) control_.drain_wake();
       if (tag == kTransportTag) transports = true;
+      if ((tag & kHostedTag) != 0 && tag != kTransportTag) drain_hosted_events(tag);
     });
-    dp_.peers->woke(transports || n <= 0);
   }
-  for (ClientSession* c : dp_.sessions.all()) c->sq.woke_up();
-  if (crossing) cross.woke_up();
+  end_sleep(idle, transports, n <= 0);
+  for (Engine* h : hosted_) {
+    h->end_sleep(idle, h->compaction_.woke_transports, n <= 0);
+    h->compaction_.woke_transports = false;
+  }
 }
 
 }  // namespace ferry::daemon

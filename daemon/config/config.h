@@ -53,6 +53,10 @@ struct Config {
   // the CPUs to pin them to ("" = not pinned; "2,3,8-11").
   std::uint32_t engines = 0;
   std::string engine_cpus;
+  // Engine 0's thread runs the other engines' turns while traffic is light
+  // (engines/compaction.h).
+  bool engine_compact = true;
+  std::uint32_t engine_threads = 0;  // most engines on their own threads at once; 0 = auto
   // FERRY_FAULT_ENGINE=forget-call-after=N (engine_fault.h; tests only), 0 = off.
   std::uint64_t fault_forget_call_after = 0;
   LogLevel log_level = LogLevel::Info;

@@ -103,6 +103,27 @@ constexpr KeyAccess spin_hold_access{[](Config& c, std::string_view t) -> Error 
                                      },
                                      [](const Config& c) { return std::string(to_string(c.engine_spin_hold)); }};
 
+constexpr KeyAccess engine_compact_access{[](Config& c, std::string_view t) -> Error {
+                                            if (t != "on" && t != "off") return Error::bad_request("must be on or off");
+                                            c.engine_compact = t == "on";
+                                            return {};
+                                          },
+                                          [](const Config& c) { return std::string(c.engine_compact ? "on" : "off"); }};
+
+constexpr KeyAccess engine_threads_access{
+    [](Config& c, std::string_view t) -> Error {
+      if (t == "auto" || t == "0") {
+        c.engine_threads = 0;
+        return {};
+      }
+      const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
+      if (!v || *v < 1 || *v > kMaxEngines)
+        return Error::bad_request("must be auto or in [1, " + std::to_string(kMaxEngines) + "]");
+      c.engine_threads = static_cast<std::uint32_t>(*v);
+      return {};
+    },
+    [](const Config& c) { return c.engine_threads == 0 ? std::string("auto") : std::to_string(c.engine_threads); }};
+
 constexpr KeyAccess log_level_access{
     [](Config& c, std::string_view t) -> Error {
       for (auto v : {LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error}) {
@@ -234,6 +255,24 @@ constexpr ConfigKey kKeys[] = {
      .details = "Pinning keeps an engine and its clients on one NUMA node: pin the engines there and start the "
                 "clients with FERRY_ENGINE naming them. A CPU ferryd may not run on fails start-up.",
      .access = engine_cpus_access},
+    {.name = "engine-compact", .section = kServing, .kind = ValueKind::Choice, .choices = "on|off",
+     .summary = "while traffic is light, engine 0's thread runs the other engines' turns (on, the default)",
+     .details = "An engine is its clients, channels and calls, not its thread: while the daemon's traffic fits one "
+                "core, engine 0's thread turns every engine, so an operation that needs two engines wakes no "
+                "second thread and one spinner serves them all. An engine busy less than 15 % of 50 ms, with engine "
+                "0's thread under 45 % with it, joins engine 0's thread; when that thread is busy more than 70 % of "
+                "50 ms, the engine that took most of it goes back to its own thread (and stays at least a second). "
+                "The status JSON's engines carry thread, the engine whose thread runs each; counters "
+                "engine_compactions and engine_expansions. off: every engine always on its own thread (with "
+                "--engine-cpus, an engine hosted by engine 0 runs on engine 0's CPU).",
+     .access = engine_compact_access},
+    {.name = "engine-threads", .section = kServing, .value_name = "N|auto",
+     .summary = "with engine-compact on, at most this many engines on threads of their own at once; auto: as "
+                "many as engines auto would run",
+     .details = "auto is one per four CPUs ferryd may run on, at least 1, at most --engines: a host of 2 CPUs "
+                "runs every engine on engine 0's thread, whatever its load, since a second engine thread there "
+                "would only take the core its clients need. With --engines auto it never binds.",
+     .access = engine_threads_access},
     {.name = "gid-index", .section = kServing, .value_name = "auto|N",
      .summary = "RDMA source GID index: auto (the RoCE v2 GID of the listen address) or 0..255",
      .details = "A number forces one entry of the port's GID table (see show_gids).", .access = gid_index_access},

@@ -54,7 +54,7 @@ std::uint32_t engines_for_cpus(std::size_t cpus) noexcept {
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(n, 1, kMaxEngines));
 }
 
-Error plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out) {
+Error plan_engines(std::uint32_t configured, std::uint32_t threads, std::string_view cpu_list, EnginePlan& out) {
   const std::vector<int> allowed = allowed_cpus();
   if (configured == 0) {
     // FERRYD_ENGINES stands in for auto (test runs use it to put every
@@ -69,7 +69,9 @@ Error plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePl
       configured = v;
     }
   }
-  out.engines = configured != 0 ? configured : engines_for_cpus(allowed.empty() ? 1 : allowed.size());
+  const std::uint32_t for_cpus = engines_for_cpus(allowed.empty() ? 1 : allowed.size());
+  out.engines = configured != 0 ? configured : for_cpus;
+  out.threads = std::min(out.engines, threads != 0 ? threads : for_cpus);
   std::vector<int> listed;
   if (const Error bad = parse_cpu_list(cpu_list, listed); bad.failed())
     return Error::bad_request("engine-cpus: " + bad.message());

@@ -28,11 +28,15 @@ std::uint32_t engines_for_cpus(std::size_t cpus) noexcept;
 
 // The engine count and each engine's CPU (-1: not pinned) from the
 // configuration. An error when a listed CPU is not one ferryd may run on.
+// `threads`: engine-threads (0: auto, as many as auto engines would be,
+// at most the engines; engines/compaction.h).
 struct EnginePlan {
   std::uint32_t engines = 1;
-  std::vector<int> cpus;  // one per engine
+  std::uint32_t threads = 1;  // most engines on threads of their own at once
+  std::vector<int> cpus;      // one per engine
 };
-[[nodiscard]] Error plan_engines(std::uint32_t configured, std::string_view cpu_list, EnginePlan& out);
+[[nodiscard]] Error plan_engines(std::uint32_t configured, std::uint32_t threads, std::string_view cpu_list,
+                                 EnginePlan& out);
 
 // Pins the calling thread to `cpu` (no-op for -1). NotSupported with the
 // system's reason when it cannot, or Ok.

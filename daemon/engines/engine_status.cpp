@@ -50,6 +50,7 @@ json::Value EngineRates::json(const std::vector<peer::PeerInfo>& peers) const {
     o["busy_fraction"] = json::Value(busy_fraction_[e]);
     o["cross_engine_in"] = json::Value(eng.cross_in());
     o["cross_engine_out"] = json::Value(eng.cross_out());
+    o["thread"] = json::Value(static_cast<std::uint64_t>(eng.runner()));
     o["port"] = json::Value(static_cast<std::uint64_t>(eng.listen_port()));
     a.emplace_back(std::move(o));
   }

@@ -20,6 +20,9 @@ class EventSet {
   // (for an fd never read here, like a client's SQ doorbell).
   [[nodiscard]] bool add(int fd, std::uint64_t tag, bool edge = false) noexcept;
   void remove(int fd) noexcept;
+  // The epoll fd itself: readable while an event waits (a host engine
+  // watches a hosted engine's set with it, engines/compaction.h).
+  int fd() const noexcept { return fd_; }
   // Sleeps up to timeout_ms (-1: until an event); f(tag) for each event.
   template <typename F>
   int wait(int timeout_ms, F&& f) noexcept {
