@@ -62,9 +62,11 @@ int run_daemon(const Config& config) {
   spdlog::info("{} engine{} ({}){}", plan.engines, plan.engines == 1 ? "" : "s",
                config.engines == 0 ? "engines auto: one per four CPUs ferryd may use" : "engines",
                config.engine_cpus.empty() ? std::string() : ", pinned to CPUs " + config.engine_cpus);
+  plan.compact = config.engine_compact == EngineCompact::Default ? compact_by_default()
+                                                                 : config.engine_compact == EngineCompact::On;
   if (plan.engines > 1) {
-    spdlog::info("engine-compact {}: {}", config.engine_compact ? "on" : "off",
-                 config.engine_compact ? "engine 0's thread runs the others while traffic is light, at most " +
+    spdlog::info("engine-compact {}: {}", plan.compact ? "on" : "off",
+                 plan.compact ? "engine 0's thread runs the others while traffic is light, at most " +
                                              std::to_string(plan.threads) + " on threads of their own (engine-threads " +
                                              (config.engine_threads == 0 ? std::string("auto") : std::to_string(config.engine_threads)) + ")"
                                        : std::string("every engine on its own thread"));

@@ -33,6 +33,9 @@ std::string_view to_string(LogLevel l) noexcept;
 // (bounded by kSpinHoldMaxUs) instead of turning itself off (spin_policy.h).
 // auto: hold on software RDMA providers (rxe, siw), adaptive elsewhere.
 enum class SpinHold : std::uint8_t { Auto, On, Off };
+// engine-compact (engines/compaction.h): Default is on, unless the
+// environment says FERRYD_ENGINE_COMPACT=off (test runs: engine_cpus.h).
+enum class EngineCompact : std::uint8_t { Default, On, Off };
 std::string_view to_string(SpinHold h) noexcept;
 
 inline constexpr std::uint64_t kKiB = 1ull << 10;
@@ -55,7 +58,7 @@ struct Config {
   std::string engine_cpus;
   // Engine 0's thread runs the other engines' turns while traffic is light
   // (engines/compaction.h).
-  bool engine_compact = true;
+  EngineCompact engine_compact = EngineCompact::Default;
   std::uint32_t engine_threads = 0;  // most engines on their own threads at once; 0 = auto
   // FERRY_FAULT_ENGINE=forget-call-after=N (engine_fault.h; tests only), 0 = off.
   std::uint64_t fault_forget_call_after = 0;

@@ -86,6 +86,11 @@ Error plan_engines(std::uint32_t configured, std::uint32_t threads, std::string_
   return {};
 }
 
+bool compact_by_default() noexcept {
+  const char* env = std::getenv("FERRYD_ENGINE_COMPACT");
+  return env == nullptr || std::strcmp(env, "off") != 0;
+}
+
 Error pin_this_thread(int cpu) {
   if (cpu < 0) return {};
   cpu_set_t set;

@@ -33,10 +33,15 @@ std::uint32_t engines_for_cpus(std::size_t cpus) noexcept;
 struct EnginePlan {
   std::uint32_t engines = 1;
   std::uint32_t threads = 1;  // most engines on threads of their own at once
+  bool compact = true;        // engine-compact (engines/compaction.h)
   std::vector<int> cpus;      // one per engine
 };
 [[nodiscard]] Error plan_engines(std::uint32_t configured, std::uint32_t threads, std::string_view cpu_list,
                                  EnginePlan& out);
+// engine-compact left at its default: on, unless FERRYD_ENGINE_COMPACT=off
+// (test runs use it, beside FERRYD_ENGINES, to run every engine of every
+// ferryd they start on its own thread).
+bool compact_by_default() noexcept;
 
 // Pins the calling thread to `cpu` (no-op for -1). NotSupported with the
 // system's reason when it cannot, or Ok.

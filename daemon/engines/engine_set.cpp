@@ -32,7 +32,7 @@ EngineSet::EngineSet(const Config& config, const EnginePlan& plan, std::uint64_t
   for (const auto& eng : engines_) wake.push_back(eng->wake_fd());
   group_->rings = std::make_unique<CrossRings>(std::move(wake));
   for (const auto& eng : engines_) group_->members.push_back(eng.get());
-  group_->compact = config.engine_compact;
+  group_->compact = plan.compact;
   group_->max_threads = plan.threads;
   for (const auto& eng : engines_) eng->join_group();
 }
