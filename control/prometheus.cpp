@@ -75,6 +75,8 @@ void engine_samples(std::string& out, const json::Value& status) {
        "Share of the last second the engine spent in turns that did work."},
       {"cross_engine_in", "ferry_engine_cross_in_total", "counter", "Messages the engine took from other engines."},
       {"cross_engine_out", "ferry_engine_cross_out_total", "counter", "Messages the engine handed to other engines."},
+      {"thread", "ferry_engine_thread", "gauge",
+       "The engine whose thread runs this engine's turns (its own id, or 0 while engine 0's thread runs it)."},
   };
   for (const Metric& m : kMetrics) {
     family(out, std::string(m.name), m.type, m.help);

@@ -243,8 +243,9 @@ constexpr ConfigKey kKeys[] = {
                 "address comes first. At most 4.",
      .access = text<&Config::device>()},
     {.name = "engines", .section = kServing, .value_name = "N|auto",
-     .summary = "datapath engine threads (1..64); auto: one per four CPUs ferryd may run on, at least 1",
-     .details = "Each engine is a whole datapath on its own thread, sharing nothing with the others: the clients "
+     .summary = "datapath engines (1..64); auto: one per four CPUs ferryd may run on, at least 1",
+     .details = "Each engine is a whole datapath, on its own thread while it is busy (engine-compact), sharing "
+                "nothing with the others: the clients "
                 "placed on it at attach (the least loaded engine, or the one a client asks for with "
                 "FERRY_ENGINE), their rings and calls, and its own channels to peer daemons. An op for a service "
                 "or a channel of another engine crosses to it through a ring between the two engines. auto counts "
