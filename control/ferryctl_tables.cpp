@@ -284,8 +284,8 @@ std::string render_engines(const json::Value& status, std::string_view indent) {
     rows.push_back(Row{cell("id"), cell("thread"), cell("cpu"), cell("clients"), cell("lanes"), cell("msgs_per_s"),
                        busy, cell("cross_engine_in"), cell("cross_engine_out")});
   }
-  return format_table(
-      Row{"ENGINE", "THREAD", "CPU", "CLIENTS", "LANES", "MSGS/S", "BUSY", "CROSS IN", "CROSS OUT"}, rows, indent);
+  return format_table(Row{"ENGINE", "THREAD", "CPU", "CLIENTS", "LANES", "MSGS/S", "BUSY", "CROSS IN", "CROSS OUT"},
+                      rows, indent);
 }
 
 std::string render_status(const json::Value& status) { return status_text(status, false); }

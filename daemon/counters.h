@@ -49,11 +49,11 @@ struct Counters {
   Counter engine_turns_over_100us{0};
   Counter engine_turns_over_1ms{0};
   Counter engine_turns_over_10ms{0};
-  Counter spin_skips{0};         // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
-  Counter spin_large_sleeps{0};  // sleeps without the in-flight spin: a large transfer in flight (spin_policy.h)
+  Counter spin_skips{0};          // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
+  Counter spin_large_sleeps{0};   // sleeps without the in-flight spin: a large transfer in flight (spin_policy.h)
   Counter engine_compactions{0};  // times engine 0's thread took this engine's turns over (engines/compaction.h)
   Counter engine_expansions{0};   // times it handed them back to the engine's own thread
-  Counter spin_slot_sleeps{0};   // sleeps without a spin: other engines held the spin slots (engines/spin_slots.h)
+  Counter spin_slot_sleeps{0};    // sleeps without a spin: other engines held the spin slots (engines/spin_slots.h)
   Counter corrupt_rings{0};
   // Channels between daemons.
   Counter peer_connects{0};  // channels that came Up

@@ -66,10 +66,12 @@ int run_daemon(const Config& config) {
                                                                  : config.engine_compact == EngineCompact::On;
   if (plan.engines > 1) {
     spdlog::info("engine-compact {}: {}", plan.compact ? "on" : "off",
-                 plan.compact ? "engine 0's thread runs the others while traffic is light, at most " +
-                                             std::to_string(plan.threads) + " on threads of their own (engine-threads " +
-                                             (config.engine_threads == 0 ? std::string("auto") : std::to_string(config.engine_threads)) + ")"
-                                       : std::string("every engine on its own thread"));
+                 plan.compact
+                     ? "engine 0's thread runs the others while traffic is light, at most " +
+                           std::to_string(plan.threads) + " on threads of their own (engine-threads " +
+                           (config.engine_threads == 0 ? std::string("auto") : std::to_string(config.engine_threads)) +
+                           ")"
+                     : std::string("every engine on its own thread"));
   }
 
   DescriptorLimit fds;

@@ -103,14 +103,13 @@ constexpr KeyAccess spin_hold_access{[](Config& c, std::string_view t) -> Error 
                                      },
                                      [](const Config& c) { return std::string(to_string(c.engine_spin_hold)); }};
 
-constexpr KeyAccess engine_compact_access{[](Config& c, std::string_view t) -> Error {
-                                            if (t != "on" && t != "off") return Error::bad_request("must be on or off");
-                                            c.engine_compact = t == "on" ? EngineCompact::On : EngineCompact::Off;
-                                            return {};
-                                          },
-                                          [](const Config& c) {
-                                            return std::string(c.engine_compact == EngineCompact::Off ? "off" : "on");
-                                          }};
+constexpr KeyAccess engine_compact_access{
+    [](Config& c, std::string_view t) -> Error {
+      if (t != "on" && t != "off") return Error::bad_request("must be on or off");
+      c.engine_compact = t == "on" ? EngineCompact::On : EngineCompact::Off;
+      return {};
+    },
+    [](const Config& c) { return std::string(c.engine_compact == EngineCompact::Off ? "off" : "on"); }};
 
 constexpr KeyAccess engine_threads_access{
     [](Config& c, std::string_view t) -> Error {

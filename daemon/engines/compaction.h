@@ -35,12 +35,12 @@
 
 namespace ferry::daemon {
 
-inline constexpr std::uint64_t kCompactWindowNs = 50'000'000;     // busy share measured over 50 ms
-inline constexpr std::uint32_t kCompactPermille = 150;            // an engine this idle may be hosted ...
-inline constexpr std::uint32_t kJoinPermille = 450;               // ... where both together stay under this
-inline constexpr std::uint32_t kExpandPermille = 700;             // a host busier than this gives one back
-inline constexpr std::uint32_t kHandBackMinPermille = 50;         // ... if that one did this much of it
-inline constexpr std::uint64_t kCompactHoldNs = 1'000'000'000;    // on its own thread at least this long
+inline constexpr std::uint64_t kCompactWindowNs = 50'000'000;   // busy share measured over 50 ms
+inline constexpr std::uint32_t kCompactPermille = 150;          // an engine this idle may be hosted ...
+inline constexpr std::uint32_t kJoinPermille = 450;             // ... where both together stay under this
+inline constexpr std::uint32_t kExpandPermille = 700;           // a host busier than this gives one back
+inline constexpr std::uint32_t kHandBackMinPermille = 50;       // ... if that one did this much of it
+inline constexpr std::uint64_t kCompactHoldNs = 1'000'000'000;  // on its own thread at least this long
 
 // The share of a window an engine's thread spent in turns that did work.
 class BusyWindow {
@@ -134,13 +134,13 @@ class HostInbox {
 
 // Each engine's state of the above.
 struct Compaction {
-  BusyWindow window;                       // of the thread this engine runs (its own, or as host)
-  std::uint64_t hosted_busy_ns = 0;        // hosted: its busy time in the host's current window
-  std::uint64_t hold_until_ns = 0;         // own thread: no offer before this
-  std::atomic<std::uint32_t> runner{0};    // index of the engine whose thread runs it (status)
-  EngineBaton baton;                       // engines other than 0
-  HostInbox inbox;                         // engine 0
-  bool woke_transports = false;            // hosted: the host's sleep saw its transports ready
+  BusyWindow window;                     // of the thread this engine runs (its own, or as host)
+  std::uint64_t hosted_busy_ns = 0;      // hosted: its busy time in the host's current window
+  std::uint64_t hold_until_ns = 0;       // own thread: no offer before this
+  std::atomic<std::uint32_t> runner{0};  // index of the engine whose thread runs it (status)
+  EngineBaton baton;                     // engines other than 0
+  HostInbox inbox;                       // engine 0
+  bool woke_transports = false;          // hosted: the host's sleep saw its transports ready
 };
 
 }  // namespace ferry::daemon
