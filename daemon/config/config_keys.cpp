@@ -56,6 +56,31 @@ constexpr KeyAccess text() {
   return {parse_text<M>, text_of<M>, nullptr};
 }
 
+// "auto" (or 0) or a count of engines in [1, kMaxEngines]: --engines,
+// --engine-threads.
+template <auto M>
+Error parse_engine_count(Config& c, std::string_view t) {
+  if (t == "auto" || t == "0") {
+    c.*M = 0;
+    return {};
+  }
+  const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
+  if (!v || *v < 1 || *v > kMaxEngines)
+    return Error::bad_request("must be auto or in [1, " + std::to_string(kMaxEngines) + "]");
+  c.*M = static_cast<std::uint32_t>(*v);
+  return {};
+}
+
+template <auto M>
+std::string engine_count_of(const Config& c) {
+  return c.*M == 0 ? std::string("auto") : std::to_string(c.*M);
+}
+
+template <auto M>
+constexpr KeyAccess engine_count() {
+  return {parse_engine_count<M>, engine_count_of<M>, nullptr};
+}
+
 constexpr KeyAccess runtime_dir_access{[](Config& c, std::string_view t) -> Error {
                                          if (t.empty()) return Error::bad_request("must not be empty");
                                          c.runtime_dir = std::string(t);
@@ -111,20 +136,6 @@ constexpr KeyAccess engine_compact_access{
     },
     [](const Config& c) { return std::string(c.engine_compact == EngineCompact::Off ? "off" : "on"); }};
 
-constexpr KeyAccess engine_threads_access{
-    [](Config& c, std::string_view t) -> Error {
-      if (t == "auto" || t == "0") {
-        c.engine_threads = 0;
-        return {};
-      }
-      const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
-      if (!v || *v < 1 || *v > kMaxEngines)
-        return Error::bad_request("must be auto or in [1, " + std::to_string(kMaxEngines) + "]");
-      c.engine_threads = static_cast<std::uint32_t>(*v);
-      return {};
-    },
-    [](const Config& c) { return c.engine_threads == 0 ? std::string("auto") : std::to_string(c.engine_threads); }};
-
 constexpr KeyAccess log_level_access{
     [](Config& c, std::string_view t) -> Error {
       for (auto v : {LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error}) {
@@ -149,20 +160,6 @@ constexpr KeyAccess gid_index_access{
       return {};
     },
     [](const Config& c) { return c.gid_index < 0 ? std::string("auto") : std::to_string(c.gid_index); }};
-
-constexpr KeyAccess engines_access{
-    [](Config& c, std::string_view t) -> Error {
-      if (t == "auto" || t == "0") {
-        c.engines = 0;
-        return {};
-      }
-      const auto v = t.find_first_not_of("0123456789") == std::string_view::npos ? parse_u64(t) : std::nullopt;
-      if (!v || *v < 1 || *v > kMaxEngines)
-        return Error::bad_request("must be auto or in [1, " + std::to_string(kMaxEngines) + "]");
-      c.engines = static_cast<std::uint32_t>(*v);
-      return {};
-    },
-    [](const Config& c) { return c.engines == 0 ? std::string("auto") : std::to_string(c.engines); }};
 
 constexpr KeyAccess engine_cpus_access{[](Config& c, std::string_view t) -> Error {
                                          std::vector<int> cpus;
@@ -251,7 +248,7 @@ constexpr ConfigKey kKeys[] = {
                 "the CPUs of ferryd's affinity mask (taskset, systemd CPUAffinity=) at start-up; the environment "
                 "variable FERRYD_ENGINES, when set, replaces auto. With --listen HOST:PORT engine i listens for "
                 "peers on PORT+i (docs/protocol.md).",
-     .access = engines_access},
+     .access = engine_count<&Config::engines>()},
     {.name = "engine-cpus", .section = kServing, .value_name = "LIST",
      .summary = "CPUs to pin the engines to, e.g. 2,3 or 8-15 (engine i on the i-th, wrapping); empty: not pinned",
      .details = "Pinning keeps an engine and its clients on one NUMA node: pin the engines there and start the "
@@ -274,7 +271,7 @@ constexpr ConfigKey kKeys[] = {
      .details = "auto is one per four CPUs ferryd may run on, at least 1, at most --engines: a host of 2 CPUs "
                 "runs every engine on engine 0's thread, whatever its load, since a second engine thread there "
                 "would only take the core its clients need. With --engines auto it never binds.",
-     .access = engine_threads_access},
+     .access = engine_count<&Config::engine_threads>()},
     {.name = "gid-index", .section = kServing, .value_name = "auto|N",
      .summary = "RDMA source GID index: auto (the RoCE v2 GID of the listen address) or 0..255",
      .details = "A number forces one entry of the port's GID table (see show_gids).", .access = gid_index_access},

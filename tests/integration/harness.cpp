@@ -154,6 +154,13 @@ pid_t spawn(const std::function<int()>& body) {
   ::_exit(rc);
 }
 
+pid_t spawn_on_engine(std::uint32_t engine, const std::function<int()>& body) {
+  return spawn([engine, body] {
+    ::setenv("FERRY_ENGINE", std::to_string(engine).c_str(), 1);
+    return body();
+  });
+}
+
 int reap(pid_t pid, std::chrono::milliseconds within) {
   const auto deadline = Clock::now() + within;
   int st = 0;

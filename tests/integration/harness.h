@@ -60,6 +60,9 @@ bool path_exists(const std::string& path);
 // Forks; the child runs `body` and _exit()s with its return value (an
 // uncaught exception exits 99). Returns the child's pid.
 pid_t spawn(const std::function<int()>& body);
+// spawn() with FERRY_ENGINE=engine in the child: a client it attaches
+// (without naming an engine) is placed on that engine of a ferryd.
+pid_t spawn_on_engine(std::uint32_t engine, const std::function<int()>& body);
 // Waits for pid up to `within`; SIGKILLs it past that. Returns the exit code,
 // 128+signal when killed by a signal, or -1 on timeout.
 int reap(pid_t pid, std::chrono::milliseconds within);

@@ -17,14 +17,6 @@ using namespace ferry::itest;
 
 namespace {
 
-// Runs `body` in a child attached (by the traffic roles) to engine `engine`.
-pid_t spawn_on_engine(std::uint32_t engine, const std::function<int()>& body) {
-  return spawn([engine, body] {
-    ::setenv("FERRY_ENGINE", std::to_string(engine).c_str(), 1);
-    return body();
-  });
-}
-
 long engine_number(const Daemon& d, std::uint32_t engine, const std::string& key) {
   return d.engine_number(engine, key);
 }

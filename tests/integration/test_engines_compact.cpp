@@ -3,7 +3,6 @@
 // when it is idle again, with calls crossing engines throughout, every byte
 // checked and every call completed once; engine-threads bounds the threads
 // and engine-compact off keeps every engine on its own.
-#include <stdlib.h>
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -16,13 +15,6 @@ using namespace ferry;
 using namespace ferry::itest;
 
 namespace {
-
-pid_t spawn_on_engine(std::uint32_t engine, const std::function<int()>& body) {
-  return spawn([engine, body] {
-    ::setenv("FERRY_ENGINE", std::to_string(engine).c_str(), 1);
-    return body();
-  });
-}
 
 // Polls engines[engine].thread until it is `want` or `within` passes.
 bool wait_thread(const Daemon& d, std::uint32_t engine, long want, std::chrono::milliseconds within) {
