@@ -27,15 +27,15 @@ void Datapath::make_shadow(std::uint32_t from, const CrossMsg& m) {
   std::unique_ptr<ClientSession> s = ClientSession::shadow_of(*m.origin, from);
   if (transports_.pd != nullptr) {
     // Our lanes post from (and peers reach) its memory with our PDs' keys.
-    std::string why;
     const auto& lay = s->view().layout;
     std::byte* base = static_cast<std::byte*>(s->view().base);
-    const Status st = SegmentMr::make(transports_.pds, base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
-                                      lay.rx_bytes, transports_.keys.per_call(), &s->mr, &why);
-    if (st != Status::Ok) {
+    const Error bad = SegmentMr::make(transports_.pds, base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
+                                      lay.rx_bytes, transports_.keys.per_call(), &s->mr);
+    if (bad.failed()) {
       // Its ops here fail (the remote sender refuses a segment without keys);
       // the client's other engines are unaffected.
-      spdlog::warn("engine {}: cannot register client {}'s segment for its ops here ({})", index_, m.client, why);
+      spdlog::warn("engine {}: cannot register client {}'s segment for its ops here ({})", index_, m.client,
+                   bad.message());
     }
   }
   sessions.add_shadow(std::move(s));

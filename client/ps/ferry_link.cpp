@@ -83,8 +83,7 @@ std::string shard_target(std::string_view target, std::string_view prefix, std::
   return target.empty() ? shard_service(prefix, shard) : std::string(target) + "/" + shard_service(prefix, shard);
 }
 
-Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& o, std::string* why) {
-  using R = Result<std::unique_ptr<ShardLink>>;
+Error connect_ferry(const FerryLinkOptions& o, std::unique_ptr<ShardLink>* out) {
   AttachOptions a;
   a.socket_path = o.socket;
   a.name = o.name;
@@ -92,13 +91,13 @@ Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& o, std:
   a.busy_poll = o.busy_poll;
   auto attached = Client::attach(a);
   if (!attached) {
-    *why = "cannot attach to ferryd at '" + (o.socket.empty() ? default_socket_path() : o.socket) +
-           "': " + std::string(to_string(attached.status));
-    return R::fail(attached.status);
+    return Error(attached.status, "cannot attach to ferryd at '" +
+                                      (o.socket.empty() ? default_socket_path() : o.socket) +
+                                      "': " + std::string(to_string(attached.status)));
   }
   if (!o.shard_targets.empty() && o.shard_targets.size() != o.shards) {
-    *why = "shard_targets names " + std::to_string(o.shard_targets.size()) + " shards, not " + std::to_string(o.shards);
-    return R::fail(Status::BadRequest);
+    return Error(Status::BadRequest, "shard_targets names " + std::to_string(o.shard_targets.size()) + " shards, not " +
+                                         std::to_string(o.shards));
   }
   std::vector<EndpointId> endpoints;
   for (std::uint32_t s = 0; s < o.shards; ++s) {
@@ -113,15 +112,16 @@ Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& o, std:
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!ep) {
-      *why = "shard " + std::to_string(s) + " of " + std::to_string(o.shards) + ": open '" + target +
-             "': " + std::string(to_string(ep.status));
+      std::string why = "shard " + std::to_string(s) + " of " + std::to_string(o.shards) + ": open '" + target +
+                        "': " + std::string(to_string(ep.status));
       if (ep.status == Status::ServiceNotFound)
-        *why += " (nothing serves it there: start that shard, or restart it if its ferryd restarted)";
-      return R::fail(ep.status);
+        why += " (nothing serves it there: start that shard, or restart it if its ferryd restarted)";
+      return Error(ep.status, std::move(why));
     }
     endpoints.push_back(ep.value);
   }
-  return R::ok(std::make_unique<FerryLink>(std::move(attached.value), std::move(endpoints), o));
+  *out = std::make_unique<FerryLink>(std::move(attached.value), std::move(endpoints), o);
+  return {};
 }
 
 }  // namespace ferry::ps

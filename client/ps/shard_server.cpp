@@ -16,11 +16,9 @@ constexpr std::uint64_t kMiB = 1ull << 20;
 
 }  // namespace
 
-Result<std::unique_ptr<ShardServer>> ShardServer::start(Shard& shard, const ShardServerOptions& o, std::string* why) {
-  using R = Result<std::unique_ptr<ShardServer>>;
+Error ShardServer::start(Shard& shard, const ShardServerOptions& o, std::unique_ptr<ShardServer>* out) {
   if (o.pool == 0) {
-    *why = "the response pool needs at least one buffer";
-    return R::fail(Status::BadRequest);
+    return Error(Status::BadRequest, "the response pool needs at least one buffer");
   }
   const std::string service = shard_service(o.service_prefix, shard.spec().index);
   AttachOptions a;
@@ -34,24 +32,23 @@ Result<std::unique_ptr<ShardServer>> ShardServer::start(Shard& shard, const Shar
   a.rx_bytes = rx_need > 32 * kMiB ? (rx_need & ~(kMiB - 1)) : 0;
   auto attached = Client::attach(a);
   if (!attached) {
-    *why = "cannot attach to ferryd at '" + (o.socket.empty() ? default_socket_path() : o.socket) +
-           "': " + std::string(to_string(attached.status));
-    return R::fail(attached.status);
+    return Error(attached.status, "cannot attach to ferryd at '" +
+                                      (o.socket.empty() ? default_socket_path() : o.socket) +
+                                      "': " + std::string(to_string(attached.status)));
   }
   std::unique_ptr<ShardServer> server(new ShardServer(shard, o, std::move(attached.value)));
   server->service_ = service;
   Client& c = *server->client_;
   server->response_bytes_ = shard.max_response_bytes();
   if (server->response_bytes_ > c.max_message_bytes()) {
-    *why = "responses of " + std::to_string(server->response_bytes_) + " bytes exceed the daemon's max message size " +
-           std::to_string(c.max_message_bytes()) + " (lower max_count)";
-    return R::fail(Status::BadRequest);
+    return Error(Status::BadRequest, "responses of " + std::to_string(server->response_bytes_) +
+                                         " bytes exceed the daemon's max message size " +
+                                         std::to_string(c.max_message_bytes()) + " (lower max_count)");
   }
   for (std::uint32_t i = 0; i < o.pool; ++i) {
     Buffer b = c.alloc(server->response_bytes_);
     if (!b) {
-      *why = "tx arena too small for a response pool of " + std::to_string(o.pool);
-      return R::fail(Status::NoMemory);
+      return Error(Status::NoMemory, "tx arena too small for a response pool of " + std::to_string(o.pool));
     }
     server->buffers_.push_back(b);
     server->free_.push_back(i);
@@ -60,11 +57,9 @@ Result<std::unique_ptr<ShardServer>> ShardServer::start(Shard& shard, const Shar
   server->refused_.reserve(o.pool);
   server->pending_.reserve(kPendingReserve);
   const auto served = c.serve(service);
-  if (!served) {
-    *why = "serve " + service + ": " + std::string(to_string(served.status));
-    return R::fail(served.status);
-  }
-  return R::ok(std::move(server));
+  if (!served) return Error(served.status, "serve " + service + ": " + std::string(to_string(served.status)));
+  *out = std::move(server);
+  return {};
 }
 
 ShardServer::ShardServer(Shard& shard, const ShardServerOptions& options, std::unique_ptr<Client> client)

@@ -268,17 +268,16 @@ Status AttachServer::attach(const ConnPtr& conn, const shm::AttachRequest& req, 
   SegmentMr mr;
   const Engine& home = engines_.engine(conn->engine);
   if (home.rdma_pd() != nullptr) {
-    std::string why;
     const auto& lay = seg.value.view.layout;
     std::byte* base = static_cast<std::byte*>(seg.value.view.base);
-    const Status s = SegmentMr::make(home.rdma_pds(), base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
-                                     lay.rx_bytes, home.per_call_keys(), &mr, &why);
-    if (s != Status::Ok) {
+    const Error bad = SegmentMr::make(home.rdma_pds(), base + lay.tx_offset, lay.tx_bytes, base + lay.rx_offset,
+                                      lay.rx_bytes, home.per_call_keys(), &mr);
+    if (bad.failed()) {
       log_refusal(Refusal::Resources,
                   "attach of '{}' (pid {}): cannot register its {} byte segment with the rdma device ({}); refused "
                   "with {}",
-                  info->name, info->pid, seg.value.view.layout.segment_bytes, why, to_string(s));
-      return s;
+                  info->name, info->pid, seg.value.view.layout.segment_bytes, bad.message(), to_string(bad.status()));
+      return bad.status();
     }
   }
   info->id = id;

@@ -112,20 +112,19 @@ DataTransport make_data_transport(const Config& config) {
 #if FERRY_HAVE_RDMA
   std::string listen_host;
   if (auto hp = parse_host_port(config.listen)) listen_host = hp->host;
-  std::string bad;
-  auto specs = rails::resolve_rails(config.device, listen_host, "/sys", &bad);
-  if (!specs) {
+  std::vector<rails::RailSpec> specs;
+  if (const Error bad = rails::resolve_rails(config.device, listen_host, "/sys", specs); bad.failed()) {
     if (config.transport == Transport::Rdma) {
-      out.error = "transport rdma requested but " + bad;
+      out.error = "transport rdma requested but " + bad.message();
     } else {
-      out.choice = {"tcp", "transport auto -> tcp: " + bad};
+      out.choice = {"tcp", "transport auto -> tcp: " + bad.message()};
     }
     return out;
   }
-  if (specs->size() > 1) return make_rails(config, *specs, std::move(out));
+  if (specs.size() > 1) return make_rails(config, specs, std::move(out));
   transport::rdma::RdmaConfig one = rdma_config(config);
-  one.device = (*specs)[0].device;
-  if (!(*specs)[0].address.empty()) one.address = (*specs)[0].address;
+  one.device = specs[0].device;
+  if (!specs[0].address.empty()) one.address = specs[0].address;
   auto t = transport::rdma::RdmaTransport::create(one);
   if (t) {
     const std::string dev = t.value->device_name();

@@ -56,8 +56,8 @@ std::vector<std::string> rdma_devices(std::string_view sysfs_root) {
   return out;
 }
 
-std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_option, std::string_view listen_host,
-                                                   std::string_view sysfs_root, std::string* why) {
+Error resolve_rails(std::string_view device_option, std::string_view listen_host, std::string_view sysfs_root,
+                    std::vector<RailSpec>& out) {
   std::vector<RailSpec> rails;
   const std::string listen(listen_host);
   if (device_option.empty() || device_option.find(',') == std::string_view::npos) {
@@ -68,10 +68,10 @@ std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_optio
       const auto at = one.find('@');
       rails.push_back({one.substr(0, at), at == std::string::npos ? listen : one.substr(at + 1)});
       if (at != std::string::npos && !is_ipv4(rails[0].address)) {
-        *why = "--device " + one + ": '" + rails[0].address + "' is not a numeric IPv4 address";
-        return std::nullopt;
+        return Error::bad_request("--device " + one + ": '" + rails[0].address + "' is not a numeric IPv4 address");
       }
-      return rails;
+      out = std::move(rails);
+      return {};
     }
   }
   std::vector<std::string> names;
@@ -84,8 +84,7 @@ std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_optio
       }
     }
     if (names.empty()) {
-      *why = "--device all: no RDMA device with an IPv4 RoCE v2 GID";
-      return std::nullopt;
+      return Error::bad_request("--device all: no RDMA device with an IPv4 RoCE v2 GID");
     }
   } else {
     std::size_t from = 0;
@@ -95,29 +94,26 @@ std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_optio
       const std::string item = opt.substr(from, comma - from);
       from = comma + 1;
       if (item.empty()) {
-        *why = "--device " + opt + ": an empty name in the list";
-        return std::nullopt;
+        return Error::bad_request("--device " + opt + ": an empty name in the list");
       }
       const auto at = item.find('@');
       names.push_back(item.substr(0, at));
       given.push_back(at == std::string::npos ? std::string() : item.substr(at + 1));
       if (!given.back().empty() && !is_ipv4(given.back())) {
-        *why = "--device " + opt + ": '" + given.back() + "' is not a numeric IPv4 address";
-        return std::nullopt;
+        return Error::bad_request("--device " + opt + ": '" + given.back() + "' is not a numeric IPv4 address");
       }
     }
   }
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (std::count(names.begin(), names.end(), names[i]) != 1) {
-      *why = "--device: " + names[i] + " named twice";
-      return std::nullopt;
+      return Error::bad_request("--device: " + names[i] + " named twice");
     }
     std::string addr = given[i];
     if (addr.empty()) {
       const std::vector<std::string> have = roce_v2_ipv4(sysfs_root, names[i]);
       if (have.empty()) {
-        *why = "--device: " + names[i] + " has no IPv4 RoCE v2 GID (no such device, or no IPv4 address on its netdev)";
-        return std::nullopt;
+        return Error::bad_request("--device: " + names[i] +
+                                  " has no IPv4 RoCE v2 GID (no such device, or no IPv4 address on its netdev)");
       }
       addr = std::find(have.begin(), have.end(), listen) != have.end() ? listen : have.front();
     }
@@ -127,10 +123,10 @@ std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_optio
   auto first = std::find_if(rails.begin(), rails.end(), [&](const RailSpec& r) { return r.address == listen; });
   if (first != rails.end()) std::rotate(rails.begin(), first, first + 1);
   if (rails.size() > 4) {
-    *why = "--device: at most 4 rails (" + std::to_string(rails.size()) + " named)";
-    return std::nullopt;
+    return Error::bad_request("--device: at most 4 rails (" + std::to_string(rails.size()) + " named)");
   }
-  return rails;
+  out = std::move(rails);
+  return {};
 }
 
 }  // namespace ferry::daemon::rails

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ferry/error.h"
+
 namespace ferry::daemon::rails {
 
 struct RailSpec {
@@ -49,8 +51,8 @@ constexpr std::uint32_t lane_rail_slot(std::uint32_t lane, std::uint32_t lanes, 
   return lanes < rails ? lane + channel % rails : lane;
 }
 
-// Resolves --device. On failure returns nullopt and sets *why.
-std::optional<std::vector<RailSpec>> resolve_rails(std::string_view device_option, std::string_view listen_host,
-                                                   std::string_view sysfs_root, std::string* why);
+// Resolves --device into `out`; BadRequest saying why when it cannot.
+[[nodiscard]] Error resolve_rails(std::string_view device_option, std::string_view listen_host,
+                                  std::string_view sysfs_root, std::vector<RailSpec>& out);
 
 }  // namespace ferry::daemon::rails

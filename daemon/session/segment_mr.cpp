@@ -14,8 +14,8 @@ SegmentMr::~SegmentMr() {
   for (ibv_mr* mr : rx_) transport::rdma::deregister_region(mr);
 }
 
-Status SegmentMr::make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len,
-                       bool windows, SegmentMr* out, std::string* why) {
+Error SegmentMr::make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_len, void* rx, std::size_t rx_len,
+                      bool windows, SegmentMr* out) {
   namespace rdma = transport::rdma;
   SegmentMr m;
   for (std::size_t i = 0; i < pds.size() && i < m.tx_.size() && pds[i] != nullptr; ++i) {
@@ -23,14 +23,14 @@ Status SegmentMr::make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_le
     if (t) m.tx_[i] = t.value;
     auto r = t ? rdma::register_region(pds[i], rx, rx_len, rdma::kLocalAccess) : t;
     if (!t || !r) {
-      *why = std::string(to_string(!t ? t.status : r.status)) + " (the transport logged why)" +
-             (i == 0 ? std::string() : " on rail " + std::to_string(i));
-      return Status::NoMemory;  // `m` deregisters what did succeed
+      // `m` deregisters what did succeed.
+      return Error(Status::NoMemory, std::string(to_string(!t ? t.status : r.status)) + " (the transport logged why)" +
+                                         (i == 0 ? std::string() : " on rail " + std::to_string(i)));
     }
     m.rx_[i] = r.value;
   }
   *out = std::move(m);
-  return Status::Ok;
+  return {};
 }
 
 transport::MemoryHandle SegmentMr::handle(const Mrs& mrs) noexcept {
@@ -53,10 +53,8 @@ std::uint64_t SegmentMr::tx_length() const noexcept { return tx_[0] != nullptr ?
 
 SegmentMr::~SegmentMr() = default;
 
-Status SegmentMr::make(std::span<ibv_pd* const>, void*, std::size_t, void*, std::size_t, bool, SegmentMr*,
-                       std::string* why) {
-  *why = "built without rdma support";
-  return Status::NotSupported;
+Error SegmentMr::make(std::span<ibv_pd* const>, void*, std::size_t, void*, std::size_t, bool, SegmentMr*) {
+  return Error(Status::NotSupported, "built without rdma support");
 }
 
 transport::MemoryHandle SegmentMr::tx() const noexcept { return {}; }

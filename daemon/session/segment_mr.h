@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 
+#include "ferry/error.h"
 #include "ferry/status.h"
 #include "transport/transport.h"
 
@@ -50,11 +51,11 @@ class SegmentMr {
   // memory-window binds (`windows`: per-call keys, remote_keys.h; the MR's
   // own rkey then grants nothing) or remote read/write, the rx arena
   // [rx, rx+rx_len) for local write only, on each of `pds` (the rails';
-  // null entries end the list). NoMemory (with *why) when
-  // the device refuses (pinned-memory limit, MR count); NotSupported without
-  // rdma support.
-  [[nodiscard]] static Status make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_len, void* rx,
-                                   std::size_t rx_len, bool windows, SegmentMr* out, std::string* why);
+  // null entries end the list), into *out. NoMemory when the device
+  // refuses (pinned-memory limit, MR count); NotSupported without rdma
+  // support; the message says which.
+  [[nodiscard]] static Error make(std::span<ibv_pd* const> pds, void* tx, std::size_t tx_len, void* rx,
+                                  std::size_t rx_len, bool windows, SegmentMr* out);
 
   bool valid() const noexcept { return tx_[0] != nullptr; }
   // Keys of the tx arena: lkey for payloads sent from it, rkey for the

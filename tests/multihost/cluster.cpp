@@ -137,13 +137,14 @@ void Cluster::start(std::size_t i) {
   } else {
     n.host = i < flags_.hosts.size() ? flags_.hosts[i] : "127.0.0.1";
   }
-  std::string why;
+  Error why;
   const int attempts = mode_ == NetMode::Loopback ? kLoopbackAttempts : 1;
   for (int a = 0; a < attempts; ++a) {
     if (mode_ == NetMode::Loopback) n.port = pick_free_port();
-    if (try_start(i, &why)) return;
+    why = try_start(i);
+    if (why.ok()) return;
   }
-  throw std::runtime_error("ferryd " + std::to_string(i) + " (" + n.listen() + ") did not come up: " + why +
+  throw std::runtime_error("ferryd " + std::to_string(i) + " (" + n.listen() + ") did not come up: " + why.message() +
                            "\n--- log ---\n" + log_tail(i));
 }
 
@@ -155,13 +156,12 @@ void Cluster::restart(std::size_t i) {
   char tmpl[] = "/tmp/ferry-mh-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   n.dir = tmpl;
-  std::string why;
-  if (!try_start(i, &why))
-    throw std::runtime_error("ferryd " + std::to_string(i) + " (" + n.listen() + ") did not restart: " + why +
+  if (const Error why = try_start(i); why.failed())
+    throw std::runtime_error("ferryd " + std::to_string(i) + " (" + n.listen() + ") did not restart: " + why.message() +
                              "\n--- log ---\n" + log_tail(i));
 }
 
-bool Cluster::try_start(std::size_t i, std::string* why) {
+Error Cluster::try_start(std::size_t i) {
   Node& n = nodes_[i];
   const std::string ferryd = itest::required_env("FERRYD");
   std::vector<std::string> args;
@@ -199,15 +199,11 @@ bool Cluster::try_start(std::size_t i, std::string* why) {
   NetnsLab::track_pid(n.pid);
   const auto deadline = Clock::now() + 8s;
   for (;;) {
-    if (itest::path_exists(n.socket()) && itest::path_exists(n.control()) && listens_on(n.pid, n.port)) return true;
-    if (!alive(i)) {
-      *why = "ferryd exited before listening on " + n.listen();
-      return false;
-    }
+    if (itest::path_exists(n.socket()) && itest::path_exists(n.control()) && listens_on(n.pid, n.port)) return {};
+    if (!alive(i)) return Error(Status::DaemonGone, "ferryd exited before listening on " + n.listen());
     if (Clock::now() > deadline) {
-      *why = "no client/control socket or no TCP listener on " + n.listen() + " after 8 s";
       kill_hard(i);
-      return false;
+      return Error(Status::Timeout, "no client/control socket or no TCP listener on " + n.listen() + " after 8 s");
     }
     std::this_thread::sleep_for(10ms);  // polling a condition (files, /proc) with a deadline
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/error.h"
 #include "tests/multihost/netns_lab.h"
 
 namespace ferry::mhtest {
@@ -92,7 +93,7 @@ class Cluster {
 
  private:
   void start(std::size_t i);
-  bool try_start(std::size_t i, std::string* why);
+  [[nodiscard]] Error try_start(std::size_t i);  // Ok once it listens, else why not
 
   NetMode mode_;
   DaemonFlags flags_;

@@ -47,11 +47,9 @@ struct Served {
   Served(const ShardSpec& spec, const std::string& socket) : shard(made_shard(spec)) {
     ShardServerOptions o;
     o.socket = socket;
-    std::string why;
-    auto started = ShardServer::start(*shard, o, &why);
-    INFO(why);
-    REQUIRE(started.status == Status::Ok);
-    server = std::move(started.value);
+    const Error started = ShardServer::start(*shard, o, &server);
+    INFO(started.message());
+    REQUIRE(started.ok());
     REQUIRE(::pipe2(stop, O_CLOEXEC) == 0);
     thread = std::thread([this] { result.store(server->run(stop[0])); });
   }
@@ -84,13 +82,13 @@ TEST_CASE("shard server: access lists judge the caller by the uid ferryd saw at 
   Served s(spec, d.socket());
   FerryLinkOptions f;
   f.socket = d.socket();
-  std::string why;
-  auto link = connect_ferry(f, &why);
-  INFO(why);
-  REQUIRE(link.status == Status::Ok);
+  std::unique_ptr<ShardLink> link;
+  const Error connected = connect_ferry(f, &link);
+  INFO(connected.message());
+  REQUIRE(connected.ok());
   WorkerOptions wo;
   wo.tables = spec.tables;
-  const auto w_made = made_worker(std::move(link.value), wo);
+  const auto w_made = made_worker(std::move(link), wo);
   Worker& w = *w_made;
   const std::vector<Key> keys{1, 2};
   const std::vector<float> g(4, 1.0f);

@@ -154,9 +154,10 @@ std::unique_ptr<Worker> make_worker(const PsOptions& o, const std::vector<std::s
     const std::uint64_t rows = std::uint64_t{w.batch} * w.dim + std::uint64_t{w.dense} * w.shards;
     const std::uint64_t need = 2 * (4 * rows + 12 * rows + 64 * w.shards) * 2 + 4 * kMiB;
     f.tx_bytes = need > 32 * kMiB ? (need & ~(kMiB - 1)) : 0;
-    auto connected = connect_ferry(f, error);
-    if (!connected) return nullptr;
-    link = std::move(connected.value);
+    if (const Error bad = connect_ferry(f, &link); bad.failed()) {
+      *error = bad.message();
+      return nullptr;
+    }
   } else {
     link = connect_tcp(shard_addresses, error);
     if (!link) return nullptr;

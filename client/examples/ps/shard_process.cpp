@@ -14,15 +14,14 @@ int serve_shard(Shard& shard, const ShardProcessSpec& spec) {
   o.socket = spec.socket;
   o.pool = spec.pool;
   o.busy_poll = spec.busy_poll;
-  std::string why;
-  auto started = ShardServer::start(shard, o, &why);
-  if (!started) {
-    spec.failed(why);
+  std::unique_ptr<ShardServer> server;
+  if (const Error bad = ShardServer::start(shard, o, &server); bad.failed()) {
+    spec.failed(bad.message());
     return 1;
   }
   spec.ready("");
-  const Status st = started.value->run(spec.stop_fd);
-  const ShardServerCounters& c = started.value->counters();
+  const Status st = server->run(spec.stop_fd);
+  const ShardServerCounters& c = server->counters();
   const unsigned index = shard.spec().index;
   if (c.waited != 0)
     std::fprintf(stderr, "ferry-ps shard %u: %llu requests waited for a response buffer (pool %u)\n", index,

@@ -40,14 +40,12 @@ class ShardHost {
     o.pool = pool;
     o.busy_poll = busy_poll;
     o.service_prefix = prefix;
-    std::string why;
-    Result<std::unique_ptr<ps::ShardServer>> started;
+    Error started;
     {
       pyb::gil_scoped_release nogil;
-      started = ps::ShardServer::start(*shard_, o, &why);
+      started = ps::ShardServer::start(*shard_, o, &server_);
     }
-    if (!started) raise(started.status, "shard " + std::to_string(index) + ": " + why);
-    server_ = std::move(started.value);
+    if (started.failed()) raise(started.status(), "shard " + std::to_string(index) + ": " + started.message());
     if (::pipe2(stop_, O_CLOEXEC) != 0) raise(Status::NoMemory, "shard: no pipe for its stop signal");
   }
 

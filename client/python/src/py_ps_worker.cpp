@@ -271,15 +271,15 @@ std::shared_ptr<WorkerCore> make_worker(const std::vector<ps::TableSpec>& tables
   // Checked before connecting (Worker::create checks again): bad options attach nothing.
   if (const Error bad = ps::check_tables(tables); bad.failed()) raise(bad.status(), bad.message());
   if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
-  std::string why;
-  Result<std::unique_ptr<ps::ShardLink>> link;
+  std::unique_ptr<ps::ShardLink> link;
+  Error connected;
   {
     pyb::gil_scoped_release nogil;
-    link = ps::connect_ferry(f, &why);
+    connected = ps::connect_ferry(f, &link);
   }
-  if (!link) raise(link.status, why);
+  if (connected.failed()) raise(connected.status(), connected.message());
   auto core = std::make_shared<WorkerCore>();
-  if (const Error bad = ps::Worker::create(std::move(link.value), wo, &core->worker); bad.failed())
+  if (const Error bad = ps::Worker::create(std::move(link), wo, &core->worker); bad.failed())
     raise(bad.status(), bad.message());
   core->event_fd = core->worker->event_fd();
   core->target = target;

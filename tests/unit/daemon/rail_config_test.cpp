@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "daemon/rails/rail_config.h"
 
 namespace fs = std::filesystem;
 using namespace ferry::daemon::rails;
+using ferry::Error;
+using ferry::Status;
 
 namespace {
 
@@ -53,56 +56,49 @@ TEST_CASE("roce_v2_ipv4 lists a device's IPv4 RoCE v2 addresses in table order")
 
 TEST_CASE("one device or none: one rail, as before") {
   FakeSysfs fs;
-  std::string why;
-  auto r = resolve_rails("", "198.18.0.1", fs.path(), &why);
-  REQUIRE(r);
-  REQUIRE(r->size() == 1);
-  CHECK((*r)[0].device.empty());
-  CHECK((*r)[0].address == "198.18.0.1");
-  r = resolve_rails("mlx5_1@198.18.1.9", "198.18.0.1", fs.path(), &why);
-  REQUIRE(r);
-  CHECK((*r)[0].device == "mlx5_1");
-  CHECK((*r)[0].address == "198.18.1.9");
-  CHECK_FALSE(resolve_rails("mlx5_1@nonsense", "198.18.0.1", fs.path(), &why));
-  CHECK(why.find("not a numeric IPv4") != std::string::npos);
+  std::vector<RailSpec> r;
+  REQUIRE(resolve_rails("", "198.18.0.1", fs.path(), r).ok());
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].device.empty());
+  CHECK(r[0].address == "198.18.0.1");
+  REQUIRE(resolve_rails("mlx5_1@198.18.1.9", "198.18.0.1", fs.path(), r).ok());
+  CHECK(r[0].device == "mlx5_1");
+  CHECK(r[0].address == "198.18.1.9");
+  const Error bad = resolve_rails("mlx5_1@nonsense", "198.18.0.1", fs.path(), r);
+  CHECK(bad.status() == Status::BadRequest);
+  CHECK(bad.message().find("not a numeric IPv4") != std::string::npos);
 }
 
 TEST_CASE("a list: a rail per device, the --listen one first, addresses from the GID table") {
   FakeSysfs fs;
-  std::string why;
-  auto r = resolve_rails("mlx5_1,mlx5_0", "198.18.0.1", fs.path(), &why);
-  REQUIRE(r);
-  REQUIRE(r->size() == 2);
-  CHECK((*r)[0].device == "mlx5_0");  // carries --listen: rail 0
-  CHECK((*r)[0].address == "198.18.0.1");
-  CHECK((*r)[1].device == "mlx5_1");
-  CHECK((*r)[1].address == "198.18.1.1");  // its first IPv4 RoCE v2 GID
-  r = resolve_rails("mlx5_0,mlx5_1@198.18.1.9", "198.18.0.1", fs.path(), &why);
-  REQUIRE(r);
-  CHECK((*r)[1].address == "198.18.1.9");
+  std::vector<RailSpec> r;
+  REQUIRE(resolve_rails("mlx5_1,mlx5_0", "198.18.0.1", fs.path(), r).ok());
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].device == "mlx5_0");  // carries --listen: rail 0
+  CHECK(r[0].address == "198.18.0.1");
+  CHECK(r[1].device == "mlx5_1");
+  CHECK(r[1].address == "198.18.1.1");  // its first IPv4 RoCE v2 GID
+  REQUIRE(resolve_rails("mlx5_0,mlx5_1@198.18.1.9", "198.18.0.1", fs.path(), r).ok());
+  CHECK(r[1].address == "198.18.1.9");
 }
 
 TEST_CASE("all: every device with an IPv4 RoCE v2 GID") {
   FakeSysfs fs;
-  std::string why;
-  auto r = resolve_rails("all", "198.18.1.1", fs.path(), &why);
-  REQUIRE(r);
-  REQUIRE(r->size() == 2);  // mlx5_2 has no RoCE v2 IPv4 GID
-  CHECK((*r)[0].device == "mlx5_1");
-  CHECK((*r)[1].device == "mlx5_0");
+  std::vector<RailSpec> r;
+  REQUIRE(resolve_rails("all", "198.18.1.1", fs.path(), r).ok());
+  REQUIRE(r.size() == 2);  // mlx5_2 has no RoCE v2 IPv4 GID
+  CHECK(r[0].device == "mlx5_1");
+  CHECK(r[1].device == "mlx5_0");
 }
 
 TEST_CASE("bad lists are refused with a reason") {
   FakeSysfs fs;
-  std::string why;
-  CHECK_FALSE(resolve_rails("mlx5_0,", "198.18.0.1", fs.path(), &why));
-  CHECK(why.find("empty name") != std::string::npos);
-  CHECK_FALSE(resolve_rails("mlx5_0,mlx5_0", "198.18.0.1", fs.path(), &why));
-  CHECK(why.find("twice") != std::string::npos);
-  CHECK_FALSE(resolve_rails("mlx5_0,mlx5_2", "198.18.0.1", fs.path(), &why));
-  CHECK(why.find("mlx5_2 has no IPv4 RoCE v2 GID") != std::string::npos);
-  CHECK_FALSE(resolve_rails("mlx5_0,mlx5_1,a@1.1.1.1,b@1.1.1.2,c@1.1.1.3", "198.18.0.1", fs.path(), &why));
-  CHECK(why.find("at most 4") != std::string::npos);
+  std::vector<RailSpec> r;
+  auto why = [&](std::string_view opt) { return resolve_rails(opt, "198.18.0.1", fs.path(), r).message(); };
+  CHECK(why("mlx5_0,").find("empty name") != std::string::npos);
+  CHECK(why("mlx5_0,mlx5_0").find("twice") != std::string::npos);
+  CHECK(why("mlx5_0,mlx5_2").find("mlx5_2 has no IPv4 RoCE v2 GID") != std::string::npos);
+  CHECK(why("mlx5_0,mlx5_1,a@1.1.1.1,b@1.1.1.2,c@1.1.1.3").find("at most 4") != std::string::npos);
 }
 
 TEST_CASE("pick_rail: lane i on the i-th rail that is up; failed dials move on") {

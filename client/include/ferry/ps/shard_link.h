@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/client.h"
+#include "ferry/error.h"
 #include "ferry/visibility.h"
 
 namespace ferry::ps {
@@ -70,9 +71,9 @@ struct FerryLinkOptions {
   bool busy_poll = false;
 };
 
-// Attaches and opens every shard. On failure *why says what failed.
-[[nodiscard]] FERRY_API Result<std::unique_ptr<ShardLink>> connect_ferry(const FerryLinkOptions& options,
-                                                                         std::string* why);
+// Attaches and opens every shard into *out. On failure the Error's
+// status is the step's (attach, open) and its message says what failed.
+[[nodiscard]] FERRY_API Error connect_ferry(const FerryLinkOptions& options, std::unique_ptr<ShardLink>* out);
 
 // PREFIX<i>, and the target a worker opens for it ("SERVICE" or "HOST:PORT/SERVICE").
 FERRY_API std::string shard_service(std::string_view prefix, std::uint32_t shard);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/client.h"
+#include "ferry/error.h"
 #include "ferry/ps/shard.h"
 #include "ferry/visibility.h"
 
@@ -35,10 +36,10 @@ struct ShardServerCounters {
 
 class FERRY_API ShardServer {
  public:
-  // Attaches, allocates the pool and serves the shard's service. On
-  // failure *why says what failed. `shard` must outlive the server.
-  [[nodiscard]] static Result<std::unique_ptr<ShardServer>> start(Shard& shard, const ShardServerOptions& options,
-                                                                  std::string* why);
+  // Attaches, allocates the pool and serves the shard's service, into
+  // *out. On failure the Error says what failed. `shard` must outlive
+  // the server.
+  [[nodiscard]] static Error start(Shard& shard, const ShardServerOptions& options, std::unique_ptr<ShardServer>* out);
   ~ShardServer();
   ShardServer(const ShardServer&) = delete;
   ShardServer& operator=(const ShardServer&) = delete;
