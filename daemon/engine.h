@@ -1,6 +1,8 @@
-// The datapath engine: one thread that owns every datapath object and runs
-// the loop (engine_loop.cpp). It is the loop and little else: each turn it
-// asks each component for its work, in this order:
+// The datapath engine: it owns every datapath object of its clients and
+// channels and runs the loop (engine_loop.cpp) on its own thread, or, while
+// traffic is light, on engine 0's (engine_host.cpp, engines/compaction.h):
+// one thread at a time. It is the loop and little else: each turn it asks
+// each component for its work, in this order:
 //
 //   control link    attach/detach/stop commands from the control thread
 //   channels        peer daemons: handshakes, heartbeats, their traffic (peer/)
