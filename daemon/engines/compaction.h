@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
