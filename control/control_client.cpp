@@ -128,13 +128,14 @@ CallResult call(const std::string& socket_path, const Request& request, std::chr
     reader.feed(std::string_view(buf, static_cast<std::size_t>(n)));
   }
 
-  std::string why;
-  auto resp = decode_response(reply, &why);
-  if (!resp) return failure(CallStatus::BadResponse, "bad response: " + why);
-  if (!resp->ok) return failure(CallStatus::DaemonError, resp->error);
+  Response resp;
+  if (Error e = decode_response(reply, &resp); e.failed()) {
+    return failure(CallStatus::BadResponse, "bad response: " + e.message());
+  }
+  if (!resp.ok) return failure(CallStatus::DaemonError, resp.error);
   CallResult r;
   r.status = CallStatus::Ok;
-  r.result = std::move(resp->result);
+  r.result = std::move(resp.result);
   return r;
 }
 

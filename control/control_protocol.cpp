@@ -18,34 +18,24 @@ constexpr std::array<std::pair<Command, std::string_view>, 7> kCommandNames{{
     {Command::Resume, "resume"},
 }};
 
-void set_error(std::string* error, std::string msg) {
-  if (error != nullptr) *error = std::move(msg);
-}
-
 std::string_view strip_newline(std::string_view line) {
   if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return line;
 }
 
-std::optional<json::Object> parse_line_object(std::string_view line, std::string* error) {
+Error parse_line_object(std::string_view line, json::Object* out) {
   line = strip_newline(line);
   if (line.size() >= kMaxLineBytes) {
-    set_error(error, "line longer than " + std::to_string(kMaxLineBytes) + " bytes");
-    return std::nullopt;
+    return Error::bad_request("line longer than " + std::to_string(kMaxLineBytes) + " bytes");
   }
   json::ParseError pe;
   auto v = json::parse(line, &pe);
-  if (!v) {
-    set_error(error, "invalid JSON at offset " + std::to_string(pe.offset) + ": " + pe.message);
-    return std::nullopt;
-  }
+  if (!v) return Error::bad_request("invalid JSON at offset " + std::to_string(pe.offset) + ": " + pe.message);
   json::Object* o = v->as_object();
-  if (o == nullptr) {
-    set_error(error, "expected a JSON object");
-    return std::nullopt;
-  }
-  return std::move(*o);
+  if (o == nullptr) return Error::bad_request("expected a JSON object");
+  *out = std::move(*o);
+  return {};
 }
 
 std::string line_of(const json::Value& v) {
@@ -95,54 +85,41 @@ std::string encode_error(std::string_view message) {
   return encode_response(Response{false, {}, std::string(message)});
 }
 
-std::optional<Request> decode_request(std::string_view line, std::string* error) {
-  auto o = parse_line_object(line, error);
-  if (!o) return std::nullopt;
-  auto it = o->find("cmd");
-  if (it == o->end()) {
-    set_error(error, "request has no \"cmd\"");
-    return std::nullopt;
-  }
+Error decode_request(std::string_view line, Request* out) {
+  json::Object o;
+  if (Error e = parse_line_object(line, &o); e.failed()) return e;
+  auto it = o.find("cmd");
+  if (it == o.end()) return Error::bad_request("request has no \"cmd\"");
   const std::string* cmd = it->second.as_string();
-  if (cmd == nullptr || cmd->empty()) {
-    set_error(error, "\"cmd\" must be a non-empty string");
-    return std::nullopt;
-  }
+  if (cmd == nullptr || cmd->empty()) return Error::bad_request("\"cmd\" must be a non-empty string");
   Request r;
   r.cmd = *cmd;
-  o->erase(it);
-  r.args = std::move(*o);
-  return r;
+  o.erase(it);
+  r.args = std::move(o);
+  *out = std::move(r);
+  return {};
 }
 
-std::optional<Response> decode_response(std::string_view line, std::string* error) {
-  auto o = parse_line_object(line, error);
-  if (!o) return std::nullopt;
+Error decode_response(std::string_view line, Response* out) {
+  json::Object o;
+  if (Error e = parse_line_object(line, &o); e.failed()) return e;
   const json::Value* ok = nullptr;
-  if (auto it = o->find("ok"); it != o->end()) ok = &it->second;
-  if (ok == nullptr || !ok->is_bool()) {
-    set_error(error, "response has no boolean \"ok\"");
-    return std::nullopt;
-  }
+  if (auto it = o.find("ok"); it != o.end()) ok = &it->second;
+  if (ok == nullptr || !ok->is_bool()) return Error::bad_request("response has no boolean \"ok\"");
   Response r;
   r.ok = *ok->as_bool();
   if (r.ok) {
-    auto it = o->find("result");
-    if (it == o->end()) {
-      set_error(error, "ok response has no \"result\"");
-      return std::nullopt;
-    }
+    auto it = o.find("result");
+    if (it == o.end()) return Error::bad_request("ok response has no \"result\"");
     r.result = std::move(it->second);
-    return r;
+  } else {
+    auto it = o.find("error");
+    const std::string* msg = it == o.end() ? nullptr : it->second.as_string();
+    if (msg == nullptr) return Error::bad_request("error response has no string \"error\"");
+    r.error = *msg;
   }
-  auto it = o->find("error");
-  const std::string* msg = it == o->end() ? nullptr : it->second.as_string();
-  if (msg == nullptr) {
-    set_error(error, "error response has no string \"error\"");
-    return std::nullopt;
-  }
-  r.error = *msg;
-  return r;
+  *out = std::move(r);
+  return {};
 }
 
 LineReader::State LineReader::next(std::string* line) {

@@ -38,6 +38,7 @@
 #include <string_view>
 
 #include "base/json.h"
+#include "ferry/error.h"
 
 namespace ferry::control {
 
@@ -81,10 +82,10 @@ std::string encode_response(const Response& r);
 std::string encode_ok(json::Value result);
 std::string encode_error(std::string_view message);
 
-// Decoders take one line, with or without its trailing '\n'. On failure they
-// return nullopt and fill *error (when given) with a one-line reason.
-std::optional<Request> decode_request(std::string_view line, std::string* error = nullptr);
-std::optional<Response> decode_response(std::string_view line, std::string* error = nullptr);
+// Decoders take one line, with or without its trailing '\n', and fill *out;
+// a line they cannot decode is a BadRequest with a one-line reason.
+Error decode_request(std::string_view line, Request* out);
+Error decode_response(std::string_view line, Response* out);
 
 // Splits a byte stream into lines, bounded by kMaxLineBytes, for servers and
 // clients that read in chunks.

@@ -46,7 +46,7 @@ std::uint64_t random_u64() {
 int run_daemon(const Config& config) {
   std::signal(SIGPIPE, SIG_IGN);
   const Notifier notifier;  // $NOTIFY_SOCKET (systemd Type=notify); no-op without it
-  if (!notifier.error().empty()) spdlog::warn("{}", notifier.error());
+  if (notifier.error().failed()) spdlog::warn("{}", notifier.error().message());
   const TransportChoice transport = choose_transport(config);
   const std::uint64_t epoch = random_u64();
   spdlog::info("ferryd {} starting: pid {} epoch {:#018x} runtime dir {}", FERRY_VERSION, ::getpid(), epoch,
@@ -86,30 +86,28 @@ int run_daemon(const Config& config) {
         fds.soft_before, fds.soft, config.max_clients, config.peer_max_connections, fds.hard);
   }
 
-  std::string error;
-  if (!ensure_runtime_dir(config.runtime_dir, &error)) {
-    spdlog::error("{}", error);
+  if (Error e = ensure_runtime_dir(config.runtime_dir); e.failed()) {
+    spdlog::error("{}", e.message());
     return 1;
   }
   const std::string client_path = config.runtime_dir + "/ferryd.sock";
   const std::string control_path = config.runtime_dir + "/control.sock";
   SocketFile client_file, control_file;
-  int client_fd = listen_unix(client_path, SOCK_SEQPACKET, &error, &client_file);
-  if (client_fd < 0) {
-    spdlog::error("{}", error);
+  int client_fd = -1, control_fd = -1;
+  if (Error e = listen_unix(client_path, SOCK_SEQPACKET, &client_fd, &client_file); e.failed()) {
+    spdlog::error("{}", e.message());
     return 1;
   }
-  int control_fd = listen_unix(control_path, SOCK_STREAM, &error, &control_file);
-  if (control_fd < 0) {
-    spdlog::error("{}", error);
+  if (Error e = listen_unix(control_path, SOCK_STREAM, &control_fd, &control_file); e.failed()) {
+    spdlog::error("{}", e.message());
     ::close(client_fd);
     unlink_ours(client_file);
     return 1;
   }
 
   for (const auto& path : {client_path, control_path}) {
-    if (!apply_socket_group(path, config.socket_group, &error)) {
-      spdlog::error("{}", error);
+    if (Error e = apply_socket_group(path, config.socket_group); e.failed()) {
+      spdlog::error("{}", e.message());
       ::close(client_fd);
       ::close(control_fd);
       unlink_ours(client_file);

@@ -228,9 +228,11 @@ void ControlServer::start_write(const ConnPtr& conn) {
 }
 
 std::string handle_control_line(std::string_view line, const ControlCaller& caller, const ControlCommands& c) {
-  std::string error;
-  auto req = control::decode_request(line, &error);
-  if (!req) return control::encode_error("bad request: " + error);
+  control::Request request;
+  if (Error e = control::decode_request(line, &request); e.failed()) {
+    return control::encode_error("bad request: " + e.message());
+  }
+  const control::Request* req = &request;
   auto cmd = req->command();
   if (!cmd) return control::encode_error("unknown command: " + req->cmd);
   auto privileged = [&](const std::function<json::Value()>& fn) {

@@ -5,9 +5,11 @@
 
 #include <string>
 
+#include "ferry/error.h"
+
 namespace ferry::daemon {
 
-// chgrp `path` to `group` (empty: nothing to do). Error text for the log.
-bool apply_socket_group(const std::string& path, const std::string& group, std::string* error);
+// chgrp `path` to `group` (empty: nothing to do). The message is for the log.
+Error apply_socket_group(const std::string& path, const std::string& group);
 
 }  // namespace ferry::daemon

@@ -52,11 +52,11 @@ void Notifier::open(std::string_view socket_name) {
   sockaddr_un addr;
   socklen_t len = 0;
   if (!make_addr(name_, &addr, &len)) {
-    error_ = "NOTIFY_SOCKET '" + name_ + "' is not an absolute path or @abstract name";
+    error_ = Error::bad_request("NOTIFY_SOCKET '" + name_ + "' is not an absolute path or @abstract name");
     return;
   }
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) error_ = std::string("NOTIFY_SOCKET: socket: ") + std::strerror(errno);
+  if (fd_ < 0) error_ = Error(Status::NoMemory, std::string("NOTIFY_SOCKET: socket: ") + std::strerror(errno));
 }
 
 bool Notifier::send(std::string_view state) const noexcept {

@@ -8,12 +8,14 @@
 #include <string>
 #include <string_view>
 
+#include "ferry/error.h"
+
 namespace ferry::daemon {
 
 class Notifier {
  public:
   // Reads $NOTIFY_SOCKET once. An unusable value (too long, not '/' or '@')
-  // disables notification and is reported by error().
+  // disables notification and is reported by error() (ok otherwise).
   Notifier();
   // For tests and callers that want an explicit address.
   explicit Notifier(std::string_view socket_name);
@@ -22,7 +24,7 @@ class Notifier {
   Notifier& operator=(const Notifier&) = delete;
 
   bool enabled() const noexcept { return fd_ >= 0; }
-  const std::string& error() const noexcept { return error_; }
+  const Error& error() const noexcept { return error_; }
 
   // Sends `state` ("READY=1\nSTATUS=..."). Returns false when disabled or
   // the send failed (systemd gone: harmless, the daemon carries on).
@@ -38,7 +40,7 @@ class Notifier {
 
   int fd_ = -1;
   std::string name_;  // as given: '@' for abstract
-  std::string error_;
+  Error error_;
 };
 
 }  // namespace ferry::daemon

@@ -40,29 +40,29 @@ void check_json(std::string_view text) {
 
 void check_protocol(std::string_view line) {
   using namespace ferry::control;
-  std::string err;
-  if (auto req = decode_request(line, &err)) {
-    const std::string enc = encode_request(*req);
+  Request req;
+  if (const ferry::Error e = decode_request(line, &req); e.ok()) {
+    const std::string enc = encode_request(req);
     if (enc.size() <= kMaxLineBytes) {
-      auto back = decode_request(enc);
-      require(back.has_value());
-      require(back->cmd == req->cmd);
-      require(encode_request(*back) == enc);
+      Request back;
+      require(decode_request(enc, &back).ok());
+      require(back.cmd == req.cmd);
+      require(encode_request(back) == enc);
     }
   } else {
-    require(!err.empty());
+    require(!e.message().empty());
   }
-  err.clear();
-  if (auto resp = decode_response(line, &err)) {
-    const std::string enc = encode_response(*resp);
+  Response resp;
+  if (const ferry::Error e = decode_response(line, &resp); e.ok()) {
+    const std::string enc = encode_response(resp);
     if (enc.size() <= kMaxLineBytes) {
-      auto back = decode_response(enc);
-      require(back.has_value());
-      require(back->ok == resp->ok);
-      require(encode_response(*back) == enc);
+      Response back;
+      require(decode_response(enc, &back).ok());
+      require(back.ok == resp.ok);
+      require(encode_response(back) == enc);
     }
   } else {
-    require(!err.empty());
+    require(!e.message().empty());
   }
   // The same bytes as a stream: every line the reader yields is bounded.
   LineReader reader;

@@ -70,8 +70,8 @@ void FakeControlServer::handle(int fd) {
     if (n <= 0) return;
     reader.feed(std::string_view(buf, static_cast<std::size_t>(n)));
   }
-  auto req = control::decode_request(line);
-  const std::string cmd = req ? req->cmd : std::string("<invalid>");
+  control::Request req;
+  const std::string cmd = control::decode_request(line, &req).ok() ? req.cmd : std::string("<invalid>");
   {
     std::lock_guard<std::mutex> lock(mu_);
     commands_.push_back(cmd);

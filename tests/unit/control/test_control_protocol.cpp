@@ -30,24 +30,24 @@ TEST_CASE("protocol: requests encode as one line and decode back", "[control]") 
   args["limit"] = 3;
   const std::string line = encode_request(make_request(Command::Clients, args));
   CHECK(line == "{\"cmd\":\"clients\",\"limit\":3,\"verbose\":true}\n");
-  std::string err;
-  auto r = decode_request(line, &err);
-  REQUIRE(r.has_value());
-  CHECK(r->cmd == "clients");
-  CHECK(r->command() == Command::Clients);
-  CHECK(r->args.size() == 2);
-  CHECK(r->args.at("limit").as_int() == 3);
+  Request r;
+  REQUIRE(decode_request(line, &r).ok());
+  CHECK(r.cmd == "clients");
+  CHECK(r.command() == Command::Clients);
+  CHECK(r.args.size() == 2);
+  CHECK(r.args.at("limit").as_int() == 3);
 
-  auto unknown = decode_request(R"({"cmd":"frobnicate"})", &err);
-  REQUIRE(unknown.has_value());  // unknown commands decode: the server answers them
-  CHECK_FALSE(unknown->command().has_value());
+  Request unknown;
+  REQUIRE(decode_request(R"({"cmd":"frobnicate"})", &unknown).ok());  // unknown commands decode: the server answers
+  CHECK_FALSE(unknown.command().has_value());
 
   for (const char* bad : {"", "{}", "[]", "\"status\"", R"({"cmd":1})", R"({"cmd":""})", R"({"cmd":"status",})",
                           R"({"cmd":"a","cmd":"b"})", "{\"cmd\":\"status\"}\n{\"cmd\":\"x\"}"}) {
     INFO(bad);
-    err.clear();
-    CHECK_FALSE(decode_request(bad, &err).has_value());
-    CHECK_FALSE(err.empty());
+    Request out;
+    const Error e = decode_request(bad, &out);
+    CHECK(e.status() == Status::BadRequest);
+    CHECK_FALSE(e.message().empty());
   }
 }
 
@@ -56,32 +56,34 @@ TEST_CASE("protocol: responses encode and decode, ok and error", "[control]") {
   result["version"] = "0.1.0";
   const std::string ok = encode_ok(result);
   CHECK(ok == "{\"ok\":true,\"result\":{\"version\":\"0.1.0\"}}\n");
-  auto r = decode_response(ok);
-  REQUIRE(r.has_value());
-  CHECK(r->ok);
-  CHECK(*r->result.find("version")->as_string() == "0.1.0");
+  Response r;
+  REQUIRE(decode_response(ok, &r).ok());
+  CHECK(r.ok);
+  CHECK(*r.result.find("version")->as_string() == "0.1.0");
 
   const std::string bad = encode_error("unknown command: \"drain\"\n");
   CHECK(bad.find('\n') == bad.size() - 1);  // the message's newline is escaped
-  auto e = decode_response(bad);
-  REQUIRE(e.has_value());
-  CHECK_FALSE(e->ok);
-  CHECK(e->error == "unknown command: \"drain\"\n");
+  Response e;
+  REQUIRE(decode_response(bad, &e).ok());
+  CHECK_FALSE(e.ok);
+  CHECK(e.error == "unknown command: \"drain\"\n");
 
-  std::string err;
   for (const char* invalid : {R"({"result":1})", R"({"ok":"yes","result":1})", R"({"ok":true})", R"({"ok":false})",
                               R"({"ok":false,"error":3})", "nonsense"}) {
     INFO(invalid);
-    CHECK_FALSE(decode_response(invalid, &err).has_value());
+    Response out;
+    CHECK(decode_response(invalid, &out).failed());
   }
   // Lines at the limit: the limit counts the newline.
   const std::string filler(kMaxLineBytes - 40, 'x');
   std::string big = encode_ok(json::Value(filler));
   REQUIRE(big.size() <= kMaxLineBytes);
-  CHECK(decode_response(big).has_value());
+  Response out;
+  CHECK(decode_response(big, &out).ok());
   big = encode_ok(json::Value(std::string(kMaxLineBytes, 'x')));
-  CHECK_FALSE(decode_response(big, &err).has_value());
-  CHECK(err.find("longer") != std::string::npos);
+  const Error too_long = decode_response(big, &out);
+  CHECK(too_long.failed());
+  CHECK(too_long.message().find("longer") != std::string::npos);
 }
 
 TEST_CASE("protocol: LineReader splits chunks and bounds line length", "[control]") {
