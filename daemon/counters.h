@@ -49,11 +49,13 @@ struct Counters {
   Counter engine_turns_over_100us{0};
   Counter engine_turns_over_1ms{0};
   Counter engine_turns_over_10ms{0};
-  Counter spin_skips{0};          // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
-  Counter spin_large_sleeps{0};   // sleeps without the in-flight spin: a large transfer in flight (spin_policy.h)
-  Counter engine_compactions{0};  // times engine 0's thread took this engine's turns over (engines/compaction.h)
-  Counter engine_expansions{0};   // times it handed them back to the engine's own thread
-  Counter spin_slot_sleeps{0};    // sleeps without a spin: other engines held the spin slots (engines/spin_slots.h)
+  Counter spin_skips{0};           // sleeps without the in-flight spin: answers lately took longer (spin_policy.h)
+  Counter spin_large_sleeps{0};    // sleeps without the in-flight spin: a large transfer in flight (spin_policy.h)
+  Counter engine_compactions{0};   // times engine 0's thread took this engine's turns over (engines/compaction.h)
+  Counter engine_expansions{0};    // times it handed them back to the engine's own thread
+  Counter spin_slot_sleeps{0};     // sleeps without a spin: other engines held the spin slots (engines/spin_slots.h)
+  Counter engine_yields_lost{0};   // yields that kept the engine off its CPU 500 us or more (loop/yield_watch.h)
+  Counter engine_yield_sleeps{0};  // sleeps where the engine would have yielded, after such a yield
   Counter corrupt_rings{0};
   // Channels between daemons.
   Counter peer_connects{0};  // channels that came Up
@@ -161,6 +163,8 @@ void for_each_counter(C& c, F&& f) {
   f("spin_skips", c.spin_skips);
   f("spin_large_sleeps", c.spin_large_sleeps);
   f("spin_slot_sleeps", c.spin_slot_sleeps);
+  f("engine_yields_lost", c.engine_yields_lost);
+  f("engine_yield_sleeps", c.engine_yield_sleeps);
   f("engine_compactions", c.engine_compactions);
   f("engine_expansions", c.engine_expansions);
   f("corrupt_rings", c.corrupt_rings);

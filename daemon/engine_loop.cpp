@@ -12,6 +12,7 @@
 #include "daemon/loop/mono_clock.h"
 #include "daemon/loop/spin_clock.h"
 #include "daemon/loop/spin_policy.h"
+#include "daemon/loop/yield_watch.h"
 #include "ferry_config.h"
 
 namespace ferry::daemon {
@@ -87,10 +88,17 @@ void Engine::run() {
   std::uint64_t large_seen = 0;
   bool large = false;
   bool spin_slot = false;  // held from the first idle turn to the next sleep (engines/spin_slots.h)
+  // Yields that hand the CPU to a long-running task turn into sleeps for a
+  // while (loop/yield_watch.h). Not where the spin holds: there the yield
+  // runs the software RDMA provider's own work, which is what the engine
+  // waits for.
+  YieldWatch yields;
+  const bool watch_yields = !spin.holds();
   const bool compact = compacting();
   compaction_.window.restart(idle_since);
   while (!loop_.stop) {
     const std::uint64_t start = clock.now(yielding);
+    if (yielding && yields.after_yield(start)) bump(counters_.engine_yields_lost);
     yielding = false;
     if (busy_since != 0) record_busy(start - busy_since);
     dp_.deadlines.start_turn(start);
@@ -144,10 +152,14 @@ void Engine::run() {
       if (!due && !bulk) large = false;
       t = large ? Transfer::Large : bulk ? Transfer::Bulk : Transfer::Small;
     }
-    const bool spent = start - idle_since >= spin.budget_ns(after_work, due, t);
+    bool spent = start - idle_since >= spin.budget_ns(after_work, due, t);
+    const bool yield_due = start - idle_since >= yield_after_ns;
+    const bool no_yield = !spent && yield_due && watch_yields && yields.sleep_instead(start);
+    if (no_yield) spent = true;  // sleep: a yield now would run a long-running task (loop/yield_watch.h)
     if (!spent && !spin_slot) spin_slot = group_.spin_slots.take();
     if (spent || !spin_slot) {
-      if (awaits && spin.skipped(t)) bump(counters_.spin_skips);
+      if (no_yield) bump(counters_.engine_yield_sleeps);
+      if (awaits && !no_yield && spin.skipped(t)) bump(counters_.spin_skips);
       if (awaits && t == Transfer::Large) bump(counters_.spin_large_sleeps);
       if (!spent) bump(counters_.spin_slot_sleeps);
       if (spin_slot) group_.spin_slots.give();
@@ -162,7 +174,7 @@ void Engine::run() {
       }
       idle_since = mono_ns();
       after_work = false;
-    } else if (start - idle_since >= yield_after_ns) {
+    } else if (yield_due) {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes
       // outnumber cores it may be runnable on this very CPU, queued behind
@@ -172,6 +184,7 @@ void Engine::run() {
       // (ipc-echo --busy-poll 64 B p50 on an idle 2-core VM: 1.2-1.4 us
       // yielding every turn, 0.41-0.60 us after 2 us; with two CPU hogs
       // 4.5 against 5.8 us: docs/benchmarks/fast-path.md).
+      if (watch_yields) yields.yielding(start);
       ::sched_yield();
       yielding = true;  // the next turn may reuse this clock reading (spin_clock.h)
     }

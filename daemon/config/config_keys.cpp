@@ -400,7 +400,9 @@ constexpr ConfigKey kKeys[] = {
      .summary = "how long a spinning engine polls before each idle turn also yields the CPU",
      .details = "Lets a process queued behind the spin on the same CPU run. 0: yield every idle turn (best where "
                 "more processes spin than there are cores); higher: an engine with a core of its own sees the next "
-                "message without a system call in between.",
+                "message without a system call in between. A yield that kept the engine off its CPU for 500 us or "
+                "more (a long-running task shares it) makes the engine sleep instead of yielding for 100 ms "
+                "(counter engine_yields_lost; not where engine-spin-hold is in effect).",
      .access = number<&Config::engine_yield_after_us>()},
     {.name = "engine-spin-inflight-us", .section = kTiming, .kind = ValueKind::Number, .unit = Unit::Micros,
      .value_name = "US", .min = 0, .max = 100000,
