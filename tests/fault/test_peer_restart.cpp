@@ -19,18 +19,17 @@ using namespace ferry::mhtest;
 namespace {
 
 std::uint64_t up_epoch(const Node& a, const std::string& peer, std::uint64_t not_this) {
-  std::string err;
-  bool held = false;
-  const auto v = poll_status(
+  std::optional<StatusView> v;
+  const Error polled = poll_status(
       a.control(), 10s,
       [&](const StatusView& s) {
         for (const auto& p : s.peers)
           if (p.address == peer && p.state == "Up" && p.epoch != 0 && p.epoch != not_this) return true;
         return false;
       },
-      &held, &err);
-  INFO(err << (v ? "\n" + describe(*v) : ""));
-  if (!held) return 0;
+      &v);
+  INFO(polled.message() << (v ? "\n" + describe(*v) : ""));
+  if (polled.failed()) return 0;
   for (const auto& p : v->peers)
     if (p.address == peer && p.state == "Up" && p.epoch != not_this) return p.epoch;
   return 0;

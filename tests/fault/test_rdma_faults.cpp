@@ -152,27 +152,22 @@ TEST_CASE("qp error") {
   spec.expect_fault = false;  // repaired below the application: no call may fail
   spec.stop = &done;
   const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
-  std::string err;
-  bool rebuilt = false;
-  poll_status(
-      a.control(), 120s,
-      [&cl](const StatusView& s) {
-        // The rebuild the fault caused (not some other one before it).
-        return s.counter("recoveries") >= 1 && cl.log_tail(0, 1 << 20).find("FAULT INJECTED: QP") != std::string::npos;
-      },
-      &rebuilt, &err);
+  const Error rebuilt = poll_status(a.control(), 120s, [&cl](const StatusView& s) {
+    // The rebuild the fault caused (not some other one before it).
+    return s.counter("recoveries") >= 1 && cl.log_tail(0, 1 << 20).find("FAULT INJECTED: QP") != std::string::npos;
+  });
   done.signal();  // 100 more verified calls over the new QP
   const int rc = reap(caller, 160s);
   if (rc != 0) dump_status(cl);
-  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
-  CHECK(rebuilt);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << rebuilt.message());
+  CHECK(rebuilt.ok());
   CHECK(rc == 0);
-  const auto sa = read_status(a.control(), &err);
-  REQUIRE(sa);
-  CHECK(sa->counter("recoveries") >= 1);
-  CHECK(sa->counter("peer_failures") == 0);  // the channel never failed
-  std::printf("A: recoveries=%llu retransmits=%llu lane_breaks=%llu\n", (unsigned long long)sa->counter("recoveries"),
-              (unsigned long long)sa->counter("retransmits"), (unsigned long long)sa->counter("lane_breaks"));
+  StatusView sa;
+  REQUIRE(read_status(a.control(), &sa).ok());
+  CHECK(sa.counter("recoveries") >= 1);
+  CHECK(sa.counter("peer_failures") == 0);  // the channel never failed
+  std::printf("A: recoveries=%llu retransmits=%llu lane_breaks=%llu\n", (unsigned long long)sa.counter("recoveries"),
+              (unsigned long long)sa.counter("retransmits"), (unsigned long long)sa.counter("lane_breaks"));
   CHECK(cl.log_tail(0, 1 << 20).find("FAULT INJECTED: QP") != std::string::npos);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
@@ -201,10 +196,9 @@ TEST_CASE("packet loss") {
   const int rc = reap(caller, 160s);
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
   CHECK(rc == 0);
-  std::string err;
-  const auto sa = read_status(a.control(), &err);
-  REQUIRE(sa);
-  CHECK(sa->counter("peer_failures") == 0);
+  StatusView sa;
+  REQUIRE(read_status(a.control(), &sa).ok());
+  CHECK(sa.counter("peer_failures") == 0);
   sh("tc -s qdisc show dev veth0 | grep -E 'dropped|netem'; tc -s qdisc show dev veth1 | grep -E 'dropped|netem'");
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
@@ -249,12 +243,11 @@ TEST_CASE("link outage") {
   const int rc = reap(caller, 160s);
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
   CHECK(rc == 0);
-  std::string err;
-  const auto sa = read_status(a.control(), &err);
-  REQUIRE(sa);
+  StatusView sa;
+  REQUIRE(read_status(a.control(), &sa).ok());
   std::printf("A: recoveries=%llu retransmits=%llu lane_breaks=%llu peer_failures=%llu\n",
-              (unsigned long long)sa->counter("recoveries"), (unsigned long long)sa->counter("retransmits"),
-              (unsigned long long)sa->counter("lane_breaks"), (unsigned long long)sa->counter("peer_failures"));
+              (unsigned long long)sa.counter("recoveries"), (unsigned long long)sa.counter("retransmits"),
+              (unsigned long long)sa.counter("lane_breaks"), (unsigned long long)sa.counter("peer_failures"));
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
   stop.signal();

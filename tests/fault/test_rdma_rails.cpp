@@ -162,21 +162,21 @@ void rail_down(bool exposed) {
   const fault::FaultCallerSpec s1 = spec_for(a, b, 1, &done, exposed), s2 = spec_for(a, b, 2, &done, exposed);
   const pid_t c1 = cl.spawn_on(0, [s1] { return fault::run_fault_caller(s1); });
   const pid_t c2 = cl.spawn_on(0, [s2] { return fault::run_fault_caller(s2); });
-  std::string err;
-  bool held = false;
+  Error polled;
 
   // 1. Rail 1 carries the calls: a client's first endpoint is id 1, and an
   // endpoint's traffic goes on lane id % lanes, lane 1 on rail 1. Exposed:
   // A's large requests are 16-byte descriptors (B READs the payloads), so
   // A posts far fewer bytes (a loaded VM made 777 KB in 90 s).
   const std::uint64_t rail1_busy = exposed ? 200'000 : 1'000'000;
-  auto before = poll_status(
-      a.control(), 90s, [&](const StatusView& s) { return s.rails.size() == 2 && rail_tx(s, 1) > rail1_busy; }, &held,
-      &err);
-  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
-  if (!held) sh(env("FERRYCTL") + " --control " + a.control() + " status --json");
+  std::optional<StatusView> before;
+  polled = poll_status(
+      a.control(), 90s, [&](const StatusView& s) { return s.rails.size() == 2 && rail_tx(s, 1) > rail1_busy; },
+      &before);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << polled.message());
+  if (polled.failed()) sh(env("FERRYCTL") + " --control " + a.control() + " status --json");
   REQUIRE(before);
-  REQUIRE(held);
+  REQUIRE(polled.ok());
   CHECK(before->rails[0].name == env("RXE0"));
   CHECK(before->rails[1].name == env("RXE2"));
   CHECK(before->rails[1].address == kRail1A);
@@ -185,17 +185,18 @@ void rail_down(bool exposed) {
   // 2. Rail 1 loses its link.
   const auto t_down = std::chrono::steady_clock::now();
   REQUIRE(sh("ip link set veth2 down") == 0);
-  auto moved = poll_status(
+  std::optional<StatusView> moved;
+  polled = poll_status(
       a.control(), 60s,
       [&](const StatusView& s) {
         return s.rails.size() == 2 && s.rails[1].state == "down" && s.counter("recoveries") > recoveries0 &&
                s.rails[1].lanes == 0 && s.rails[0].lanes >= 2;
       },
-      &held, &err);
+      &moved);
   const auto failover_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t_down).count();
   REQUIRE(moved);
-  CHECK(held);
+  CHECK(polled.ok());
   std::printf("rail-failover: failover_ms=%lld (link down to the lane rebuilt on rail 0, status polled)\n",
               static_cast<long long>(failover_ms));
   // Without the latency of `ip` and of ferryctl polls (forks under TCG): A's
@@ -206,62 +207,62 @@ void rail_down(bool exposed) {
   // B's READs of them and WRITEs of the echoes (exposed: A's requests are
   // descriptors, a few bytes each).
   const Node& poster = exposed ? b : a;
-  const auto at = read_status(poster.control(), &err);
-  REQUIRE(at);
-  const std::uint64_t tx0_at = rail_tx(*at, 0);
-  (void)poll_status(
-      poster.control(), 30s, [&](const StatusView& s) { return rail_tx(s, 0) > tx0_at + 500'000; }, &held, &err);
-  CHECK(held);
-  const auto a_down = read_status(a.control(), &err);
-  const std::uint64_t tx1_down = a_down ? rail_tx(*a_down, 1) : 0;
+  StatusView at;
+  REQUIRE(read_status(poster.control(), &at).ok());
+  const std::uint64_t tx0_at = rail_tx(at, 0);
+  polled = poll_status(poster.control(), 30s, [&](const StatusView& s) { return rail_tx(s, 0) > tx0_at + 500'000; });
+  CHECK(polled.ok());
+  StatusView a_down;
+  const std::uint64_t tx1_down = read_status(a.control(), &a_down).ok() ? rail_tx(a_down, 1) : 0;
   std::this_thread::sleep_for(2s);
 
   // 3. Rail 1 comes back; the lane moves home and rail 1 carries calls again.
   rail1_up();
-  auto back = poll_status(
+  std::optional<StatusView> back;
+  polled = poll_status(
       a.control(), 60s,
       [&](const StatusView& s) {
         return s.rails.size() == 2 && s.rails[1].state == "up" && s.rails[1].returns >= 1 &&
                s.counter("rail_moves") >= 1 && rail_tx(s, 1) > tx1_down + 100'000;
       },
-      &held, &err);
+      &back);
   REQUIRE(back);
-  CHECK(held);
+  CHECK(polled.ok());
   done.signal();
   const int rc1 = reap(c1, 180s), rc2 = reap(c2, 180s);
   CHECK(rc1 == 0);
   CHECK(rc2 == 0);
-  const auto sa = read_status(a.control(), &err);
-  REQUIRE(sa);
-  CHECK(sa->counter("peer_failures") == 0);  // the channel never failed
-  CHECK(sa->rails[1].failures >= 1);
-  const auto sb = read_status(b.control(), &err);
-  REQUIRE(sb);
-  CHECK(sb->counter("peer_failures") == 0);
-  CHECK(sa->counter("rail_keys_refused") == 0);
-  CHECK(sb->counter("rail_keys_refused") == 0);
+  StatusView sa;
+  REQUIRE(read_status(a.control(), &sa).ok());
+  CHECK(sa.counter("peer_failures") == 0);  // the channel never failed
+  CHECK(sa.rails[1].failures >= 1);
+  StatusView sb;
+  REQUIRE(read_status(b.control(), &sb).ok());
+  CHECK(sb.counter("peer_failures") == 0);
+  CHECK(sa.counter("rail_keys_refused") == 0);
+  CHECK(sb.counter("rail_keys_refused") == 0);
   if (exposed) {
-    CHECK(sa->counter("rail_keys_sent") >= 1);      // A told B its callers' arenas
-    CHECK(sb->counter("rail_keys_learned") >= 1);   // ... B took them in
-    CHECK(sb->counter("rail_keys_used") >= 1);      // ... and its READs/WRITEs used them
-    CHECK(sb->counter("rendezvous_reads") >= 100);  // the payloads went by READ
-    CHECK(sb->counter("zero_copy_writes") >= 100);  // the echoes by WRITE
+    CHECK(sa.counter("rail_keys_sent") >= 1);      // A told B its callers' arenas
+    CHECK(sb.counter("rail_keys_learned") >= 1);   // ... B took them in
+    CHECK(sb.counter("rail_keys_used") >= 1);      // ... and its READs/WRITEs used them
+    CHECK(sb.counter("rendezvous_reads") >= 100);  // the payloads went by READ
+    CHECK(sb.counter("zero_copy_writes") >= 100);  // the echoes by WRITE
   } else {
-    CHECK(sa->counter("rail_keys_sent") == 0);  // nothing exposed: nothing announced
+    CHECK(sa.counter("rail_keys_sent") == 0);  // nothing exposed: nothing announced
   }
   std::printf(
       "rail-failover: exposed=%d A rail_keys_sent=%llu B rail_keys_learned=%llu rail_keys_used=%llu "
       "rendezvous_reads=%llu zero_copy_writes=%llu\n",
-      exposed ? 1 : 0, (unsigned long long)sa->counter("rail_keys_sent"),
-      (unsigned long long)sb->counter("rail_keys_learned"), (unsigned long long)sb->counter("rail_keys_used"),
-      (unsigned long long)sb->counter("rendezvous_reads"), (unsigned long long)sb->counter("zero_copy_writes"));
+      exposed ? 1 : 0, (unsigned long long)sa.counter("rail_keys_sent"),
+      (unsigned long long)sb.counter("rail_keys_learned"), (unsigned long long)sb.counter("rail_keys_used"),
+      (unsigned long long)sb.counter("rendezvous_reads"), (unsigned long long)sb.counter("zero_copy_writes"));
   std::printf(
       "rail-failover: A recoveries=%llu retransmits=%llu lane_breaks=%llu rail_moves=%llu rail0_tx=%llu "
       "rail1_tx=%llu rail1_failures=%llu rail1_returns=%llu\n",
-      (unsigned long long)sa->counter("recoveries"), (unsigned long long)sa->counter("retransmits"),
-      (unsigned long long)sa->counter("lane_breaks"), (unsigned long long)sa->counter("rail_moves"),
-      (unsigned long long)rail_tx(*sa, 0), (unsigned long long)rail_tx(*sa, 1),
-      (unsigned long long)sa->rails[1].failures, (unsigned long long)sa->rails[1].returns);
+      (unsigned long long)sa.counter("recoveries"), (unsigned long long)sa.counter("retransmits"),
+      (unsigned long long)sa.counter("lane_breaks"), (unsigned long long)sa.counter("rail_moves"),
+      (unsigned long long)rail_tx(sa, 0), (unsigned long long)rail_tx(sa, 1), (unsigned long long)sa.rails[1].failures,
+      (unsigned long long)sa.rails[1].returns);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
   stop.signal();
@@ -297,37 +298,35 @@ void rail_split() {
   s1.concurrency = 4;
   s1.after_recovery = 20;
   const pid_t c1 = cl.spawn_on(0, [s1] { return fault::run_fault_caller(s1); });
-  std::string err;
-  bool held = false;
-  auto split = poll_status(
-      b.control(), 150s, [](const StatusView& s) { return s.counter("split_reads") >= 20; }, &held, &err);
-  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
+  std::optional<StatusView> split;
+  const Error polled = poll_status(
+      b.control(), 150s, [](const StatusView& s) { return s.counter("split_reads") >= 20; }, &split);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << polled.message());
   CHECK(split);
-  CHECK(held);
+  CHECK(polled.ok());
   done.signal();
   CHECK(reap(c1, 180s) == 0);  // every call completed once, verified
-  const auto sa = read_status(a.control(), &err);
-  const auto sb = read_status(b.control(), &err);
-  REQUIRE(sa);
-  REQUIRE(sb);
-  CHECK(sa->counter("peer_failures") == 0);
-  CHECK(sb->counter("peer_failures") == 0);
-  CHECK(sb->counter("rail_keys_refused") == 0);
-  CHECK(sb->counter("split_reads") >= 20);
-  CHECK(sb->counter("split_read_chunks") >= 2 * sb->counter("split_reads"));
-  REQUIRE(sb->rails.size() == 2);
+  StatusView sa, sb;
+  REQUIRE(read_status(a.control(), &sa).ok());
+  REQUIRE(read_status(b.control(), &sb).ok());
+  CHECK(sa.counter("peer_failures") == 0);
+  CHECK(sb.counter("peer_failures") == 0);
+  CHECK(sb.counter("rail_keys_refused") == 0);
+  CHECK(sb.counter("split_reads") >= 20);
+  CHECK(sb.counter("split_read_chunks") >= 2 * sb.counter("split_reads"));
+  REQUIRE(sb.rails.size() == 2);
   // The caller's lane is on rail 0; rail 1 of B carries READ chunks only.
   // Each rail's share follows its measured READ throughput, so under TCG
   // it moves between runs (rail 1: 7.0-9.5 MB of 21 split MiB): rail 1 must
   // have carried at least a tenth of the bytes split, not a given half.
-  CHECK(rail_tx(*sb, 0) > 8'000'000);
-  CHECK(rail_tx(*sb, 1) > sb->counter("split_reads") * (1u << 20) / 10);
+  CHECK(rail_tx(sb, 0) > 8'000'000);
+  CHECK(rail_tx(sb, 1) > sb.counter("split_reads") * (1u << 20) / 10);
   std::printf(
       "rail-split: B split_reads=%llu split_read_chunks=%llu rendezvous_reads=%llu rail0_tx=%llu "
       "rail1_tx=%llu\n",
-      (unsigned long long)sb->counter("split_reads"), (unsigned long long)sb->counter("split_read_chunks"),
-      (unsigned long long)sb->counter("rendezvous_reads"), (unsigned long long)rail_tx(*sb, 0),
-      (unsigned long long)rail_tx(*sb, 1));
+      (unsigned long long)sb.counter("split_reads"), (unsigned long long)sb.counter("split_read_chunks"),
+      (unsigned long long)sb.counter("rendezvous_reads"), (unsigned long long)rail_tx(sb, 0),
+      (unsigned long long)rail_tx(sb, 1));
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
   stop.signal();

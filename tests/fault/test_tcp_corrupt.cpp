@@ -51,31 +51,24 @@ TEST_CASE("a corrupted tcp frame: the lane is rebuilt, the frame goes again, eve
   spec.stop = &done;
   spec.after_recovery = 200;
   const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
-  std::string err;
-  bool rebuilt = false;
-  poll_status(
-      a.control(), 30s,
-      [&cl](const StatusView& s) {
-        // The rebuild the fault caused (not some other one before it).
-        return s.counter("recoveries") >= 1 &&
-               cl.log_tail(1, 1 << 20).find("FAULT INJECTED: corrupt") != std::string::npos;
-      },
-      &rebuilt, &err);
+  const Error rebuilt = poll_status(a.control(), 30s, [&cl](const StatusView& s) {
+    // The rebuild the fault caused (not some other one before it).
+    return s.counter("recoveries") >= 1 && cl.log_tail(1, 1 << 20).find("FAULT INJECTED: corrupt") != std::string::npos;
+  });
   done.signal();
   const int rc = reap(caller, 40s);
   by_stop.signal();  // the bystander now makes 100 more verified calls to C
   const int by_rc = reap(bystander, 30s);
   INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1));
-  CHECK(rebuilt);
+  CHECK(rebuilt.ok());
   CHECK(rc == 0);
   CHECK(by_rc == 0);
-  const auto sa = read_status(a.control(), &err);
-  const auto sb = read_status(b.control(), &err);
-  REQUIRE(sa);
-  REQUIRE(sb);
-  CHECK(sb->counter("retransmits") >= 1);  // the corrupted Response, at least
-  CHECK(sa->counter("peer_failures") == 0);
-  CHECK(sb->counter("peer_failures") == 0);
+  StatusView sa, sb;
+  REQUIRE(read_status(a.control(), &sa).ok());
+  REQUIRE(read_status(b.control(), &sb).ok());
+  CHECK(sb.counter("retransmits") >= 1);  // the corrupted Response, at least
+  CHECK(sa.counter("peer_failures") == 0);
+  CHECK(sb.counter("peer_failures") == 0);
   CHECK(cl.log_tail(1, 1 << 20).find("FAULT INJECTED: corrupt") != std::string::npos);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));

@@ -42,31 +42,23 @@ TEST_CASE("a silently dropped tcp data frame goes again on a rebuilt lane: every
   spec.after_recovery = 200;
   const pid_t caller = cl.spawn_on(0, [spec] { return fault::run_fault_caller(spec); });
 
-  std::string err;
-  bool rebuilt = false;
-  const auto seen = poll_status(
-      a.control(), 30s,
-      [&cl](const StatusView& s) {
-        // The rebuild the fault caused (not some other one before it).
-        return s.counter("recoveries") >= 1 &&
-               cl.log_tail(0, 1 << 20).find("FAULT INJECTED: drop") != std::string::npos;
-      },
-      &rebuilt, &err);
+  const Error rebuilt = poll_status(a.control(), 30s, [&cl](const StatusView& s) {
+    // The rebuild the fault caused (not some other one before it).
+    return s.counter("recoveries") >= 1 && cl.log_tail(0, 1 << 20).find("FAULT INJECTED: drop") != std::string::npos;
+  });
   done.signal();  // 200 more verified calls over the rebuilt lane
   const int rc = reap(caller, 40s);
-  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << err);
-  CHECK(rebuilt);
+  INFO("A log:\n" << cl.log_tail(0) << "\nB log:\n" << cl.log_tail(1) << "\n" << rebuilt.message());
+  CHECK(rebuilt.ok());
   CHECK(rc == 0);
-  std::string e2;
-  const auto sa = read_status(a.control(), &e2);
-  const auto sb = read_status(b.control(), &e2);
-  REQUIRE(sa);
-  REQUIRE(sb);
-  CHECK(sa->counter("retransmits") >= 1);
-  CHECK(sa->counter("recoveries") >= 1);
-  CHECK(sb->counter("recoveries") >= 1);
-  CHECK(sa->counter("peer_failures") == 0);  // the channel itself never failed
-  CHECK(sb->counter("peer_failures") == 0);
+  StatusView sa, sb;
+  REQUIRE(read_status(a.control(), &sa).ok());
+  REQUIRE(read_status(b.control(), &sb).ok());
+  CHECK(sa.counter("retransmits") >= 1);
+  CHECK(sa.counter("recoveries") >= 1);
+  CHECK(sb.counter("recoveries") >= 1);
+  CHECK(sa.counter("peer_failures") == 0);  // the channel itself never failed
+  CHECK(sb.counter("peer_failures") == 0);
   // What each daemon saw and did (printed: the recovery, step by step).
   for (int n : {0, 1}) {
     std::istringstream log(cl.log_tail(n, 1 << 20));

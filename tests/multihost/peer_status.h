@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "ferry/error.h"
+
 namespace ferry::mhtest {
 
 struct ChannelView {
@@ -53,30 +55,37 @@ struct StatusView {
   }
 };
 
-// Runs ferryctl; nullopt with *error on a failed run, bad JSON or a
-// contract field that is missing or has the wrong type.
-std::optional<StatusView> read_status(const std::string& control, std::string* error);
+// Runs ferryctl and parses its output into *view. BadRequest when FERRYCTL
+// is not set, PeerUnreachable when the run fails (the daemon does not
+// answer), ProtocolError on bad JSON or a contract field that is missing or
+// has the wrong type.
+Error read_status(const std::string& control, StatusView* view);
 
 // The entry whose address equals `address`, or nullptr.
 const PeerView* find_peer(const StatusView& s, const std::string& address);
 
-// Polls read_status until `pred` holds or `within` passes; returns the last
-// view read (nullopt only when none could be read) and sets *held.
+// Polls read_status until `pred` holds or `within` passes; *last (when
+// given) gets the last view read (nullopt only when none could be read).
+// Fails when `pred` did not hold in time: with the last read's Error when
+// that read failed, else Timeout.
 template <typename Pred>
-std::optional<StatusView> poll_status(const std::string& control, std::chrono::milliseconds within, Pred pred,
-                                      bool* held, std::string* error) {
+Error poll_status(const std::string& control, std::chrono::milliseconds within, Pred pred,
+                  std::optional<StatusView>* last = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + within;
-  std::optional<StatusView> last;
-  *held = false;
+  if (last != nullptr) last->reset();
   for (;;) {
-    if (auto s = read_status(control, error)) {
-      last = std::move(s);
-      if (pred(*last)) {
-        *held = true;
-        return last;
-      }
+    StatusView s;
+    Error read = read_status(control, &s);
+    if (read.ok()) {
+      const bool held = pred(s);
+      if (last != nullptr) *last = std::move(s);
+      if (held) return {};
     }
-    if (std::chrono::steady_clock::now() > deadline) return last;
+    if (std::chrono::steady_clock::now() > deadline) {
+      if (read.failed()) return read;
+      return Error(Status::Timeout,
+                   "status did not reach the awaited state in " + std::to_string(within.count()) + " ms");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));  // polling ferryctl with a deadline
   }
 }

@@ -174,13 +174,12 @@ TEST_CASE("auth: the same secret on both daemons gives an Up channel and a worki
   CHECK(cl.log_tail(0).find("peer authenticated") != std::string::npos);
   CHECK(cl.log_tail(0).find("authentication failed") == std::string::npos);
   CHECK(cl.log_tail(1).find("authentication failed") == std::string::npos);
-  std::string err;
-  bool held = false;
-  const auto sb = poll_status(
-      b.control(), 5s, [](const StatusView& s) { return !s.peers.empty() && s.peers[0].state == "Up"; }, &held, &err);
-  INFO(err);
+  std::optional<StatusView> sb;
+  const Error polled = poll_status(
+      b.control(), 5s, [](const StatusView& s) { return !s.peers.empty() && s.peers[0].state == "Up"; }, &sb);
+  INFO(polled.message());
   INFO("B: " << (sb ? describe(*sb) : std::string("no status")));
-  CHECK(held);
+  CHECK(polled.ok());
 }
 
 TEST_CASE("auth: a wrong secret refuses the channel on both sides") { check_refused(kSecretA, kSecretB); }

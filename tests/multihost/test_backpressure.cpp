@@ -25,9 +25,8 @@ constexpr std::uint32_t kSenders = 3;
 constexpr std::uint64_t kMessages = 60;
 
 std::uint64_t counter(const Node& n, const char* key) {
-  std::string err;
-  const auto s = read_status(n.control(), &err);
-  return s ? s->counter(key) : 0;
+  StatusView s;
+  return read_status(n.control(), &s).ok() ? s.counter(key) : 0;
 }
 
 }  // namespace

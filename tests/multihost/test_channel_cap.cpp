@@ -70,14 +70,13 @@ TEST_CASE("past --max-channels the idlest idle channel is evicted and re-opened 
   }
   for (pid_t p : callers) CHECK(reap(p, 60s) == 0);
 
-  std::string err;
-  bool held = false;
-  const auto s = poll_status(
-      cl.node(0).control(), 5s, [&](const StatusView& v) { return v.peers.size() <= kCap; }, &held, &err);
-  INFO(err);
+  std::optional<StatusView> s;
+  const Error polled = poll_status(
+      cl.node(0).control(), 5s, [&](const StatusView& v) { return v.peers.size() <= kCap; }, &s);
+  INFO(polled.message());
   REQUIRE(s);
   INFO("daemon 0: " << describe(*s));
-  CHECK(held);
+  CHECK(polled.ok());
   CHECK(s->peers.size() <= kCap);
   std::printf("cap %zu: %zu channels open at the end; opened %llu, evicted %llu, re-opened %llu\n", kCap,
               s->peers.size(), static_cast<unsigned long long>(s->counter("channels_opened")),
@@ -102,12 +101,13 @@ TEST_CASE("past --max-channels the idlest idle channel is evicted and re-opened 
     CHECK(out.find(", re-opened ") != std::string::npos);
   }
   for (std::size_t i = 1; i < kNodes; ++i) {
-    const auto p = read_status(cl.node(i).control(), &err);
-    INFO(err);
-    REQUIRE(p);
-    INFO("daemon " << i << ": " << describe(*p));
-    CHECK(p->counter("peer_failures") == 0);
-    CHECK(p->counter("timeouts") == 0);
+    StatusView p;
+    const Error read = read_status(cl.node(i).control(), &p);
+    INFO(read.message());
+    REQUIRE(read.ok());
+    INFO("daemon " << i << ": " << describe(p));
+    CHECK(p.counter("peer_failures") == 0);
+    CHECK(p.counter("timeouts") == 0);
   }
   server_stop.signal();
   for (pid_t p : servers) CHECK(reap(p, 10s) == 0);

@@ -122,11 +122,11 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
   });
   CHECK(reap(client, 40s) == 0);
   {
-    std::string err;
-    const auto s = read_status(a.control(), &err);
-    INFO(err);
-    REQUIRE(s);
-    CHECK(s->counter("redials_deferred") >= 1);
+    StatusView s;
+    const Error read = read_status(a.control(), &s);
+    INFO(read.message());
+    REQUIRE(read.ok());
+    CHECK(s.counter("redials_deferred") >= 1);
   }
   stop.signal();
   hold_stop.signal();
@@ -136,13 +136,13 @@ TEST_CASE("remote errors: ServiceNotFound, PeerUnreachable in bounded time, Endp
   CHECK(cl.alive(1));
 
   // The unreachable address left no peer entry behind that claims to be up.
-  std::string err;
-  const auto sa = read_status(a.control(), &err);
-  INFO(err);
-  REQUIRE(sa);
-  INFO("A: " << describe(*sa));
+  StatusView sa;
+  const Error read = read_status(a.control(), &sa);
+  INFO(read.message());
+  REQUIRE(read.ok());
+  INFO("A: " << describe(sa));
   const std::string ua = unreachable.substr(0, unreachable.find('/'));
-  const PeerView* u = find_peer(*sa, ua);
+  const PeerView* u = find_peer(sa, ua);
   if (u) CHECK(u->state != "up");
 }
 
@@ -152,11 +152,11 @@ TEST_CASE("a remote call held past its timeout completes Timeout; the late reply
   spec.timeout = 300ms;
   spec.expect_ms = 300ms;
   CHECK(remote_call_times_out(cl, spec) == "");
-  std::string err;
-  const auto sb = read_status(cl.node(1).control(), &err);
-  INFO(err);
-  REQUIRE(sb);
-  CHECK(sb->counter("call_timeouts") == 1);  // enforced where the server is
+  StatusView sb;
+  const Error read = read_status(cl.node(1).control(), &sb);
+  INFO(read.message());
+  REQUIRE(read.ok());
+  CHECK(sb.counter("call_timeouts") == 1);  // enforced where the server is
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
 }

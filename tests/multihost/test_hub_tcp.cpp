@@ -56,9 +56,8 @@ TEST_CASE("a tcp hub holds 24 channels of 5 connections each (120 > 64)") {
     CHECK(reap(callers[k], 60s) == 0);
   }
 
-  std::string err;
-  bool held = false;
-  const auto s = poll_status(
+  std::optional<StatusView> s;
+  const Error polled = poll_status(
       cl.node(0).control(), 10s,
       [&](const StatusView& v) {
         if (v.peers.size() != kSpokes) return false;
@@ -66,11 +65,11 @@ TEST_CASE("a tcp hub holds 24 channels of 5 connections each (120 > 64)") {
           if (p.channels.size() != flags.channel_conns) return false;
         return true;
       },
-      &held, &err);
-  INFO(err << "\nhub log:\n" << cl.log_tail(0));
+      &s);
+  INFO(polled.message() << "\nhub log:\n" << cl.log_tail(0));
   REQUIRE(s);
   INFO("hub: " << describe(*s));
-  CHECK(held);
+  CHECK(polled.ok());
   std::size_t conns = 0;
   for (std::size_t i = 1; i <= kSpokes; ++i) {
     const PeerView* p = find_peer(*s, cl.node(i).listen());

@@ -50,11 +50,10 @@ TEST_CASE("a full mesh of four daemons has exactly one channel per pair") {
   for (std::size_t k = 0; k < callers.size(); ++k) go.signal();
   for (pid_t p : callers) CHECK(reap(p, 40s) == 0);
 
-  std::string err;
   for (std::size_t i = 0; i < kNodes; ++i) {
-    bool held = false;
     // A duplicate from simultaneous dials may take a moment to be dropped.
-    const auto s = poll_status(
+    std::optional<StatusView> s;
+    const Error polled = poll_status(
         cl.node(i).control(), 3s,
         [&](const StatusView& v) {
           if (v.peers.size() != kNodes - 1) return false;
@@ -62,11 +61,11 @@ TEST_CASE("a full mesh of four daemons has exactly one channel per pair") {
             if (p.channels.size() != flags.channel_conns) return false;
           return true;
         },
-        &held, &err);
-    INFO(err);
+        &s);
+    INFO(polled.message());
     REQUIRE(s);
     INFO("daemon " << i << " (" << cl.node(i).listen() << "): " << describe(*s));
-    CHECK(held);
+    CHECK(polled.ok());
     for (std::size_t j = 0; j < kNodes; ++j) {
       if (j == i) continue;
       const PeerView* p = find_peer(*s, cl.node(j).listen());

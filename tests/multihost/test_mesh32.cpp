@@ -89,13 +89,12 @@ void run_mesh(std::size_t cap) {
 
   std::vector<std::uint64_t> rss;
   std::uint64_t opened = 0, failures = 0, evicted = 0;
-  std::string err;
   for (std::size_t i = 0; i < kNodes; ++i) {
-    bool held = false;
-    const auto s = poll_status(
+    std::optional<StatusView> s;
+    const Error polled = poll_status(
         cl.node(i).control(), 10s,
-        [&](const StatusView& v) { return cap != 0 ? v.peers.size() <= want : v.peers.size() == want; }, &held, &err);
-    INFO(err);
+        [&](const StatusView& v) { return cap != 0 ? v.peers.size() <= want : v.peers.size() == want; }, &s);
+    INFO(polled.message());
     REQUIRE(s);
     INFO("daemon " << i << ": " << describe(*s));
     if (cap != 0) {

@@ -45,15 +45,14 @@ TEST_CASE("N clients on A and M services on B use exactly one channel") {
   for (std::uint32_t i = 0; i < kClients; ++i) REQUIRE(progress.wait(20s));
 
   // All six are attached with an endpoint open and traffic flowing now.
-  std::string err;
-  bool held = false;
-  const auto sa = poll_status(
+  std::optional<StatusView> sa;
+  const Error polled = poll_status(
       a.control(), 3s, [&](const StatusView& s) { return s.peers.size() == 1 && s.peers[0].endpoints == kClients; },
-      &held, &err);
-  INFO(err);
+      &sa);
+  INFO(polled.message());
   REQUIRE(sa);
   INFO("A: " << describe(*sa));
-  CHECK(held);
+  CHECK(polled.ok());
   REQUIRE(sa->peers.size() == 1);
   const PeerView& pa = sa->peers[0];
   CHECK(pa.address == b.listen());
@@ -62,12 +61,13 @@ TEST_CASE("N clients on A and M services on B use exactly one channel") {
   for (const auto& c : pa.channels) CHECK(c.transport == "tcp");
   CHECK(pa.tx_msgs() > 0);
 
-  const auto sb = read_status(b.control(), &err);
-  INFO(err);
-  REQUIRE(sb);
-  INFO("B: " << describe(*sb));
-  REQUIRE(sb->peers.size() == 1);
-  const PeerView& pb = sb->peers[0];
+  StatusView sb;
+  const Error read = read_status(b.control(), &sb);
+  INFO(read.message());
+  REQUIRE(read.ok());
+  INFO("B: " << describe(sb));
+  REQUIRE(sb.peers.size() == 1);
+  const PeerView& pb = sb.peers[0];
   CHECK(pb.address == a.listen());  // the peer's identity is its --listen address
   CHECK(pb.channels.size() == flags.channel_conns);
   CHECK(pb.rx_msgs() > 0);

@@ -125,15 +125,15 @@ TEST_CASE("a peer daemon killed mid-traffic fails exactly its in-flight calls wi
   CHECK(reap(survivor_pid, 30s) == 0);
   CHECK(cl.alive(0));
   CHECK(cl.alive(2));
-  std::string err;
-  const auto sa = read_status(a.control(), &err);
-  INFO(err);
-  REQUIRE(sa);
-  INFO("A after the kill: " << describe(*sa));
-  const PeerView* pc = find_peer(*sa, c.listen());
+  StatusView sa;
+  const Error read = read_status(a.control(), &sa);
+  INFO(read.message());
+  REQUIRE(read.ok());
+  INFO("A after the kill: " << describe(sa));
+  const PeerView* pc = find_peer(sa, c.listen());
   REQUIRE(pc != nullptr);
   CHECK(pc->channels.size() == flags.channel_conns);
-  const PeerView* pb = find_peer(*sa, b.listen());
+  const PeerView* pb = find_peer(sa, b.listen());
   if (pb) CHECK(pb->state != "up");
 
   // B's own clients saw their daemon go; they stop when told.

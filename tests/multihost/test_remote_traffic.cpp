@@ -78,17 +78,16 @@ TEST_CASE("messages and calls cross two daemons with every byte checked") {
     return t;
   };
   auto peers_ok = [](const StatusView& v) { return !v.peers.empty() && v.peers.size() <= v.engines; };
-  std::string err;
-  bool held = false;
-  const auto sa = poll_status(
+  std::optional<StatusView> sa;
+  const Error polled_a = poll_status(
       a.control(), 3s,
       [&](const StatusView& v) {
         if (find_peer(v, b.listen()) == nullptr || !peers_ok(v)) return false;
         const auto [tx, rx, inflight] = all_sums(v);
         return tx >= a_to_b && rx >= b_to_a && inflight == 0;
       },
-      &held, &err);
-  INFO(err);
+      &sa);
+  INFO(polled_a.message());
   REQUIRE(sa);
   INFO("A: " << describe(*sa));
   INFO("payload A->B " << a_to_b << " B->A " << b_to_a);
@@ -101,9 +100,10 @@ TEST_CASE("messages and calls cross two daemons with every byte checked") {
   CHECK(rx >= b_to_a);
   CHECK(inflight == 0);  // every operation completed
   CHECK(pb->tx_msgs() > 0);
-  const auto sb = poll_status(
-      b.control(), 3s, [&](const StatusView& v) { return peers_ok(v) && all_sums(v)[1] >= a_to_b; }, &held, &err);
-  INFO(err);
+  std::optional<StatusView> sb;
+  const Error polled_b = poll_status(
+      b.control(), 3s, [&](const StatusView& v) { return peers_ok(v) && all_sums(v)[1] >= a_to_b; }, &sb);
+  INFO(polled_b.message());
   REQUIRE(sb);
   INFO("B: " << describe(*sb));
   REQUIRE(peers_ok(*sb));

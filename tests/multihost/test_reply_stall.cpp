@@ -41,9 +41,8 @@ constexpr std::uint32_t kCalls = 1400;  // > kBacklogCapacity (1024): the lane's
 constexpr std::uint32_t kSize = 64;
 
 std::uint64_t counter(const Node& n, const char* key) {
-  std::string err;
-  const auto s = read_status(n.control(), &err);
-  return s ? s->counter(key) : 0;
+  StatusView s;
+  return read_status(n.control(), &s).ok() ? s.counter(key) : 0;
 }
 
 // Serves "hold": collects kCalls requests (signals `all_in`), waits for `go`,
@@ -275,11 +274,10 @@ TEST_CASE("answers with no room in their lane are held and sent as it drains: ev
 namespace {
 
 std::uint64_t endpoints_on(const Node& n) {
-  std::string err;
-  const auto s = read_status(n.control(), &err);
+  StatusView s;
   std::uint64_t total = 0;
-  if (s) {
-    for (const PeerView& p : s->peers) total += p.endpoints;
+  if (read_status(n.control(), &s).ok()) {
+    for (const PeerView& p : s.peers) total += p.endpoints;
   }
   return total;
 }

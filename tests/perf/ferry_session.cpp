@@ -6,8 +6,8 @@
 
 namespace ferry::bench {
 
-std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
-                                            std::size_t rx_bytes, std::string* error, bool busy_poll) {
+Error attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
+                          std::size_t rx_bytes, std::unique_ptr<Client>* out, bool busy_poll) {
   AttachOptions a;
   a.socket_path = socket;
   a.name = name;
@@ -19,11 +19,11 @@ std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std
   a.rx_bytes = rx_bytes == 0 ? 0 : (rx_bytes + 2 * kMiB) & ~(kMiB - 1);
   auto r = Client::attach(a);
   if (!r) {
-    *error = "cannot attach to ferryd at " + socket + ": " + std::string(to_string(r.status)) +
-             " (is ferryd running? pass --socket or set FERRY_SOCKET)";
-    return nullptr;
+    return Error(r.status, "cannot attach to ferryd at " + socket + ": " + std::string(to_string(r.status)) +
+                               " (is ferryd running? pass --socket or set FERRY_SOCKET)");
   }
-  return std::move(r.value);
+  *out = std::move(r.value);
+  return {};
 }
 
 std::size_t wait_completions(Client& client, std::span<Completion> out, bool busy_poll) noexcept {
@@ -50,11 +50,10 @@ void charge_daemons(ScenarioContext& ctx) {
   ctx.cpu().add_daemon(control_path_for(ctx.options().server_socket));
 }
 
-bool size_fits(const Client& client, std::size_t size, std::string* error) {
-  if (size <= client.max_message_bytes()) return true;
-  *error = "size " + std::to_string(size) + " exceeds the daemon's max message size (" +
-           std::to_string(client.max_message_bytes()) + " bytes)";
-  return false;
+Error size_fits(const Client& client, std::size_t size) {
+  if (size <= client.max_message_bytes()) return {};
+  return Error::bad_request("size " + std::to_string(size) + " exceeds the daemon's max message size (" +
+                            std::to_string(client.max_message_bytes()) + " bytes)");
 }
 
 }  // namespace ferry::bench

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ferry/client.h"
+#include "ferry/error.h"
 #include "scenario.h"
 
 namespace ferry::bench {
@@ -19,9 +20,10 @@ inline constexpr std::chrono::milliseconds kOpDeadline{10000};
 inline constexpr std::size_t kCompletionBatch = 64;
 
 // Attaches to `socket` (the daemon's client socket) with a tx arena big
-// enough for `tx_bytes` of buffers; on failure *error names the socket.
-std::unique_ptr<Client> attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
-                                            std::size_t rx_bytes, std::string* error, bool busy_poll = false);
+// enough for `tx_bytes` of buffers into *out; on failure the Error has the
+// attach's status and its message names the socket.
+Error attach_bench_client(const std::string& socket, const std::string& name, std::size_t tx_bytes,
+                          std::size_t rx_bytes, std::unique_ptr<Client>* out, bool busy_poll = false);
 
 // Waits for at least one completion, up to kOpDeadline. 0 on timeout or a
 // gone daemon (check client.state()). busy_poll spins on poll() instead of
@@ -31,7 +33,7 @@ std::size_t wait_completions(Client& client, std::span<Completion> out, bool bus
 // Charges the daemons behind these client sockets (deduplicated).
 void charge_daemons(ScenarioContext& ctx);
 
-// Checks the size against the daemon's message limit.
-bool size_fits(const Client& client, std::size_t size, std::string* error);
+// Checks the size against the daemon's message limit (BadRequest past it).
+Error size_fits(const Client& client, std::size_t size);
 
 }  // namespace ferry::bench

@@ -23,6 +23,18 @@ void ReadyNotifier::failed(const std::string& why) {
   [[maybe_unused]] auto n = ::write(fd_, line.data(), line.size());
 }
 
+namespace {
+
+// pipe() or fork() failing: out of descriptors, processes or memory, unless
+// the system forbids it.
+Error sys_error(const char* what) {
+  const int e = errno;
+  const Status status = e == EACCES || e == EPERM ? Status::PermissionDenied : Status::NoMemory;
+  return Error(status, std::string(what) + ": " + std::strerror(e));
+}
+
+}  // namespace
+
 ForkedServer::~ForkedServer() {
   if (pid_ > 0) stop(std::chrono::milliseconds(0));
   if (ready_fd_ >= 0) ::close(ready_fd_);
@@ -34,26 +46,23 @@ void ForkedServer::request_stop() {
   stop_write_fd_ = -1;
 }
 
-bool ForkedServer::start(const std::function<int(ReadyNotifier&)>& body, std::string* error) {
+Error ForkedServer::start(const std::function<int(ReadyNotifier&)>& body) {
   int fds[2];
   int stop_fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    *error = std::string("pipe: ") + std::strerror(errno);
-    return false;
-  }
+  if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe");
   if (::pipe2(stop_fds, O_CLOEXEC) != 0) {
-    *error = std::string("pipe: ") + std::strerror(errno);
+    Error e = sys_error("pipe");
     ::close(fds[0]);
     ::close(fds[1]);
-    return false;
+    return e;
   }
   std::fflush(stdout);  // the child must not replay buffered output
   std::fflush(stderr);
   const pid_t pid = ::fork();
   if (pid < 0) {
-    *error = std::string("fork: ") + std::strerror(errno);
+    Error e = sys_error("fork");
     for (const int fd : {fds[0], fds[1], stop_fds[0], stop_fds[1]}) ::close(fd);
-    return false;
+    return e;
   }
   if (pid == 0) {
     ::close(fds[0]);
@@ -69,19 +78,16 @@ bool ForkedServer::start(const std::function<int(ReadyNotifier&)>& body, std::st
   pid_ = pid;
   ready_fd_ = fds[0];
   stop_write_fd_ = stop_fds[1];
-  return true;
+  return {};
 }
 
-bool ForkedServer::wait_ready(std::chrono::milliseconds timeout, std::string* info, std::string* error) {
+Error ForkedServer::wait_ready(std::chrono::milliseconds timeout, std::string* info) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string line;
   for (;;) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      *error = "server did not become ready in time";
-      return false;
-    }
+    if (left.count() <= 0) return Error(Status::Timeout, "server did not become ready in time");
     pollfd p{ready_fd_, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
@@ -89,20 +95,16 @@ bool ForkedServer::wait_ready(std::chrono::milliseconds timeout, std::string* in
     char c = 0;
     const ssize_t n = ::read(ready_fd_, &c, 1);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = "server exited before it was ready";
-      return false;
-    }
+    if (n <= 0) return Error(Status::PeerUnreachable, "server exited before it was ready");
     if (c != '\n') {
       line.push_back(c);
       continue;
     }
     if (line.rfind("ok ", 0) == 0) {
       if (info) *info = line.substr(3);
-      return true;
+      return {};
     }
-    *error = "server failed: " + (line.size() > 4 ? line.substr(4) : line);
-    return false;
+    return Error(Status::PeerUnreachable, "server failed: " + (line.size() > 4 ? line.substr(4) : line));
   }
 }
 

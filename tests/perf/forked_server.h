@@ -9,6 +9,8 @@
 #include <functional>
 #include <string>
 
+#include "ferry/error.h"
+
 namespace ferry::bench {
 
 // Given to the child body: report readiness once, with optional info
@@ -36,9 +38,11 @@ class ForkedServer {
 
   // Forks; the child runs body and _exits with its return value. Set-up
   // only (std::function is fine here).
-  bool start(const std::function<int(ReadyNotifier&)>& body, std::string* error);
-  // Waits for the child's ready line; *info gets what it passed.
-  bool wait_ready(std::chrono::milliseconds timeout, std::string* info, std::string* error);
+  Error start(const std::function<int(ReadyNotifier&)>& body);
+  // Waits for the child's ready line; *info (when given) gets what it
+  // passed. Timeout past the deadline; PeerUnreachable when the child
+  // reported a failure or exited first.
+  Error wait_ready(std::chrono::milliseconds timeout, std::string* info);
   // Makes the child's stop_fd() readable.
   void request_stop();
   // Asks the child to stop, then waits up to `grace` for the child to exit on its own (it should once

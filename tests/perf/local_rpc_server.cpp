@@ -118,12 +118,12 @@ class EchoServer {
 
 int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t concurrency, bool busy_poll,
                      std::uint32_t delay_us, ReadyNotifier& ready) {
-  std::string error;
   const std::uint32_t buffers = 2 * concurrency;
-  auto client = attach_bench_client(socket, "ferry-bench local-rpc server", size * buffers, size * concurrency, &error,
-                                    busy_poll);
-  if (!client) {
-    ready.failed(error);
+  std::unique_ptr<Client> client;
+  if (const Error e = attach_bench_client(socket, "ferry-bench local-rpc server", size * buffers, size * concurrency,
+                                          &client, busy_poll);
+      e.failed()) {
+    ready.failed(e.message());
     return 1;
   }
   const auto served = client->serve(bench_echo_service());

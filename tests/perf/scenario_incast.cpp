@@ -61,18 +61,14 @@ class SenderGroup {
       if (fd >= 0) ::close(fd);
   }
 
-  bool start(const IncastPlan& plan, const IncastShared& shared, std::string* error) {
-    if (::pipe2(report_, O_CLOEXEC) != 0 || ::pipe2(go_, O_CLOEXEC) != 0 || ::pipe2(exit_, O_CLOEXEC) != 0) {
-      *error = "pipe failed";
-      return false;
-    }
+  // Forks the senders. NoMemory when a pipe or a process cannot be had.
+  Error start(const IncastPlan& plan, const IncastShared& shared) {
+    if (::pipe2(report_, O_CLOEXEC) != 0 || ::pipe2(go_, O_CLOEXEC) != 0 || ::pipe2(exit_, O_CLOEXEC) != 0)
+      return Error(Status::NoMemory, "pipe failed");
     std::fflush(nullptr);
     for (std::uint32_t s = 0; s < plan.streams(); ++s) {
       const pid_t pid = ::fork();
-      if (pid < 0) {
-        *error = "fork failed";
-        return false;
-      }
+      if (pid < 0) return Error(Status::NoMemory, "fork failed");
       if (pid == 0) {
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         ::close(report_[0]);
@@ -88,36 +84,27 @@ class SenderGroup {
       ::close(*fd);
       *fd = -1;
     }
-    return true;
+    return {};
   }
 
-  // Reads report bytes until `until()` holds; false on an 'f', an early EOF
-  // or the deadline.
+  // Reads report bytes until `until()` holds. Fails on an 'f' or an early
+  // EOF (PeerUnreachable: the board says why) or at the deadline (Timeout).
   template <typename Until>
-  bool await(char expect, Clock::duration within, Until until, std::string* error) {
+  Error await(char expect, Clock::duration within, Until until) {
     const auto deadline = Clock::now() + within;
     while (!until()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) {
-        *error = std::string("senders did not report '") + expect + "' in time";
-        return false;
-      }
+      if (left <= 0) return Error(Status::Timeout, std::string("senders did not report '") + expect + "' in time");
       pollfd p{report_[0], POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(std::min<long>(left, 1000))) <= 0) continue;
       char c = 0;
       const ssize_t n = ::read(report_[0], &c, 1);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        *error = "a sender exited without reporting";
-        return false;
-      }
-      if (c == 'f') {
-        *error = "a sender failed";
-        return false;
-      }
+      if (n <= 0) return Error(Status::PeerUnreachable, "a sender exited without reporting");
+      if (c == 'f') return Error(Status::PeerUnreachable, "a sender failed");
       if (c == expect) ++count_;
     }
-    return true;
+    return {};
   }
 
   std::uint32_t count() const { return count_; }
@@ -126,19 +113,18 @@ class SenderGroup {
   void release() { close_fd(&exit_[1]); }
   const std::vector<pid_t>& pids() const { return pids_; }
 
-  // Reaps every sender (after release()); false when one exited non-zero.
-  bool reap(std::string* error) {
-    bool ok = true;
+  // Reaps every sender (after release()); fails when one exited non-zero
+  // (the last such one is named).
+  Error reap() {
+    Error error;
     for (const pid_t p : pids_) {
       int st = 0;
       ::waitpid(p, &st, 0);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        ok = false;
-        *error = "a sender exited with status " + std::to_string(st);
-      }
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        error = Error(Status::PeerUnreachable, "a sender exited with status " + std::to_string(st));
     }
     pids_.clear();
-    return ok;
+    return error;
   }
 
  private:
@@ -201,18 +187,18 @@ Outcome run_incast(ScenarioContext& ctx) {
   }
   plan.max_seq = plan.warmup + 4 * most + 64;  // the stalled service's senders stop here at the latest
 
-  std::string error;
   IncastShared shared;
-  if (!shared.map(plan, &error)) return ctx.fail(Outcome::Failed, error);
+  if (const Error e = shared.map(plan); e.failed()) return ctx.fail(Outcome::Failed, e.message());
 
   ForkedServer receiver, stalled;
-  if (!receiver.start([&](ReadyNotifier& r) { return run_incast_receiver(plan, shared, false, r); }, &error) ||
-      !receiver.wait_ready(std::chrono::seconds(15), nullptr, &error))
-    return ctx.fail(Outcome::Failed, "incast receiver: " + error);
-  if (plan.stall_senders > 0 &&
-      (!stalled.start([&](ReadyNotifier& r) { return run_incast_receiver(plan, shared, true, r); }, &error) ||
-       !stalled.wait_ready(std::chrono::seconds(15), nullptr, &error)))
-    return ctx.fail(Outcome::Failed, "incast stalled receiver: " + error);
+  Error error = receiver.start([&](ReadyNotifier& r) { return run_incast_receiver(plan, shared, false, r); });
+  if (error.ok()) error = receiver.wait_ready(std::chrono::seconds(15), nullptr);
+  if (error.failed()) return ctx.fail(Outcome::Failed, "incast receiver: " + error.message());
+  if (plan.stall_senders > 0) {
+    error = stalled.start([&](ReadyNotifier& r) { return run_incast_receiver(plan, shared, true, r); });
+    if (error.ok()) error = stalled.wait_ready(std::chrono::seconds(15), nullptr);
+    if (error.failed()) return ctx.fail(Outcome::Failed, "incast stalled receiver: " + error.message());
+  }
   // A failure while the stalled receiver is stopped must not leave it so.
   struct Resume {
     pid_t pid;
@@ -225,10 +211,10 @@ Outcome run_incast(ScenarioContext& ctx) {
   auto failed = [&](const std::string& what) {
     return ctx.fail(Outcome::Failed, what + ": " + board_errors(shared, plan));
   };
-  if (!group.start(plan, shared, &error)) return failed(error);
-  if (!group.await(
-          'r', std::chrono::seconds(60), [&] { return group.count() == plan.streams(); }, &error))
-    return failed("warm-up: " + error);
+  if (const Error e = group.start(plan, shared); e.failed()) return failed(e.message());
+  if (const Error e = group.await('r', std::chrono::seconds(60), [&] { return group.count() == plan.streams(); });
+      e.failed())
+    return failed("warm-up: " + e.message());
 
   std::vector<std::string> controls;
   for (const auto& s : plan.sender_sockets) controls.push_back(control_path_for(s));
@@ -253,17 +239,18 @@ Outcome run_incast(ScenarioContext& ctx) {
       if (!shared.board().senders[s].done.load(std::memory_order_acquire)) return false;
     return true;
   };
-  if (!group.await('d', std::chrono::seconds(300), main_done, &error)) return failed("measured phase: " + error);
+  if (const Error e = group.await('d', std::chrono::seconds(300), main_done); e.failed())
+    return failed("measured phase: " + e.message());
   ctx.end_measured();
   shared.board().main_done.store(1, std::memory_order_release);
   if (plan.stall_senders > 0) ::kill(stalled.pid(), SIGCONT);
-  if (!group.await(
-          'd', std::chrono::seconds(120), [&] { return group.count() == plan.streams(); }, &error))
-    return failed("stalled-service senders: " + error);
+  if (const Error e = group.await('d', std::chrono::seconds(120), [&] { return group.count() == plan.streams(); });
+      e.failed())
+    return failed("stalled-service senders: " + e.message());
   const FlowCounters delta = read_flow_counters(controls) - before;
 
   group.release();
-  if (!group.reap(&error)) return failed(error);
+  if (const Error e = group.reap(); e.failed()) return failed(e.message());
   std::uint64_t ok[2] = {0, 0};
   for (std::uint32_t s = 0; s < plan.streams(); ++s) ok[plan.stalled_stream(s) ? 1 : 0] += shared.board().senders[s].ok;
   shared.board().expected[0].store(ok[0], std::memory_order_release);

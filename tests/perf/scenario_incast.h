@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/error.h"
 #include "ferry/status.h"
 
 namespace ferry::bench {
@@ -120,7 +121,7 @@ struct IncastPlan {
 // when the receiver accepted it), then each main sender's latency samples.
 class IncastShared {
  public:
-  bool map(const IncastPlan& plan, std::string* error);
+  Error map(const IncastPlan& plan);
   ~IncastShared();
   IncastBoard& board() const { return *board_; }
   std::uint64_t* bitmap(std::uint32_t stream) const { return bitmaps_ + stream * bitmap_words_; }

@@ -32,23 +32,21 @@ class Receiver {
         index_(stalled ? 1 : 0),
         board_(shared.board().receivers[index_]) {}
 
-  bool setup(std::string* error) {
+  Error setup() {
     // The measured receiver gets room for everything its senders can have
     // outstanding (capped); the stalled one a small arena, so it fills.
     const std::uint64_t want = std::uint64_t{plan_.senders} * plan_.concurrency * plan_.size;
     const std::uint64_t rx =
         stalled_ ? 2 * kMiB : std::min<std::uint64_t>(std::max<std::uint64_t>(want, 32 * kMiB), 256 * kMiB);
-    client_ = attach_bench_client(plan_.receiver_socket,
-                                  stalled_ ? "ferry-bench incast stalled receiver" : "ferry-bench incast receiver", 0,
-                                  rx, error);
-    if (!client_) return false;
+    if (Error e = attach_bench_client(plan_.receiver_socket,
+                                      stalled_ ? "ferry-bench incast stalled receiver" : "ferry-bench incast receiver",
+                                      0, rx, &client_);
+        e.failed())
+      return e;
     const auto served = client_->serve(stalled_ ? kIncastStallService : kIncastService);
-    if (!served) {
-      *error = std::string("serve: ") + std::string(to_string(served.status));
-      return false;
-    }
+    if (!served) return Error(served.status, std::string("serve: ") + std::string(to_string(served.status)));
     service_ = served.value;
-    return true;
+    return {};
   }
 
   // Until board.stop_receivers is set and then until board.expected[index]
@@ -138,10 +136,9 @@ class Receiver {
 
 int run_incast_receiver(const IncastPlan& plan, const IncastShared& shared, bool stalled, ReadyNotifier& ready) {
   Receiver r(plan, shared, stalled);
-  std::string error;
-  if (!r.setup(&error)) {
-    r.fail(error);
-    ready.failed(error);
+  if (const Error e = r.setup(); e.failed()) {
+    r.fail(e.message());
+    ready.failed(e.message());
     return 1;
   }
   ready.ready();

@@ -46,18 +46,18 @@ class Sender {
         stalled_(plan.stalled_stream(stream)) {}
 
   bool setup() {
-    std::string error;
     const std::string& socket = plan_.sender_sockets[stream_ % plan_.sender_sockets.size()];
     // Senders receive nothing: the smallest rx arena. A daemon that
     // registers each segment with the NIC may answer an attach burst slowly
     // (Soft-RoCE under emulation): Timeout is retried up to a deadline.
     const auto deadline = Clock::now() + kAttachDeadline;
+    Error attached;
     for (;;) {
-      client_ = attach_bench_client(socket, "ferry-bench incast sender", plan_.size * plan_.concurrency, 1, &error);
-      if (client_ || error.find(": Timeout") == std::string::npos || Clock::now() > deadline) break;
+      attached = attach_bench_client(socket, "ferry-bench incast sender", plan_.size * plan_.concurrency, 1, &client_);
+      if (attached.status() != Status::Timeout || Clock::now() > deadline) break;
     }
-    if (!client_) return fail(error);
-    if (!size_fits(*client_, plan_.size, &error)) return fail(error);
+    if (attached.failed()) return fail(attached.message());
+    if (const Error e = size_fits(*client_, plan_.size); e.failed()) return fail(e.message());
     const std::string target = plan_.target_prefix + (stalled_ ? kIncastStallService : kIncastService);
     const auto opened = client_->open(target);
     if (!opened) return fail("open " + target + ": " + std::string(to_string(opened.status)));

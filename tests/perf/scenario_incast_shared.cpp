@@ -18,7 +18,7 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to -
 
 }  // namespace
 
-bool IncastShared::map(const IncastPlan& plan, std::string* error) {
+Error IncastShared::map(const IncastPlan& plan) {
   bitmap_words_ = (plan.max_seq + 63) / 64;
   std::uint64_t samples = 0;
   offsets_.clear();
@@ -32,14 +32,13 @@ bool IncastShared::map(const IncastPlan& plan, std::string* error) {
   base_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (base_ == MAP_FAILED) {
     base_ = nullptr;
-    *error = std::string("mmap of the incast board: ") + std::strerror(errno);
-    return false;
+    return Error(Status::NoMemory, std::string("mmap of the incast board: ") + std::strerror(errno));
   }
   // Fresh anonymous pages are zero; construct the board's atomics properly.
   board_ = new (base_) IncastBoard();
   bitmaps_ = reinterpret_cast<std::uint64_t*>(static_cast<char*>(base_) + board_bytes);
   samples_ = reinterpret_cast<std::uint64_t*>(static_cast<char*>(base_) + board_bytes + bitmap_bytes);
-  return true;
+  return {};
 }
 
 IncastShared::~IncastShared() {

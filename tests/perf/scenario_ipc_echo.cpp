@@ -202,10 +202,11 @@ Outcome run_ipc_echo(ScenarioContext& ctx) {
     return ctx.fail(Outcome::BadUsage, "ipc-echo: --concurrency must be 1..256");
   }
   if (concurrency > 1 && size < 8) return ctx.fail(Outcome::BadUsage, "ipc-echo --concurrency: --size 8 or more");
-  std::string error;
-  auto client = attach_bench_client(ctx.options().socket, "ferry-bench ipc-echo", size, size, &error);
-  if (!client) return ctx.fail(Outcome::Failed, error);
-  if (!size_fits(*client, size, &error)) return ctx.fail(Outcome::Failed, error);
+  std::unique_ptr<Client> client;
+  if (const Error e = attach_bench_client(ctx.options().socket, "ferry-bench ipc-echo", size, size, &client);
+      e.failed())
+    return ctx.fail(Outcome::Failed, e.message());
+  if (const Error e = size_fits(*client, size); e.failed()) return ctx.fail(Outcome::Failed, e.message());
 
   // Per-process name: two ipc-echo runs on one daemon must not collide.
   const std::string name = "bench-ipc-echo-" + std::to_string(::getpid());

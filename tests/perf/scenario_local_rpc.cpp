@@ -120,21 +120,20 @@ class CallPump {
 Outcome run_echo_rpc(ScenarioContext& ctx, const std::string& target, const std::string& client_name) {
   const BenchOptions& o = ctx.options();
   const std::size_t size = ctx.size();
-  std::string error;
 
   // Fork before attaching: the child attaches on its own.
   ForkedServer server;
-  const bool started = server.start(
-      [&](ReadyNotifier& ready) {
-        return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, o.server_delay_us, ready);
-      },
-      &error);
-  if (!started || !server.wait_ready(std::chrono::seconds(15), nullptr, &error))
-    return ctx.fail(Outcome::Failed, "bench-echo server: " + error);
+  Error error = server.start([&](ReadyNotifier& ready) {
+    return serve_bench_echo(o.server_socket, size, o.concurrency, o.busy_poll, o.server_delay_us, ready);
+  });
+  if (error.ok()) error = server.wait_ready(std::chrono::seconds(15), nullptr);
+  if (error.failed()) return ctx.fail(Outcome::Failed, "bench-echo server: " + error.message());
 
-  auto client = attach_bench_client(o.socket, client_name, 2 * size * o.concurrency, 0, &error, o.busy_poll);
-  if (!client) return ctx.fail(Outcome::Failed, error);
-  if (!size_fits(*client, size, &error)) return ctx.fail(Outcome::Failed, error);
+  std::unique_ptr<Client> client;
+  if (const Error e = attach_bench_client(o.socket, client_name, 2 * size * o.concurrency, 0, &client, o.busy_poll);
+      e.failed())
+    return ctx.fail(Outcome::Failed, e.message());
+  if (const Error e = size_fits(*client, size); e.failed()) return ctx.fail(Outcome::Failed, e.message());
   const auto opened = client->open(target);
   if (!opened) return ctx.fail(Outcome::Failed, "open " + target + ": " + std::string(to_string(opened.status)));
   CallPump pump(*client, opened.value, size, o.busy_poll);

@@ -83,11 +83,11 @@ Outcome run_shm_pingpong(ScenarioContext& ctx) {
   l.pong_body = l.ping_body + outline;
 
   ForkedServer child;
-  std::string error;
-  if (!child.start([&](ReadyNotifier& ready) { return echo(l, size, ready); }, &error) ||
-      !child.wait_ready(std::chrono::seconds(10), nullptr, &error)) {
+  Error error = child.start([&](ReadyNotifier& ready) { return echo(l, size, ready); });
+  if (error.ok()) error = child.wait_ready(std::chrono::seconds(10), nullptr);
+  if (error.failed()) {
     ::munmap(m, l.bytes);
-    return ctx.fail(Outcome::Failed, "shm-pingpong child: " + error);
+    return ctx.fail(Outcome::Failed, "shm-pingpong child: " + error.message());
   }
   ctx.cpu().add_process(child.pid());
 

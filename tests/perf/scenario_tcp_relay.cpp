@@ -71,14 +71,13 @@ Outcome run_tcp_relay_rpc(ScenarioContext& ctx) {
     return ctx.fail(Outcome::BadUsage,
                     "tcp-relay-rpc is a one-call-at-a-time blocking baseline: --concurrency must be 1");
   }
-  std::string error;
   std::string target = o.target;
   ForkedServer relay_b;  // only without --target: relay B and its echo server, here
   if (!target.empty()) {
     ctx.server_not_charged();
   } else {
-    if (!fork_tcp_server(relay_b, o.listen, serve_relayed, &target, &error))
-      return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay B: " + error);
+    if (const Error e = fork_tcp_server(relay_b, o.listen, serve_relayed, &target); e.failed())
+      return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay B: " + e.message());
     ctx.cpu().add_process(relay_b.pid());
   }
 
@@ -87,25 +86,23 @@ Outcome run_tcp_relay_rpc(ScenarioContext& ctx) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return ctx.fail(Outcome::Failed, std::string("socketpair: ") + std::strerror(errno));
   ForkedServer relay_a;
-  const bool started = relay_a.start(
-      [&](ReadyNotifier& ready) {
-        ::close(sv[0]);
-        std::string why;
-        const int tcp_fd = tcp_connect(target, &why);
-        if (tcp_fd < 0) {
-          ready.failed(why);
-          return 1;
-        }
-        ready.ready();
-        const int rc = relay(sv[1], tcp_fd);
-        ::close(tcp_fd);
-        return rc;
-      },
-      &error);
-  ::close(sv[1]);
-  if (!started || !relay_a.wait_ready(std::chrono::seconds(10), nullptr, &error)) {
+  Error error = relay_a.start([&](ReadyNotifier& ready) {
     ::close(sv[0]);
-    return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay A: " + error);
+    int tcp_fd = -1;
+    if (const Error e = tcp_connect(target, &tcp_fd); e.failed()) {
+      ready.failed(e.message());
+      return 1;
+    }
+    ready.ready();
+    const int rc = relay(sv[1], tcp_fd);
+    ::close(tcp_fd);
+    return rc;
+  });
+  ::close(sv[1]);
+  if (error.ok()) error = relay_a.wait_ready(std::chrono::seconds(10), nullptr);
+  if (error.failed()) {
+    ::close(sv[0]);
+    return ctx.fail(Outcome::Failed, "tcp-relay-rpc relay A: " + error.message());
   }
   ctx.cpu().add_process(relay_a.pid());
 

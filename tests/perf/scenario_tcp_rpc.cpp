@@ -19,19 +19,18 @@ Outcome run_tcp_rpc(ScenarioContext& ctx) {
   if (o.concurrency != 1)
     return ctx.fail(Outcome::BadUsage, "tcp-rpc is a one-call-at-a-time blocking baseline: --concurrency must be 1");
 
-  std::string error;
   ForkedServer server;
   std::string target = o.target;
   if (!target.empty()) {
     ctx.server_not_charged();
   } else {
-    if (!fork_tcp_server(server, o.listen, serve_framed_echo, &target, &error))
-      return ctx.fail(Outcome::Failed, "tcp-rpc server: " + error);
+    if (const Error e = fork_tcp_server(server, o.listen, serve_framed_echo, &target); e.failed())
+      return ctx.fail(Outcome::Failed, "tcp-rpc server: " + e.message());
     ctx.cpu().add_process(server.pid());
   }
 
-  const int fd = tcp_connect(target, &error);
-  if (fd < 0) return ctx.fail(Outcome::Failed, "tcp-rpc: " + error);
+  int fd = -1;
+  if (const Error e = tcp_connect(target, &fd); e.failed()) return ctx.fail(Outcome::Failed, "tcp-rpc: " + e.message());
   Outcome outcome = run_framed_rpc(fd, ctx);
   ::close(fd);
   if (server.pid() > 0) {

@@ -22,18 +22,16 @@ Outcome run_uds_rpc(ScenarioContext& ctx) {
     return ctx.fail(Outcome::Failed, std::string("socketpair: ") + std::strerror(errno));
 
   ForkedServer server;
-  std::string error;
-  const bool started = server.start(
-      [&](ReadyNotifier& ready) {
-        ::close(sv[0]);
-        ready.ready();
-        return serve_framed_echo(sv[1]);
-      },
-      &error);
-  ::close(sv[1]);
-  if (!started || !server.wait_ready(std::chrono::seconds(10), nullptr, &error)) {
+  Error error = server.start([&](ReadyNotifier& ready) {
     ::close(sv[0]);
-    return ctx.fail(Outcome::Failed, "uds-rpc server: " + error);
+    ready.ready();
+    return serve_framed_echo(sv[1]);
+  });
+  ::close(sv[1]);
+  if (error.ok()) error = server.wait_ready(std::chrono::seconds(10), nullptr);
+  if (error.failed()) {
+    ::close(sv[0]);
+    return ctx.fail(Outcome::Failed, "uds-rpc server: " + error.message());
   }
   ctx.cpu().add_process(server.pid());
 

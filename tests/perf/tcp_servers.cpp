@@ -11,31 +11,29 @@
 
 namespace ferry::bench {
 
-bool fork_tcp_server(ForkedServer& server, const std::string& listen, ServeConnection serve, std::string* target,
-                     std::string* error) {
+Error fork_tcp_server(ForkedServer& server, const std::string& listen, ServeConnection serve, std::string* target) {
   std::string bound;
-  const int lfd = tcp_listen(listen, &bound, error);
-  if (lfd < 0) return false;
-  const bool started = server.start(
-      [&](ReadyNotifier& ready) {
-        ready.ready(bound);
-        const int fd = tcp_accept(lfd);
-        ::close(lfd);
-        if (fd < 0) return 1;
-        const int rc = serve(fd);
-        ::close(fd);
-        return rc;
-      },
-      error);
+  int lfd = -1;
+  if (Error e = tcp_listen(listen, &lfd, &bound); e.failed()) return e;
+  Error started = server.start([&](ReadyNotifier& ready) {
+    ready.ready(bound);
+    const int fd = tcp_accept(lfd);
+    ::close(lfd);
+    if (fd < 0) return 1;
+    const int rc = serve(fd);
+    ::close(fd);
+    return rc;
+  });
   ::close(lfd);
-  return started && server.wait_ready(std::chrono::seconds(10), target, error);
+  if (started.failed()) return started;
+  return server.wait_ready(std::chrono::seconds(10), target);
 }
 
 int serve_tcp_forever(const BenchOptions& options, const char* name, ServeConnection serve) {
-  std::string bound, error;
-  const int lfd = tcp_listen(options.listen, &bound, &error);
-  if (lfd < 0) {
-    std::fprintf(stderr, "ferry-bench %s: %s\n", name, error.c_str());
+  std::string bound;
+  int lfd = -1;
+  if (const Error e = tcp_listen(options.listen, &lfd, &bound); e.failed()) {
+    std::fprintf(stderr, "ferry-bench %s: %s\n", name, e.message().c_str());
     return 1;
   }
   std::printf("listening on %s\n", bound.c_str());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bench_options.h"
+#include "ferry/error.h"
 #include "forked_server.h"
 
 namespace ferry::bench {
@@ -14,10 +15,9 @@ namespace ferry::bench {
 using ServeConnection = int (*)(int fd);
 
 // Forks `server` listening on `listen`; it serves the first connection with
-// `serve`, then exits. *target gets the bound HOST:PORT. False with *error
-// when it could not listen or did not come up.
-bool fork_tcp_server(ForkedServer& server, const std::string& listen, ServeConnection serve, std::string* target,
-                     std::string* error);
+// `serve`, then exits. *target gets the bound HOST:PORT. Fails when it
+// could not listen or did not come up.
+Error fork_tcp_server(ForkedServer& server, const std::string& listen, ServeConnection serve, std::string* target);
 
 // `ferry-bench NAME --listen HOST:PORT`: one process per accepted connection
 // runs `serve`, until killed. Returns 1 when it cannot listen.

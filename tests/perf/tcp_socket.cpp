@@ -23,23 +23,32 @@ bool split_host_port(const std::string& text, std::string* host, std::string* po
   return true;
 }
 
-addrinfo* resolve(const std::string& host_port, bool passive, std::string* error) {
-  std::string host, port;
-  if (!split_host_port(host_port, &host, &port)) {
-    *error = "expected HOST:PORT, got '" + host_port + "'";
-    return nullptr;
+// A socket call's failure, from errno: a peer that refuses or cannot be
+// reached is PeerUnreachable, EACCES/EPERM PermissionDenied, anything else
+// BadRequest (an address this host cannot use).
+Error socket_error(const std::string& what) {
+  const int e = errno;
+  Status status = Status::BadRequest;
+  if (e == EACCES || e == EPERM) {
+    status = Status::PermissionDenied;
+  } else if (e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH) {
+    status = Status::PeerUnreachable;
   }
+  return Error(status, what + ": " + std::strerror(e));
+}
+
+// *res gets the addresses of host_port; free them with freeaddrinfo().
+Error resolve(const std::string& host_port, bool passive, addrinfo** res) {
+  std::string host, port;
+  if (!split_host_port(host_port, &host, &port))
+    return Error::bad_request("expected HOST:PORT, got '" + host_port + "'");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-  addrinfo* res = nullptr;
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0) {
-    *error = host_port + ": " + ::gai_strerror(rc);
-    return nullptr;
-  }
-  return res;
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, res);
+  if (rc != 0) return Error::bad_request(host_port + ": " + ::gai_strerror(rc));
+  return {};
 }
 
 void set_nodelay(int fd) {
@@ -64,44 +73,57 @@ std::string describe(const sockaddr_storage& ss) {
 
 }  // namespace
 
-int tcp_listen(const std::string& host_port, std::string* bound, std::string* error) {
-  addrinfo* res = resolve(host_port, true, error);
-  if (!res) return -1;
-  int fd = -1;
+Error tcp_listen(const std::string& host_port, int* fd, std::string* bound) {
+  *fd = -1;
+  addrinfo* res = nullptr;
+  if (Error e = resolve(host_port, true, &res); e.failed()) return e;
+  Error error;  // the last address's failure
+  int s = -1;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
+    s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (s < 0) {
+      error = socket_error(host_port);
+      continue;
+    }
     const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 64) == 0) break;
-    *error = host_port + ": " + std::strerror(errno);
-    ::close(fd);
-    fd = -1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(s, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(s, 64) == 0) break;
+    error = socket_error(host_port);
+    ::close(s);
+    s = -1;
   }
   ::freeaddrinfo(res);
-  if (fd < 0) return -1;
+  if (s < 0) return error;
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len);
   *bound = describe(ss);
-  return fd;
+  *fd = s;
+  return {};
 }
 
-int tcp_connect(const std::string& host_port, std::string* error) {
-  addrinfo* res = resolve(host_port, false, error);
-  if (!res) return -1;
-  int fd = -1;
+Error tcp_connect(const std::string& host_port, int* fd) {
+  *fd = -1;
+  addrinfo* res = nullptr;
+  if (Error e = resolve(host_port, false, &res); e.failed()) return e;
+  Error error;  // the last address's failure
+  int s = -1;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-    *error = "connect " + host_port + ": " + std::strerror(errno);
-    ::close(fd);
-    fd = -1;
+    s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (s < 0) {
+      error = socket_error("socket for " + host_port);
+      continue;
+    }
+    if (::connect(s, ai->ai_addr, ai->ai_addrlen) == 0) break;
+    error = socket_error("connect " + host_port);
+    ::close(s);
+    s = -1;
   }
   ::freeaddrinfo(res);
-  if (fd >= 0) set_nodelay(fd);
-  return fd;
+  if (s < 0) return error;
+  set_nodelay(s);
+  *fd = s;
+  return {};
 }
 
 int tcp_accept(int listen_fd) {

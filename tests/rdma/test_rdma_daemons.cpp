@@ -124,16 +124,15 @@ TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byt
   // Both daemons: transport rdma, one peer entry per pair of engines that
   // carried traffic (one with a single engine), each with k lanes (QPs) all on rdma.
   for (const Node* n : {&a, &b}) {
-    std::string err;
-    bool held = false;
     auto all_up = [](const StatusView& s) {
       bool up = !s.peers.empty() && s.peers.size() <= s.engines;
       for (const auto& p : s.peers) up = up && p.state == "Up";
       return up;
     };
-    const auto v = poll_status(n->control(), 5s, all_up, &held, &err);
-    INFO(n->listen() << ": " << err << (v ? "\n" + describe(*v) : ""));
-    REQUIRE(held);
+    std::optional<StatusView> v;
+    const Error polled = poll_status(n->control(), 5s, all_up, &v);
+    INFO(n->listen() << ": " << polled.message() << (v ? "\n" + describe(*v) : ""));
+    REQUIRE(polled.ok());
     for (const auto& p : v->peers) {
       CHECK(p.channels.size() == kLanes);
       for (const auto& ch : p.channels) CHECK(ch.transport == "rdma");

@@ -28,16 +28,17 @@ BenchWorker::BenchWorker(Worker& worker, const Workload& workload, std::uint32_t
       grads_(std::size_t{workload.batch} * workload.dim),
       dense_grads_(std::size_t{workload.dense} * workload.shards) {}
 
-bool BenchWorker::finish(Ticket t, const char* what, std::string* error) {
+Error BenchWorker::finish(Ticket t, const char* what) {
   const Status st = w_.wait(t, kOpDeadline);
-  if (st == Status::Ok) return true;
-  *error = describe_failure(w_, t, what);
+  if (st == Status::Ok) return {};
+  // wait() says Busy for an operation still in flight at the deadline.
+  Error e(st == Status::Busy ? Status::Timeout : st, describe_failure(w_, t, what));
   w_.release(t);
-  return false;
+  return e;
 }
 
-bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes,
-                          std::string* error, std::chrono::nanoseconds late) {
+Error BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes,
+                           std::chrono::nanoseconds late) {
   for (auto& k : keys_) k = zipf_(rng_);
   const bool dense = load_.dense > 0;
 
@@ -45,13 +46,14 @@ bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench
   const auto rows = w_.pull(kRowsTable, keys_);
   const auto dense_rows = dense ? w_.pull_dense(kDenseTable) : Result<Ticket>::ok(0);
   if (!rows || !dense_rows) {
-    *error = "pull not started: " + std::string(to_string(rows ? dense_rows.status : rows.status));
+    const Status st = rows ? dense_rows.status : rows.status;
     if (rows) w_.release(rows.value);
-    return false;
+    return Error(st, "pull not started: " + std::string(to_string(st)));
   }
-  const bool pulled = finish(rows.value, "pull", error) && (!dense || finish(dense_rows.value, "dense pull", error));
+  Error pulled = finish(rows.value, "pull");
+  if (pulled.ok() && dense) pulled = finish(dense_rows.value, "dense pull");
   auto t1 = bench::SteadyClock::now();
-  if (!pulled) return false;
+  if (pulled.failed()) return pulled;
   if (pulls) pulls->record(t1 - t0 + late);
 
   // Use the rows where they landed; the gradient of a row sums those of its
@@ -71,7 +73,7 @@ bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench
   }
   if (it == skip_push_) {
     w_.release(rows.value);
-    return true;
+    return {};
   }
 
   t0 = bench::SteadyClock::now();
@@ -79,17 +81,18 @@ bool BenchWorker::iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench
   const auto dense_push = dense ? w_.push_dense(kDenseTable, dense_grads_) : Result<Ticket>::ok(0);
   w_.release(rows.value);  // the push holds its own copy of the keys
   if (!push || !dense_push) {
-    *error = "push not started: " + std::string(to_string(push ? dense_push.status : push.status));
+    const Status st = push ? dense_push.status : push.status;
     if (push) w_.release(push.value);
-    return false;
+    return Error(st, "push not started: " + std::string(to_string(st)));
   }
-  const bool pushed = finish(push.value, "push", error) && (!dense || finish(dense_push.value, "dense push", error));
+  Error pushed = finish(push.value, "push");
+  if (pushed.ok() && dense) pushed = finish(dense_push.value, "dense push");
   t1 = bench::SteadyClock::now();
-  if (!pushed) return false;
+  if (pushed.failed()) return pushed;
   w_.release(push.value);
   if (dense) w_.release(dense_push.value);
   if (pushes) pushes->record(t1 - t0 + late);
-  return true;
+  return {};
 }
 
 }  // namespace ferry::ps::tool

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/error.h"
 #include "ferry/ps/worker.h"
 #include "latency_stats.h"
 #include "ps_model.h"
@@ -23,10 +24,11 @@ class BenchWorker {
 
   // One iteration (`it` feeds the gradients). Records the pull and push
   // latencies when recorders are given, each plus `late`: how long after
-  // its intended start the iteration began (open loop, --rate). False on
-  // any failure.
-  bool iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes, std::string* error,
-               std::chrono::nanoseconds late = std::chrono::nanoseconds{0});
+  // its intended start the iteration began (open loop, --rate). Fails with
+  // the failed operation's status (Timeout when it was still in flight at
+  // the deadline).
+  Error iterate(std::uint32_t it, bench::LatencyRecorder* pulls, bench::LatencyRecorder* pushes,
+                std::chrono::nanoseconds late = std::chrono::nanoseconds{0});
 
   // Test-only fault injection: skip the push of iteration `it`.
   void skip_push_at(std::uint32_t it) { skip_push_ = it; }
@@ -35,7 +37,7 @@ class BenchWorker {
   std::uint64_t keys_pulled() const { return keys_pulled_; }
 
  private:
-  bool finish(Ticket t, const char* what, std::string* error);
+  Error finish(Ticket t, const char* what);
 
   Worker& w_;
   Workload load_;

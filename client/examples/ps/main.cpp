@@ -57,17 +57,17 @@ int run_server(const PsOptions& o) {
 }
 
 int run_worker(const PsOptions& o) {
-  std::string error;
-  auto w = make_worker(o, o.shard_addresses, "ferry-ps worker " + std::to_string(o.worker_id), &error);
-  if (!w) {
-    std::fprintf(stderr, "ferry-ps worker: %s\n", error.c_str());
+  std::unique_ptr<Worker> w;
+  if (const Error e = make_worker(o, o.shard_addresses, "ferry-ps worker " + std::to_string(o.worker_id), &w);
+      e.failed()) {
+    std::fprintf(stderr, "ferry-ps worker: %s\n", e.message().c_str());
     return 1;
   }
   BenchWorker worker(*w, o.workload, o.worker_id);
   bench::LatencyRecorder pulls(o.iters), pushes(o.iters);
   for (std::uint32_t it = 0; it < o.iters; ++it) {
-    if (!worker.iterate(it, &pulls, &pushes, &error)) {
-      std::fprintf(stderr, "ferry-ps worker: iteration %u: %s\n", it, error.c_str());
+    if (const Error e = worker.iterate(it, &pulls, &pushes); e.failed()) {
+      std::fprintf(stderr, "ferry-ps worker: iteration %u: %s\n", it, e.message().c_str());
       return 1;
     }
   }

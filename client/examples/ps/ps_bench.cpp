@@ -43,10 +43,11 @@ void print_summary(const char* name, const bench::LatencySummary& s) {
 }  // namespace
 
 int run_bench(const PsOptions& o) {
-  std::string error;
   Fleet fleet(o);
-  if (!fleet.start_shards(&error) || !fleet.start_workers(&error)) {
-    std::fprintf(stderr, "ferry-ps bench: %s\n", error.c_str());
+  Error error = fleet.start_shards();
+  if (error.ok()) error = fleet.start_workers();
+  if (error.failed()) {
+    std::fprintf(stderr, "ferry-ps bench: %s\n", error.message().c_str());
     return 1;
   }
   bench::CpuMeter meter;
@@ -58,16 +59,15 @@ int run_bench(const PsOptions& o) {
   const auto t0 = bench::SteadyClock::now();
   fleet.go();
   std::vector<WorkerReport> reports;
-  const bool ok = fleet.collect(&reports, &error);
+  error = fleet.collect(&reports);
   const double wall_s = std::chrono::duration<double>(bench::SteadyClock::now() - t0).count();
   const bench::CpuReport cpu = meter.end();
   std::uint64_t rss_kb = fleet.shards_rss_kb();
   for (const auto& c : controls)
     if (const pid_t pid = daemon_pid(c)) rss_kb += peak_rss_kb(pid);
-  std::string stop_error;
-  const bool stopped = fleet.stop_shards(&stop_error);
-  if (!ok || !stopped) {
-    std::fprintf(stderr, "ferry-ps bench: %s\n", ok ? stop_error.c_str() : error.c_str());
+  const Error stopped = fleet.stop_shards();
+  if (error.failed() || stopped.failed()) {
+    std::fprintf(stderr, "ferry-ps bench: %s\n", error.failed() ? error.message().c_str() : stopped.message().c_str());
     return 1;
   }
 

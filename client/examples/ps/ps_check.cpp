@@ -45,29 +45,30 @@ Reference compute_reference(const PsOptions& o) {
   return ref;
 }
 
-// One raw request to shard 0 through the worker's link; the error it got back.
-bool raw_call(ShardLink& link, const std::vector<std::byte>& msg, std::size_t resp_cap, PsStatus* got,
-              std::uint32_t* length, std::string* error) {
+// One raw request to shard 0 through the worker's link; *got gets the
+// error it got back (Ok for none) and *length the response's size.
+Error raw_call(ShardLink& link, const std::vector<std::byte>& msg, std::size_t resp_cap, PsStatus* got,
+               std::uint32_t* length) {
   Buffer req = link.alloc(std::max<std::size_t>(msg.size(), 1));
   Buffer resp = link.alloc(resp_cap);
-  if (!req || !resp) {
-    *error = "no memory for a probe";
-    return false;
-  }
+  if (!req || !resp) return Error(Status::NoMemory, "no memory for a probe");
   std::memcpy(req.data, msg.data(), msg.size());
-  bool ok = link.call(0, req, static_cast<std::uint32_t>(msg.size()), resp, 1) == Status::Ok;
+  Error error;
   LinkDone d;
-  if (ok) {
+  if (const Status called = link.call(0, req, static_cast<std::uint32_t>(msg.size()), resp, 1); called != Status::Ok) {
+    error = Error(called, "probe call rejected");
+  } else {
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     std::size_t n = 0;
     while (n == 0 && std::chrono::steady_clock::now() < deadline)
       n = link.wait({&d, 1}, std::chrono::milliseconds(100));
-    ok = n == 1 && d.status == Status::Ok;
-    if (!ok) *error = n == 1 ? "probe call failed: " + std::string(to_string(d.status)) : "probe timed out";
-  } else {
-    *error = "probe call rejected";
+    if (n != 1) {
+      error = Error(Status::Timeout, "probe timed out");
+    } else if (d.status != Status::Ok) {
+      error = Error(d.status, "probe call failed: " + std::string(to_string(d.status)));
+    }
   }
-  if (ok) {
+  if (error.ok()) {
     *length = d.length;
     *got = PsStatus::Ok;
     if (d.length == kErrorBytes) {
@@ -78,11 +79,12 @@ bool raw_call(ShardLink& link, const std::vector<std::byte>& msg, std::size_t re
   }
   link.free(req);
   link.free(resp);
-  return ok;
+  return error;
 }
 
-// Malformed requests to shard 0; each must come back with `want`.
-bool probe_bad_requests(Worker& worker, const PsOptions& o, std::string* error) {
+// Malformed requests to shard 0; each must come back with `want`
+// (ProtocolError when one does not).
+Error probe_bad_requests(Worker& worker, const PsOptions& o) {
   const Workload& w = o.workload;
   Key mine = 0, foreign = w.keys;  // foreign: out of range when there is one shard
   while (shard_of(kRowsTable, mine, w.shards) != 0) ++mine;
@@ -150,22 +152,29 @@ bool probe_bad_requests(Worker& worker, const PsOptions& o, std::string* error) 
     msg.resize(len);
     PsStatus got = PsStatus::Ok;
     std::uint32_t resp_len = 0;
-    if (!raw_call(worker.link(), msg, 4 * w.dim + 64, &got, &resp_len, error)) {
-      *error = std::string("probe '") + probes[p].name + "': " + *error;
-      return false;
-    }
+    if (const Error e = raw_call(worker.link(), msg, 4 * w.dim + 64, &got, &resp_len); e.failed())
+      return Error(e.status(), std::string("probe '") + probes[p].name + "': " + e.message());
     if (resp_len != kErrorBytes || got != probes[p].want) {
-      *error = std::string("probe '") + probes[p].name + "': expected " + std::string(to_string(probes[p].want)) +
-               ", got " + std::string(to_string(got)) + " in " + std::to_string(resp_len) + " bytes";
-      return false;
+      return Error(Status::ProtocolError,
+                   std::string("probe '") + probes[p].name + "': expected " + std::string(to_string(probes[p].want)) +
+                       ", got " + std::string(to_string(got)) + " in " + std::to_string(resp_len) + " bytes");
     }
     std::printf("  probe %-20s -> %s\n", probes[p].name, std::string(to_string(probes[p].want)).c_str());
   }
-  return true;
+  return {};
 }
 
-// Pulls every key and dense element and compares with the reference.
-bool compare_all(Worker& worker, const PsOptions& o, const Reference& ref, std::uint64_t* checked, std::string* error) {
+// The Error of a final pull that did not come back Ok: its status (Timeout
+// when still in flight at the deadline, the start's status when it never
+// started) and what failed.
+Error pull_error(const Worker& worker, const Result<Ticket>& t, Status waited, const char* what) {
+  if (!t) return Error(t.status, std::string(what) + " not started");
+  return Error(waited == Status::Busy ? Status::Timeout : waited, describe_failure(worker, t.value, what));
+}
+
+// Pulls every key and dense element and compares with the reference
+// (ProtocolError when a parameter differs).
+Error compare_all(Worker& worker, const PsOptions& o, const Reference& ref, std::uint64_t* checked) {
   const Workload& w = o.workload;
   std::uint64_t mismatches = 0;
   auto note = [&](double got, double want, const std::string& what) {
@@ -177,10 +186,8 @@ bool compare_all(Worker& worker, const PsOptions& o, const Reference& ref, std::
     keys.clear();
     for (Key k = first; k < std::min<Key>(w.keys, first + w.batch); ++k) keys.push_back(k);
     const auto t = worker.pull(kRowsTable, keys);
-    if (!t || worker.wait(t.value, kDeadline) != Status::Ok) {
-      *error = t ? describe_failure(worker, t.value, "final pull") : "final pull not started";
-      return false;
-    }
+    const Status waited = t ? worker.wait(t.value, kDeadline) : t.status;
+    if (waited != Status::Ok) return pull_error(worker, t, waited, "final pull");
     const PulledRows r = worker.rows(t.value);
     for (std::size_t row = 0; row < r.keys.size(); ++row)
       for (std::uint32_t j = 0; j < w.dim; ++j)
@@ -190,16 +197,15 @@ bool compare_all(Worker& worker, const PsOptions& o, const Reference& ref, std::
   }
   if (w.dense > 0) {
     const auto t = worker.pull_dense(kDenseTable);
-    if (!t || worker.wait(t.value, kDeadline) != Status::Ok) {
-      *error = t ? describe_failure(worker, t.value, "final dense pull") : "final dense pull not started";
-      return false;
-    }
+    const Status waited = t ? worker.wait(t.value, kDeadline) : t.status;
+    if (waited != Status::Ok) return pull_error(worker, t, waited, "final dense pull");
     const PulledRows r = worker.rows(t.value);
     for (std::size_t e = 0; e < r.rows.size(); ++e) note(r.rows[e], ref.dense[e], "dense " + std::to_string(e));
     worker.release(t.value);
   }
-  if (mismatches) *error = std::to_string(mismatches) + " parameters differ from the reference";
-  return mismatches == 0;
+  if (mismatches)
+    return Error(Status::ProtocolError, std::to_string(mismatches) + " parameters differ from the reference");
+  return {};
 }
 
 }  // namespace
@@ -214,31 +220,34 @@ int run_check(const PsOptions& o) {
     std::fprintf(stderr, "ferry-ps check: workers x iters x batch too large for exact float sums at this --lr\n");
     return 2;
   }
-  std::string error;
   Fleet fleet(o);
-  if (!fleet.start_shards(&error) || !fleet.start_workers(&error)) {
-    std::fprintf(stderr, "ferry-ps check: %s\n", error.c_str());
+  Error error = fleet.start_shards();
+  if (error.ok()) error = fleet.start_workers();
+  if (error.failed()) {
+    std::fprintf(stderr, "ferry-ps check: %s\n", error.message().c_str());
     return 1;
   }
   fleet.go();
   std::vector<WorkerReport> reports;
-  if (!fleet.collect(&reports, &error)) {
-    std::fprintf(stderr, "ferry-ps check: %s\n", error.c_str());
+  if (const Error e = fleet.collect(&reports); e.failed()) {
+    std::fprintf(stderr, "ferry-ps check: %s\n", e.message().c_str());
     return 1;
   }
   std::printf("ferry-ps check: %u workers x %u iters done over %s; probing and comparing\n", o.workers, o.iters,
               std::string(to_string(o.transport)).c_str());
   const Reference ref = compute_reference(o);
   std::uint64_t checked = 0;
-  bool ok = enter_netns(o.worker_netns, &error);
-  if (ok) {
-    auto worker = make_worker(o, fleet.shard_addresses(), "ferry-ps checker", &error);
-    ok = worker && probe_bad_requests(*worker, o, &error) && compare_all(*worker, o, ref, &checked, &error);
+  error = enter_netns(o.worker_netns);
+  if (error.ok()) {
+    std::unique_ptr<Worker> worker;  // gone before the shards are stopped
+    error = make_worker(o, fleet.shard_addresses(), "ferry-ps checker", &worker);
+    if (error.ok()) error = probe_bad_requests(*worker, o);
+    if (error.ok()) error = compare_all(*worker, o, ref, &checked);
   }
-  std::string stop_error;
-  const bool stopped = fleet.stop_shards(&stop_error);
-  if (!ok || !stopped) {
-    std::fprintf(stderr, "ferry-ps check: FAIL: %s\n", ok ? stop_error.c_str() : error.c_str());
+  const Error stopped = fleet.stop_shards();
+  if (error.failed() || stopped.failed()) {
+    std::fprintf(stderr, "ferry-ps check: FAIL: %s\n",
+                 error.failed() ? error.message().c_str() : stopped.message().c_str());
     return 1;
   }
   std::printf("ferry-ps check: OK: %llu parameters equal the sequential reference exactly\n",

@@ -40,6 +40,13 @@ struct ReportHead {
   char error[240] = {};
 };
 
+// pipe() or fork() failing: out of descriptors, processes or memory.
+Error sys_error(const char* what) {
+  const int e = errno;
+  return Error(e == EACCES || e == EPERM ? Status::PermissionDenied : Status::NoMemory,
+               std::string(what) + ": " + std::strerror(e));
+}
+
 // Reads one byte at a time until '\n' with a deadline (the ready line).
 bool read_line(int fd, std::chrono::steady_clock::time_point deadline, std::string* line) {
   for (;;) {
@@ -102,24 +109,25 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
     bench::write_exact(report_fd, line.data(), line.size());
     return 1;
   };
-  std::string error;
-  if (!enter_netns(o.worker_netns, &error)) return fail(error);
-  auto ps_worker = make_worker(o, addresses, "ferry-ps worker " + std::to_string(id), &error);
-  if (!ps_worker) return fail(error);
+  if (const Error e = enter_netns(o.worker_netns); e.failed()) return fail(e.message());
+  std::unique_ptr<Worker> ps_worker;
+  if (const Error e = make_worker(o, addresses, "ferry-ps worker " + std::to_string(id), &ps_worker); e.failed())
+    return fail(e.message());
   BenchWorker worker(*ps_worker, o.workload, id);
   if (id == 0) worker.skip_push_at(o.fault_skip_push);
   for (std::uint32_t it = 0; it < o.warmup; ++it)
-    if (!worker.iterate(it, nullptr, nullptr, &error)) return fail("warm-up: " + error);
+    if (const Error e = worker.iterate(it, nullptr, nullptr); e.failed()) return fail("warm-up: " + e.message());
   bench::LatencyRecorder pulls(o.iters), pushes(o.iters);
   bench::write_exact(report_fd, "R\n", 2);
   char c;
   while (::read(go_fd, &c, 1) < 0 && errno == EINTR) {
   }
   const std::uint64_t cpu0 = bench::self_cpu_us();
-  bool ok = true;
+  Error error;
   OpenLoop arrivals(o.rate / 2.0 / o.workers, o.workload.seed ^ (0x5851F42D4C957F2Dull * (id + 1)));
-  for (std::uint32_t it = o.warmup; it < o.warmup + o.iters && ok; ++it)
-    ok = worker.iterate(it, &pulls, &pushes, &error, arrivals.next());
+  for (std::uint32_t it = o.warmup; it < o.warmup + o.iters && error.ok(); ++it)
+    error = worker.iterate(it, &pulls, &pushes, arrivals.next());
+  const bool ok = error.ok();
   head.cpu_us = bench::self_cpu_us() - cpu0;
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -128,7 +136,7 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
   head.keys_pulled = worker.keys_pulled();
   head.pulls = pulls.count();
   head.pushes = pushes.count();
-  std::strncpy(head.error, error.c_str(), sizeof(head.error) - 1);
+  std::strncpy(head.error, error.message().c_str(), sizeof(head.error) - 1);
   bench::write_exact(report_fd, &head, sizeof(head));
   bench::write_exact(report_fd, pulls.samples().data(), 8 * pulls.count());
   bench::write_exact(report_fd, pushes.samples().data(), 8 * pushes.count());
@@ -137,8 +145,8 @@ int worker_main(const PsOptions& o, const std::vector<std::string>& addresses, s
 
 }  // namespace
 
-std::unique_ptr<Worker> make_worker(const PsOptions& o, const std::vector<std::string>& shard_addresses,
-                                    const std::string& name, std::string* error) {
+Error make_worker(const PsOptions& o, const std::vector<std::string>& shard_addresses, const std::string& name,
+                  std::unique_ptr<Worker>* out) {
   const Workload& w = o.workload;
   std::unique_ptr<ShardLink> link;
   if (o.transport == TransportKind::Ferry) {
@@ -154,32 +162,28 @@ std::unique_ptr<Worker> make_worker(const PsOptions& o, const std::vector<std::s
     const std::uint64_t rows = std::uint64_t{w.batch} * w.dim + std::uint64_t{w.dense} * w.shards;
     const std::uint64_t need = 2 * (4 * rows + 12 * rows + 64 * w.shards) * 2 + 4 * kMiB;
     f.tx_bytes = need > 32 * kMiB ? (need & ~(kMiB - 1)) : 0;
-    if (const Error bad = connect_ferry(f, &link); bad.failed()) {
-      *error = bad.message();
-      return nullptr;
-    }
+    if (Error e = connect_ferry(f, &link); e.failed()) return e;
   } else {
-    link = connect_tcp(shard_addresses, error);
-    if (!link) return nullptr;
+    if (Error e = connect_tcp(shard_addresses, &link); e.failed()) return e;
   }
   WorkerOptions wo;
   wo.tables = workload_tables(w, o.lr);
-  std::unique_ptr<Worker> worker;
-  if (const Error bad = Worker::create(std::move(link), wo, &worker); bad.failed()) *error = bad.message();
-  return worker;
+  return Worker::create(std::move(link), wo, out);
 }
 
-bool enter_netns(const std::string& name, std::string* error) {
-  if (name.empty()) return true;
+Error enter_netns(const std::string& name) {
+  if (name.empty()) return {};
   const std::string path = "/var/run/netns/" + name;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
-    *error = "cannot enter network namespace " + path + ": " + std::strerror(errno);
+    const int e = errno;
     if (fd >= 0) ::close(fd);
-    return false;
+    // setns needs CAP_SYS_ADMIN; a missing namespace is a bad --*-netns.
+    const Status status = e == EACCES || e == EPERM ? Status::PermissionDenied : Status::BadRequest;
+    return Error(status, "cannot enter network namespace " + path + ": " + std::strerror(e));
   }
   ::close(fd);
-  return true;
+  return {};
 }
 
 std::uint64_t peak_rss_kb(pid_t pid) {
@@ -203,11 +207,10 @@ Fleet::~Fleet() {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
-  std::string ignored;
-  stop_shards(&ignored);
+  (void)stop_shards();  // nobody is left to tell
 }
 
-bool Fleet::start_shards(std::string* error) {
+Error Fleet::start_shards() {
   const Workload& w = o_.workload;
   const std::string host = o_.target.empty() || o_.transport == TransportKind::Ferry
                                ? "127.0.0.1"
@@ -215,9 +218,8 @@ bool Fleet::start_shards(std::string* error) {
   for (std::uint32_t s = 0; s < w.shards; ++s) {
     auto server = std::make_unique<bench::ForkedServer>();
     const auto body = [&, s](bench::ReadyNotifier& ready) {
-      std::string err;
-      if (!enter_netns(o_.shard_netns, &err)) {
-        ready.failed(err);
+      if (const Error e = enter_netns(o_.shard_netns); e.failed()) {
+        ready.failed(e.message());
         return 1;
       }
       std::unique_ptr<Shard> shard;
@@ -236,29 +238,27 @@ bool Fleet::start_shards(std::string* error) {
       spec.failed = [&](const std::string& why) { ready.failed(why); };
       return serve_shard(*shard, spec);
     };
-    if (!server->start(body, error)) return false;
+    if (Error e = server->start(body); e.failed()) return e;
     std::string info;
-    if (!server->wait_ready(kReadyDeadline, &info, error)) {
-      *error = "shard " + std::to_string(s) + ": " + *error;
-      return false;
-    }
+    if (Error e = server->wait_ready(kReadyDeadline, &info); e.failed())
+      return Error(e.status(), "shard " + std::to_string(s) + ": " + e.message());
     addresses_.push_back(info);
     shards_.push_back(std::move(server));
   }
-  return true;
+  return {};
 }
 
-bool Fleet::start_workers(std::string* error) {
+Error Fleet::start_workers() {
   int go[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) return false;
+  if (::pipe2(go, O_CLOEXEC) != 0) return sys_error("pipe");
   go_write_fd_ = go[1];
   for (std::uint32_t id = 0; id < o_.workers; ++id) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe");
     std::fflush(stdout);
     std::fflush(stderr);
     const pid_t pid = ::fork();
-    if (pid < 0) return false;
+    if (pid < 0) return sys_error("fork");
     if (pid == 0) {
       ::close(fds[0]);
       ::close(go[1]);
@@ -276,12 +276,15 @@ bool Fleet::start_workers(std::string* error) {
   for (std::uint32_t id = 0; id < o_.workers; ++id) {
     std::string line;
     if (!read_line(report_fds_[id], deadline, &line) || line != "R") {
-      *error = "worker " + std::to_string(id) + ": " +
-               (line.size() > 2 ? line.substr(2) : std::string("exited or timed out before it was ready"));
-      return false;
+      // "E why" from a worker that failed; nothing from one that exited or ran out of time.
+      const bool said = line.size() > 2;
+      const bool late = !said && std::chrono::steady_clock::now() >= deadline;
+      return Error(late ? Status::Timeout : Status::PeerUnreachable,
+                   "worker " + std::to_string(id) + ": " +
+                       (said ? line.substr(2) : std::string("exited or timed out before it was ready")));
     }
   }
-  return true;
+  return {};
 }
 
 void Fleet::go() {
@@ -289,8 +292,8 @@ void Fleet::go() {
   go_write_fd_ = -1;
 }
 
-bool Fleet::collect(std::vector<WorkerReport>* reports, std::string* error) {
-  bool all_ok = true;
+Error Fleet::collect(std::vector<WorkerReport>* reports) {
+  Error error;
   for (std::uint32_t id = 0; id < report_fds_.size(); ++id) {
     ReportHead head;
     WorkerReport r;
@@ -308,22 +311,17 @@ bool Fleet::collect(std::vector<WorkerReport>* reports, std::string* error) {
           !bench::read_exact(report_fds_[id], r.push_ns.data(), 8 * head.pushes))
         r.ok = false;
     }
-    if (!r.ok && all_ok) {
-      *error = "worker " + std::to_string(id) + ": " + r.error;
-      all_ok = false;
-    }
+    if (!r.ok && error.ok()) error = Error(Status::PeerUnreachable, "worker " + std::to_string(id) + ": " + r.error);
     reports->push_back(std::move(r));
   }
   for (const pid_t pid : workers_) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    if (all_ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      *error = "a worker exited abnormally";
-      all_ok = false;
-    }
+    if (error.ok() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      error = Error(Status::PeerUnreachable, "a worker exited abnormally");
   }
   workers_.clear();
-  return all_ok;
+  return error;
 }
 
 std::uint64_t Fleet::shards_rss_kb() const {
@@ -338,19 +336,18 @@ std::vector<pid_t> Fleet::shard_pids() const {
   return pids;
 }
 
-bool Fleet::stop_shards(std::string* error) {
-  bool ok = true;
+Error Fleet::stop_shards() {
+  Error error;
   // Reverse order: shard k inherited the stop pipes of shards < k (fork),
   // so it must be gone before their stop pipes can read EOF.
   while (!shards_.empty()) {
     const int rc = shards_.back()->stop(std::chrono::seconds(5));
-    if (rc != 0 && ok) {
-      *error = "shard " + std::to_string(shards_.size() - 1) + " exited with " + std::to_string(rc);
-      ok = false;
-    }
+    if (rc != 0 && error.ok())
+      error = Error(Status::PeerUnreachable,
+                    "shard " + std::to_string(shards_.size() - 1) + " exited with " + std::to_string(rc));
     shards_.pop_back();
   }
-  return ok;
+  return error;
 }
 
 }  // namespace ferry::ps::tool

@@ -25,14 +25,14 @@ class TcpLink final : public ShardLink {
       for (std::byte* p : cls) std::free(p);
   }
 
-  bool connect(const std::vector<std::string>& addresses, std::string* error) {
+  Error connect(const std::vector<std::string>& addresses) {
     for (const auto& a : addresses) {
-      const int fd = bench::tcp_connect(a, error);
-      if (fd < 0) return false;
+      int fd = -1;
+      if (Error e = bench::tcp_connect(a, &fd); e.failed()) return e;
       fds_.push_back(fd);
     }
     pending_.resize(fds_.size());
-    return true;
+    return {};
   }
 
   std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(fds_.size()); }
@@ -125,19 +125,20 @@ class TcpLink final : public ShardLink {
 
 }  // namespace
 
-std::unique_ptr<ShardLink> connect_tcp(const std::vector<std::string>& shard_addresses, std::string* error) {
+Error connect_tcp(const std::vector<std::string>& shard_addresses, std::unique_ptr<ShardLink>* out) {
   auto link = std::make_unique<TcpLink>();
-  if (!link->connect(shard_addresses, error)) return nullptr;
-  return link;
+  if (Error e = link->connect(shard_addresses); e.failed()) return e;
+  *out = std::move(link);
+  return {};
 }
 
 int serve_shard_tcp(Shard& shard, const std::string& listen, int stop_fd,
                     const std::function<void(const std::string&)>& ready,
                     const std::function<void(const std::string&)>& failed) {
-  std::string bound, error;
-  const int listen_fd = bench::tcp_listen(listen, &bound, &error);
-  if (listen_fd < 0) {
-    failed(error);
+  std::string bound;
+  int listen_fd = -1;
+  if (const Error e = bench::tcp_listen(listen, &listen_fd, &bound); e.failed()) {
+    failed(e.message());
     return 1;
   }
   const std::size_t request_cap = shard.max_request_bytes();

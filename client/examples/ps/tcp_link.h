@@ -10,12 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "ferry/error.h"
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 
 namespace ferry::ps::tool {
 
-std::unique_ptr<ShardLink> connect_tcp(const std::vector<std::string>& shard_addresses, std::string* error);
+// Connects to every shard (HOST:PORT each) into *out; the Error is the first
+// connection's that failed.
+Error connect_tcp(const std::vector<std::string>& shard_addresses, std::unique_ptr<ShardLink>* out);
 
 // Listens on `listen` ("127.0.0.1:0" lets the OS pick), calls ready(bound
 // HOST:PORT), serves until stop_fd is readable. 0 after a clean stop.
