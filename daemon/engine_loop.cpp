@@ -76,6 +76,11 @@ void Engine::run() {
   spdlog::info("engine: clock read once per {} idle turn(s) while yielding (engine-clock-stride {}{}{})",
                clock.stride(), config_.engine_clock_stride, config_.engine_clock_stride != 0 ? "" : ": clocksource ",
                config_.engine_clock_stride != 0 ? "" : (clocksource.empty() ? "unknown" : clocksource));
+  if (config_.engine_yield_watch) {
+    spdlog::info("engine: engine-yield-watch on: a yield that loses the CPU for {} us stops the yields for {} ms{}",
+                 YieldWatch::kLongNs / 1000, YieldWatch::kHoldNs / 1000000,
+                 hold ? " (not in effect: engine-spin-hold holds the spin)" : "");
+  }
   const std::uint64_t yield_after_ns = std::uint64_t{config_.engine_yield_after_us} * 1000;
   std::uint64_t idle_since = mono_ns();
   bool after_work = false;  // the idle period began with a turn that did work
@@ -88,12 +93,14 @@ void Engine::run() {
   std::uint64_t large_seen = 0;
   bool large = false;
   bool spin_slot = false;  // held from the first idle turn to the next sleep (engines/spin_slots.h)
-  // Yields that hand the CPU to a long-running task turn into sleeps for a
-  // while (loop/yield_watch.h). Not where the spin holds: there the yield
-  // runs the software RDMA provider's own work, which is what the engine
-  // waits for.
+  // engine-yield-watch: where yields hand the CPU to a long-running task
+  // the engine stops yielding for a while: it spins at most engine-spin-us,
+  // then sleeps (loop/yield_watch.h). Not where the spin holds: there the
+  // yield runs the software RDMA provider's own work, which is what the
+  // engine waits for.
   YieldWatch yields;
-  const bool watch_yields = !spin.holds();
+  const bool watch_yields = config_.engine_yield_watch && !spin.holds();
+  const std::uint64_t idle_spin_ns = std::uint64_t{config_.engine_spin_us} * 1000;
   const bool compact = compacting();
   compaction_.window.restart(idle_since);
   while (!loop_.stop) {
@@ -154,8 +161,9 @@ void Engine::run() {
     }
     bool spent = start - idle_since >= spin.budget_ns(after_work, due, t);
     const bool yield_due = start - idle_since >= yield_after_ns;
-    const bool no_yield = !spent && yield_due && watch_yields && yields.sleep_instead(start);
-    if (no_yield) spent = true;  // sleep: a yield now would run a long-running task (loop/yield_watch.h)
+    const bool unyielding = !spent && yield_due && watch_yields && yields.hold(start);
+    const bool no_yield = unyielding && start - idle_since >= idle_spin_ns;
+    if (no_yield) spent = true;  // sleep: a yield would run a long-running task, and the short spin is over
     if (!spent && !spin_slot) spin_slot = group_.spin_slots.take();
     if (spent || !spin_slot) {
       if (no_yield) bump(counters_.engine_yield_sleeps);
@@ -174,7 +182,7 @@ void Engine::run() {
       }
       idle_since = mono_ns();
       after_work = false;
-    } else if (yield_due) {
+    } else if (yield_due && !unyielding) {
       // Spinning. The work we wait for is usually another process's turn
       // (a client answering, the peer's server replying); where processes
       // outnumber cores it may be runnable on this very CPU, queued behind

@@ -95,6 +95,7 @@ struct Config {
   std::uint32_t call_timeout_ms = 60000;
   std::uint32_t engine_spin_us = 50;
   std::uint32_t engine_yield_after_us = 2;  // idle this long before a spinning turn yields
+  bool engine_yield_watch = false;          // a long yield stops the yields for a while (loop/yield_watch.h)
   std::uint32_t engine_spin_inflight_us = 1000;
   SpinHold engine_spin_hold = SpinHold::Auto;
   std::uint32_t engine_spin_bulk_bytes = 256 * 1024;  // where the hold applies: no in-flight spin past this

@@ -136,6 +136,14 @@ constexpr KeyAccess engine_compact_access{
     },
     [](const Config& c) { return std::string(c.engine_compact == EngineCompact::Off ? "off" : "on"); }};
 
+constexpr KeyAccess yield_watch_access{
+    [](Config& c, std::string_view t) -> Error {
+      if (t != "on" && t != "off") return Error::bad_request("must be on or off");
+      c.engine_yield_watch = t == "on";
+      return {};
+    },
+    [](const Config& c) { return std::string(c.engine_yield_watch ? "on" : "off"); }};
+
 constexpr KeyAccess log_level_access{
     [](Config& c, std::string_view t) -> Error {
       for (auto v : {LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error}) {
@@ -400,10 +408,17 @@ constexpr ConfigKey kKeys[] = {
      .summary = "how long a spinning engine polls before each idle turn also yields the CPU",
      .details = "Lets a process queued behind the spin on the same CPU run. 0: yield every idle turn (best where "
                 "more processes spin than there are cores); higher: an engine with a core of its own sees the next "
-                "message without a system call in between. A yield that kept the engine off its CPU for 500 us or "
-                "more (a long-running task shares it) makes the engine sleep instead of yielding for 100 ms "
-                "(counter engine_yields_lost; not where engine-spin-hold is in effect).",
+                "message without a system call in between.",
      .access = number<&Config::engine_yield_after_us>()},
+    {.name = "engine-yield-watch", .section = kTiming, .kind = ValueKind::Choice, .choices = "on|off",
+     .summary = "time each yield; after one that lost the CPU for 500 us, spin without yielding, then sleep",
+     .details = "For hosts whose CPUs ferry's processes share with work that does not block (batch jobs, at any "
+                "nice level): a yield hands such a task the CPU for its whole slice while the answer waits. on: a "
+                "yield that kept the engine off its CPU for 500 us or more stops the yields for 100 ms; the engine "
+                "spins at most engine-spin-us, then sleeps (counters engine_yields_lost, engine_yield_sleeps). "
+                "off (the default): on a host that runs only ferry's processes their own turns make some yields "
+                "that long, and sleeping then costs latency. Not where engine-spin-hold is in effect.",
+     .access = yield_watch_access},
     {.name = "engine-spin-inflight-us", .section = kTiming, .kind = ValueKind::Number, .unit = Unit::Micros,
      .value_name = "US", .min = 0, .max = 100000,
      .summary = "the same while calls or remote operations the engine handled are in flight",

@@ -1,25 +1,29 @@
-// Whether a spinning engine's yield still pays on its CPU. Past
-// engine-yield-after-us an idle engine yields each turn (sched_yield), so
-// that the process it waits for, queued behind the spin on the same CPU,
-// runs now. The scheduler hands the CPU to whichever task is next, though,
-// and a task that does not block soon (a batch job, a compiler, even at
-// nice 19) then keeps it for its whole slice, milliseconds on CFS, while
-// the answer the engine waits for sits in its ring: on the 2-core VM one
-// nice-19 CPU hog per core took a PS pull's P50 from 0.3 to 1.2-1.5 ms and
-// its P99 from 5 to 14-27 ms (docs/benchmarks/engines.md). A sleeping
-// engine has no such cost: whatever wakes it (a doorbell, a socket) puts
-// it back on the CPU at once, ahead of a task that has used its share.
+// engine-yield-watch: whether a spinning engine's yield still pays on its
+// CPU. Past engine-yield-after-us an idle engine yields each turn
+// (sched_yield), so that the process it waits for, queued behind the spin
+// on the same CPU, runs now. The scheduler hands the CPU to whichever task
+// is next, though, and a task that does not block soon (a batch job, a
+// compiler, even at nice 19) then keeps it for its whole slice,
+// milliseconds on CFS, while the answer the engine waits for sits in its
+// ring: on the 2-core VM one nice-19 busy loop per CPU made a PS pull's
+// P50 3x longer at 1,000 ops/s and 16x at 2,000 (docs/benchmarks/engines.md,
+// "A batch job beside the engines"). A sleeping engine has no such cost:
+// whatever wakes it (a doorbell, a socket) puts it back on the CPU at once,
+// ahead of a task that has used its share.
 //
-// So each yield is timed: one that kept the engine off the CPU for
-// kLongNs or more says a task that runs for long shares it (the processes
-// an engine waits for run for a turn and block again: a worker posting an
-// op, a shard answering one). For kHoldNs after such a yield the engine
-// sleeps where it would have yielded; then it tries a yield again, so a
-// batch job that has ended costs nothing beyond one slice per hold. The
-// time of a yield is the first fresh clock reading after it (a spinning
-// engine may read the clock only every few turns: spin_clock.h), which can
-// only be the reading at the next turn when that turn read the clock
-// afresh; a yield whose next turn reused the last reading goes unmeasured.
+// With the watch on, each yield is timed: one that kept the engine off the
+// CPU for kLongNs or more says a task that runs for long shares it. For
+// kHoldNs after such a yield the engine does not yield: it spins at most
+// engine-spin-us (a busy-polling client on another CPU still gets its
+// answer without a wake-up) and then sleeps. After the hold it tries a
+// yield again, so a batch job that has ended costs nothing beyond one
+// slice per hold. It is off by default: ferry's own processes, more of
+// them than cores, also make some yields that long (a few per second at
+// 1,000 ops/s on 2 cores), and there sleeping costs more than it saves
+// (P50 1.5-2x at 3,000 ops/s in the same report). The time of a yield is
+// the reading at the next turn when that turn read the clock afresh (a
+// spinning engine may read it only every few turns: spin_clock.h); a
+// yield whose next turn reused the last reading goes unmeasured.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +47,8 @@ class YieldWatch {
     if (lost) until_ = now + kHoldNs;
     return lost;
   }
-  // Whether to sleep where the engine would yield.
-  bool sleep_instead(std::uint64_t now) const noexcept { return now < until_; }
+  // Whether the engine must not yield now (a hold is on).
+  bool hold(std::uint64_t now) const noexcept { return now < until_; }
 
  private:
   std::uint64_t since_ = 0;  // the clock reading of the turn that yielded

@@ -1,9 +1,10 @@
-// A spinning engine that finds its yields handing the CPU to a long-running
-// task sleeps instead of yielding (daemon/loop/yield_watch.h): with a
-// nice-19 CPU hog on every CPU and calls going back and forth, the daemon
-// counts yields that kept it off its CPU (engine_yields_lost) and sleeps
-// where it would have yielded (engine_yield_sleeps), and every call still
-// completes once with its bytes checked.
+// engine-yield-watch (daemon/loop/yield_watch.h): with the watch on, a
+// spinning engine that finds its yields handing the CPU to a long-running
+// task stops yielding for a while: with a nice-19 CPU hog on every CPU and
+// calls going back and forth, the daemon counts yields that kept it off
+// its CPU (engine_yields_lost) and sleeps where it would have yielded
+// (engine_yield_sleeps); with the watch off (the default) it counts
+// neither. Every call completes once with its bytes checked.
 
 #include <sched.h>
 #include <signal.h>
@@ -38,10 +39,15 @@ pid_t start_hog(int cpu) {
   });
 }
 
-}  // namespace
+struct Counts {
+  long lost = 0;
+  long sleeps = 0;
+};
 
-TEST_CASE("an engine whose yields run a batch job sleeps instead, and every call completes") {
-  Daemon d;
+// Calls back and forth beside a hog on every CPU for at least `at_least`,
+// until `enough` holds or 30 s pass; every call checked. The counters read last.
+template <typename Enough>
+Counts calls_beside_hogs(const Daemon& d, Enough enough, std::chrono::milliseconds at_least) {
   Gate ready, server_stop, stop;
   const pid_t server = spawn([&] { return run_rpc_server({d.socket()}, ready, server_stop); });
   REQUIRE(ready.wait(10s));
@@ -61,13 +67,13 @@ TEST_CASE("an engine whose yields run a batch job sleeps instead, and every call
   c.max_size = 256;
   c.stop = &stop;
   const pid_t caller = spawn([c] { return run_caller(c); });
-  const auto until = Clock::now() + 30s;
-  while (Clock::now() < until &&
-         (d.status_number("engine_yields_lost") < 1 || d.status_number("engine_yield_sleeps") < 1)) {
+  const auto start = Clock::now();
+  Counts n;
+  while (Clock::now() < start + 30s) {
+    n = {d.status_number("engine_yields_lost"), d.status_number("engine_yield_sleeps")};
+    if (Clock::now() >= start + at_least && enough(n)) break;
     std::this_thread::sleep_for(50ms);
   }
-  const long lost = d.status_number("engine_yields_lost");
-  const long sleeps = d.status_number("engine_yield_sleeps");
   for (pid_t h : hogs) {
     ::kill(h, SIGKILL);
     (void)reap(h, 5s);
@@ -76,8 +82,25 @@ TEST_CASE("an engine whose yields run a batch job sleeps instead, and every call
   CHECK(reap(caller, 40s) == 0);  // every call completed once, its reply checked
   server_stop.signal();
   CHECK(reap(server, 20s) == 0);
-  INFO("yields lost " << lost << ", sleeps instead of yields " << sleeps);
-  CHECK(lost >= 1);
-  CHECK(sleeps >= 1);
   CHECK(d.wait_clients(0, 5s));
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("with engine-yield-watch on, an engine whose yields run a batch job sleeps instead") {
+  Daemon d({"--engine-yield-watch", "on"});
+  const Counts n = calls_beside_hogs(
+      d, [](const Counts& c) { return c.lost >= 1 && c.sleeps >= 1; }, 0s);
+  INFO("yields lost " << n.lost << ", sleeps instead of yields " << n.sleeps);
+  CHECK(n.lost >= 1);
+  CHECK(n.sleeps >= 1);
+}
+
+TEST_CASE("with engine-yield-watch off (the default), the engine keeps yielding beside a batch job") {
+  Daemon d;
+  const Counts n = calls_beside_hogs(
+      d, [](const Counts&) { return true; }, 2s);
+  CHECK(n.lost == 0);
+  CHECK(n.sleeps == 0);
 }

@@ -16,23 +16,23 @@ TEST_CASE("yield watch: short yields keep the engine yielding", "[spin]") {
     w.yielding(now);
     now += 40 * kUs;  // a worker ran for its turn and blocked
     CHECK_FALSE(w.after_yield(now));
-    CHECK_FALSE(w.sleep_instead(now));
+    CHECK_FALSE(w.hold(now));
   }
 }
 
-TEST_CASE("yield watch: a long yield turns yields into sleeps for the hold, then yields again", "[spin]") {
+TEST_CASE("yield watch: a long yield starts a hold without yields, then yields again", "[spin]") {
   YieldWatch w;
   w.yielding(kT0);
   const std::uint64_t back = kT0 + YieldWatch::kLongNs;  // a batch task kept the CPU for its slice
   CHECK(w.after_yield(back));
-  CHECK(w.sleep_instead(back));
-  CHECK(w.sleep_instead(back + YieldWatch::kHoldNs - 1));
-  CHECK_FALSE(w.sleep_instead(back + YieldWatch::kHoldNs));
+  CHECK(w.hold(back));
+  CHECK(w.hold(back + YieldWatch::kHoldNs - 1));
+  CHECK_FALSE(w.hold(back + YieldWatch::kHoldNs));
   // A yield after the hold that comes back at once: no new hold.
   const std::uint64_t later = back + YieldWatch::kHoldNs + 10 * kUs;
   w.yielding(later);
   CHECK_FALSE(w.after_yield(later + 5 * kUs));
-  CHECK_FALSE(w.sleep_instead(later + 5 * kUs));
+  CHECK_FALSE(w.hold(later + 5 * kUs));
 }
 
 TEST_CASE("yield watch: a long yield during a hold extends it", "[spin]") {
@@ -42,7 +42,7 @@ TEST_CASE("yield watch: a long yield during a hold extends it", "[spin]") {
   const std::uint64_t t = kT0 + YieldWatch::kHoldNs / 2;
   w.yielding(t);
   REQUIRE(w.after_yield(t + YieldWatch::kLongNs));
-  CHECK(w.sleep_instead(t + YieldWatch::kLongNs + YieldWatch::kHoldNs - 1));
+  CHECK(w.hold(t + YieldWatch::kLongNs + YieldWatch::kHoldNs - 1));
 }
 
 TEST_CASE("yield watch: a turn that reused the last clock reading measures nothing", "[spin]") {
@@ -52,11 +52,11 @@ TEST_CASE("yield watch: a turn that reused the last clock reading measures nothi
   // The measurement was dropped: a fresh reading much later (a sleep, a
   // long busy turn) is not taken for the yield's length.
   CHECK_FALSE(w.after_yield(kT0 + 10 * YieldWatch::kLongNs));
-  CHECK_FALSE(w.sleep_instead(kT0 + 10 * YieldWatch::kLongNs));
+  CHECK_FALSE(w.hold(kT0 + 10 * YieldWatch::kLongNs));
 }
 
 TEST_CASE("yield watch: no yield, nothing to end", "[spin]") {
   YieldWatch w;
   CHECK_FALSE(w.after_yield(kT0));
-  CHECK_FALSE(w.sleep_instead(kT0));
+  CHECK_FALSE(w.hold(kT0));
 }
