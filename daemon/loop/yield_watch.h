@@ -6,7 +6,7 @@
 // compiler, even at nice 19) then keeps it for its whole slice,
 // milliseconds on CFS, while the answer the engine waits for sits in its
 // ring: on the 2-core VM one nice-19 busy loop per CPU made a PS pull's
-// P50 3x longer at 1,000 ops/s and 16x at 2,000 (docs/benchmarks/engines.md,
+// P50 4x longer at 1,000 ops/s and 11x at 2,000 (docs/benchmarks/engines.md,
 // "A batch job beside the engines"). A sleeping engine has no such cost:
 // whatever wakes it (a doorbell, a socket) puts it back on the CPU at once,
 // ahead of a task that has used its share.
@@ -20,7 +20,7 @@
 // slice per hold. It is off by default: ferry's own processes, more of
 // them than cores, also make some yields that long (a few per second at
 // 1,000 ops/s on 2 cores), and there sleeping costs more than it saves
-// (P50 1.5-2x at 3,000 ops/s in the same report). The time of a yield is
+// (P50 1.1-1.2x at 1,000 and 3,000 ops/s in the same report). The time of a yield is
 // the reading at the next turn when that turn read the clock afresh (a
 // spinning engine may read it only every few turns: spin_clock.h); a
 // yield whose next turn reused the last reading goes unmeasured.
