@@ -17,7 +17,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_layers import tracked  # noqa: E402  (the same list of files)
+from check_layers import report, tracked  # noqa: E402  (the same list of files, the same report)
 
 OUT_REASON = re.compile(r"(?<!const )std::string\s*(\*|&)\s*(error|err|why|reason|errmsg)\b")
 
@@ -38,10 +38,7 @@ def main(argv):
                 if m:
                     problems.append(f"{path}:{lineno}: a reason returned through std::string{m.group(1)} "
                                     f"{m.group(2)}: return ferry::Error (base/include/ferry/error.h)")
-    for p in problems:
-        print(p)
-    print(f"{files} files checked, {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"{files} files checked")
 
 
 if __name__ == "__main__":

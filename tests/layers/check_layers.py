@@ -46,6 +46,14 @@ def tracked(root):
     return sorted(n for n in names if n.endswith(SUFFIXES) and os.path.isfile(os.path.join(root, n)))
 
 
+def report(problems, checked):
+    """Prints each problem and the summary line; the exit status."""
+    for p in problems:
+        print(p)
+    print(f"{checked}, {len(problems)} problems")
+    return 1 if problems else 0
+
+
 def layer(path):
     top = path.split("/", 1)[0]
     return top if top in RANK else None
@@ -85,10 +93,7 @@ def main(argv):
                 if RANK[dst_layer] > RANK[src_layer]:
                     problems.append(f"{path}:{lineno}: {src_layer}/ includes {target} from {dst_layer}/, "
                                     f"a higher folder")
-    for p in problems:
-        print(p)
-    print(f"{edges} project includes checked, {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"{edges} project includes checked")
 
 
 if __name__ == "__main__":
