@@ -62,7 +62,7 @@ class EchoServer {
     return answer_pending();
   }
 
-  const std::string& error() const { return error_; }
+  const Error& error() const { return error_; }
   bool has_pending() const { return !pending_.empty(); }
 
   // Nanoseconds until the oldest queued request is due (0: due now, or none).
@@ -99,7 +99,7 @@ class EchoServer {
 
  private:
   bool fail(const char* why) {
-    error_ = why;
+    error_ = Error(Status::ProtocolError, why);
     return false;
   }
 
@@ -111,7 +111,7 @@ class EchoServer {
   std::uint64_t delay_ns_;
   std::vector<Completion> pending_;
   std::deque<std::uint64_t> due_;  // with a delay: when each pending_ request is due
-  std::string error_;
+  Error error_;
 };
 
 }  // namespace
@@ -144,7 +144,7 @@ int serve_bench_echo(const std::string& socket, std::size_t size, std::uint32_t 
     const std::size_t n = client->poll(batch);
     if (n > 0) {
       if (!server.handle(std::span(batch.data(), n))) {
-        std::fprintf(stderr, "ferry-bench bench-echo server: %s\n", server.error().c_str());
+        std::fprintf(stderr, "ferry-bench bench-echo server: %s\n", server.error().message().c_str());
         return 1;
       }
       continue;

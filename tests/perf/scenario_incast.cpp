@@ -262,7 +262,8 @@ Outcome run_incast(ScenarioContext& ctx) {
     if (const int rc = stalled.stop(std::chrono::seconds(20)); rc != 0)
       return failed("stalled receiver exited with " + std::to_string(rc));
 
-  if (const std::string bad = check_incast_results(plan, shared); !bad.empty()) return ctx.fail(Outcome::Failed, bad);
+  if (const Error bad = check_incast_results(plan, shared); bad.failed())
+    return ctx.fail(Outcome::Failed, bad.message());
   for (std::uint32_t s = 0; s < plan.senders; ++s) {
     const std::uint64_t* samples = shared.samples(s);
     for (std::uint64_t j = 0; j < plan.measured[s]; ++j) {

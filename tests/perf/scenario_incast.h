@@ -162,11 +162,12 @@ FlowCounters read_flow_counters(const std::vector<std::string>& control_paths);
 FlowCounters operator-(const FlowCounters& after, const FlowCounters& before);
 std::string to_json_fields(const FlowCounters& c);
 
-// After every process finished: "" when every measured message was
+// After every process finished: ok when every measured message was
 // delivered once, checked and completed Ok exactly once, and every
 // stalled-service Send completed exactly once with a defined status and
-// was delivered iff it completed Ok; otherwise what went wrong.
-std::string check_incast_results(const IncastPlan& plan, const IncastShared& shared);
+// was delivered iff it completed Ok; otherwise ProtocolError saying what
+// went wrong.
+Error check_incast_results(const IncastPlan& plan, const IncastShared& shared);
 // The incast-only fields appended to the --json line (each ",\"key\":v").
 std::string incast_json_fields(const IncastPlan& plan, const IncastShared& shared, const FlowCounters& delta);
 

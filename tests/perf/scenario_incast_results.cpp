@@ -1,6 +1,7 @@
 // The incast verdict (every message accounted for) and its extra --json
 // fields, from the shared board once every process has finished.
 #include <cstdio>
+#include <utility>
 
 #include "scenario_incast.h"
 
@@ -10,48 +11,52 @@ namespace {
 
 std::string field(const char* key, std::uint64_t v) { return ",\"" + std::string(key) + "\":" + std::to_string(v); }
 
+// A message not accounted for: lost, doubled, corrupt or completed wrongly.
+Error wrong(std::string what) { return Error(Status::ProtocolError, std::move(what)); }
+
 }  // namespace
 
-std::string check_incast_results(const IncastPlan& plan, const IncastShared& shared) {
+Error check_incast_results(const IncastPlan& plan, const IncastShared& shared) {
   const IncastBoard& b = shared.board();
   std::uint64_t main_ok = 0, stall_ok = 0;
   for (std::uint32_t s = 0; s < plan.streams(); ++s) {
     const SenderBoard& sb = b.senders[s];
     const std::string who = "sender " + std::to_string(s);
-    if (sb.failed) return who + ": " + sb.error;
-    if (sb.double_completions != 0) return who + ": a Send completed twice";
+    if (sb.failed) return wrong(who + ": " + sb.error);
+    if (sb.double_completions != 0) return wrong(who + ": a Send completed twice");
     const std::uint64_t delivered = shared.bits_set(s, plan.max_seq);
     if (!plan.stalled_stream(s)) {
       const std::uint64_t want = plan.warmup + plan.measured[s];
       if (sb.issued != want || sb.ok != want)
-        return who + ": " + std::to_string(sb.ok) + " of " + std::to_string(want) + " messages completed Ok";
-      if (sb.measured != plan.measured[s]) return who + ": latency samples missing";
+        return wrong(who + ": " + std::to_string(sb.ok) + " of " + std::to_string(want) + " messages completed Ok");
+      if (sb.measured != plan.measured[s]) return wrong(who + ": latency samples missing");
       if (delivered != want || shared.bits_set(s, want) != want)
-        return who + ": the receiver got " + std::to_string(delivered) + " of its " + std::to_string(want) +
-               " messages";
+        return wrong(who + ": the receiver got " + std::to_string(delivered) + " of its " + std::to_string(want) +
+                     " messages");
       main_ok += sb.ok;
     } else {
       // Exactly one completion per Send, each Ok, Busy or Timeout.
       if (sb.ok + sb.busy + sb.timeouts != sb.issued)
-        return who + " (stalled service): " + std::to_string(sb.issued) + " Sends but " +
-               std::to_string(sb.ok + sb.busy + sb.timeouts) + " completions";
+        return wrong(who + " (stalled service): " + std::to_string(sb.issued) + " Sends but " +
+                     std::to_string(sb.ok + sb.busy + sb.timeouts) + " completions");
       // Delivered exactly when it completed Ok: a refused or timed-out
       // message must not turn up anyway (nothing lost or doubled silently).
       if (delivered != sb.ok)
-        return who + " (stalled service): " + std::to_string(sb.ok) + " Sends completed Ok but " +
-               std::to_string(delivered) + " were delivered";
+        return wrong(who + " (stalled service): " + std::to_string(sb.ok) + " Sends completed Ok but " +
+                     std::to_string(delivered) + " were delivered");
       stall_ok += sb.ok;
     }
   }
   for (int r = 0; r < 2; ++r) {
     const ReceiverBoard& rb = b.receivers[r];
-    if (rb.failed) return rb.error;
-    if (rb.corrupt != 0 || rb.duplicates != 0) return "receiver saw corrupt or duplicate messages";
+    if (rb.failed) return wrong(rb.error);
+    if (rb.corrupt != 0 || rb.duplicates != 0) return wrong("receiver saw corrupt or duplicate messages");
   }
   if (b.receivers[0].delivered != main_ok)
-    return "the receiver verified " + std::to_string(b.receivers[0].delivered) + " messages, the senders completed " +
-           std::to_string(main_ok) + " Ok";
-  if (b.receivers[1].delivered != stall_ok) return "the stalled receiver's count differs from its senders' Ok count";
+    return wrong("the receiver verified " + std::to_string(b.receivers[0].delivered) +
+                 " messages, the senders completed " + std::to_string(main_ok) + " Ok");
+  if (b.receivers[1].delivered != stall_ok)
+    return wrong("the stalled receiver's count differs from its senders' Ok count");
   return {};
 }
 
