@@ -271,9 +271,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             for system in a.systems:
                 r = run_one(system, trainers, a, out, socket)
                 results.append(r)
-                print("%-9s x%d  %9.0f samples/s  %7.2f us CPU/sample  H2D %5.1f%%  loss %.4f  AUC %.4f" % (
-                    system, trainers, r["samples_per_s"], r["cpu_us_per_sample"], 100 * r["h2d_share"], r["loss"],
-                    r["auc"]), flush=True)
+                print("%-9s x%d  %9.0f samples/s  %7.2f us CPU/sample  H2D %5.1f%%  loss %.4f (first fifth %.4f)"
+                      "  AUC %.4f" % (system, trainers, r["samples_per_s"], r["cpu_us_per_sample"],
+                                      100 * r["h2d_share"], r["loss"], r["first_loss"], r["auc"]), flush=True)
     finally:
         if daemon is not None:
             daemon.terminate()

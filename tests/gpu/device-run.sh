@@ -4,6 +4,8 @@
 # the device tool makes. BUNDLE is a ferry build for Python 3.12 with the
 # libraries it needs and their loader: BUNDLE/run NAME runs a binary,
 # BUNDLE/pyenv prints PYTHONPATH and LD_LIBRARY_PATH (docs/python.md, "GPUs").
+#   0. tests/python/test_arrays.py: the extension's arrays, element by
+#      element, under that Python's numpy (2.x there, 1.x here)
 #   1. tests/python/test_gpu.py: EmbeddingBag and Embedding on CUDA inputs
 #      equal to the CPU within 1e-5 (and the arena registered with CUDA)
 #   2. examples/python/gpu_train.py: ferry.ps vs torch.distributed.rpc vs
@@ -13,9 +15,9 @@
 #   4. tests/perf/engines-scaling.sh on the bundle: ferry-ps bench throughput
 #      and pull latency as workers grow, per-process TCP, engines 1 and auto,
 #      and the binaries from before the engines when $OLD_BUNDLE names them
-# Writes under $OUT (default ./gpu-out): test_gpu.log, gpu_train*.log and
+# Writes under $OUT (default ./gpu-out): test_arrays.log, test_gpu.log, gpu_train*.log and
 # .json (the benchmark's JSON line), nvidia-smi.txt, summary.txt. Exits 1 if
-# the equality test or the main benchmark failed.
+# the array checks, the equality test or the main benchmark failed.
 # Environment: FERRY_GPU_PYTHON (default /opt/torch/.venv/bin/python3),
 # DEVICE (default cuda; cpu for a dry run elsewhere), STEPS (default 300),
 # TRAINERS (default "1 8"), FERRYD_ARGS (default none), ENGINES_ARMS,
@@ -44,6 +46,11 @@ note() { echo "$*" | tee -a "$summary"; }
 { nvidia-smi || true; "$py" -c 'import torch, sys; print(sys.version, torch.__version__, torch.cuda.is_available())'
   "$FERRYD" --version; } >"$out/nvidia-smi.txt" 2>&1
 note "python $("$py" -c 'import sys; print(sys.version.split()[0])'), device $device, steps $steps, trainers ${trainers[*]}"
+
+t=$SECONDS
+timeout 60 "$py" tests/python/test_arrays.py >"$out/test_arrays.log" 2>&1
+rc_arrays=$?
+note "test_arrays: rc $rc_arrays ($((SECONDS - t)) s), numpy $("$py" -c 'import numpy; print(numpy.__version__)'): $(grep -E '^(PASS|FAIL)' "$out/test_arrays.log" | tr '\n' ';')"
 
 t=$SECONDS
 timeout "${LIMIT_TEST:-150}" "$py" tests/python/test_gpu.py >"$out/test_gpu.log" 2>&1
@@ -78,4 +85,4 @@ if "$FERRYD" --help 2>&1 | grep -q -- '--engines'; then
 else
   note "engines: this ferryd has no --engines flag (skipped)"
 fi
-[[ $rc_test -eq 0 && $rc_bench -eq 0 ]]
+[[ $rc_arrays -eq 0 && $rc_test -eq 0 && $rc_bench -eq 0 ]]

@@ -3,16 +3,15 @@
 // the embedding bag's gradient for ferry.ps.torch).
 #pragma once
 
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <cstdint>
+#include "py_arrays.h"
 
 namespace ferry::py {
 
-// The arrays the ps functions take: C order, converted when they are not.
-using F32 = pybind11::array_t<float, pybind11::array::c_style | pybind11::array::forcecast>;
-using I64 = pybind11::array_t<std::int64_t, pybind11::array::c_style | pybind11::array::forcecast>;
+// The arrays the ps functions take: C order, converted when they are not (py_arrays.h).
+using F32 = Floats;
+using I64 = Keys;
 
 void bind_ps_tables(pybind11::module_& ps);
 void bind_ps_worker(pybind11::module_& ps);

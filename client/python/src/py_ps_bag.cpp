@@ -10,7 +10,6 @@
 // accumulate kernel (about 200 us a table of 1,024 ids on the development
 // VM); here one loop without the GIL. Every index is checked: a bad one
 // raises ferry.BadRequest and writes nothing the caller sees.
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -50,8 +49,8 @@ bool bag_of_positions(const std::int64_t* starts, std::size_t nstarts, std::int6
   return true;
 }
 
-F32 bag_grad(const I64& order, const I64& index, const I64& starts, std::int64_t per_bag, const F32& grad_out,
-             std::int64_t rows) {
+pyb::object bag_grad(const I64& order, const I64& index, const I64& starts, std::int64_t per_bag, const F32& grad_out,
+                     std::int64_t rows) {
   if (grad_out.ndim() != 2) raise(Status::BadRequest, "bag_grad: grad_out must be [bags, dim]");
   if (order.ndim() != 1 || index.ndim() != 1 || starts.ndim() != 1)
     raise(Status::BadRequest, "bag_grad: order, index and starts must be 1-D");
@@ -61,8 +60,8 @@ F32 bag_grad(const I64& order, const I64& index, const I64& starts, std::int64_t
   if (rows < 0) raise(Status::BadRequest, "bag_grad: rows must be >= 0");
   const std::int64_t bags = grad_out.shape(0);
   const auto dim = static_cast<std::size_t>(grad_out.shape(1));
-  F32 out({static_cast<std::size_t>(rows), dim});
-  float* o = out.mutable_data();
+  float* o = nullptr;
+  pyb::object out = new_array<float>({static_cast<std::size_t>(rows), dim}, &o);
   const std::int64_t* ord = order.data();
   const std::int64_t* idx = index.data();
   const std::int64_t* st = starts.data();

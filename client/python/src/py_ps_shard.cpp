@@ -1,7 +1,6 @@
 // ferry._ferry.ps: tables, placement and init functions, and shard servers
 // (a Shard served over ferry on a thread of this process, GIL-free).
 #include <fcntl.h>
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
@@ -113,7 +112,7 @@ class ShardHost {
     std::uint32_t dim = 1;
     for (const auto& t : shard_->spec().tables)
       if (t.id == table && t.kind == ps::TableKind::Embedding) dim = t.dim;
-    return pyb::array_t<float>(dim, v);
+    return copy_array(v, dim);
   }
 
  private:
@@ -200,8 +199,8 @@ void bind_ps_tables(pyb::module_& ps) {
       [](const ps::TableSpec& t, const I64& keys) {
         const std::size_t n = static_cast<std::size_t>(keys.size());
         const std::size_t dim = t.kind == ps::TableKind::Embedding ? t.dim : 1;
-        pyb::array_t<float> out({n, dim});
-        float* o = out.mutable_data();
+        float* o = nullptr;
+        pyb::object out = new_array<float>({n, dim}, &o);
         const std::int64_t* k = keys.data();
         for (std::size_t i = 0; i < n; ++i)
           for (std::size_t j = 0; j < dim; ++j)
@@ -213,9 +212,9 @@ void bind_ps_tables(pyb::module_& ps) {
       "shard_of",
       [](ps::TableId table, const I64& keys, std::uint32_t shards) {
         if (shards == 0 || shards > ps::kMaxShards) raise(Status::BadRequest, "shards must be in [1, 256]");
-        pyb::array_t<std::uint32_t> out(keys.size());
-        auto* o = out.mutable_data();
-        for (pyb::ssize_t i = 0; i < keys.size(); ++i)
+        std::uint32_t* o = nullptr;
+        pyb::object out = new_array<std::uint32_t>({keys.size()}, &o);
+        for (std::size_t i = 0; i < keys.size(); ++i)
           o[i] = ps::shard_of(table, static_cast<ps::Key>(keys.data()[i]), shards);
         return out;
       },

@@ -5,7 +5,6 @@
 // when the Op object dies, which cannot happen while a view holds it; an
 // explicit release() refuses while views are alive.
 #include <poll.h>
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -334,7 +333,7 @@ rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
                const ps::PulledRows r = rows_of(o);
                copy.assign(r.index.begin(), r.index.end());
              }
-             return pyb::array_t<std::int64_t>(static_cast<pyb::ssize_t>(copy.size()), copy.data());
+             return copy_array(copy.data(), copy.size());
            })
       .def("keys",
            [](PsOp& o) {
@@ -344,7 +343,7 @@ rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
                const ps::PulledRows r = rows_of(o);
                for (const ps::Key k : r.keys) copy.push_back(static_cast<std::int64_t>(k));
              }
-             return pyb::array_t<std::int64_t>(static_cast<pyb::ssize_t>(copy.size()), copy.data());
+             return copy_array(copy.data(), copy.size());
            })
       .def("shard_rows",
            [](PsOp& o) {
