@@ -88,8 +88,10 @@ void exchange(ConnectedPair& p, Stream& a, Stream& b, std::chrono::seconds limit
 
 }  // namespace
 
+// Each test makes its messages before it connects: an accepted connection
+// that sends no frame within hello_timeout_ms (2 s) is closed, and making
+// tens of MB of random bytes on a loaded machine can take that long.
 TEST_CASE("framed messages of 0..1 MiB arrive intact, in order, both ways", "[tcp]") {
-  ConnectedPair p = connected_pair();
   std::mt19937_64 rng(42);
   std::vector<std::size_t> sizes = {0, 1, 47, 48, 49, 1000, 4095, 4096, 4097, 65535, 65536, 65537, 1u << 20};
   for (int i = 0; i < 400; ++i) sizes.push_back(rng() % 9000);
@@ -98,6 +100,7 @@ TEST_CASE("framed messages of 0..1 MiB arrive intact, in order, both ways", "[tc
   a.msgs = make_messages(rng, sizes);
   std::shuffle(sizes.begin(), sizes.end(), rng);
   b.msgs = make_messages(rng, sizes);
+  ConnectedPair p = connected_pair();
   exchange(p, a, b, std::chrono::seconds(20));
   if constexpr (FERRY_DATAPATH_STATS) {
     // Batching: fewer writev calls than messages.
@@ -109,7 +112,6 @@ TEST_CASE("partial writes under a tiny socket buffer lose and reorder nothing", 
   TcpConfig small;
   small.sndbuf_bytes = 4096;
   small.rcvbuf_bytes = 4096;
-  ConnectedPair p = connected_pair(small, small);
   std::mt19937_64 rng(7);
   std::vector<std::size_t> sizes;
   for (int i = 0; i < 12; ++i) sizes.push_back(200 * 1024 + rng() % 70000);
@@ -118,6 +120,7 @@ TEST_CASE("partial writes under a tiny socket buffer lose and reorder nothing", 
   Stream a, b;
   a.msgs = make_messages(rng, sizes);
   b.msgs = make_messages(rng, std::vector<std::size_t>(sizes.rbegin(), sizes.rend()));
+  ConnectedPair p = connected_pair(small, small);
   exchange(p, a, b, std::chrono::seconds(30));
   if constexpr (FERRY_DATAPATH_STATS) {
     CHECK(p.client->stats().partial_writes > 0);
