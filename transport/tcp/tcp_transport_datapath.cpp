@@ -192,6 +192,10 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
     c.rx_begin = 0;
   }
   std::size_t n = 0;
+  // A read shorter than asked emptied the socket: the epoll set (level
+  // triggered) reports the next bytes, so another read now would only say
+  // EAGAIN, a system call per message for nothing.
+  bool drained = false;
   // Nothing buffered: the first read goes to this poll's shared landing
   // buffer. Frames that arrive whole (an idle connection's heartbeats, most
   // small messages) are handed out from there; only a partial frame, or
@@ -216,6 +220,7 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
     if (!take_frames(slot, land, off, got, out, n)) return n;
     std::memcpy(c.rx, land + off, got - off);
     c.rx_end = got - off;
+    drained = got < kLandingReadBytes;
   }
   for (;;) {
     if (!take_frames(slot, c.rx, c.rx_begin, c.rx_end, out, n)) return n;
@@ -223,17 +228,20 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
       attention_.set(slot);  // buffered frames may remain
       return n;
     }
+    if (drained) return n;
     if (c.rx_end == cap) {
       // Full because frames handed out in this poll pin the front; the next
       // poll compacts. The socket stays readable, so epoll will say so too.
       attention_.set(slot);
       return n;
     }
-    const ssize_t r = ::recv(c.fd, c.rx + c.rx_end, cap - c.rx_end, MSG_DONTWAIT);
+    const std::size_t room = cap - c.rx_end;
+    const ssize_t r = ::recv(c.fd, c.rx + c.rx_end, room, MSG_DONTWAIT);
     if constexpr (FERRY_DATAPATH_STATS) ++stats_.read_calls;
     if (r > 0) {
       if constexpr (FERRY_DATAPATH_STATS) stats_.bytes_received += static_cast<std::uint64_t>(r);
       c.rx_end += static_cast<std::size_t>(r);
+      drained = static_cast<std::size_t>(r) < room;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;

@@ -1,5 +1,6 @@
 // TcpTransport on 127.0.0.1: framed messages of 0..1 MiB both ways with
-// checksums, partial writes under a tiny send buffer, post_send refusals.
+// checksums, partial writes under a tiny send buffer, one read per message
+// that arrives whole, post_send refusals.
 #include <array>
 #include <cstring>
 #include <random>
@@ -125,6 +126,27 @@ TEST_CASE("partial writes under a tiny socket buffer lose and reorder nothing", 
   if constexpr (FERRY_DATAPATH_STATS) {
     CHECK(p.client->stats().partial_writes > 0);
     CHECK(p.server->stats().partial_writes > 0);
+  }
+}
+
+TEST_CASE("a message that arrives whole costs one read", "[tcp]") {
+  if constexpr (!FERRY_DATAPATH_STATS) return;  // read_calls is not counted in this build
+  ConnectedPair p = connected_pair();
+  std::array<std::byte, 200> payload{};
+  for (int i = 0; i < 3; ++i) {
+    const std::uint64_t before = p.server->stats().read_calls;
+    SendWr wr{};
+    wr.conn = p.client_conn;
+    wr.header = send_header(static_cast<std::uint64_t>(i), fnv1a(payload.data(), payload.size()));
+    wr.payload = payload.data();
+    wr.payload_len = payload.size();
+    REQUIRE(p.client->post_send(std::span<const SendWr>(&wr, 1)).accepted == 1);
+    REQUIRE(poll_for(*p.server, [](const Completion& c) { return c.kind == CompletionKind::Recv; }));
+    std::array<Completion, kPollBatch> out;
+    for (int j = 0; j < 10; ++j) REQUIRE(p.server->poll(out) == 0);
+    // The read that took the frame was shorter than its buffer: the socket
+    // was empty, and no second read asks it again (epoll says when it is not).
+    CHECK(p.server->stats().read_calls - before == 1);
   }
 }
 
