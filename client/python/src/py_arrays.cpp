@@ -1,7 +1,7 @@
 #include "py_arrays.h"
 
-#include <cstring>
 #include <string_view>
+#include <utility>
 
 namespace ferry::py {
 

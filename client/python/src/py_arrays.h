@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <vector>
 
 namespace ferry::py {
 
