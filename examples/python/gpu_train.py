@@ -278,6 +278,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if daemon is not None:
             daemon.terminate()
             daemon.wait(10)
+            shutil.rmtree(rt, ignore_errors=True)
     by = {(r["system"], r["trainers"]): r for r in results}
     for trainers in a.trainers:
         f, t, g = by.get(("ferry", trainers)), by.get(("torch-rpc", trainers)), by.get(("gpu", trainers))

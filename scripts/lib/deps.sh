@@ -64,3 +64,5 @@ FERRY_DEB_PACKAGES+=(libssl-dev)
 # pip install of the Python package into venvs (tests/install/pip_check.sh): meson-python, venv,
 # setuptools' wheel (distutils for meson on pyenv's 3.12) and mypy for the examples.
 FERRY_DEB_PACKAGES+=(python3-mesonpy python3-venv python3-setuptools-whl python3-pip-whl mypy)
+# The package under Debian 13's numpy 2 and meson-python, in a chroot (tests/install/debian13_check.sh).
+FERRY_DEB_PACKAGES+=(debootstrap)
