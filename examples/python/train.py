@@ -232,7 +232,11 @@ def split_cpu(r, ceiling):
 
 
 def plot(results, path, oracle):
-    import matplotlib
+    """The loss curves as a PNG at path; False (and nothing written) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -251,6 +255,7 @@ def plot(results, path, oracle):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def main(argv=None):
@@ -312,8 +317,11 @@ def main(argv=None):
                           r["cpu_comm_us_per_sample"], r["cpu_comm_workers_us_per_sample"],
                           r["cpu_shards_us"] / r["samples"], r["cpu_daemons_us"] / r["samples"]), flush=True)
     png = a.plot or os.path.join(out, "loss-curve.png")
-    plot(results, png, oracle)
-    print("loss curve: %s" % png)
+    if plot(results, png, oracle):
+        print("loss curve: %s" % png)
+    else:
+        print("loss curve: not drawn (no matplotlib: pip install matplotlib, Debian: python3-matplotlib)")
+        png = None
     if a.json:
         print(json.dumps({"oracle_auc": oracle, "results": [{k: v for k, v in r.items() if k != "step_losses"}
                                                             for r in results], "plot": png}))

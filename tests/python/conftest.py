@@ -70,7 +70,8 @@ class Helper:
                 self.ready = line.split()[1:]
                 break
             if time.monotonic() > deadline:
-                pytest.fail("helper %s not ready in time" % role)
+                self.proc.kill()
+                pytest.fail("helper %s not ready in time:\n%s" % (role, "".join(self.lines)))
 
     def kill(self):
         if self.proc.poll() is None:

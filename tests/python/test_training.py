@@ -4,6 +4,7 @@ equal a single-process PyTorch reference (same initial rows and weights, same
 batches, torch.optim.Adagrad on nn.EmbeddingBag); and with 2 workers x 2
 shards the model learns the planted truth (held-out AUC far above 0.5)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -75,7 +76,10 @@ def test_two_workers_two_shards_learn_the_planted_truth(daemon, tmp_path):
     assert r["epoch_loss"][1] < r["epoch_loss"][0]
     assert r["samples"] == 2 * 2 * (20000 // 256) * 256
     assert r["samples_per_s"] > 0 and r["cpu_us_per_sample"] > 0 and r["cpu_daemons_us"] > 0
-    assert os.path.getsize(report["plot"]) > 10000
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert os.path.getsize(report["plot"]) > 10000
+    else:  # a venv without it: the run still completes and says so
+        assert report["plot"] is None and "no matplotlib" in p.stdout
 
 
 def test_local_tables_mode_is_the_compute_ceiling_without_a_daemon(tmp_path):

@@ -62,11 +62,16 @@ def connect(address: str, timeout: float = DEFAULT_TIMEOUT_S, *, is_master: bool
     dist = _torch_store()
     host, port = parse_address(address)
     deadline = time.monotonic() + timeout
+    libuv: Dict[str, bool] = {}  # torch's default, until it says it was built without libuv
     while True:
         try:
             return dist.TCPStore(host, port, world_size, is_master, timedelta(seconds=max(1.0, min(30.0, timeout))),
-                                 wait_for_workers=False)
+                                 wait_for_workers=False, **libuv)
         except (RuntimeError, ConnectionError) as e:
+            if "libuv" in str(e) and not libuv:
+                # A torch built without libuv (Debian's) refuses its own default: the other implementation.
+                libuv = {"use_libuv": False}
+                continue
             if is_master or time.monotonic() > deadline:
                 raise ConnectionError("no torch.distributed store answers at %s: %s" % (address, e)) from e
             time.sleep(0.2)
