@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -189,13 +190,34 @@ DaemonFlags one_lane_no_windows() {
   return f;
 }
 
-// SIGSTOPs node 0, waits (at most 25 s) until node 1's `stall_counter` moves,
+// Node 1's counters that moved, "name=value ...": what its engine did while
+// the caller's daemon was stopped, for a run that saw no stall.
+std::string moved_counters(const Node& n) {
+  StatusView s;
+  if (!read_status(n.control(), &s).ok()) return "(no status)";
+  std::string out;
+  for (const auto& [name, value] : s.counters)
+    if (value != 0) out += name + "=" + std::to_string(value) + " ";
+  return out;
+}
+
+// SIGSTOPs node 0, waits until node 1's `stall_counter` moves (at most 25 s
+// by the clock, however slow each status read: the peer timeout is 30 s),
 // then 200 ms more, and resumes it. Returns the counter seen.
 std::uint64_t stop_until_stalled(const Cluster& cl, const char* stall_counter, const Gate* go = nullptr) {
   REQUIRE(::kill(cl.node(0).pid, SIGSTOP) == 0);
   if (go != nullptr) go->signal();
+  const auto stopped = Clock::now();
   std::uint64_t stalls = 0;
-  for (int i = 0; i < 500 && (stalls = counter(cl.node(1), stall_counter)) == 0; ++i) std::this_thread::sleep_for(50ms);
+  while ((stalls = counter(cl.node(1), stall_counter)) == 0 && Clock::now() < stopped + 25s)
+    std::this_thread::sleep_for(50ms);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stopped).count();
+  if (stalls == 0 || waited > 2000) {
+    const std::string moved = moved_counters(cl.node(1));
+    std::fprintf(stderr, "%s %llu after %lld ms; node 1's counters: %s\n", stall_counter,
+                 static_cast<unsigned long long>(stalls), static_cast<long long>(waited), moved.c_str());
+    UNSCOPED_INFO(stall_counter << " " << stalls << " after " << waited << " ms; node 1's counters: " << moved);
+  }
   std::this_thread::sleep_for(200ms);
   ::kill(cl.node(0).pid, SIGCONT);
   return stalls;
@@ -323,8 +345,10 @@ TEST_CASE("a Close with no room in its lane is held and sent as it drains: the p
   REQUIRE(opened.wait(10s));
   CHECK(endpoints_on(a) == 2);  // the caller's endpoint and the closer's proxy
   REQUIRE(::kill(a.pid, SIGSTOP) == 0);
+  const auto until = Clock::now() + 25s;
   std::uint64_t stalls = 0;
-  for (int i = 0; i < 500 && (stalls = counter(b, "answer_stalls")) == 0; ++i) std::this_thread::sleep_for(50ms);
+  while ((stalls = counter(b, "answer_stalls")) == 0 && Clock::now() < until) std::this_thread::sleep_for(50ms);
+  if (stalls == 0) UNSCOPED_INFO("node 1's counters: " << moved_counters(b));
   CHECK(stalls > 0);  // B's ring toward A is full: answers are held
   do_close.signal();
   const bool close_done = closed.wait(10s);
