@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -179,6 +180,37 @@ int reap(pid_t pid, std::chrono::milliseconds within) {
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return -1;
+}
+
+namespace {
+
+// Whether every thread of pid is stopped (and it has at least one).
+bool all_threads_stopped(pid_t pid) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream f(task.path() / "stat");
+    std::string stat;
+    std::getline(f, stat);
+    const std::size_t comm_end = stat.rfind(')');  // the state follows the command name, which may hold anything
+    if (comm_end == std::string::npos || comm_end + 2 >= stat.size()) return false;
+    const char state = stat[comm_end + 2];
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+
+}  // namespace
+
+bool stop_process(pid_t pid, std::chrono::milliseconds within) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  const auto deadline = Clock::now() + within;
+  while (!all_threads_stopped(pid)) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
 }
 
 Gate::Gate() {

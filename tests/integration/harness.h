@@ -67,6 +67,12 @@ pid_t spawn_on_engine(std::uint32_t engine, const std::function<int()>& body);
 // 128+signal when killed by a signal, or -1 on timeout.
 int reap(pid_t pid, std::chrono::milliseconds within);
 
+// SIGSTOPs pid and waits (up to `within`) until every one of its threads
+// has stopped (state T in /proc/PID/task/*/stat): kill() returns before a
+// multi-threaded process has stopped, and its other threads (a ferryd's
+// engines) may run on for a while. False when it did not stop in time.
+[[nodiscard]] bool stop_process(pid_t pid, std::chrono::milliseconds within);
+
 // A one-way pipe used to sequence processes: signal() writes one byte,
 // wait() reads one with a deadline. Both ends stay open in both processes
 // (close_unused is not needed for byte-counting use).

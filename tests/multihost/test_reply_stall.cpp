@@ -101,6 +101,11 @@ int run_holding_server(const std::string& socket, const Gate& ready, const Gate&
         ++busy;
         to_send.push_back(static_cast<std::uint32_t>(e.user_data));
       } else if (e.status == Status::Ok) {
+        // The caller's daemon is stopped until a Reply is refused: one that
+        // completes Ok before that was confirmed by a daemon still running.
+        if (busy == 0)
+          return fail(79, "holding-server: reply %llu completed Ok before any was refused Busy",
+                      static_cast<unsigned long long>(e.user_data));
         ++ok;
       } else {
         return fail(89, "holding-server: reply %llu completed %s", static_cast<unsigned long long>(e.user_data),
@@ -201,15 +206,17 @@ std::string moved_counters(const Node& n) {
   return out;
 }
 
-// SIGSTOPs node 0, waits until node 1's `stall_counter` moves (at most 25 s
-// by the clock, however slow each status read: the peer timeout is 30 s),
-// then 200 ms more, and resumes it. Returns the counter seen.
+// Stops node 0 (every thread: until its engine has stopped, it still
+// receives and confirms what node 1 sends), waits until node 1's
+// `stall_counter` moves (at most 20 s by the clock, however slow each status
+// read: the peer timeout is 30 s), then 200 ms more, and resumes it. Returns
+// the counter seen.
 std::uint64_t stop_until_stalled(const Cluster& cl, const char* stall_counter, const Gate* go = nullptr) {
-  REQUIRE(::kill(cl.node(0).pid, SIGSTOP) == 0);
+  REQUIRE(stop_process(cl.node(0).pid, 5s));
   if (go != nullptr) go->signal();
   const auto stopped = Clock::now();
   std::uint64_t stalls = 0;
-  while ((stalls = counter(cl.node(1), stall_counter)) == 0 && Clock::now() < stopped + 25s)
+  while ((stalls = counter(cl.node(1), stall_counter)) == 0 && Clock::now() < stopped + 20s)
     std::this_thread::sleep_for(50ms);
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stopped).count();
   if (stalls == 0 || waited > 2000) {
@@ -344,8 +351,8 @@ TEST_CASE("a Close with no room in its lane is held and sent as it drains: the p
       cl.spawn_on(1, [&] { return run_closer(b.socket(), a.target("mute"), opened, do_close, closed, b_stop); });
   REQUIRE(opened.wait(10s));
   CHECK(endpoints_on(a) == 2);  // the caller's endpoint and the closer's proxy
-  REQUIRE(::kill(a.pid, SIGSTOP) == 0);
-  const auto until = Clock::now() + 25s;
+  REQUIRE(stop_process(a.pid, 5s));
+  const auto until = Clock::now() + 20s;
   std::uint64_t stalls = 0;
   while ((stalls = counter(b, "answer_stalls")) == 0 && Clock::now() < until) std::this_thread::sleep_for(50ms);
   if (stalls == 0) UNSCOPED_INFO("node 1's counters: " << moved_counters(b));
