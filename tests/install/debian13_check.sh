@@ -45,6 +45,8 @@ if [[ ! -e $root/.ferry-ready ]]; then
     findmnt -rn -o TARGET | grep -q "^$root" && result FAIL "something is mounted under $root"
     rm -rf "$root"
   fi
+  free_mib=$(df -Pm "$(dirname "$root")" | awk 'NR == 2 { print $4 }')
+  [[ ${free_mib:-0} -ge 2560 ]] || result SKIP "the chroot needs about 2.5 GiB free (${free_mib:-?} MiB under $(dirname "$root"))"
   echo "debootstrap trixie into $root (Debian's mirror, a few minutes)"
   timeout 1200 debootstrap --variant=minbase --include="$packages" trixie "$root" "$mirror" >"$log-debootstrap" 2>&1 ||
     { tail -5 "$log-debootstrap"; result SKIP "debootstrap of Debian 13 failed (no mirror?): $log-debootstrap"; }
@@ -52,7 +54,8 @@ if [[ ! -e $root/.ferry-ready ]]; then
   (cd "$work" && rm -f pybind11-dev_*.deb && apt-get download -q pybind11-dev >/dev/null 2>&1) ||
     result SKIP "apt-get download pybind11-dev (Debian 12's) failed"
   cp "$work"/pybind11-dev_*.deb "$root/tmp/"
-  chroot "$root" sh -c 'dpkg -i /tmp/pybind11-dev_*.deb' >"$log-pybind11" 2>&1 || result FAIL "dpkg -i pybind11-dev"
+  chroot "$root" sh -c 'dpkg -i /tmp/pybind11-dev_*.deb && rm /tmp/pybind11-dev_*.deb && apt-get clean' \
+    >"$log-pybind11" 2>&1 || result FAIL "dpkg -i pybind11-dev"  # clean: the downloaded packages (0.3 GiB) go
   touch "$root/.ferry-ready"
 fi
 
