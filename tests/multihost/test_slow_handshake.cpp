@@ -27,7 +27,7 @@ TEST_CASE("slow handshake: an Open waits out a peer that misses connect-timeout-
   const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
   REQUIRE(ready.wait(10s));
 
-  REQUIRE(::kill(b.pid, SIGSTOP) == 0);
+  REQUIRE(stop_process(b.pid, 5s));  // every thread of B stopped before A dials
   const pid_t client = cl.spawn_on(0, [&]() -> int {
     auto c = attach_retry(a.socket(), "slow");
     if (!c) return fail(1, "attach");

@@ -135,7 +135,7 @@ TEST_CASE(
   REQUIRE(calls_before >= 0);
 
   // 1. The shard stopped: every push reaches its completion ring.
-  REQUIRE(::kill(shard, SIGSTOP) == 0);
+  REQUIRE(stop_process(shard, 5s));  // every thread stopped, not merely signalled
   std::vector<int> done(kPushes, 0);
   std::uint32_t completed = 0;
   std::vector<Completion> batch(64);
@@ -177,7 +177,7 @@ TEST_CASE(
   // drains. The pause is the fault's length, not a condition to wait for:
   // the shard needs microseconds per request; the report below proves the
   // refused path ran.
-  REQUIRE(::kill(d.pid(), SIGSTOP) == 0);
+  REQUIRE(stop_process(d.pid(), 5s));
   REQUIRE(::kill(shard, SIGCONT) == 0);
   std::this_thread::sleep_for(1500ms);
   REQUIRE(::kill(d.pid(), SIGCONT) == 0);
