@@ -72,6 +72,11 @@ struct TcpConnection {
   std::byte* rx = nullptr;  // rx_buffer_bytes() (SlotMemory), kept across reuse
   std::size_t rx_begin = 0;
   std::size_t rx_end = 0;
+  // Something was once copied into rx (a frame larger than a landing read,
+  // or frames a full poll could not hand out): its first pages are
+  // committed, so reads go straight into it from then on, one read and no
+  // copy where the landing buffer would cost a second read and a copy.
+  bool rx_direct = false;
 
   std::uint32_t sq_used() const noexcept { return sq_tail - sq_head; }
   PendingWr& sq_at(std::uint32_t i) noexcept {

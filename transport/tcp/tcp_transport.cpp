@@ -181,6 +181,7 @@ ConnId TcpTransport::install(int slot, int fd) noexcept {
   c.sq_head = c.sq_written = c.sq_tail = 0;
   c.write_offset = 0;
   c.rx_begin = c.rx_end = 0;
+  c.rx_direct = false;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = static_cast<std::uint64_t>(slot);
@@ -374,6 +375,7 @@ Result<ConnId> TcpTransport::connect_async(std::string_view host, std::uint16_t 
   c.sq_head = c.sq_written = c.sq_tail = 0;
   c.write_offset = 0;
   c.rx_begin = c.rx_end = 0;
+  c.rx_direct = false;
   c.connect_deadline_ns = mono_now_ns() + std::uint64_t{config_.connect_timeout_ms} * 1'000'000;
   epoll_event ev{};
   ev.events = EPOLLOUT | EPOLLRDHUP;  // writable once connected; EPOLLERR/EPOLLHUP: refused, unreachable

@@ -200,8 +200,10 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
   // buffer. Frames that arrive whole (an idle connection's heartbeats, most
   // small messages) are handed out from there; only a partial frame, or
   // frames `out` has no room for, are copied into the connection's own
-  // buffer, which so commits pages only for what it has to hold.
-  if (c.rx_end == 0 && kLandingBytes - landing_used_ >= kLandingReadBytes) {
+  // buffer, which so commits pages only for what it has to hold. Once that
+  // happened (rx_direct) the connection carries large frames and its
+  // buffer's pages are committed: it reads there directly.
+  if (c.rx_end == 0 && !c.rx_direct && kLandingBytes - landing_used_ >= kLandingReadBytes) {
     std::byte* land = landing_.get() + landing_used_;
     ssize_t r = 0;
     do {
@@ -218,8 +220,11 @@ std::size_t TcpTransport::receive(std::uint32_t slot, std::span<Completion> out)
     landing_used_ += got;  // the frames handed out from it live until the next poll
     std::size_t off = 0;
     if (!take_frames(slot, land, off, got, out, n)) return n;
-    std::memcpy(c.rx, land + off, got - off);
-    c.rx_end = got - off;
+    if (off < got) {
+      std::memcpy(c.rx, land + off, got - off);
+      c.rx_end = got - off;
+      c.rx_direct = true;
+    }
     drained = got < kLandingReadBytes;
   }
   for (;;) {
