@@ -28,6 +28,10 @@ TEST_CASE("past --max-channels the idlest idle channel is evicted and re-opened 
   constexpr int kRounds = 3;
   DaemonFlags flags;
   flags.channel_conns = 1;
+  // Five daemons and their clients on a CI machine's cores: a peer timeout
+  // of a few seconds, so that a starved engine is not taken for a dead peer
+  // (the test asserts no peer failure and no timeout).
+  flags.peer_timeout_ms = 5000;
   flags.extra_args = {"--max-channels", std::to_string(kCap)};
   Cluster cl(kNodes, net_mode_from_env(), flags);
   INFO("mode " << to_string(cl.mode()));

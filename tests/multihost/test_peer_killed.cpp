@@ -21,7 +21,7 @@ TEST_CASE("a peer daemon killed mid-traffic fails exactly its in-flight calls wi
   constexpr std::uint64_t kHeld = 10;
   DaemonFlags flags;
   flags.heartbeat_ms = 100;
-  flags.peer_timeout_ms = 1000;
+  flags.peer_timeout_ms = 3000;  // the survivor's channel to C must outlive a loaded machine's stalls
   flags.connect_timeout_ms = 1000;
   Cluster cl(3, net_mode_from_env(), flags);
   const Node& a = cl.node(0);

@@ -343,12 +343,14 @@ TEST_CASE("a Close with no room in its lane is held and sent as it drains: the p
   const pid_t b_server = cl.spawn_on(1, [&] { return run_mute_server(b.socket(), b_ready, b_all_in, b_stop); });
   REQUIRE(a_ready.wait(10s));
   REQUIRE(b_ready.wait(10s));
-  const pid_t caller = cl.spawn_on(0, [&] { return run_calls(a.socket(), b.target("mute"), 3s, Status::Timeout); });
-  REQUIRE(b_all_in.wait(40s));
+  // The closer opens first: once B has every call, the 3 s until B's
+  // timeouts answer them must hold nothing but stopping A.
   const pid_t closer =
       cl.spawn_on(1, [&] { return run_closer(b.socket(), a.target("mute"), opened, do_close, closed, b_stop); });
   REQUIRE(opened.wait(10s));
-  CHECK(endpoints_on(a) == 2);  // the caller's endpoint and the closer's proxy
+  CHECK(endpoints_on(a) == 1);  // the closer's proxy
+  const pid_t caller = cl.spawn_on(0, [&] { return run_calls(a.socket(), b.target("mute"), 3s, Status::Timeout); });
+  REQUIRE(b_all_in.wait(40s));
   REQUIRE(stop_process(a.pid, 5s));
   CHECK(wait_for_counter(b, "answer_stalls") > 0);  // B's ring toward A is full: answers are held
   do_close.signal();

