@@ -252,4 +252,13 @@ std::string Cluster::log_tail(std::size_t i, std::size_t bytes) const {
   return s.size() > bytes ? s.substr(s.size() - bytes) : s;
 }
 
+bool Cluster::log_has(std::size_t i, std::string_view text, std::chrono::milliseconds within) const {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    if (log_tail(i, 64 * 1024).find(text) != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));  // polling a log file with a deadline
+  }
+}
+
 }  // namespace ferry::mhtest

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ferry/error.h"
@@ -90,6 +91,9 @@ class Cluster {
   std::string unreachable_target(const std::string& service) const;
   // The last lines of node i's ferryd log (stderr).
   std::string log_tail(std::size_t i, std::size_t bytes = 3000) const;
+  // Waits (polling, at most `within`) until the last 64 KiB of node i's log
+  // hold `text`: the daemon writes its log asynchronously.
+  [[nodiscard]] bool log_has(std::size_t i, std::string_view text, std::chrono::milliseconds within) const;
 
  private:
   void start(std::size_t i);
