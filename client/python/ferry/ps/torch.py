@@ -24,13 +24,23 @@ requests; the result is on the input's device.
 Prefetching: ``pending = bag.prefetch(next_input)`` starts the next batch's
 pull while this one computes; pass ``rows=pending`` to ``forward``.
 
+Checkpoints: a module's ``state_dict()`` holds its table as ``weight``,
+[rows, dim] on the CPU, pulled from the shards, as ``torch.nn.EmbeddingBag``
+and ``torch.nn.Embedding`` hold theirs; ``load_state_dict()`` assigns it to
+the shards (the rows' optimizer state restarts). So a checkpoint moves
+between local tables and ferry.ps ones either way. ``checkpoint=False``
+leaves a table out (one too large to pull into one process); a table
+without a row count (rows=0) is left out with a warning: its keys cannot
+be listed.
+
 ``DenseParameters`` keeps an ordinary module's parameters in a dense table:
 ``pull()`` before the forward, ``push()`` after the backward.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
 
 try:
     import torch
@@ -133,7 +143,7 @@ def _bags(input: Any, offsets: Any, include_last_offset: bool) -> int:
 
 
 class _PulledModule(torch.nn.Module):
-    def __init__(self, worker: Any, table: str, defer: Optional[bool] = None) -> None:
+    def __init__(self, worker: Any, table: str, defer: Optional[bool] = None, checkpoint: bool = True) -> None:
         super().__init__()
         spec = worker.table(table)
         self.worker = worker
@@ -141,7 +151,65 @@ class _PulledModule(torch.nn.Module):
         self.embedding_dim = spec.dim
         self.num_embeddings = spec.rows
         self.defer = defer
+        self.checkpoint = checkpoint
         self.last_push: Any = None
+
+    def _listable(self) -> None:
+        if self.num_embeddings == 0:
+            raise ValueError("table %r has no row count (rows=0: any 64-bit key), so its rows cannot be listed"
+                             % self.table)
+
+    def pull_weight(self) -> Any:
+        """The whole table, [rows, dim] float32 on the CPU: a copy, pulled from the shards."""
+        self._listable()
+        rows = self.worker.pull(self.table, torch.arange(self.num_embeddings, dtype=torch.int64))
+        weight = torch.as_tensor(rows.rows)[torch.as_tensor(rows.index)]  # indexing copies out of the arena
+        del rows  # the response blocks go back
+        return weight
+
+    def assign_weight(self, weight: Any) -> None:
+        """Overwrite the whole table with ``weight``, [rows, dim] (the rows' optimizer state restarts)."""
+        self._listable()
+        w = torch.as_tensor(weight).detach()
+        if tuple(w.shape) != (self.num_embeddings, self.embedding_dim):
+            raise ValueError("table %r is [%d, %d]; the weight given is %s"
+                             % (self.table, self.num_embeddings, self.embedding_dim, list(w.shape)))
+        w = w.to(device="cpu", dtype=torch.float32).contiguous()
+        self.worker.assign(self.table, torch.arange(self.num_embeddings, dtype=torch.int64), w, wait=True)
+
+    def _save_to_state_dict(self, destination: Dict[str, Any], prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if not self.checkpoint:
+            return
+        if self.num_embeddings == 0:
+            warnings.warn("ferry.ps.torch: table %r (rows=0) is not in the state_dict: its keys cannot be listed"
+                          % self.table, stacklevel=3)
+            return
+        destination[prefix + "weight"] = self.pull_weight()
+
+    def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, local_metadata: Any, strict: bool,
+                              missing_keys: List[str], unexpected_keys: List[str], error_msgs: List[str]) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        key = prefix + "weight"
+        if not self.checkpoint or self.num_embeddings == 0:
+            return  # a weight given is then unexpected (strict), as for a module without one
+        if key in unexpected_keys:
+            unexpected_keys.remove(key)
+        if key not in state_dict:
+            if strict:
+                missing_keys.append(key)
+            return
+        w = state_dict[key]
+        if tuple(w.shape) != (self.num_embeddings, self.embedding_dim):
+            error_msgs.append("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in "
+                              "current model is %s." % (key, tuple(w.shape), (self.num_embeddings, self.embedding_dim)))
+            return
+        try:
+            self.assign_weight(w)
+        except Exception as e:  # noqa: BLE001 (reported as torch reports a failed copy)
+            error_msgs.append('While copying the parameter named "%s" to table %r, an exception occurred: %s'
+                              % (key, self.table, e))
 
     def prefetch(self, input: Any) -> Any:
         """Start pulling the rows ``input`` names; pass the result as ``rows=``."""
@@ -204,11 +272,12 @@ class EmbeddingBag(_PulledModule):
     Same forward arguments (input 2-D [B, L], or 1-D with offsets;
     per_sample_weights with mode="sum") plus ``rows=`` (from prefetch()).
     defer: return deferred results (None: the ``ferry.ps.torch.defer()`` setting).
+    checkpoint: the table is the ``weight`` of ``state_dict()`` (see the module's doc).
     """
 
     def __init__(self, worker: Any, table: str, mode: str = "mean", padding_idx: Optional[int] = None,
-                 include_last_offset: bool = False, defer: Optional[bool] = None) -> None:
-        super().__init__(worker, table, defer)
+                 include_last_offset: bool = False, defer: Optional[bool] = None, checkpoint: bool = True) -> None:
+        super().__init__(worker, table, defer, checkpoint)
         if mode not in ("sum", "mean", "max"):
             raise ValueError("mode must be sum, mean or max")
         self.mode = mode
@@ -237,7 +306,8 @@ class EmbeddingBag(_PulledModule):
 
 
 class Embedding(_PulledModule):
-    """``torch.nn.Embedding`` whose table lives on the parameter server."""
+    """``torch.nn.Embedding`` whose table lives on the parameter server
+    (the constructor's arguments: EmbeddingBag's worker, table, defer, checkpoint)."""
 
     def forward(self, input: Any, *, rows: Any = None) -> Any:
         """The rows of ``input``'s keys, input.shape + [dim] (deferred: see the module's doc)."""
@@ -257,11 +327,11 @@ class EmbeddingBagCollection(torch.nn.Module):
     """
 
     def __init__(self, worker: Any, tables: Sequence[str], mode: str = "sum",
-                 include_last_offset: bool = False) -> None:
+                 include_last_offset: bool = False, checkpoint: bool = True) -> None:
         super().__init__()
         self.worker = worker
         self.bags = torch.nn.ModuleList([EmbeddingBag(worker, t, mode=mode, include_last_offset=include_last_offset,
-                                                      defer=False) for t in tables])
+                                                      defer=False, checkpoint=checkpoint) for t in tables])
 
     @property
     def tables(self) -> List[str]:

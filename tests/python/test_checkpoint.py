@@ -1,0 +1,156 @@
+"""Checkpoints of the torch modules: ``state_dict()`` holds each table as
+``weight`` (pulled from the shards), ``load_state_dict()`` assigns it, so a
+checkpoint moves between torch's own EmbeddingBag/Embedding and ferry.ps
+ones either way, through torch.save and torch.load, against real shard
+servers over a real ferryd."""
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ferry.ps as ps
+import ferry.ps.torch as pst
+
+TABLES = [ps.Embedding("bag", rows=3000, dim=8, optimizer=ps.Adagrad(lr=0.2), init=ps.Uniform(0.3, seed=5)),
+          ps.Embedding("emb", rows=700, dim=4, optimizer=ps.SGD(lr=0.5), init=ps.Uniform(0.3, seed=6)),
+          ps.Embedding("any", rows=0, dim=4, optimizer=ps.SGD(lr=0.5))]
+
+
+class Model(torch.nn.Module):
+    """A bag table, a plain embedding table and a dense head, built with
+    either torch's modules (local) or ferry.ps's (worker given)."""
+
+    def __init__(self, worker=None, **kw):
+        super().__init__()
+        if worker is None:
+            self.bag = torch.nn.EmbeddingBag(3000, 8, mode="sum")
+            self.emb = torch.nn.Embedding(700, 4)
+        else:
+            self.bag = pst.EmbeddingBag(worker, "bag", mode="sum", **kw)
+            self.emb = pst.Embedding(worker, "emb", **kw)
+        self.head = torch.nn.Linear(12, 1)
+
+    def forward(self, ids, one):
+        return self.head(torch.cat([self.bag(ids), self.emb(one)], 1)).squeeze(1)
+
+
+def served(daemon, prefix):
+    shards = [ps.ShardServer(TABLES, i, 2, daemon.socket, service_prefix=prefix).start() for i in range(2)]
+    return shards, ps.Worker(TABLES, 2, daemon.socket, service_prefix=prefix)
+
+
+def stop(shards, worker):
+    worker.close()
+    for s in shards:
+        s.stop()
+
+
+def batch(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 3000, (64, 5), generator=g), torch.randint(0, 700, (64,), generator=g)
+
+
+def roundtrip(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf)
+
+
+def test_a_local_checkpoint_loads_into_ferry_and_back_bit_for_bit(daemon):
+    torch.manual_seed(1)
+    local = Model()
+    saved = roundtrip(local.state_dict())
+    shards, w = served(daemon, "ckpt-a-")
+    try:
+        remote = Model(w)
+        assert remote.load_state_dict(saved) is not None  # strict: nothing missing, nothing unexpected
+        ids, one = batch(2)
+        with torch.no_grad():
+            assert torch.equal(remote(ids, one), local(ids, one))
+        # Train the ferry model (the shards apply Adagrad and SGD), then its
+        # checkpoint is what the shards hold, and a local model loads it.
+        opt = torch.optim.SGD(remote.head.parameters(), lr=0.1)
+        for step in range(4):
+            ids, one = batch(10 + step)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(remote(ids, one), (ids[:, 0] % 2).float())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            w.synchronize()
+        state = remote.state_dict()
+        assert set(state) == set(local.state_dict())
+        assert state["bag.weight"].shape == (3000, 8) and state["emb.weight"].shape == (700, 4)
+        held = torch.as_tensor(w.pull("bag", np.arange(3000)).gather()).clone()
+        assert torch.equal(state["bag.weight"], held)
+        assert not torch.equal(state["bag.weight"], saved["bag.weight"])  # training moved the rows
+        back = Model()
+        back.load_state_dict(roundtrip(state))
+        ids, one = batch(99)
+        with torch.no_grad():
+            assert torch.equal(back(ids, one), remote(ids, one))
+    finally:
+        stop(shards, w)
+
+
+def test_a_ferry_checkpoint_restores_fresh_shards(daemon):
+    shards, w = served(daemon, "ckpt-b-")
+    try:
+        model = Model(w)
+        w.assign("emb", np.arange(700), np.full((700, 4), 0.25, np.float32))
+        state = roundtrip(model.state_dict())
+        assert torch.equal(state["emb.weight"], torch.full((700, 4), 0.25))
+    finally:
+        stop(shards, w)
+    shards, w = served(daemon, "ckpt-c-")  # new shards: rows start from their init again
+    try:
+        model = Model(w)
+        fresh = model.state_dict()
+        assert not torch.equal(fresh["emb.weight"], state["emb.weight"])
+        model.load_state_dict(state)
+        assert torch.equal(model.state_dict()["emb.weight"], state["emb.weight"])
+        assert torch.equal(model.state_dict()["bag.weight"], state["bag.weight"])
+    finally:
+        stop(shards, w)
+
+
+def test_a_wrong_or_missing_weight_is_reported_as_torch_reports_it(daemon):
+    shards, w = served(daemon, "ckpt-d-")
+    try:
+        model = Model(w)
+        before = model.state_dict()
+        bad = dict(before)
+        bad["bag.weight"] = torch.zeros(2999, 8)
+        with pytest.raises(RuntimeError, match="size mismatch for bag.weight"):
+            model.load_state_dict(bad)
+        assert torch.equal(model.state_dict()["bag.weight"], before["bag.weight"])  # nothing assigned
+        missing = {k: v for k, v in before.items() if k != "emb.weight"}
+        with pytest.raises(RuntimeError, match="Missing key.*emb.weight"):
+            model.load_state_dict(missing)
+        result = model.load_state_dict(missing, strict=False)  # reported, not raised, as for torch's own
+        assert list(result.missing_keys) == ["emb.weight"] and list(result.unexpected_keys) == []
+    finally:
+        stop(shards, w)
+
+
+def test_left_out_tables_and_tables_without_a_row_count(daemon):
+    shards, w = served(daemon, "ckpt-e-")
+    try:
+        model = Model(w, checkpoint=False)
+        assert set(model.state_dict()) == {"head.weight", "head.bias"}
+        with pytest.raises(RuntimeError, match="Unexpected key.*bag.weight"):
+            model.load_state_dict(Model().state_dict())
+        anywhere = pst.Embedding(w, "any")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert anywhere.state_dict() == {}
+        assert any("'any'" in str(c.message) and "rows=0" in str(c.message) for c in caught)
+        with pytest.raises(ValueError, match="no row count"):
+            anywhere.pull_weight()
+        with pytest.raises(ValueError, match=r"is \[700, 4\]; the weight given is \[4, 700\]"):
+            pst.Embedding(w, "emb").assign_weight(torch.zeros(4, 700))
+    finally:
+        stop(shards, w)
