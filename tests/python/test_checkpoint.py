@@ -154,3 +154,20 @@ def test_left_out_tables_and_tables_without_a_row_count(daemon):
             pst.Embedding(w, "emb").assign_weight(torch.zeros(4, 700))
     finally:
         stop(shards, w)
+
+
+def test_a_table_past_the_checkpoint_limit_is_an_error_not_a_pull(daemon):
+    shards, w = served(daemon, "ckpt-f-")
+    try:
+        assert pst.checkpoint_limit() > 0  # half the machine's memory
+        model = Model(w)
+        assert pst.checkpoint_limit(700 * 4 * 4) == 700 * 4 * 4  # emb fits exactly, bag (96,000 bytes) does not
+        with pytest.raises(ValueError, match="'bag' is 96000 bytes, more than .*checkpoint=False"):
+            model.state_dict()
+        assert set(Model(w, checkpoint=False).state_dict()) == {"head.weight", "head.bias"}
+        assert pst.Embedding(w, "emb").state_dict()["weight"].shape == (700, 4)
+        with pytest.raises(ValueError, match="byte count"):
+            pst.checkpoint_limit(-5)
+    finally:
+        pst.checkpoint_limit(None)
+        stop(shards, w)

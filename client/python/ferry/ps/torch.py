@@ -29,9 +29,10 @@ Checkpoints: a module's ``state_dict()`` holds its table as ``weight``,
 and ``torch.nn.Embedding`` hold theirs; ``load_state_dict()`` assigns it to
 the shards (the rows' optimizer state restarts). So a checkpoint moves
 between local tables and ferry.ps ones either way. ``checkpoint=False``
-leaves a table out (one too large to pull into one process); a table
-without a row count (rows=0) is left out with a warning: its keys cannot
-be listed.
+leaves a table out (one too large to pull into one process: a table larger
+than ``checkpoint_limit`` bytes, by default half the machine's memory, is
+refused with an error rather than pulled); a table without a row count
+(rows=0) is left out with a warning: its keys cannot be listed.
 
 ``DenseParameters`` keeps an ordinary module's parameters in a dense table:
 ``pull()`` before the forward, ``push()`` after the backward.
@@ -39,6 +40,7 @@ be listed.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -51,7 +53,27 @@ except ImportError as e:
 from ferry import _ferry
 from ferry.ps import _deferred
 
-__all__ = ["EmbeddingBag", "Embedding", "EmbeddingBagCollection", "DenseParameters", "defer"]
+__all__ = ["EmbeddingBag", "Embedding", "EmbeddingBagCollection", "DenseParameters", "defer", "checkpoint_limit"]
+
+_checkpoint_limit: Optional[int] = None
+
+
+def checkpoint_limit(limit: Optional[int] = -1) -> int:
+    """The largest table in bytes that ``state_dict()`` pulls into this
+    process; a larger one is an error (give its module checkpoint=False).
+    ``checkpoint_limit(n)`` sets it, ``checkpoint_limit(None)`` restores the
+    default (half the machine's physical memory); returns the limit in effect."""
+    global _checkpoint_limit
+    if limit is None or (isinstance(limit, int) and limit >= 0):
+        _checkpoint_limit = limit
+    elif limit != -1:
+        raise ValueError("checkpoint_limit wants a byte count >= 0 or None")
+    if _checkpoint_limit is not None:
+        return _checkpoint_limit
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return 1 << 62
 
 
 def defer(on: bool = True) -> None:
@@ -160,8 +182,14 @@ class _PulledModule(torch.nn.Module):
                              % self.table)
 
     def pull_weight(self) -> Any:
-        """The whole table, [rows, dim] float32 on the CPU: a copy, pulled from the shards."""
+        """The whole table, [rows, dim] float32 on the CPU: a copy, pulled from
+        the shards (ValueError past ``checkpoint_limit()`` bytes)."""
         self._listable()
+        size, limit = self.num_embeddings * self.embedding_dim * 4, checkpoint_limit()
+        if size > limit:
+            raise ValueError("table %r is %d bytes, more than ferry.ps.torch.checkpoint_limit() (%d) lets one process "
+                             "pull: give its module checkpoint=False and checkpoint it where the shards run, or raise "
+                             "the limit" % (self.table, size, limit))
         rows = self.worker.pull(self.table, torch.arange(self.num_embeddings, dtype=torch.int64))
         weight = torch.as_tensor(rows.rows)[torch.as_tensor(rows.index)]  # indexing copies out of the arena
         del rows  # the response blocks go back
