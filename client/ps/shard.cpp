@@ -114,10 +114,13 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   if (h.version != kVersion) return PsStatus::BadVersion;
   if (h.op < static_cast<std::uint8_t>(Op::Pull) || h.op > static_cast<std::uint8_t>(Op::Assign))
     return PsStatus::BadOp;
-  if (h.flags != 0 || h.dtype != 0 || h.reserved0 != 0 || h.reserved1 != 0) return PsStatus::BadField;
+  if ((h.flags & ~kFlagState) != 0 || h.dtype != 0 || h.reserved0 != 0 || h.reserved1 != 0) return PsStatus::BadField;
   if (h.table >= stores_.size() || !stores_[h.table]) return PsStatus::BadTable;
   detail::TableStore& store = *stores_[h.table];
   const TableSpec& t = store.spec();
+  const bool state = h.flags == kFlagState;
+  if (state && (h.op == static_cast<std::uint8_t>(Op::Push) || t.kind != TableKind::Embedding || !store.has_state()))
+    return PsStatus::BadField;
   if (h.dim != t.dim) return PsStatus::BadDim;
   if (h.count > spec_.max_count) return PsStatus::TooLarge;
   if (t.kind == TableKind::Embedding && h.offset != 0) return PsStatus::BadField;
@@ -137,7 +140,9 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   float* rows = reinterpret_cast<float*>(response.data());
   switch (op) {
     case Op::Pull:
-      st = t.kind == TableKind::Embedding ? store.pull(body, h.count, rows) : store.pull_dense(h.offset, h.count, rows);
+      st = state                            ? store.pull_state(body, h.count, rows)
+           : t.kind == TableKind::Embedding ? store.pull(body, h.count, rows)
+                                            : store.pull_dense(h.offset, h.count, rows);
       ++counters_.pulls;
       break;
     case Op::Push:
@@ -146,8 +151,9 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
       ++counters_.pushes;
       break;
     case Op::Assign:
-      st = t.kind == TableKind::Embedding ? store.assign(body, h.count, values, &applied)
-                                          : store.assign_dense(h.offset, h.count, values);
+      st = state                            ? store.assign_state(body, h.count, values, &applied)
+           : t.kind == TableKind::Embedding ? store.assign(body, h.count, values, &applied)
+                                            : store.assign_dense(h.offset, h.count, values);
       ++counters_.assigns;
       break;
   }

@@ -221,6 +221,35 @@ PsStatus TableStore::assign(const std::byte* keys, std::uint32_t count, const st
   return PsStatus::Ok;
 }
 
+PsStatus TableStore::pull_state(const std::byte* keys, std::uint32_t count, float* out) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (!owns(key_at(keys, i))) return PsStatus::BadKey;
+  const std::size_t dim = spec_.dim;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (const float* row = find_row(key_at(keys, i)); row != nullptr) {
+      std::memcpy(out + i * dim, accum_.data() + (row - values_.data()), 4 * dim);  // the same layout
+    } else {
+      std::fill_n(out + i * dim, dim, spec_.optimizer.initial_accumulator);
+    }
+  }
+  return PsStatus::Ok;
+}
+
+PsStatus TableStore::assign_state(const std::byte* keys, std::uint32_t count, const std::byte* values,
+                                  std::uint32_t* applied) noexcept {
+  const std::size_t dim = spec_.dim;
+  for (std::size_t i = 0; i < std::size_t{count} * dim; ++i) {  // a sum of squares is never negative
+    float v;
+    std::memcpy(&v, values + 4 * i, 4);
+    if (v < 0.0f) return PsStatus::BadField;
+  }
+  if (const PsStatus st = map_keys(keys, count); st != PsStatus::Ok) return st;
+  for (std::uint32_t i = 0; i < count; ++i)
+    std::memcpy(&accum_[std::size_t{mapped_[i]} * dim], values + 4 * i * dim, 4 * dim);  // a later duplicate wins
+  *applied = distinct_count_;
+  return PsStatus::Ok;
+}
+
 PsStatus TableStore::pull_dense(std::uint32_t offset, std::uint32_t count, float* out) const noexcept {
   if (offset < slice_.begin || std::uint64_t{offset} + count > slice_.end) return PsStatus::BadRange;
   std::memcpy(out, &values_[offset - slice_.begin], 4 * std::size_t{count});

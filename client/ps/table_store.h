@@ -37,6 +37,13 @@ class TableStore {
   // values: count * dim floats (unaligned). *applied: distinct keys updated.
   PsStatus push(const std::byte* keys, std::uint32_t count, const std::byte* grads, std::uint32_t* applied) noexcept;
   PsStatus assign(const std::byte* keys, std::uint32_t count, const std::byte* values, std::uint32_t* applied) noexcept;
+  // The optimizer state of rows (kFlagState): whether there is any (Adagrad),
+  // and pull/assign of it as of the values (a pull of a key without a row
+  // answers the initial state; an assign creates the row, values from init).
+  bool has_state() const noexcept { return spec_.optimizer.kind == OptimizerKind::Adagrad; }
+  PsStatus pull_state(const std::byte* keys, std::uint32_t count, float* out) noexcept;
+  PsStatus assign_state(const std::byte* keys, std::uint32_t count, const std::byte* values,
+                        std::uint32_t* applied) noexcept;
   // Dense: elements [offset, offset + count) of the whole table.
   PsStatus pull_dense(std::uint32_t offset, std::uint32_t count, float* out) const noexcept;
   PsStatus push_dense(std::uint32_t offset, std::uint32_t count, const std::byte* grads) noexcept;

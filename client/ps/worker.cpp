@@ -86,6 +86,7 @@ Result<Ticket> Worker::begin(const TableSpec& t, Op** out) noexcept {
   op.state = Op::State::Flight;
   op.released = false;
   op.table = &t;
+  op.opt_state = false;
   op.error = OpError{};
   op.outstanding = 0;
   op.rows = 0;

@@ -47,6 +47,31 @@ Result<Ticket> Worker::assign(TableId table, std::span<const Key> keys, std::spa
   return embedding_op(*op, begun.value, keys, values);
 }
 
+Result<Ticket> Worker::pull_state(TableId table, std::span<const Key> keys) noexcept {
+  const TableSpec* t = this->table(table);
+  if (t == nullptr || t->kind != TableKind::Embedding || t->optimizer.kind != OptimizerKind::Adagrad)
+    return Result<Ticket>::fail(Status::BadRequest);
+  Op* op = nullptr;
+  const auto begun = begin(*t, &op);
+  if (!begun) return begun;
+  op->wire = ps::Op::Pull;
+  op->opt_state = true;
+  return embedding_op(*op, begun.value, keys, {});
+}
+
+Result<Ticket> Worker::assign_state(TableId table, std::span<const Key> keys, std::span<const float> values) noexcept {
+  const TableSpec* t = this->table(table);
+  if (t == nullptr || t->kind != TableKind::Embedding || t->optimizer.kind != OptimizerKind::Adagrad ||
+      values.size() != keys.size() * t->dim)
+    return Result<Ticket>::fail(Status::BadRequest);
+  Op* op = nullptr;
+  const auto begun = begin(*t, &op);
+  if (!begun) return begun;
+  op->wire = ps::Op::Assign;
+  op->opt_state = true;
+  return embedding_op(*op, begun.value, keys, values);
+}
+
 Result<Ticket> Worker::pull_dense(TableId table) noexcept {
   const TableSpec* t = this->table(table);
   if (t == nullptr || t->kind != TableKind::Dense) return Result<Ticket>::fail(Status::BadRequest);

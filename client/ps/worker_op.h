@@ -36,6 +36,7 @@ struct Worker::Op {
   bool staged = false;  // pull: rows in `heap` (too large for one arena block), else zero copy in `block`
   bool held = false;    // push_rows_prepare: requests made, not sent until commit()
   ps::Op wire = ps::Op::Pull;
+  bool opt_state = false;  // the rows' optimizer state, not their values (Header::flags kFlagState)
   const TableSpec* table = nullptr;
   OpError error;
   std::uint32_t outstanding = 0;                   // calls whose LinkDone has not come back

@@ -16,10 +16,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void write_header(std::byte* at, ps::Op op, const TableSpec& t, std::uint32_t count, std::uint32_t offset,
+void write_header(std::byte* at, const Worker::Op& op, std::uint32_t count, std::uint32_t offset,
                   std::uint32_t request_id) noexcept {
+  const TableSpec& t = *op.table;
   Header h;
-  h.op = static_cast<std::uint8_t>(op);
+  h.op = static_cast<std::uint8_t>(op.wire);
+  h.flags = op.opt_state ? kFlagState : 0;
   h.table = t.id;
   h.count = count;
   h.dim = t.dim;
@@ -136,7 +138,7 @@ Buffer Worker::encode(Op& op, std::uint32_t c) noexcept {
   Buffer request = link_->alloc(request_bytes(op.wire, t.kind, ch.count, dim));
   if (!request) return request;
   const bool embedding = t.kind == TableKind::Embedding;
-  write_header(request.data, op.wire, t, ch.count, embedding ? 0 : ch.first, next_request_id_++);
+  write_header(request.data, op, ch.count, embedding ? 0 : ch.first, next_request_id_++);
   std::byte* at = request.data + kHeaderBytes;
   if (embedding) {
     std::memcpy(at, op.keys.data() + ch.first, 8 * std::size_t{ch.count});

@@ -1,10 +1,11 @@
 // The parameter-server library without processes (suite 'unit'): the
 // placement hash and dense slices, a Shard's arithmetic (SGD and Adagrad
 // against hand-computed float32 references, duplicate keys coalesced,
-// assign), its validation (every malformed request refused, nothing
-// applied), and a Worker over an in-process link that hands each request to
-// real Shards: coalescing, shard-grouped rows, push_rows, shard refusals,
-// calls that never come back (timeout), and ticket reuse.
+// assign, Adagrad's state read and set apart from the values), its
+// validation (every malformed request refused, nothing applied), and a
+// Worker over an in-process link that hands each request to real Shards:
+// coalescing, shard-grouped rows, push_rows, shard refusals, calls that
+// never come back (timeout), and ticket reuse.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -65,6 +66,12 @@ std::vector<std::byte> message(Op op, const TableSpec& t, const std::vector<Key>
   std::memcpy(m.data(), &h, sizeof h);
   std::memcpy(m.data() + sizeof h, keys.data(), 8 * keys.size());
   std::memcpy(m.data() + sizeof h + 8 * keys.size(), v.data(), 4 * v.size());
+  return m;
+}
+
+// The same request asking for the rows' optimizer state (kFlagState).
+std::vector<std::byte> of_state(std::vector<std::byte> m) {
+  m[offsetof(Header, flags)] = std::byte{kFlagState};
   return m;
 }
 
@@ -224,6 +231,57 @@ TEST_CASE("shard: duplicate keys in a push are summed and applied once (Adagrad 
   // Assign: the last value of a duplicate wins; pull returns it.
   ask(a, message(Op::Assign, ada, {9, 9}, {1, 2, 3, 4}));
   CHECK(floats(ask(a, message(Op::Pull, ada, {9}, {}))) == std::vector<float>{3, 4});
+}
+
+TEST_CASE("shard and worker: Adagrad's state pulls and assigns apart from the values (checkpoints)") {
+  TableSpec ada = embedding(0, 2, 100, OptimizerKind::Adagrad, 0.1f);
+  ada.optimizer.initial_accumulator = 0.25f;
+  const TableSpec sgd = embedding(1, 2, 100, OptimizerKind::Sgd, 0.1f);
+  const TableSpec d = dense(2, 10, 0.1f);
+  const auto s_made = made_shard(ShardSpec{0, 1, {ada, sgd, d}, 64});
+  Shard& s = *s_made;
+  // A key never pushed has the initial state; a push adds g*g; assign_state sets it, values untouched.
+  CHECK(floats(ask(s, of_state(message(Op::Pull, ada, {3, 4}, {})))) == std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f});
+  ask(s, message(Op::Push, ada, {3}, {1, 2}));
+  CHECK(floats(ask(s, of_state(message(Op::Pull, ada, {3, 4}, {})))) == std::vector<float>{1.25f, 4.25f, 0.25f, 0.25f});
+  const auto values = floats(ask(s, message(Op::Pull, ada, {3, 4}, {})));
+  const auto ack = ask(s, of_state(message(Op::Assign, ada, {4, 3, 4}, {7, 7, 5, 6, 8, 9})));
+  REQUIRE(ack.size() == kAckBytes);
+  CHECK(floats(ask(s, of_state(message(Op::Pull, ada, {3, 4}, {})))) == std::vector<float>{5, 6, 8, 9});
+  CHECK(floats(ask(s, message(Op::Pull, ada, {3, 4}, {}))) == values);
+  // Refused, changing nothing: a negative state, the flag on a push, on SGD, on a dense table.
+  CHECK(refusal(ask(s, of_state(message(Op::Assign, ada, {3}, {1, -1})))) == PsStatus::BadField);
+  CHECK(refusal(ask(s, of_state(message(Op::Push, ada, {3}, {1, 1})))) == PsStatus::BadField);
+  CHECK(refusal(ask(s, of_state(message(Op::Pull, sgd, {3}, {})))) == PsStatus::BadField);
+  CHECK(refusal(ask(s, of_state(message(Op::Pull, d, {}, {}, 0, 2)))) == PsStatus::BadField);
+  CHECK(floats(ask(s, of_state(message(Op::Pull, ada, {3, 4}, {})))) == std::vector<float>{5, 6, 8, 9});
+  // An assign of values restarts the state.
+  ask(s, message(Op::Assign, ada, {3}, {0, 0}));
+  CHECK(floats(ask(s, of_state(message(Op::Pull, ada, {3}, {})))) == std::vector<float>{0.25f, 0.25f});
+
+  // Through a worker, over two shards (each key's request goes to its owner).
+  const auto w0_made = made_shard(ShardSpec{0, 2, {ada, sgd}, 64});
+  const auto w1_made = made_shard(ShardSpec{1, 2, {ada, sgd}, 64});
+  auto link = std::make_unique<InProcessLink>(std::vector<Shard*>{w0_made.get(), w1_made.get()});
+  const auto w_made = made_worker(std::move(link), WorkerOptions{{ada, sgd}});
+  Worker& w = *w_made;
+  const Key k0 = key_on(0, 0, 2), k1 = key_on(0, 1, 2);
+  const std::vector<Key> keys = {k0, k1};
+  const auto set = w.assign_state(0, keys, std::vector<float>{1, 2, 3, 4});
+  REQUIRE(set);
+  REQUIRE(w.wait(set.value, std::chrono::seconds(1)) == Status::Ok);
+  const auto got = w.pull_state(0, std::vector<Key>{k1, k0, k1});
+  REQUIRE(got);
+  REQUIRE(w.wait(got.value, std::chrono::seconds(1)) == Status::Ok);
+  const PulledRows r = w.rows(got.value);
+  for (const Key k : {k0, k1}) {
+    std::size_t row = 0;
+    while (r.keys[row] != k) ++row;
+    CHECK(r.rows[row * 2] == (k == k0 ? 1.0f : 3.0f));
+    CHECK(r.rows[row * 2 + 1] == (k == k0 ? 2.0f : 4.0f));
+  }
+  CHECK(w.pull_state(1, keys).status == Status::BadRequest);  // SGD keeps no state
+  CHECK(w.assign_state(0, keys, std::vector<float>{1}).status == Status::BadRequest);
 }
 
 TEST_CASE("shard: dense slices pull, push and refuse ranges they do not hold") {

@@ -2,7 +2,8 @@
 ``weight`` (pulled from the shards), ``load_state_dict()`` assigns it, so a
 checkpoint moves between torch's own EmbeddingBag/Embedding and ferry.ps
 ones either way, through torch.save and torch.load, against real shard
-servers over a real ferryd."""
+servers over a real ferryd; and the shards' Adagrad state, checkpointed
+apart, makes a resumed run train exactly as an uninterrupted one."""
 
 import io
 import warnings
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import ferry
 import ferry.ps as ps
 import ferry.ps.torch as pst
 
@@ -170,4 +172,80 @@ def test_a_table_past_the_checkpoint_limit_is_an_error_not_a_pull(daemon):
             pst.checkpoint_limit(-5)
     finally:
         pst.checkpoint_limit(None)
+        stop(shards, w)
+
+
+def train_steps(model, worker, opt, seeds):
+    losses = []
+    for seed in seeds:
+        ids, one = batch(seed)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(ids, one), (ids[:, 0] % 2).float())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        worker.synchronize()
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_resumed_run_trains_exactly_as_an_uninterrupted_one_with_the_optimizer_state(daemon):
+    """Train 3 steps, checkpoint (model, head optimizer, shards' Adagrad
+    state), train 3 more: a run restored from the checkpoint on fresh shards
+    gives the same losses and rows bit for bit; without the shards' state
+    (Adagrad's accumulators restart) it does not."""
+    shards, w = served(daemon, "ckpt-g-")
+    try:
+        torch.manual_seed(3)
+        model = Model(w)
+        opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
+        train_steps(model, w, opt, [1, 2, 3])
+        saved = roundtrip({"model": model.state_dict(), "opt": opt.state_dict(),
+                           "ps": pst.optimizer_state_dict(model)})
+        assert set(saved["ps"]) == {"bag"}  # emb's SGD keeps no state
+        sums = saved["ps"]["bag"]["sum"]
+        assert sums.shape == (3000, 8) and float(sums.min()) >= 0 and float(sums.max()) > 0
+        want = train_steps(model, w, opt, [4, 5, 6])
+        want_rows = model.state_dict()["bag.weight"]
+    finally:
+        stop(shards, w)
+    results = []
+    for with_state in (True, False):
+        shards, w = served(daemon, "ckpt-h%d-" % with_state)
+        try:
+            model = Model(w)
+            model.load_state_dict(saved["model"])
+            if with_state:
+                pst.load_optimizer_state_dict(model, saved["ps"])
+                assert torch.equal(pst.optimizer_state_dict(model)["bag"]["sum"], sums)
+            opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
+            opt.load_state_dict(saved["opt"])
+            results.append((train_steps(model, w, opt, [4, 5, 6]), model.state_dict()["bag.weight"]))
+        finally:
+            stop(shards, w)
+    (got, got_rows), (restarted, restarted_rows) = results
+    assert got == want and torch.equal(got_rows, want_rows)
+    assert not torch.equal(restarted_rows, want_rows)
+
+
+def test_optimizer_state_errors_name_what_is_wrong_and_assign_nothing(daemon):
+    shards, w = served(daemon, "ckpt-i-")
+    try:
+        model = Model(w)
+        state = pst.optimizer_state_dict(model)
+        with pytest.raises(ValueError, match=r"missing for \['bag'\]"):
+            pst.load_optimizer_state_dict(model, {})
+        with pytest.raises(ValueError, match=r"unknown \['emb'\]"):
+            pst.load_optimizer_state_dict(model, dict(state, emb={"sum": torch.zeros(700, 4)}))
+        with pytest.raises(ValueError, match="optimizer state given is"):
+            pst.load_optimizer_state_dict(model, {"bag": {"sum": torch.zeros(3, 8)}})
+        with pytest.raises(ValueError, match="want"):
+            pst.load_optimizer_state_dict(model, {"bag": torch.zeros(3000, 8)})
+        with pytest.raises(ferry.BadRequest, match="never negative"):
+            pst.load_optimizer_state_dict(model, {"bag": {"sum": -torch.ones(3000, 8)}})
+        assert torch.equal(pst.optimizer_state_dict(model)["bag"]["sum"], state["bag"]["sum"])  # nothing assigned
+        with pytest.raises(ferry.BadRequest, match="keeps no optimizer state"):
+            w.pull_state("emb", [1])
+        assert not pst.Embedding(w, "emb").has_optimizer_state
+        assert set(pst.optimizer_state_dict(Model(w, checkpoint=False))) == set()
+    finally:
         stop(shards, w)

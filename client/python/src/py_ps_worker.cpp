@@ -292,6 +292,15 @@ const ps::TableSpec& table_of(ps::Worker& w, ps::TableId id) {
   return *t;
 }
 
+// pull_state/assign_state: a table whose optimizer keeps per-row state.
+void stateful(const ps::TableSpec& t) {
+  if (t.kind == ps::TableKind::Embedding && t.optimizer.kind == ps::OptimizerKind::Adagrad) return;
+  const std::string what =
+      t.kind == ps::TableKind::Dense ? "a dense table" : "optimizer " + std::string(to_string(t.optimizer.kind));
+  raise(Status::BadRequest,
+        "table " + std::to_string(t.id) + " keeps no optimizer state (" + what + "): only Adagrad keeps some");
+}
+
 }  // namespace
 
 void bind_ps_worker(pyb::module_& ps) {
@@ -444,6 +453,28 @@ once and their gradients summed. Thread safe (operations are serialised).)")
             });
           },
           "table"_a, "keys"_a, "values"_a)
+      .def(
+          "pull_state",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys) {
+            const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
+            return start(c, ps::Op::Pull, "pull_state", [&](ps::Worker& w) {
+              stateful(table_of(w, table));
+              return w.pull_state(table, span);
+            });
+          },
+          "table"_a, "keys"_a, "The optimizer state (Adagrad's accumulators) of rows, as pull() gives values.")
+      .def(
+          "assign_state",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys, const F32& values) {
+            const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            return start(c, ps::Op::Assign, "assign_state", [&](ps::Worker& w) {
+              stateful(table_of(w, table));
+              return w.assign_state(table, {k, static_cast<std::size_t>(keys.size())},
+                                    {values.data(), static_cast<std::size_t>(values.size())});
+            });
+          },
+          "table"_a, "keys"_a, "values"_a, "Sets the optimizer state of rows (their values stay).")
       .def(
           "assign_dense",
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const F32& values) {

@@ -49,7 +49,7 @@ enum class PsStatus : std::uint8_t {
   BadMagic = 2,
   BadVersion = 3,
   BadOp = 4,
-  BadField = 5,    // a reserved field or flag is not 0, or an unknown dtype
+  BadField = 5,    // a reserved field or flag is not 0, an unknown dtype, or a negative optimizer state
   BadTable = 6,    // no such table on this shard
   BadDim = 7,      // dim differs from the table's
   BadKey = 8,      // key out of the table's range, or owned by another shard
@@ -66,7 +66,7 @@ struct Header {
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;
   std::uint8_t op = 0;     // Op
-  std::uint8_t flags = 0;  // none defined: must be 0
+  std::uint8_t flags = 0;  // kFlagState or 0
   TableId table = 0;
   std::uint8_t dtype = 0;  // 0: float32 (the only one so far)
   std::uint8_t reserved0 = 0;
@@ -79,6 +79,12 @@ struct Header {
 inline constexpr std::size_t kHeaderBytes = sizeof(Header);
 static_assert(kHeaderBytes == 32, "the header keeps the keys 8-byte and the rows 32-byte aligned");
 static_assert(offsetof(Header, table) == 8 && offsetof(Header, count) == 12 && offsetof(Header, request_id) == 24);
+
+// Header::flags: a Pull or Assign of an embedding table whose optimizer
+// keeps per-row state (Adagrad's accumulators) reads or writes that state
+// instead of the values, in the same layout (checkpoints). Any other use is
+// BadField.
+inline constexpr std::uint8_t kFlagState = 1;
 
 inline constexpr std::uint8_t kErrorMark = 0xE7;
 struct ErrorRecord {

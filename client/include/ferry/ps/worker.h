@@ -112,6 +112,13 @@ class FERRY_API Worker {
   // Overwrites parameters (and resets their optimizer state); the last value of a duplicate key wins.
   [[nodiscard]] Result<Ticket> assign(TableId table, std::span<const Key> keys, std::span<const float> values) noexcept;
   [[nodiscard]] Result<Ticket> assign_dense(TableId table, std::span<const float> values) noexcept;
+  // The optimizer state of rows instead of their values (checkpoints; wire
+  // flag kFlagState): an embedding table whose optimizer keeps some
+  // (Adagrad: its accumulators, dim floats a row), else BadRequest. Pull as
+  // pull(); assign_state sets the state of the rows and leaves their values.
+  [[nodiscard]] Result<Ticket> pull_state(TableId table, std::span<const Key> keys) noexcept;
+  [[nodiscard]] Result<Ticket> assign_state(TableId table, std::span<const Key> keys,
+                                            std::span<const float> values) noexcept;
 
   // Drives completions until the operation is done or `timeout` passed:
   // the operation's status, or Busy when it is still in flight.

@@ -136,6 +136,10 @@ class Worker:
         """Start a push of a dense table's gradient."""
     def assign(self, table: int, keys: _Keys, values: _Floats) -> Op:
         """Start overwriting rows."""
+    def pull_state(self, table: int, keys: _Keys) -> Op:
+        """The optimizer state (Adagrad's accumulators) of rows, as pull() gives values."""
+    def assign_state(self, table: int, keys: _Keys, values: _Floats) -> Op:
+        """Sets the optimizer state of rows (their values stay)."""
     def assign_dense(self, table: int, values: _Floats) -> Op:
         """Start overwriting a dense table."""
     def push_rows_prepare(self, pulled: Op) -> Op:

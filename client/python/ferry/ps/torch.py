@@ -32,7 +32,10 @@ between local tables and ferry.ps ones either way. ``checkpoint=False``
 leaves a table out (one too large to pull into one process: a table larger
 than ``checkpoint_limit`` bytes, by default half the machine's memory, is
 refused with an error rather than pulled); a table without a row count
-(rows=0) is left out with a warning: its keys cannot be listed.
+(rows=0) is left out with a warning: its keys cannot be listed. The
+shards' optimizer state (Adagrad's accumulators) is checkpointed apart, as
+a torch optimizer's is: ``optimizer_state_dict(model)`` and
+``load_optimizer_state_dict(model, state)``.
 
 ``DenseParameters`` keeps an ordinary module's parameters in a dense table:
 ``pull()`` before the forward, ``push()`` after the backward.
@@ -53,7 +56,8 @@ except ImportError as e:
 from ferry import _ferry
 from ferry.ps import _deferred
 
-__all__ = ["EmbeddingBag", "Embedding", "EmbeddingBagCollection", "DenseParameters", "defer", "checkpoint_limit"]
+__all__ = ["EmbeddingBag", "Embedding", "EmbeddingBagCollection", "DenseParameters", "defer", "checkpoint_limit",
+           "optimizer_state_dict", "load_optimizer_state_dict"]
 
 _checkpoint_limit: Optional[int] = None
 
@@ -181,29 +185,50 @@ class _PulledModule(torch.nn.Module):
             raise ValueError("table %r has no row count (rows=0: any 64-bit key), so its rows cannot be listed"
                              % self.table)
 
-    def pull_weight(self) -> Any:
-        """The whole table, [rows, dim] float32 on the CPU: a copy, pulled from
-        the shards (ValueError past ``checkpoint_limit()`` bytes)."""
+    def _whole(self, pull: Any) -> Any:
         self._listable()
         size, limit = self.num_embeddings * self.embedding_dim * 4, checkpoint_limit()
         if size > limit:
             raise ValueError("table %r is %d bytes, more than ferry.ps.torch.checkpoint_limit() (%d) lets one process "
                              "pull: give its module checkpoint=False and checkpoint it where the shards run, or raise "
                              "the limit" % (self.table, size, limit))
-        rows = self.worker.pull(self.table, torch.arange(self.num_embeddings, dtype=torch.int64))
-        weight = torch.as_tensor(rows.rows)[torch.as_tensor(rows.index)]  # indexing copies out of the arena
+        rows = pull(self.table, torch.arange(self.num_embeddings, dtype=torch.int64))
+        whole = torch.as_tensor(rows.rows)[torch.as_tensor(rows.index)]  # indexing copies out of the arena
         del rows  # the response blocks go back
-        return weight
+        return whole
+
+    def _checked(self, t: Any, what: str) -> Any:
+        self._listable()
+        t = torch.as_tensor(t).detach()
+        if tuple(t.shape) != (self.num_embeddings, self.embedding_dim):
+            raise ValueError("table %r is [%d, %d]; the %s given is %s"
+                             % (self.table, self.num_embeddings, self.embedding_dim, what, list(t.shape)))
+        return t.to(device="cpu", dtype=torch.float32).contiguous()
+
+    def pull_weight(self) -> Any:
+        """The whole table, [rows, dim] float32 on the CPU: a copy, pulled from
+        the shards (ValueError past ``checkpoint_limit()`` bytes)."""
+        return self._whole(self.worker.pull)
 
     def assign_weight(self, weight: Any) -> None:
         """Overwrite the whole table with ``weight``, [rows, dim] (the rows' optimizer state restarts)."""
-        self._listable()
-        w = torch.as_tensor(weight).detach()
-        if tuple(w.shape) != (self.num_embeddings, self.embedding_dim):
-            raise ValueError("table %r is [%d, %d]; the weight given is %s"
-                             % (self.table, self.num_embeddings, self.embedding_dim, list(w.shape)))
-        w = w.to(device="cpu", dtype=torch.float32).contiguous()
+        w = self._checked(weight, "weight")
         self.worker.assign(self.table, torch.arange(self.num_embeddings, dtype=torch.int64), w, wait=True)
+
+    @property
+    def has_optimizer_state(self) -> bool:
+        """Whether the shards keep per-row optimizer state for this table (Adagrad)."""
+        return self.worker.table(self.table).optimizer == _ferry.ps.OptimizerKind.adagrad
+
+    def pull_optimizer_state(self) -> Any:
+        """The table's optimizer state, [rows, dim] on the CPU (Adagrad's
+        accumulators: torch.optim.Adagrad's ``sum``), pulled from the shards."""
+        return self._whole(self.worker.pull_state)
+
+    def assign_optimizer_state(self, state: Any) -> None:
+        """Set the table's optimizer state, [rows, dim] (after assign_weight, which restarts it)."""
+        s = self._checked(state, "optimizer state")
+        self.worker.assign_state(self.table, torch.arange(self.num_embeddings, dtype=torch.int64), s, wait=True)
 
     def _save_to_state_dict(self, destination: Dict[str, Any], prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
@@ -375,6 +400,38 @@ class EmbeddingBagCollection(torch.nn.Module):
             b._device(i)
         pulled = self.worker.pull_many([(b.table, i) for b, i in zip(self.bags, inputs)])
         return [b(i, o, rows=r) for b, i, o, r in zip(self.bags, inputs, offs, pulled)]
+
+
+def _stateful_modules(model: torch.nn.Module) -> Dict[str, "_PulledModule"]:
+    return {name: m for name, m in model.named_modules()
+            if isinstance(m, _PulledModule) and m.checkpoint and m.num_embeddings != 0 and m.has_optimizer_state}
+
+
+def optimizer_state_dict(model: torch.nn.Module) -> Dict[str, Any]:
+    """The shards' optimizer state of every ferry.ps module of ``model`` whose
+    table keeps some (Adagrad) and is checkpointed: ``{module name: {"sum":
+    [rows, dim]}}``, the key torch.optim.Adagrad uses. Save it beside the
+    model's and the optimizer's state dicts; tables shared by several modules
+    appear under each."""
+    return {name: {"sum": m.pull_optimizer_state()} for name, m in _stateful_modules(model).items()}
+
+
+def load_optimizer_state_dict(model: torch.nn.Module, state: Dict[str, Any]) -> None:
+    """Give the shards back what ``optimizer_state_dict`` took; after
+    ``model.load_state_dict`` (assigning a weight restarts the state).
+    ValueError naming what is missing, unknown or of the wrong shape, before
+    anything is assigned."""
+    modules = _stateful_modules(model)
+    missing = sorted(set(modules) - set(state))
+    unknown = sorted(set(state) - set(modules))
+    if missing or unknown:
+        raise ValueError("optimizer state: missing for %s, unknown %s" % (missing or "none", unknown or "none"))
+    for name in modules:
+        if not isinstance(state[name], dict) or "sum" not in state[name]:
+            raise ValueError("optimizer state of %r: want {\"sum\": [rows, dim]}" % name)
+    checked = {name: m._checked(state[name]["sum"], "optimizer state") for name, m in modules.items()}
+    for name, m in modules.items():
+        m.assign_optimizer_state(checked[name])
 
 
 class DenseParameters:

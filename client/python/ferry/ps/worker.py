@@ -289,6 +289,28 @@ class Worker(Unwaited):
             raise _BadRequest("assign to %r: %d keys need %d floats, got %d" % (table, k.size, k.size * s.dim, v.size))
         return self._finish(Pending(self._w.assign(tid, k, v)), wait)
 
+    # -- optimizer state (checkpoints)
+    def pull_state(self, table: str, keys: ArrayLike, timeout: Optional[float] = None) -> Rows:
+        """The optimizer state of ``keys``' rows (Adagrad's accumulators, named
+        ``sum`` in torch.optim.Adagrad's state), as ``pull`` gives values: a
+        key never pushed has the initial state. BadRequest for a table whose
+        optimizer keeps none (SGD)."""
+        tid, s = self._id(table, False)
+        return Pending(self._w.pull_state(tid, _keys(keys)), lambda o: Rows(o, table, s.dim)).wait(timeout)
+
+    def assign_state(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
+        """Set the optimizer state of rows [n, dim] (their values stay; an
+        ``assign`` of values restarts the state, so assign values first)."""
+        tid, s = self._id(table, False)
+        k = _keys(keys)
+        v = _floats(values)
+        if v.size != k.size * s.dim:
+            raise _BadRequest("assign_state to %r: %d keys need %d floats, got %d"
+                              % (table, k.size, k.size * s.dim, v.size))
+        if v.size and float(v.min()) < 0:
+            raise _BadRequest("assign_state to %r: Adagrad's state is a sum of squares, never negative" % table)
+        return self._finish(Pending(self._w.assign_state(tid, k, v)), wait)
+
     # -- dense tables
     def pull_dense_async(self, table: str) -> Pending:
         """Start pulling a whole dense table; ``wait()`` gives DenseValues."""
