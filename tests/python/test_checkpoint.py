@@ -240,8 +240,10 @@ def test_optimizer_state_errors_name_what_is_wrong_and_assign_nothing(daemon):
             pst.load_optimizer_state_dict(model, {"bag": {"sum": torch.zeros(3, 8)}})
         with pytest.raises(ValueError, match="want"):
             pst.load_optimizer_state_dict(model, {"bag": torch.zeros(3000, 8)})
-        with pytest.raises(ferry.BadRequest, match="never negative"):
+        with pytest.raises(ValueError, match="never negative"):
             pst.load_optimizer_state_dict(model, {"bag": {"sum": -torch.ones(3000, 8)}})
+        with pytest.raises(ferry.BadRequest, match="never negative"):
+            w.assign_state("bag", [1], [-1.0] * 8)
         assert torch.equal(pst.optimizer_state_dict(model)["bag"]["sum"], state["bag"]["sum"])  # nothing assigned
         with pytest.raises(ferry.BadRequest, match="keeps no optimizer state"):
             w.pull_state("emb", [1])
