@@ -15,6 +15,13 @@ head's gradients are averaged by DistributedDataParallel), then
 the shards and pushes their gradients there. Every rank prints ``rank R
 step S loss L``; rank 0 prints ``final loss L`` (the mean of the last 20
 steps over every rank) and, with ``--json``, one JSON line.
+
+Checkpoints: ``--save FILE`` has rank 0 write, after the last step, the
+model's state dict (the table as ``bag.weight``, pulled from the shards),
+the head's optimizer and the shards' Adagrad state
+(``ferry.ps.torch.optimizer_state_dict``); ``--resume FILE`` starts from
+one: every rank loads the head, rank 0 gives the table and its optimizer
+state to the shards, and the others wait for it before their first step.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 import ferry.ps as ps
-from ferry.ps.torch import EmbeddingBag
+from ferry.ps.torch import EmbeddingBag, load_optimizer_state_dict, optimizer_state_dict
 
 ROWS, DIM = 50_000, 16
 
@@ -45,6 +52,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--save", default=None, help="rank 0 writes a checkpoint to FILE after the last step")
+    ap.add_argument("--resume", default=None, help="start from the checkpoint in FILE")
     a = ap.parse_args()
     if a.write_tables:
         with open(a.write_tables, "w") as f:
@@ -58,10 +67,22 @@ def main() -> int:
     dist.init_process_group("gloo")  # before from_env: the store is then this job's
     rank, world = dist.get_rank(), dist.get_world_size()
     worker = ps.Worker.from_env(t)
-    bag = EmbeddingBag(worker, "emb", mode="sum")
     torch.manual_seed(1)
-    head = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(DIM, 1))
+    model = torch.nn.ModuleDict({"bag": EmbeddingBag(worker, "emb", mode="sum"), "head": torch.nn.Linear(DIM, 1)})
+    bag = model["bag"]
+    opt_state = None
+    if a.resume:
+        saved = torch.load(a.resume)
+        model["head"].load_state_dict({k[5:]: v for k, v in saved["model"].items() if k.startswith("head.")})
+        if rank == 0:  # one rank gives the shards the table and its optimizer state
+            model.load_state_dict(saved["model"])
+            load_optimizer_state_dict(model, saved["ps"])
+        opt_state = saved["opt"]
+        dist.barrier()  # no rank trains before the shards hold the checkpoint
+    head = torch.nn.parallel.DistributedDataParallel(model["head"])
     opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    if opt_state is not None:
+        opt.load_state_dict(opt_state)
     gen = torch.Generator().manual_seed(100 + rank)
     losses = []
     for step in range(a.steps):
@@ -83,6 +104,10 @@ def main() -> int:
         if a.json:
             print(json.dumps({"ranks": world, "final_loss": tail[0].item(), "first_loss": tail[1].item(),
                               "steps": a.steps, "shards": worker.shards}), flush=True)
+    dist.barrier()  # every rank's pushes are applied
+    if a.save and rank == 0:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "ps": optimizer_state_dict(model)}, a.save)
+        print("saved %s" % a.save, flush=True)
     dist.barrier()
     worker.close()
     dist.destroy_process_group()

@@ -2,28 +2,29 @@
 --store``) on one ferryd publish themselves in the job's torch.distributed
 store; ``torchrun --nproc_per_node 2`` starts examples/python/torchrun_train.py
 on another ferryd, whose trainers find the shards with
-``ferry.ps.Worker.from_env`` and train (the loss falls on every rank)."""
+``ferry.ps.Worker.from_env`` and train (the loss falls on every rank).
+Rank 0 saves a checkpoint; a second job, on fresh shards, resumes from it
+and starts where the first one ended."""
 
 import json
 import os
 import subprocess
 import sys
 
+import torch
 from conftest import EXAMPLES, Helper, free_port
 
 
-def test_torchrun_two_trainers_find_two_shards_on_another_ferryd(two_daemons, tmp_path):
+def job(two_daemons, tmp_path, tables, *args):
+    """One torchrun job of two trainers against two fresh shard servers: (returncode, output, shards' logs)."""
     shards_daemon, trainers_daemon = two_daemons
-    tables = tmp_path / "tables.json"
-    example = os.path.join(EXAMPLES, "torchrun_train.py")
-    subprocess.run([sys.executable, example, "--write-tables", str(tables)], check=True, timeout=60)
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     # --redirects 2 --tee 2: stderr to a log and to us. Debian 12's torch 1.13 on Python 3.11 cannot
     # parse the default "0" (IntFlag no longer iterates NONE) and fails before starting anything.
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(port), "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / "logs"),
-           example, "--tables", str(tables), "--steps", "120", "--json"]
+           "--master_port", str(port), "--redirects", "2", "--tee", "2", "--log_dir", str(tmp_path / ("logs%d" % port)),
+           os.path.join(EXAMPLES, "torchrun_train.py"), "--tables", str(tables), "--json"] + list(args)
     env_t = dict(env, FERRY_SOCKET=trainers_daemon.socket)
     trainers = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env_t)
     shards = []
@@ -39,12 +40,32 @@ def test_torchrun_two_trainers_find_two_shards_on_another_ferryd(two_daemons, tm
             trainers.wait(10)
         served = [s.stop() for s in shards]
     print(out[-4000:])
-    assert trainers.returncode == 0
+    return trainers.returncode, out, served
+
+
+def report_of(out):
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+def test_torchrun_two_trainers_find_two_shards_on_another_ferryd(two_daemons, tmp_path):
+    tables = tmp_path / "tables.json"
+    example = os.path.join(EXAMPLES, "torchrun_train.py")
+    subprocess.run([sys.executable, example, "--write-tables", str(tables)], check=True, timeout=60)
+    ckpt = tmp_path / "ckpt.pt"
+    rc, out, served = job(two_daemons, tmp_path, tables, "--steps", "120", "--save", str(ckpt))
+    assert rc == 0
     assert "rank 0 step 0" in out and "rank 1 step 0" in out
-    report = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    report = report_of(out)
     assert report["ranks"] == 2 and report["shards"] == 2
     assert report["final_loss"] < 0.8 * report["first_loss"], report  # it learned through the shards
     # Both shards served both trainers: each saw pulls and pushes.
     for log in served:
         counters = json.loads(log.split("served ", 1)[1].splitlines()[0])
         assert counters["pulls"] > 0 and counters["pushes"] > 0, counters
+    saved = torch.load(str(ckpt))
+    assert saved["model"]["bag.weight"].shape == (50_000, 16) and set(saved["ps"]) == {"bag"}
+    # A new job on new shards (their rows start from init) resumes where the first one ended.
+    rc, out, _ = job(two_daemons, tmp_path, tables, "--steps", "20", "--resume", str(ckpt))
+    assert rc == 0
+    resumed = report_of(out)
+    assert resumed["first_loss"] < (report["first_loss"] + report["final_loss"]) / 2, (report, resumed)
