@@ -15,61 +15,41 @@ constexpr std::size_t kMaxKeys = (std::size_t{1} << 31) - 1;
 
 }  // namespace
 
-Result<Ticket> Worker::pull(TableId table, std::span<const Key> keys) noexcept {
+// The embedding operations' one entry: the table and the values' size
+// checked (state: a table whose optimizer keeps some), then routed.
+Result<Ticket> Worker::start_embedding(TableId table, ps::Op wire, bool state, std::span<const Key> keys,
+                                       std::span<const float> values) noexcept {
   const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Embedding) return Result<Ticket>::fail(Status::BadRequest);
+  if (t == nullptr || t->kind != TableKind::Embedding ||
+      (wire != ps::Op::Pull && values.size() != keys.size() * t->dim) ||
+      (state && t->optimizer.kind != OptimizerKind::Adagrad))
+    return Result<Ticket>::fail(Status::BadRequest);
   Op* op = nullptr;
   const auto begun = begin(*t, &op);
   if (!begun) return begun;
-  op->wire = ps::Op::Pull;
-  return embedding_op(*op, begun.value, keys, {});
+  op->wire = wire;
+  op->opt_state = state;
+  return embedding_op(*op, begun.value, keys, values);
+}
+
+Result<Ticket> Worker::pull(TableId table, std::span<const Key> keys) noexcept {
+  return start_embedding(table, ps::Op::Pull, false, keys, {});
 }
 
 Result<Ticket> Worker::push(TableId table, std::span<const Key> keys, std::span<const float> grads) noexcept {
-  const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Embedding || grads.size() != keys.size() * t->dim)
-    return Result<Ticket>::fail(Status::BadRequest);
-  Op* op = nullptr;
-  const auto begun = begin(*t, &op);
-  if (!begun) return begun;
-  op->wire = ps::Op::Push;
-  return embedding_op(*op, begun.value, keys, grads);
+  return start_embedding(table, ps::Op::Push, false, keys, grads);
 }
 
 Result<Ticket> Worker::assign(TableId table, std::span<const Key> keys, std::span<const float> values) noexcept {
-  const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Embedding || values.size() != keys.size() * t->dim)
-    return Result<Ticket>::fail(Status::BadRequest);
-  Op* op = nullptr;
-  const auto begun = begin(*t, &op);
-  if (!begun) return begun;
-  op->wire = ps::Op::Assign;
-  return embedding_op(*op, begun.value, keys, values);
+  return start_embedding(table, ps::Op::Assign, false, keys, values);
 }
 
 Result<Ticket> Worker::pull_state(TableId table, std::span<const Key> keys) noexcept {
-  const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Embedding || t->optimizer.kind != OptimizerKind::Adagrad)
-    return Result<Ticket>::fail(Status::BadRequest);
-  Op* op = nullptr;
-  const auto begun = begin(*t, &op);
-  if (!begun) return begun;
-  op->wire = ps::Op::Pull;
-  op->opt_state = true;
-  return embedding_op(*op, begun.value, keys, {});
+  return start_embedding(table, ps::Op::Pull, true, keys, {});
 }
 
 Result<Ticket> Worker::assign_state(TableId table, std::span<const Key> keys, std::span<const float> values) noexcept {
-  const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Embedding || t->optimizer.kind != OptimizerKind::Adagrad ||
-      values.size() != keys.size() * t->dim)
-    return Result<Ticket>::fail(Status::BadRequest);
-  Op* op = nullptr;
-  const auto begun = begin(*t, &op);
-  if (!begun) return begun;
-  op->wire = ps::Op::Assign;
-  op->opt_state = true;
-  return embedding_op(*op, begun.value, keys, values);
+  return start_embedding(table, ps::Op::Assign, true, keys, values);
 }
 
 Result<Ticket> Worker::pull_dense(TableId table) noexcept {

@@ -5,6 +5,7 @@ ones either way, through torch.save and torch.load, against real shard
 servers over a real ferryd; and the shards' Adagrad state, checkpointed
 apart, makes a resumed run train exactly as an uninterrupted one."""
 
+import contextlib
 import io
 import warnings
 
@@ -39,15 +40,17 @@ class Model(torch.nn.Module):
         return self.head(torch.cat([self.bag(ids), self.emb(one)], 1)).squeeze(1)
 
 
+@contextlib.contextmanager
 def served(daemon, prefix):
+    """A worker over two fresh shard servers (rows from their init); all stopped after."""
     shards = [ps.ShardServer(TABLES, i, 2, daemon.socket, service_prefix=prefix).start() for i in range(2)]
-    return shards, ps.Worker(TABLES, 2, daemon.socket, service_prefix=prefix)
-
-
-def stop(shards, worker):
-    worker.close()
-    for s in shards:
-        s.stop()
+    worker = ps.Worker(TABLES, 2, daemon.socket, service_prefix=prefix)
+    try:
+        yield worker
+    finally:
+        worker.close()
+        for s in shards:
+            s.stop()
 
 
 def batch(seed):
@@ -66,8 +69,7 @@ def test_a_local_checkpoint_loads_into_ferry_and_back_bit_for_bit(daemon):
     torch.manual_seed(1)
     local = Model()
     saved = roundtrip(local.state_dict())
-    shards, w = served(daemon, "ckpt-a-")
-    try:
+    with served(daemon, "ckpt-a-") as w:
         remote = Model(w)
         assert remote.load_state_dict(saved) is not None  # strict: nothing missing, nothing unexpected
         ids, one = batch(2)
@@ -94,34 +96,25 @@ def test_a_local_checkpoint_loads_into_ferry_and_back_bit_for_bit(daemon):
         ids, one = batch(99)
         with torch.no_grad():
             assert torch.equal(back(ids, one), remote(ids, one))
-    finally:
-        stop(shards, w)
 
 
 def test_a_ferry_checkpoint_restores_fresh_shards(daemon):
-    shards, w = served(daemon, "ckpt-b-")
-    try:
+    with served(daemon, "ckpt-b-") as w:
         model = Model(w)
         w.assign("emb", np.arange(700), np.full((700, 4), 0.25, np.float32))
         state = roundtrip(model.state_dict())
         assert torch.equal(state["emb.weight"], torch.full((700, 4), 0.25))
-    finally:
-        stop(shards, w)
-    shards, w = served(daemon, "ckpt-c-")  # new shards: rows start from their init again
-    try:
+    with served(daemon, "ckpt-c-") as w:  # new shards: rows start from their init again
         model = Model(w)
         fresh = model.state_dict()
         assert not torch.equal(fresh["emb.weight"], state["emb.weight"])
         model.load_state_dict(state)
         assert torch.equal(model.state_dict()["emb.weight"], state["emb.weight"])
         assert torch.equal(model.state_dict()["bag.weight"], state["bag.weight"])
-    finally:
-        stop(shards, w)
 
 
 def test_a_wrong_or_missing_weight_is_reported_as_torch_reports_it(daemon):
-    shards, w = served(daemon, "ckpt-d-")
-    try:
+    with served(daemon, "ckpt-d-") as w:
         model = Model(w)
         before = model.state_dict()
         bad = dict(before)
@@ -134,13 +127,10 @@ def test_a_wrong_or_missing_weight_is_reported_as_torch_reports_it(daemon):
             model.load_state_dict(missing)
         result = model.load_state_dict(missing, strict=False)  # reported, not raised, as for torch's own
         assert list(result.missing_keys) == ["emb.weight"] and list(result.unexpected_keys) == []
-    finally:
-        stop(shards, w)
 
 
 def test_left_out_tables_and_tables_without_a_row_count(daemon):
-    shards, w = served(daemon, "ckpt-e-")
-    try:
+    with served(daemon, "ckpt-e-") as w:
         model = Model(w, checkpoint=False)
         assert set(model.state_dict()) == {"head.weight", "head.bias"}
         with pytest.raises(RuntimeError, match="Unexpected key.*bag.weight"):
@@ -154,25 +144,22 @@ def test_left_out_tables_and_tables_without_a_row_count(daemon):
             anywhere.pull_weight()
         with pytest.raises(ValueError, match=r"is \[700, 4\]; the weight given is \[4, 700\]"):
             pst.Embedding(w, "emb").assign_weight(torch.zeros(4, 700))
-    finally:
-        stop(shards, w)
 
 
 def test_a_table_past_the_checkpoint_limit_is_an_error_not_a_pull(daemon):
-    shards, w = served(daemon, "ckpt-f-")
-    try:
+    with served(daemon, "ckpt-f-") as w:
         assert pst.checkpoint_limit() > 0  # half the machine's memory
         model = Model(w)
-        assert pst.checkpoint_limit(700 * 4 * 4) == 700 * 4 * 4  # emb fits exactly, bag (96,000 bytes) does not
-        with pytest.raises(ValueError, match="'bag' is 96000 bytes, more than .*checkpoint=False"):
-            model.state_dict()
-        assert set(Model(w, checkpoint=False).state_dict()) == {"head.weight", "head.bias"}
-        assert pst.Embedding(w, "emb").state_dict()["weight"].shape == (700, 4)
-        with pytest.raises(ValueError, match="byte count"):
-            pst.checkpoint_limit(-5)
-    finally:
-        pst.checkpoint_limit(None)
-        stop(shards, w)
+        try:
+            assert pst.checkpoint_limit(700 * 4 * 4) == 700 * 4 * 4  # emb fits exactly, bag (96,000 bytes) does not
+            with pytest.raises(ValueError, match="'bag' is 96000 bytes, more than .*checkpoint=False"):
+                model.state_dict()
+            assert set(Model(w, checkpoint=False).state_dict()) == {"head.weight", "head.bias"}
+            assert pst.Embedding(w, "emb").state_dict()["weight"].shape == (700, 4)
+            with pytest.raises(ValueError, match="byte count"):
+                pst.checkpoint_limit(-5)
+        finally:
+            pst.checkpoint_limit(None)
 
 
 def train_steps(model, worker, opt, seeds):
@@ -193,8 +180,7 @@ def test_a_resumed_run_trains_exactly_as_an_uninterrupted_one_with_the_optimizer
     state), train 3 more: a run restored from the checkpoint on fresh shards
     gives the same losses and rows bit for bit; without the shards' state
     (Adagrad's accumulators restart) it does not."""
-    shards, w = served(daemon, "ckpt-g-")
-    try:
+    with served(daemon, "ckpt-g-") as w:
         torch.manual_seed(3)
         model = Model(w)
         opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
@@ -206,12 +192,9 @@ def test_a_resumed_run_trains_exactly_as_an_uninterrupted_one_with_the_optimizer
         assert sums.shape == (3000, 8) and float(sums.min()) >= 0 and float(sums.max()) > 0
         want = train_steps(model, w, opt, [4, 5, 6])
         want_rows = model.state_dict()["bag.weight"]
-    finally:
-        stop(shards, w)
     results = []
     for with_state in (True, False):
-        shards, w = served(daemon, "ckpt-h%d-" % with_state)
-        try:
+        with served(daemon, "ckpt-h%d-" % with_state) as w:
             model = Model(w)
             model.load_state_dict(saved["model"])
             if with_state:
@@ -220,16 +203,13 @@ def test_a_resumed_run_trains_exactly_as_an_uninterrupted_one_with_the_optimizer
             opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
             opt.load_state_dict(saved["opt"])
             results.append((train_steps(model, w, opt, [4, 5, 6]), model.state_dict()["bag.weight"]))
-        finally:
-            stop(shards, w)
     (got, got_rows), (restarted, restarted_rows) = results
     assert got == want and torch.equal(got_rows, want_rows)
     assert not torch.equal(restarted_rows, want_rows)
 
 
 def test_optimizer_state_errors_name_what_is_wrong_and_assign_nothing(daemon):
-    shards, w = served(daemon, "ckpt-i-")
-    try:
+    with served(daemon, "ckpt-i-") as w:
         model = Model(w)
         state = pst.optimizer_state_dict(model)
         with pytest.raises(ValueError, match=r"missing for \['bag'\]"):
@@ -249,5 +229,3 @@ def test_optimizer_state_errors_name_what_is_wrong_and_assign_nothing(daemon):
             w.pull_state("emb", [1])
         assert not pst.Embedding(w, "emb").has_optimizer_state
         assert set(pst.optimizer_state_dict(Model(w, checkpoint=False))) == set()
-    finally:
-        stop(shards, w)

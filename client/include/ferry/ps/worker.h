@@ -152,6 +152,8 @@ class FERRY_API Worker {
  private:
   FERRY_LOCAL Worker(std::unique_ptr<ShardLink> link, const WorkerOptions& options);  // checked by create()
   FERRY_LOCAL Result<Ticket> begin(const TableSpec& t, Op** op) noexcept;
+  FERRY_LOCAL Result<Ticket> start_embedding(TableId table, ps::Op wire, bool state, std::span<const Key> keys,
+                                             std::span<const float> values) noexcept;
   FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys,
                                           std::span<const float> values) noexcept;
   FERRY_LOCAL Result<Ticket> dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept;

@@ -57,8 +57,8 @@ class _Checkpointed:
                              "pull: give its module checkpoint=False and checkpoint it where the shards run, or raise "
                              "the limit" % (self.table, size, limit))
         rows = pull(self.table, torch.arange(self.num_embeddings, dtype=torch.int64))
-        whole = torch.as_tensor(rows.rows)[torch.as_tensor(rows.index)]  # indexing copies out of the arena
-        del rows  # the response blocks go back
+        whole = rows.gather()  # a copy: the response blocks go back with rows
+        del rows
         return whole
 
     def _checked(self, t: Any, what: str) -> Any:
