@@ -54,8 +54,8 @@ class _Checkpointed:
         size, limit = self.num_embeddings * self.embedding_dim * 4, checkpoint_limit()
         if size > limit:
             raise ValueError("table %r is %d bytes, more than ferry.ps.torch.checkpoint_limit() (%d) lets one process "
-                             "pull: give its module checkpoint=False and checkpoint it where the shards run, or raise "
-                             "the limit" % (self.table, size, limit))
+                             "pull: give its module checkpoint=False and save it with ferry.ps.save_tables (streamed a "
+                             "chunk at a time), or raise the limit" % (self.table, size, limit))
         rows = pull(self.table, torch.arange(self.num_embeddings, dtype=torch.int64))
         whole = rows.gather()  # a copy: the response blocks go back with rows
         del rows

@@ -295,8 +295,12 @@ class Worker(Unwaited):
         ``sum`` in torch.optim.Adagrad's state), as ``pull`` gives values: a
         key never pushed has the initial state. BadRequest for a table whose
         optimizer keeps none (SGD)."""
+        return self.pull_state_async(table, keys).wait(timeout)
+
+    def pull_state_async(self, table: str, keys: ArrayLike) -> Pending:
+        """Start pulling the optimizer state of ``keys``' rows; ``wait()`` gives Rows (on the CPU)."""
         tid, s = self._id(table, False)
-        return Pending(self._w.pull_state(tid, _keys(keys)), lambda o: Rows(o, table, s.dim)).wait(timeout)
+        return Pending(self._w.pull_state(tid, _keys(keys)), lambda o: Rows(o, table, s.dim))
 
     def assign_state(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of rows [n, dim] (their values stay; an

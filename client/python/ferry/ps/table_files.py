@@ -1,0 +1,266 @@
+"""Whole tables to files and back, streamed: ``save_tables`` pulls each
+table a chunk of rows at a time and writes it to a ``.npy`` file as it
+goes, ``load_tables`` reads the files a chunk at a time and assigns, so a
+table larger than the process's memory moves through a bounded buffer
+(two chunks). The files are plain numpy arrays, ``[rows, dim]`` float32,
+readable with ``numpy.load(path, mmap_mode="r")`` anywhere.
+
+A directory holds ``manifest.json`` (the tables, their shapes and
+optimizers, and their files) and per table ``NAME.values.npy`` and, where
+the table's optimizer keeps per-row state (Adagrad on an embedding table),
+``NAME.state.npy`` (the accumulators, torch.optim.Adagrad's ``sum``). A
+save writes into a sibling directory and renames it into place when every
+file is synced, so a directory that exists is a whole checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ferry import _ferry
+
+_ps = _ferry.ps
+
+FORMAT = "ferry.ps.tables"
+VERSION = 1
+DEFAULT_CHUNK_BYTES = 64 << 20
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _kind(spec: Any) -> str:
+    return "dense" if spec.kind == _ps.TableKind.dense else "embedding"
+
+
+def _optimizer(spec: Any) -> str:
+    return "adagrad" if spec.optimizer == _ps.OptimizerKind.adagrad else "sgd"
+
+
+def _keeps_state(spec: Any) -> bool:
+    # The wire carries per-row state for embedding tables only (ps.md, kFlagState).
+    return _kind(spec) == "embedding" and _optimizer(spec) == "adagrad"
+
+
+def _shape(spec: Any) -> Tuple[int, int]:
+    return (int(spec.rows), int(spec.dim)) if _kind(spec) == "embedding" else (int(spec.rows), 1)
+
+
+def _chosen(worker: Any, tables: Optional[Sequence[str]], action: str) -> List[Any]:
+    if tables is None:
+        specs = list(worker._specs)
+        for s in specs:
+            if _kind(s) == "embedding" and s.rows == 0:
+                warnings.warn("ferry.ps.%s: table %r (rows=0) left out: its keys cannot be listed" % (action, s.name),
+                              stacklevel=3)
+        return [s for s in specs if not (_kind(s) == "embedding" and s.rows == 0)]
+    chosen = [worker.table(name) for name in tables]  # KeyError naming the tables there are
+    for s in chosen:
+        if _kind(s) == "embedding" and s.rows == 0:
+            raise ValueError("table %r has no row count (rows=0: any 64-bit key), so its rows cannot be listed"
+                             % s.name)
+    return chosen
+
+
+def _file_name(spec: Any, what: str) -> str:
+    if not _NAME.fullmatch(spec.name) or spec.name.startswith("."):
+        raise ValueError("table %r: only letters, digits, '_', '-' and '.' make a file name" % spec.name)
+    return "%s.%s.npy" % (spec.name, what)
+
+
+def _chunks(rows: int, dim: int, chunk_bytes: int) -> Iterator[Tuple[int, int]]:
+    step = max(1, chunk_bytes // (4 * max(dim, 1)))
+    for first in range(0, rows, step):
+        yield first, min(rows, first + step)
+
+
+def _write_npy(path: str, shape: Tuple[int, int], parts: Iterator[Any]) -> None:
+    """Write a [rows, dim] float32 .npy from `parts`, arrays of consecutive rows, then sync it."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        written = 0
+        for part in parts:
+            a = np.ascontiguousarray(np.asarray(part), dtype=np.float32)
+            f.write(memoryview(a).cast("B"))
+            written += a.shape[0] if a.ndim else 1
+        if written != shape[0]:
+            raise RuntimeError("%s: wrote %d rows of %d" % (path, written, shape[0]))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _pulled(worker: Any, spec: Any, state: bool, chunk_bytes: int) -> Iterator[Any]:
+    """The rows (or optimizer state) of an embedding table in key order, a
+    chunk at a time; the next chunk's pull is in flight while the caller
+    writes this one."""
+    pull = worker.pull_state_async if state else worker.pull_async
+    spans = list(_chunks(int(spec.rows), int(spec.dim), chunk_bytes))
+    ahead = pull(spec.name, np.arange(*spans[0], dtype=np.int64)) if spans else None
+    for i in range(len(spans)):
+        current = ahead
+        ahead = pull(spec.name, np.arange(*spans[i + 1], dtype=np.int64)) if i + 1 < len(spans) else None
+        rows = current.wait()
+        yield rows.gather()  # a copy in key order; the response blocks go back with `rows`
+        del rows
+
+
+def _dense(worker: Any, spec: Any) -> Iterator[Any]:
+    yield np.asarray(worker.pull_dense(spec.name)).reshape(-1, 1)
+
+
+def _sync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = None, *,
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES, overwrite: bool = False) -> Dict[str, int]:
+    """Save tables of ``worker`` (all of them, or those named) into
+    ``directory``, streamed a chunk of ``chunk_bytes`` at a time; with the
+    per-row optimizer state of embedding tables that keep one. Tables
+    without a row count (``rows=0``) cannot be listed: left out with a
+    warning, or a ValueError when named. ``directory`` must not exist
+    (FileExistsError) unless ``overwrite``; it appears whole or not at all.
+    Returns ``{table: rows saved}``. Take it when no pushes are in flight
+    (after a barrier): rows pushed during the save may be saved before or
+    after their update."""
+    if chunk_bytes <= 0:
+        raise ValueError("chunk_bytes must be > 0")
+    directory = os.path.abspath(directory)
+    if os.path.exists(directory) and not overwrite:
+        raise FileExistsError("%s exists: save into a new directory, or pass overwrite=True" % directory)
+    specs = _chosen(worker, tables, "save_tables")
+    parent, base = os.path.split(directory)
+    os.makedirs(parent, exist_ok=True)
+    partial = os.path.join(parent, ".%s.partial-%d" % (base, os.getpid()))
+    shutil.rmtree(partial, ignore_errors=True)
+    os.mkdir(partial)
+    manifest: Dict[str, Any] = {"format": FORMAT, "version": VERSION, "tables": {}}
+    try:
+        for s in specs:
+            shape = _shape(s)
+            entry: Dict[str, Any] = {"kind": _kind(s), "rows": shape[0], "dim": int(s.dim),
+                                     "optimizer": _optimizer(s), "values": _file_name(s, "values"), "state": None}
+            values = _pulled(worker, s, False, chunk_bytes) if _kind(s) == "embedding" else _dense(worker, s)
+            _write_npy(os.path.join(partial, entry["values"]), shape, values)
+            if _keeps_state(s):
+                entry["state"] = _file_name(s, "state")
+                _write_npy(os.path.join(partial, entry["state"]), shape, _pulled(worker, s, True, chunk_bytes))
+            manifest["tables"][s.name] = entry
+        with open(os.path.join(partial, "manifest.json"), "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        _sync_dir(partial)
+        old = None
+        if os.path.exists(directory):
+            old = os.path.join(parent, ".%s.old-%d" % (base, os.getpid()))
+            os.rename(directory, old)
+        os.rename(partial, directory)
+        _sync_dir(parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return {name: e["rows"] for name, e in manifest["tables"].items()}
+
+
+def read_manifest(directory: str) -> Dict[str, Any]:
+    """The manifest of a directory ``save_tables`` wrote; ValueError when it is not one."""
+    path = os.path.join(directory, "manifest.json")
+    try:
+        with open(path) as f:
+            m = json.load(f)
+    except FileNotFoundError:
+        raise ValueError("%s holds no manifest.json: not a directory save_tables wrote" % directory) from None
+    except json.JSONDecodeError as e:
+        raise ValueError("%s: not JSON (%s)" % (path, e)) from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("tables"), dict):
+        raise ValueError("%s: not a %s manifest" % (path, FORMAT))
+    if m.get("version") != VERSION:
+        raise ValueError("%s: version %r, this ferry reads version %d" % (path, m.get("version"), VERSION))
+    return m
+
+
+def _open(directory: str, name: str, file: Any, shape: Tuple[int, int]) -> Any:
+    if not isinstance(file, str) or not _NAME.fullmatch(file) or file.startswith("."):
+        raise ValueError("table %r: the manifest names no usable file (%r)" % (name, file))
+    path = os.path.join(directory, file)
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError("table %r: %s is not a readable .npy (%s)" % (name, path, e)) from None
+    if a.dtype != np.float32 or tuple(a.shape) != shape:
+        raise ValueError("table %r: %s is %s %s, the table wants float32 %s"
+                         % (name, path, a.dtype, list(a.shape), list(shape)))
+    return a
+
+
+def load_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = None, *,
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Dict[str, int]:
+    """Assign the tables saved in ``directory`` (all of them, or those
+    named) to ``worker``'s shards, streamed a chunk of ``chunk_bytes`` at a
+    time, the optimizer state after the values. Every table, shape,
+    optimizer and file is checked before anything is assigned: ValueError
+    naming what differs (a table the worker lacks: KeyError). A table saved
+    with SGD loaded into one with Adagrad restarts its state (a warning).
+    Returns ``{table: rows loaded}``."""
+    if chunk_bytes <= 0:
+        raise ValueError("chunk_bytes must be > 0")
+    m = read_manifest(directory)
+    saved = m["tables"]
+    names = list(saved) if tables is None else list(tables)
+    plan = []
+    for name in names:
+        if name not in saved:
+            raise ValueError("%s holds no table %r (it has %s)" % (directory, name, ", ".join(sorted(saved)) or "none"))
+        e, s = saved[name], worker.table(name)
+        shape = _shape(s)
+        if not isinstance(e, dict) or e.get("kind") != _kind(s) or e.get("rows") != shape[0] or \
+                e.get("dim") != int(s.dim):
+            raise ValueError("table %r: saved as %s, the worker's is %s [%d, %d]"
+                             % (name, {k: e.get(k) for k in ("kind", "rows", "dim")} if isinstance(e, dict) else e,
+                                _kind(s), shape[0], int(s.dim)))
+        values = _open(directory, name, e.get("values"), shape)
+        state = None
+        if e.get("state") is not None:
+            if not _keeps_state(s):
+                raise ValueError("table %r: saved with %s state, the worker's table keeps none (%s)"
+                                 % (name, e.get("optimizer"), _optimizer(s)))
+            state = _open(directory, name, e["state"], shape)
+            if state.size and float(np.min(state)) < 0:
+                raise ValueError("table %r: the saved Adagrad state has negative sums" % name)
+        elif _keeps_state(s):
+            warnings.warn("ferry.ps.load_tables: table %r was saved without optimizer state (%s): its Adagrad "
+                          "state restarts" % (name, e.get("optimizer")), stacklevel=2)
+        plan.append((s, values, state))
+    for s, values, state in plan:
+        if _kind(s) == "dense":
+            worker.assign_dense(s.name, np.ascontiguousarray(values).reshape(-1), wait=True)
+            continue
+        _assign(worker.assign, s, values, chunk_bytes)
+        if state is not None:
+            _assign(worker.assign_state, s, state, chunk_bytes)
+    return {s.name: int(values.shape[0]) for s, values, _ in plan}
+
+
+def _assign(assign: Any, spec: Any, source: Any, chunk_bytes: int) -> None:
+    """Assign `source` ([rows, dim], memory-mapped) a chunk at a time, one in flight while the next is read."""
+    pending = None
+    for first, last in _chunks(int(spec.rows), int(spec.dim), chunk_bytes):
+        chunk = np.array(source[first:last], dtype=np.float32, copy=True)  # read from the file now
+        op = assign(spec.name, np.arange(first, last, dtype=np.int64), chunk, wait=False)
+        if pending is not None:
+            pending.wait()
+        pending = op
+    if pending is not None:
+        pending.wait()
