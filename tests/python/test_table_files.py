@@ -182,3 +182,39 @@ def test_an_sgd_save_loads_into_adagrad_with_a_warning_and_not_back(daemon, tmp_
     with served(daemon, "tf-i-", as_sgd) as w:
         with pytest.raises(ValueError, match="saved with adagrad state, the worker's table keeps none"):
             ps.load_tables(w, ada_out)
+
+
+CHUNK = 1 << 21
+SAVE_IN_A_PROCESS = r"""
+import resource, sys
+import ferry.ps as ps
+tables = [ps.Embedding("huge", rows=1_000_000, dim=16, optimizer=ps.SGD(lr=0.1), init=ps.Uniform(0.1, seed=3))]
+w = ps.Worker(tables, 2, sys.argv[1], service_prefix=sys.argv[2])
+w.pull("huge", list(range(4096)))  # the arena and the binding warmed up
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+assert ps.save_tables(w, sys.argv[3], chunk_bytes=int(sys.argv[4])) == {"huge": 1_000_000}
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+w.close()
+"""
+
+
+def test_a_table_larger_than_the_savers_budget_passes_through_a_few_chunks_of_memory(daemon, tmp_path):
+    """64 MB of rows saved in 2 MB chunks: the saving process's peak memory
+    grows by a few chunks, not by the table (in one 64 MB chunk: about 190 MB)."""
+    import subprocess
+    import sys
+    tables = [ps.Embedding("huge", rows=1_000_000, dim=16, optimizer=ps.SGD(lr=0.1), init=ps.Uniform(0.1, seed=3))]
+    shards = [ps.ShardServer(tables, i, 2, daemon.socket, service_prefix="tf-j-").start() for i in range(2)]
+    try:
+        out = str(tmp_path / "ckpt")
+        run = subprocess.run([sys.executable, "-c", SAVE_IN_A_PROCESS, daemon.socket, "tf-j-", out, str(CHUNK)],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        grown = int(run.stdout.split()[-1])
+        assert grown < 24 << 20, "peak memory grew %d bytes saving 64 MB in 2 MB chunks" % grown
+        saved = np.load(os.path.join(out, "huge.values.npy"), mmap_mode="r")
+        keys = np.array([0, 1, 77_777, 999_999])
+        assert np.array_equal(saved[keys], ps.initial_values(tables, "huge", keys))
+    finally:
+        for s in shards:
+            s.stop()

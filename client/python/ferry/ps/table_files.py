@@ -2,7 +2,8 @@
 table a chunk of rows at a time and writes it to a ``.npy`` file as it
 goes, ``load_tables`` reads the files a chunk at a time and assigns, so a
 table larger than the process's memory moves through a bounded buffer
-(two chunks). The files are plain numpy arrays, ``[rows, dim]`` float32,
+(about three chunks: one in flight, one being written and its copy in
+key order). The files are plain numpy arrays, ``[rows, dim]`` float32,
 readable with ``numpy.load(path, mmap_mode="r")`` anywhere.
 
 A directory holds ``manifest.json`` (the tables, their shapes and
