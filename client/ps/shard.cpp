@@ -119,8 +119,7 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   detail::TableStore& store = *stores_[h.table];
   const TableSpec& t = store.spec();
   const bool state = h.flags == kFlagState;
-  if (state && (h.op == static_cast<std::uint8_t>(Op::Push) || t.kind != TableKind::Embedding || !store.has_state()))
-    return PsStatus::BadField;
+  if (state && (h.op == static_cast<std::uint8_t>(Op::Push) || !store.has_state())) return PsStatus::BadField;
   if (h.dim != t.dim) return PsStatus::BadDim;
   if (h.count > spec_.max_count) return PsStatus::TooLarge;
   if (t.kind == TableKind::Embedding && h.offset != 0) return PsStatus::BadField;
@@ -140,9 +139,9 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   float* rows = reinterpret_cast<float*>(response.data());
   switch (op) {
     case Op::Pull:
-      st = state                            ? store.pull_state(body, h.count, rows)
-           : t.kind == TableKind::Embedding ? store.pull(body, h.count, rows)
-                                            : store.pull_dense(h.offset, h.count, rows);
+      st = t.kind == TableKind::Dense ? store.pull_dense(h.offset, h.count, rows, state)
+           : state                    ? store.pull_state(body, h.count, rows)
+                                      : store.pull(body, h.count, rows);
       ++counters_.pulls;
       break;
     case Op::Push:
@@ -151,9 +150,9 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
       ++counters_.pushes;
       break;
     case Op::Assign:
-      st = state                            ? store.assign_state(body, h.count, values, &applied)
-           : t.kind == TableKind::Embedding ? store.assign(body, h.count, values, &applied)
-                                            : store.assign_dense(h.offset, h.count, values);
+      st = t.kind == TableKind::Dense ? store.assign_dense(h.offset, h.count, values, state)
+           : state                    ? store.assign_state(body, h.count, values, &applied)
+                                      : store.assign(body, h.count, values, &applied);
       ++counters_.assigns;
       break;
   }

@@ -235,14 +235,24 @@ PsStatus TableStore::pull_state(const std::byte* keys, std::uint32_t count, floa
   return PsStatus::Ok;
 }
 
+namespace {
+
+// Adagrad's state is a sum of squares: never negative.
+bool valid_state(const std::byte* values, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, values + 4 * i, 4);
+    if (v < 0.0f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 PsStatus TableStore::assign_state(const std::byte* keys, std::uint32_t count, const std::byte* values,
                                   std::uint32_t* applied) noexcept {
   const std::size_t dim = spec_.dim;
-  for (std::size_t i = 0; i < std::size_t{count} * dim; ++i) {  // a sum of squares is never negative
-    float v;
-    std::memcpy(&v, values + 4 * i, 4);
-    if (v < 0.0f) return PsStatus::BadField;
-  }
+  if (!valid_state(values, std::size_t{count} * dim)) return PsStatus::BadField;
   if (const PsStatus st = map_keys(keys, count); st != PsStatus::Ok) return st;
   for (std::uint32_t i = 0; i < count; ++i)
     std::memcpy(&accum_[std::size_t{mapped_[i]} * dim], values + 4 * i * dim, 4 * dim);  // a later duplicate wins
@@ -250,9 +260,9 @@ PsStatus TableStore::assign_state(const std::byte* keys, std::uint32_t count, co
   return PsStatus::Ok;
 }
 
-PsStatus TableStore::pull_dense(std::uint32_t offset, std::uint32_t count, float* out) const noexcept {
+PsStatus TableStore::pull_dense(std::uint32_t offset, std::uint32_t count, float* out, bool state) const noexcept {
   if (offset < slice_.begin || std::uint64_t{offset} + count > slice_.end) return PsStatus::BadRange;
-  std::memcpy(out, &values_[offset - slice_.begin], 4 * std::size_t{count});
+  std::memcpy(out, &(state ? accum_ : values_)[offset - slice_.begin], 4 * std::size_t{count});
   return PsStatus::Ok;
 }
 
@@ -269,9 +279,15 @@ PsStatus TableStore::push_dense(std::uint32_t offset, std::uint32_t count, const
   return PsStatus::Ok;
 }
 
-PsStatus TableStore::assign_dense(std::uint32_t offset, std::uint32_t count, const std::byte* values) noexcept {
+PsStatus TableStore::assign_dense(std::uint32_t offset, std::uint32_t count, const std::byte* values,
+                                  bool state) noexcept {
   if (offset < slice_.begin || std::uint64_t{offset} + count > slice_.end) return PsStatus::BadRange;
   const std::size_t base = offset - slice_.begin;
+  if (state) {
+    if (!valid_state(values, count)) return PsStatus::BadField;
+    std::memcpy(&accum_[base], values, 4 * std::size_t{count});
+    return PsStatus::Ok;
+  }
   std::memcpy(&values_[base], values, 4 * std::size_t{count});
   if (!accum_.empty()) std::fill_n(&accum_[base], count, spec_.optimizer.initial_accumulator);
   return PsStatus::Ok;

@@ -40,14 +40,17 @@ class TableStore {
   // The optimizer state of rows (kFlagState): whether there is any (Adagrad),
   // and pull/assign of it as of the values (a pull of a key without a row
   // answers the initial state; an assign creates the row, values from init).
+  // A negative state (Adagrad's is a sum of squares) is BadField.
   bool has_state() const noexcept { return spec_.optimizer.kind == OptimizerKind::Adagrad; }
   PsStatus pull_state(const std::byte* keys, std::uint32_t count, float* out) noexcept;
   PsStatus assign_state(const std::byte* keys, std::uint32_t count, const std::byte* values,
                         std::uint32_t* applied) noexcept;
-  // Dense: elements [offset, offset + count) of the whole table.
-  PsStatus pull_dense(std::uint32_t offset, std::uint32_t count, float* out) const noexcept;
+  // Dense: elements [offset, offset + count) of the whole table; with
+  // `state`, their optimizer state instead of their values (has_state()).
+  PsStatus pull_dense(std::uint32_t offset, std::uint32_t count, float* out, bool state = false) const noexcept;
   PsStatus push_dense(std::uint32_t offset, std::uint32_t count, const std::byte* grads) noexcept;
-  PsStatus assign_dense(std::uint32_t offset, std::uint32_t count, const std::byte* values) noexcept;
+  PsStatus assign_dense(std::uint32_t offset, std::uint32_t count, const std::byte* values,
+                        bool state = false) noexcept;
 
   // A row's current values, or nullptr when it was never touched (tests, checkpoints).
   const float* find_row(Key key) const noexcept;

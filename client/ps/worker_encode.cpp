@@ -52,36 +52,34 @@ Result<Ticket> Worker::assign_state(TableId table, std::span<const Key> keys, st
   return start_embedding(table, ps::Op::Assign, true, keys, values);
 }
 
-Result<Ticket> Worker::pull_dense(TableId table) noexcept {
+// The dense operations' one entry, as start_embedding.
+Result<Ticket> Worker::start_dense(TableId table, ps::Op wire, bool state, std::span<const float> values) noexcept {
   const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Dense) return Result<Ticket>::fail(Status::BadRequest);
-  Op* op = nullptr;
-  const auto begun = begin(*t, &op);
-  if (!begun) return begun;
-  op->wire = ps::Op::Pull;
-  return dense_op(*op, begun.value, {});
-}
-
-Result<Ticket> Worker::push_dense(TableId table, std::span<const float> grads) noexcept {
-  const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Dense || grads.size() != t->rows)
+  if (t == nullptr || t->kind != TableKind::Dense || (wire != ps::Op::Pull && values.size() != t->rows) ||
+      (state && t->optimizer.kind != OptimizerKind::Adagrad))
     return Result<Ticket>::fail(Status::BadRequest);
   Op* op = nullptr;
   const auto begun = begin(*t, &op);
   if (!begun) return begun;
-  op->wire = ps::Op::Push;
-  return dense_op(*op, begun.value, grads);
+  op->wire = wire;
+  op->opt_state = state;
+  return dense_op(*op, begun.value, values);
+}
+
+Result<Ticket> Worker::pull_dense(TableId table) noexcept { return start_dense(table, ps::Op::Pull, false, {}); }
+
+Result<Ticket> Worker::push_dense(TableId table, std::span<const float> grads) noexcept {
+  return start_dense(table, ps::Op::Push, false, grads);
 }
 
 Result<Ticket> Worker::assign_dense(TableId table, std::span<const float> values) noexcept {
-  const TableSpec* t = this->table(table);
-  if (t == nullptr || t->kind != TableKind::Dense || values.size() != t->rows)
-    return Result<Ticket>::fail(Status::BadRequest);
-  Op* op = nullptr;
-  const auto begun = begin(*t, &op);
-  if (!begun) return begun;
-  op->wire = ps::Op::Assign;
-  return dense_op(*op, begun.value, values);
+  return start_dense(table, ps::Op::Assign, false, values);
+}
+
+Result<Ticket> Worker::pull_dense_state(TableId table) noexcept { return start_dense(table, ps::Op::Pull, true, {}); }
+
+Result<Ticket> Worker::assign_dense_state(TableId table, std::span<const float> values) noexcept {
+  return start_dense(table, ps::Op::Assign, true, values);
 }
 
 // A push op for the rows of a completed pull (grads: in its row order; empty: prepared later).

@@ -249,7 +249,7 @@ TEST_CASE("shard and worker: Adagrad's state pulls and assigns apart from the va
   REQUIRE(ack.size() == kAckBytes);
   CHECK(floats(ask(s, of_state(message(Op::Pull, ada, {3, 4}, {})))) == std::vector<float>{5, 6, 8, 9});
   CHECK(floats(ask(s, message(Op::Pull, ada, {3, 4}, {}))) == values);
-  // Refused, changing nothing: a negative state, the flag on a push, on SGD, on a dense table.
+  // Refused, changing nothing: a negative state, the flag on a push, on SGD (embedding or dense).
   CHECK(refusal(ask(s, of_state(message(Op::Assign, ada, {3}, {1, -1})))) == PsStatus::BadField);
   CHECK(refusal(ask(s, of_state(message(Op::Push, ada, {3}, {1, 1})))) == PsStatus::BadField);
   CHECK(refusal(ask(s, of_state(message(Op::Pull, sgd, {3}, {})))) == PsStatus::BadField);
@@ -282,6 +282,52 @@ TEST_CASE("shard and worker: Adagrad's state pulls and assigns apart from the va
   }
   CHECK(w.pull_state(1, keys).status == Status::BadRequest);  // SGD keeps no state
   CHECK(w.assign_state(0, keys, std::vector<float>{1}).status == Status::BadRequest);
+}
+
+TEST_CASE("shard and worker: a dense table's Adagrad state pulls and assigns apart from its values") {
+  TableSpec d = dense(0, 10, 0.1f);
+  d.optimizer.kind = OptimizerKind::Adagrad;
+  d.optimizer.initial_accumulator = 0.5f;
+  const auto s1_made = made_shard(ShardSpec{1, 2, {d}, 64});
+  Shard& s1 = *s1_made;  // holds [5, 10)
+  CHECK(floats(ask(s1, of_state(message(Op::Pull, d, {}, {}, 5, 2)))) == std::vector<float>{0.5f, 0.5f});
+  ask(s1, message(Op::Push, d, {}, {2, 3}, 5, 2));
+  CHECK(floats(ask(s1, of_state(message(Op::Pull, d, {}, {}, 5, 2)))) == std::vector<float>{4.5f, 9.5f});
+  const auto values = floats(ask(s1, message(Op::Pull, d, {}, {}, 5, 5)));
+  REQUIRE(ask(s1, of_state(message(Op::Assign, d, {}, {1, 2}, 6, 2))).size() == kAckBytes);
+  CHECK(floats(ask(s1, of_state(message(Op::Pull, d, {}, {}, 5, 3)))) == std::vector<float>{4.5f, 1, 2});
+  CHECK(floats(ask(s1, message(Op::Pull, d, {}, {}, 5, 5))) == values);  // the values stay
+  // Refused, changing nothing: negative, outside the slice, on a push.
+  CHECK(refusal(ask(s1, of_state(message(Op::Assign, d, {}, {-1}, 5, 1)))) == PsStatus::BadField);
+  CHECK(refusal(ask(s1, of_state(message(Op::Pull, d, {}, {}, 4, 2)))) == PsStatus::BadRange);
+  CHECK(refusal(ask(s1, of_state(message(Op::Push, d, {}, {1}, 5, 1)))) == PsStatus::BadField);
+  CHECK(floats(ask(s1, of_state(message(Op::Pull, d, {}, {}, 5, 1)))) == std::vector<float>{4.5f});
+  // An assign of values restarts the state.
+  ask(s1, message(Op::Assign, d, {}, {0}, 5, 1));
+  CHECK(floats(ask(s1, of_state(message(Op::Pull, d, {}, {}, 5, 1)))) == std::vector<float>{0.5f});
+
+  // Through a worker, over two shards: the whole table, each slice from its owner.
+  const auto w0_made = made_shard(ShardSpec{0, 2, {d}, 64});
+  const auto w1_made = made_shard(ShardSpec{1, 2, {d}, 64});
+  auto link = std::make_unique<InProcessLink>(std::vector<Shard*>{w0_made.get(), w1_made.get()});
+  const auto w_made = made_worker(std::move(link), WorkerOptions{{d}});
+  Worker& w = *w_made;
+  std::vector<float> state(10);
+  for (std::size_t e = 0; e < state.size(); ++e) state[e] = static_cast<float>(e) + 0.25f;
+  const auto set = w.assign_dense_state(0, state);
+  REQUIRE(set);
+  REQUIRE(w.wait(set.value, std::chrono::seconds(1)) == Status::Ok);
+  const auto got = w.pull_dense_state(0);
+  REQUIRE(got);
+  REQUIRE(w.wait(got.value, std::chrono::seconds(1)) == Status::Ok);
+  const PulledRows r = w.rows(got.value);
+  CHECK(std::vector<float>(r.rows.begin(), r.rows.end()) == state);
+  CHECK(w.assign_dense_state(0, std::vector<float>{1}).status == Status::BadRequest);  // not the table's size
+  const TableSpec sgd = dense(1, 4, 0.1f);
+  const auto sgd_shard = made_shard(ShardSpec{0, 1, {sgd}, 64});
+  auto sgd_link = std::make_unique<InProcessLink>(std::vector<Shard*>{sgd_shard.get()});
+  const auto sgd_worker = made_worker(std::move(sgd_link), WorkerOptions{{sgd}});
+  CHECK(sgd_worker->pull_dense_state(1).status == Status::BadRequest);  // SGD keeps no state
 }
 
 TEST_CASE("shard: dense slices pull, push and refuse ranges they do not hold") {

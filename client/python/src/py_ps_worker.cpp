@@ -292,13 +292,11 @@ const ps::TableSpec& table_of(ps::Worker& w, ps::TableId id) {
   return *t;
 }
 
-// pull_state/assign_state: a table whose optimizer keeps per-row state.
+// pull_state/assign_state and their dense forms: a table whose optimizer keeps state.
 void stateful(const ps::TableSpec& t) {
-  if (t.kind == ps::TableKind::Embedding && t.optimizer.kind == ps::OptimizerKind::Adagrad) return;
-  const std::string what =
-      t.kind == ps::TableKind::Dense ? "a dense table" : "optimizer " + std::string(to_string(t.optimizer.kind));
-  raise(Status::BadRequest,
-        "table " + std::to_string(t.id) + " keeps no optimizer state (" + what + "): only Adagrad keeps some");
+  if (t.optimizer.kind == ps::OptimizerKind::Adagrad) return;
+  raise(Status::BadRequest, "table " + std::to_string(t.id) + " keeps no optimizer state (optimizer " +
+                                std::string(to_string(t.optimizer.kind)) + "): only Adagrad keeps some");
 }
 
 }  // namespace
@@ -475,6 +473,25 @@ once and their gradients summed. Thread safe (operations are serialised).)")
             });
           },
           "table"_a, "keys"_a, "values"_a, "Sets the optimizer state of rows (their values stay).")
+      .def(
+          "pull_dense_state",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table) {
+            return start(c, ps::Op::Pull, "pull_state", [&](ps::Worker& w) {
+              stateful(table_of(w, table));
+              return w.pull_dense_state(table);
+            });
+          },
+          "table"_a,
+          "The optimizer state (Adagrad's accumulators) of a whole dense table, as pull_dense() gives values.")
+      .def(
+          "assign_dense_state",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const F32& values) {
+            return start(c, ps::Op::Assign, "assign_state", [&](ps::Worker& w) {
+              stateful(table_of(w, table));
+              return w.assign_dense_state(table, {values.data(), static_cast<std::size_t>(values.size())});
+            });
+          },
+          "table"_a, "values"_a, "Sets the optimizer state of a whole dense table (its values stay).")
       .def(
           "assign_dense",
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const F32& values) {

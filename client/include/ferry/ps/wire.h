@@ -80,10 +80,10 @@ inline constexpr std::size_t kHeaderBytes = sizeof(Header);
 static_assert(kHeaderBytes == 32, "the header keeps the keys 8-byte and the rows 32-byte aligned");
 static_assert(offsetof(Header, table) == 8 && offsetof(Header, count) == 12 && offsetof(Header, request_id) == 24);
 
-// Header::flags: a Pull or Assign of an embedding table whose optimizer
-// keeps per-row state (Adagrad's accumulators) reads or writes that state
-// instead of the values, in the same layout (checkpoints). Any other use is
-// BadField.
+// Header::flags: a Pull or Assign of a table whose optimizer keeps state
+// (Adagrad's accumulators, one per float) reads or writes that state
+// instead of the values, in the same layout (checkpoints); a negative state
+// is BadField, and so is the flag on a push or on a table without state.
 inline constexpr std::uint8_t kFlagState = 1;
 
 inline constexpr std::uint8_t kErrorMark = 0xE7;

@@ -113,12 +113,14 @@ class FERRY_API Worker {
   [[nodiscard]] Result<Ticket> assign(TableId table, std::span<const Key> keys, std::span<const float> values) noexcept;
   [[nodiscard]] Result<Ticket> assign_dense(TableId table, std::span<const float> values) noexcept;
   // The optimizer state of rows instead of their values (checkpoints; wire
-  // flag kFlagState): an embedding table whose optimizer keeps some
-  // (Adagrad: its accumulators, dim floats a row), else BadRequest. Pull as
-  // pull(); assign_state sets the state of the rows and leaves their values.
+  // flag kFlagState): a table whose optimizer keeps some (Adagrad: its
+  // accumulators, one per float), else BadRequest. Pull as pull() and
+  // pull_dense(); the assigns set the state and leave the values.
   [[nodiscard]] Result<Ticket> pull_state(TableId table, std::span<const Key> keys) noexcept;
   [[nodiscard]] Result<Ticket> assign_state(TableId table, std::span<const Key> keys,
                                             std::span<const float> values) noexcept;
+  [[nodiscard]] Result<Ticket> pull_dense_state(TableId table) noexcept;
+  [[nodiscard]] Result<Ticket> assign_dense_state(TableId table, std::span<const float> values) noexcept;
 
   // Drives completions until the operation is done or `timeout` passed:
   // the operation's status, or Busy when it is still in flight.
@@ -156,6 +158,8 @@ class FERRY_API Worker {
                                              std::span<const float> values) noexcept;
   FERRY_LOCAL Result<Ticket> embedding_op(Op& op, Ticket ticket, std::span<const Key> keys,
                                           std::span<const float> values) noexcept;
+  FERRY_LOCAL Result<Ticket> start_dense(TableId table, ps::Op wire, bool state,
+                                         std::span<const float> values) noexcept;
   FERRY_LOCAL Result<Ticket> dense_op(Op& op, Ticket ticket, std::span<const float> values) noexcept;
   // worker_send.cpp: splitting into requests, response memory, sending.
   FERRY_LOCAL Result<Ticket> submit(Op& op, Ticket ticket) noexcept;

@@ -140,6 +140,10 @@ class Worker:
         """The optimizer state (Adagrad's accumulators) of rows, as pull() gives values."""
     def assign_state(self, table: int, keys: _Keys, values: _Floats) -> Op:
         """Sets the optimizer state of rows (their values stay)."""
+    def pull_dense_state(self, table: int) -> Op:
+        """The optimizer state (Adagrad's accumulators) of a whole dense table, as pull_dense() gives values."""
+    def assign_dense_state(self, table: int, values: _Floats) -> Op:
+        """Sets the optimizer state of a whole dense table (its values stay)."""
     def assign_dense(self, table: int, values: _Floats) -> Op:
         """Start overwriting a dense table."""
     def push_rows_prepare(self, pulled: Op) -> Op:

@@ -9,7 +9,8 @@ readable with ``numpy.load(path, mmap_mode="r")`` anywhere.
 A directory holds ``manifest.json`` (the tables, their shapes and
 optimizers, and their files) and per table ``NAME.values.npy`` and, where
 the table's optimizer keeps per-row state (Adagrad on an embedding table),
-``NAME.state.npy`` (the accumulators, torch.optim.Adagrad's ``sum``). A
+``NAME.state.npy`` (the accumulators, torch.optim.Adagrad's ``sum``).
+A dense table of ``size`` floats is saved as ``[size, 1]``. A
 save writes into a sibling directory and renames it into place when every
 file is synced, so a directory that exists is a whole checkpoint."""
 
@@ -43,8 +44,7 @@ def _optimizer(spec: Any) -> str:
 
 
 def _keeps_state(spec: Any) -> bool:
-    # The wire carries per-row state for embedding tables only (ps.md, kFlagState).
-    return _kind(spec) == "embedding" and _optimizer(spec) == "adagrad"
+    return _optimizer(spec) == "adagrad"
 
 
 def _shape(spec: Any) -> Tuple[int, int]:
@@ -109,8 +109,9 @@ def _pulled(worker: Any, spec: Any, state: bool, chunk_bytes: int) -> Iterator[A
         del rows
 
 
-def _dense(worker: Any, spec: Any) -> Iterator[Any]:
-    yield np.asarray(worker.pull_dense(spec.name)).reshape(-1, 1)
+def _dense(worker: Any, spec: Any, state: bool) -> Iterator[Any]:
+    pull = worker.pull_dense_state if state else worker.pull_dense
+    yield np.asarray(pull(spec.name)).reshape(-1, 1)
 
 
 def _sync_dir(path: str) -> None:
@@ -125,7 +126,7 @@ def save_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, overwrite: bool = False) -> Dict[str, int]:
     """Save tables of ``worker`` (all of them, or those named) into
     ``directory``, streamed a chunk of ``chunk_bytes`` at a time; with the
-    per-row optimizer state of embedding tables that keep one. Tables
+    optimizer state of tables that keep one (Adagrad). Tables
     without a row count (``rows=0``) cannot be listed: left out with a
     warning, or a ValueError when named. ``directory`` must not exist
     (FileExistsError) unless ``overwrite``; it appears whole or not at all.
@@ -149,11 +150,11 @@ def save_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
             shape = _shape(s)
             entry: Dict[str, Any] = {"kind": _kind(s), "rows": shape[0], "dim": int(s.dim),
                                      "optimizer": _optimizer(s), "values": _file_name(s, "values"), "state": None}
-            values = _pulled(worker, s, False, chunk_bytes) if _kind(s) == "embedding" else _dense(worker, s)
-            _write_npy(os.path.join(partial, entry["values"]), shape, values)
-            if _keeps_state(s):
-                entry["state"] = _file_name(s, "state")
-                _write_npy(os.path.join(partial, entry["state"]), shape, _pulled(worker, s, True, chunk_bytes))
+            for what in ("values", "state") if _keeps_state(s) else ("values",):
+                entry[what] = _file_name(s, what)
+                rows = _pulled(worker, s, what == "state", chunk_bytes) if _kind(s) == "embedding" \
+                    else _dense(worker, s, what == "state")
+                _write_npy(os.path.join(partial, entry[what]), shape, rows)
             manifest["tables"][s.name] = entry
         with open(os.path.join(partial, "manifest.json"), "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
@@ -247,6 +248,8 @@ def load_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
     for s, values, state in plan:
         if _kind(s) == "dense":
             worker.assign_dense(s.name, np.ascontiguousarray(values).reshape(-1), wait=True)
+            if state is not None:
+                worker.assign_dense_state(s.name, np.ascontiguousarray(state).reshape(-1), wait=True)
             continue
         _assign(worker.assign, s, values, chunk_bytes)
         if state is not None:

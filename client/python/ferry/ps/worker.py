@@ -342,6 +342,23 @@ class Worker(Unwaited):
             raise _BadRequest("assign_dense to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
         return self._finish(Pending(self._w.assign_dense(tid, v)), wait)
 
+    def pull_dense_state(self, table: str, timeout: Optional[float] = None) -> Any:
+        """The optimizer state of a whole dense table (Adagrad's accumulators),
+        [size] float32, as ``pull_dense`` gives values. BadRequest for SGD."""
+        tid, s = self._id(table, True)
+        return Pending(self._w.pull_dense_state(tid), lambda o: DenseValues(o, s.rows)).wait(timeout).values
+
+    def assign_dense_state(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
+        """Set the optimizer state of a whole dense table ([size] floats, never
+        negative; its values stay: assign them first, which restarts it)."""
+        tid, s = self._id(table, True)
+        v = _floats(values)
+        if v.size != s.rows:
+            raise _BadRequest("assign_dense_state to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
+        if v.size and float(v.min()) < 0:
+            raise _BadRequest("assign_dense_state to %r: Adagrad's state is a sum of squares, never negative" % table)
+        return self._finish(Pending(self._w.assign_dense_state(tid, v)), wait)
+
     # -- completion: _finish() and synchronize() come from Unwaited
 
     @property
