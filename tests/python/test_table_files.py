@@ -119,6 +119,20 @@ def test_a_save_refuses_an_existing_directory_and_overwrite_replaces_it_whole(da
         assert not (tmp_path / "other").exists()
 
 
+def test_a_table_whose_name_is_no_file_name_is_saved_under_its_id(daemon, tmp_path):
+    odd = [ps.Embedding("../emb 1", rows=10, dim=2, optimizer=ps.SGD(lr=0.1), init=ps.Uniform(0.3, seed=2))]
+    out = str(tmp_path / "ckpt")
+    with served(daemon, "tf-k-", odd) as w:
+        w.push("../emb 1", [3], [[1.0, 2.0]])
+        values = np.array(w.pull("../emb 1", np.arange(10)).gather())
+        ps.save_tables(w, out)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+    assert ps.read_manifest(out)["tables"]["../emb 1"]["values"] == "table-0.values.npy"
+    with served(daemon, "tf-l-", odd) as w:
+        ps.load_tables(w, out)
+        assert np.array_equal(np.array(w.pull("../emb 1", np.arange(10)).gather()), values)
+
+
 def test_a_save_that_fails_half_way_leaves_nothing(daemon, tmp_path):
     class Failing(Counting):
         def __getattr__(self, name):

@@ -68,9 +68,9 @@ def _chosen(worker: Any, tables: Optional[Sequence[str]], action: str) -> List[A
 
 
 def _file_name(spec: Any, what: str) -> str:
-    if not _NAME.fullmatch(spec.name) or spec.name.startswith("."):
-        raise ValueError("table %r: only letters, digits, '_', '-' and '.' make a file name" % spec.name)
-    return "%s.%s.npy" % (spec.name, what)
+    # The table's name where it makes a plain file name, else its id (the manifest maps either).
+    safe = _NAME.fullmatch(spec.name) is not None and not spec.name.startswith(".") and len(spec.name) <= 200
+    return "%s.%s.npy" % (spec.name if safe else "table-%d" % spec.id, what)
 
 
 def _chunks(rows: int, dim: int, chunk_bytes: int) -> Iterator[Tuple[int, int]]:
@@ -166,7 +166,12 @@ def save_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
         if os.path.exists(directory):
             old = os.path.join(parent, ".%s.old-%d" % (base, os.getpid()))
             os.rename(directory, old)
-        os.rename(partial, directory)
+        try:
+            os.rename(partial, directory)
+        except BaseException:
+            if old is not None:
+                os.rename(old, directory)  # the earlier checkpoint stays where it was
+            raise
         _sync_dir(parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
