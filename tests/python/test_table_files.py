@@ -79,7 +79,7 @@ def test_tables_saved_in_chunks_restore_bit_for_bit_and_train_on_the_same(daemon
         before = snapshot(w)
         counted = Counting(w)
         with pytest.warns(UserWarning, match="'any' .rows=0. left out"):
-            saved = ps.save_tables(counted, out, chunk_bytes=1000 * 8 * 4)
+            saved = ps.save_tables(counted, out, chunk_bytes=1000 * (8 * 4 + 16))
         assert saved == {"big": 5000, "sgd": 900, "head": 300}
         # 5 chunks of 1,000 rows for big's values and 5 for its state, 1 of 900 for sgd: never a whole table.
         assert sorted(counted.sizes) == [900] + [1000] * 10
@@ -94,7 +94,7 @@ def test_tables_saved_in_chunks_restore_bit_for_bit_and_train_on_the_same(daemon
 
     with served(daemon, "tf-b-") as fresh:
         counted = Counting(fresh)
-        assert ps.load_tables(counted, out, chunk_bytes=2000 * 8 * 4) == {"big": 5000, "sgd": 900, "head": 300}
+        assert ps.load_tables(counted, out, chunk_bytes=2000 * (8 * 4 + 16)) == {"big": 5000, "sgd": 900, "head": 300}
         assert sorted(counted.sizes) == [900, 1000, 1000] + [2000] * 4
         same(snapshot(fresh), before)
         train(fresh, 2, 2)  # the same pushes as after the save: the same rows, Adagrad sums included

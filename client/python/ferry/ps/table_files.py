@@ -74,7 +74,8 @@ def _file_name(spec: Any, what: str) -> str:
 
 
 def _chunks(rows: int, dim: int, chunk_bytes: int) -> Iterator[Tuple[int, int]]:
-    step = max(1, chunk_bytes // (4 * max(dim, 1)))
+    # A row costs its floats, its key and its place in the pull's index.
+    step = max(1, chunk_bytes // (4 * max(dim, 1) + 16))
     for first in range(0, rows, step):
         yield first, min(rows, first + step)
 
