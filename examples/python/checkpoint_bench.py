@@ -1,0 +1,118 @@
+"""How long a checkpoint of a large table takes, and what memory it needs.
+
+One embedding table (``--rows`` x ``--dim``, Adagrad, so its state is saved
+too) on two shard servers started in this process over one ferryd, filled
+with random rows first. Arms, each ``--repeat`` times into a fresh
+directory under ``--dir``, medians printed:
+
+- ``save_tables``: ``ferry.ps.save_tables`` (streamed in ``--chunk-mb``
+  chunks) of the values and the state;
+- ``load_tables``: ``ferry.ps.load_tables`` of that directory;
+- ``whole``: what a state dict does, the whole table pulled into this
+  process at once and written with ``numpy.save``, values and state.
+
+Each arm also reports how far it raised this process's peak resident
+memory (``ru_maxrss``, which only grows: the streamed arms run first).
+
+    FERRY_SOCKET=... /usr/bin/python3 examples/python/checkpoint_bench.py --rows 1000000 --dim 64 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any, Dict, List
+
+import numpy as np
+
+import ferry.ps as ps
+
+
+def peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def fill(w: Any, rows: int, dim: int, chunk: int) -> None:
+    rng = np.random.default_rng(1)
+    for first in range(0, rows, chunk):
+        last = min(rows, first + chunk)
+        keys = np.arange(first, last, dtype=np.int64)
+        w.assign("t", keys, rng.standard_normal((last - first, dim), dtype=np.float32))
+        w.assign_state("t", keys, rng.random((last - first, dim), dtype=np.float32))
+
+
+def whole(w: Any, rows: int, out: str) -> None:
+    os.mkdir(out)
+    keys = np.arange(rows, dtype=np.int64)
+    np.save(os.path.join(out, "t.values.npy"), np.asarray(w.pull("t", keys).gather()))
+    np.save(os.path.join(out, "t.state.npy"), np.asarray(w.pull_state("t", keys).gather()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--chunk-mb", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="where the checkpoints go (default: a temporary directory)")
+    ap.add_argument("--no-whole", action="store_true", help="leave the whole-table arm out")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    socket = os.environ.get("FERRY_SOCKET", "")
+    tables = [ps.Embedding("t", rows=args.rows, dim=args.dim, optimizer=ps.Adagrad(lr=0.1))]
+    shards = [ps.ShardServer(tables, i, 2, socket, service_prefix="ckpt-bench-").start() for i in range(2)]
+    root = tempfile.mkdtemp(prefix="ferry-ckpt-", dir=args.dir)
+    chunk_bytes = args.chunk_mb << 20
+    table_bytes = 2 * 4 * args.rows * args.dim  # values and state
+    try:
+        with ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as w:
+            fill(w, args.rows, args.dim, 65536)
+            # One save untimed: the first one's arena, imports and page cache are not the arms' to carry.
+            warm = os.path.join(root, "warm")
+            ps.save_tables(w, warm, chunk_bytes=chunk_bytes)
+            shutil.rmtree(warm)
+            arms: List[tuple] = [
+                ("save_tables", lambda out: ps.save_tables(w, out, chunk_bytes=chunk_bytes)),
+                ("load_tables", lambda out: ps.load_tables(w, os.path.join(root, "save_tables-0"),
+                                                          chunk_bytes=chunk_bytes)),
+            ]
+            if not args.no_whole:
+                arms.append(("whole", lambda out: whole(w, args.rows, out)))
+            result: Dict[str, Any] = {"rows": args.rows, "dim": args.dim, "chunk_mb": args.chunk_mb,
+                                      "table_mb": table_bytes / 1e6}
+            for name, run in arms:
+                before = peak_bytes()
+                times = []
+                for i in range(args.repeat):
+                    out = os.path.join(root, "%s-%d" % (name, i))
+                    t0 = time.perf_counter()
+                    run(out)
+                    times.append(time.perf_counter() - t0)
+                    if name != "save_tables" or i > 0:
+                        shutil.rmtree(out, ignore_errors=True)
+                med = statistics.median(times)
+                result[name] = {"s": round(med, 3), "mb_per_s": round(table_bytes / 1e6 / med, 1),
+                                "peak_growth_mb": round((peak_bytes() - before) / 1e6, 1)}
+            if args.json:
+                print(json.dumps(result))
+            else:
+                print("table %d x %d, values and Adagrad state: %.0f MB; chunks of %d MiB"
+                      % (args.rows, args.dim, table_bytes / 1e6, args.chunk_mb))
+                for name, _ in arms:
+                    r = result[name]
+                    print("%-12s %8.2f s  %8.1f MB/s  peak memory +%.1f MB"
+                          % (name, r["s"], r["mb_per_s"], r["peak_growth_mb"]))
+    finally:
+        for s in shards:
+            s.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
