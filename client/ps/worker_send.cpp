@@ -79,18 +79,10 @@ Status Worker::plan(Op& op) noexcept {
   return Status::Ok;
 }
 
-// Where the responses land: a pull's rows in one block (zero copy) or in
-// process memory; a push's or assign's acks in one block of slots.
+// Where a pull's rows land: in one block (zero copy) or in process memory.
+// A push's or assign's acks get their block from place_acks() instead.
 Status Worker::place_rows(Op& op) noexcept {
-  if (op.chunks.empty()) return Status::Ok;
-  if (op.wire != ps::Op::Pull) {
-    const auto acks = static_cast<std::uint32_t>(std::min<std::size_t>(op.chunks.size(), kMaxAcks));
-    op.block = link_->alloc(kAckBytes * acks);
-    if (!op.block) return Status::NoMemory;
-    op.free_acks.resize(acks);
-    for (std::uint32_t i = 0; i < acks; ++i) op.free_acks[i] = static_cast<std::uint16_t>(acks - 1 - i);
-    return Status::Ok;
-  }
+  if (op.chunks.empty() || op.wire != ps::Op::Pull) return Status::Ok;
   const std::size_t floats = std::size_t{op.rows} * op.table->dim;
   if (4 * floats <= link_->max_message_bytes()) op.block = link_->alloc(4 * floats);
   if (op.block) return Status::Ok;
@@ -121,8 +113,26 @@ Result<Ticket> Worker::submit(Op& op, Ticket ticket) noexcept {
   return Result<Ticket>::ok(ticket);
 }
 
+// A push's or assign's ack slots: one block, taken when its first request
+// goes out rather than when it is submitted, so that an op queued behind
+// another that fills the arena waits for memory as its requests do. False
+// when the arena has no room for it now.
+bool Worker::place_acks(Op& op) noexcept {
+  const auto acks = static_cast<std::uint32_t>(std::min<std::size_t>(op.chunks.size(), kMaxAcks));
+  op.block = link_->alloc(kAckBytes * acks);
+  if (!op.block) return false;
+  op.free_acks.resize(acks);
+  for (std::uint32_t i = 0; i < acks; ++i) op.free_acks[i] = static_cast<std::uint16_t>(acks - 1 - i);
+  return true;
+}
+
 void Worker::send_more(Op& op, Ticket ticket) noexcept {
   while (op.state == Op::State::Flight && op.next_chunk < op.chunks.size() && calls_ < options_.max_calls) {
+    if (op.wire != ps::Op::Pull && !op.block && !place_acks(op)) {
+      // As for a request: later, when calls in flight give memory back; never, when none are.
+      if (calls_ == 0) fail(op, Status::NoMemory, PsStatus::Ok, op.chunks[op.next_chunk].shard);
+      break;
+    }
     if (op.wire != ps::Op::Pull && op.free_acks.empty()) break;
     if (!send_chunk(op, ticket, op.next_chunk)) break;
     ++op.next_chunk;
@@ -210,7 +220,7 @@ Result<Ticket> Worker::push_rows_prepare(Ticket pulled) noexcept {
   if (!begun) return begun;
   if (const Status st = plan(*op); st != Status::Ok) return abort(*op, begun.value, st);
   if (op->chunks.size() > kMaxAcks) return abort(*op, begun.value, Status::NoMemory);  // too many to hold at once
-  if (const Status st = place_rows(*op); st != Status::Ok) return abort(*op, begun.value, st);
+  if (!op->chunks.empty() && !place_acks(*op)) return abort(*op, begun.value, Status::NoMemory);
   for (std::uint32_t c = 0; c < op->chunks.size(); ++c) {
     op->chunks[c].request = encode(*op, c);
     if (!op->chunks[c].request) return abort(*op, begun.value, Status::NoMemory);

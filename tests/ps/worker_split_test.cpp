@@ -146,6 +146,26 @@ TEST_CASE("split: at most max_calls requests in flight; a small arena makes requ
     const PulledRows rows = r.worker->rows(p.value);
     CHECK(rows.rows[static_cast<std::size_t>(rows.index[1]) * 8] == initial_value(r.table, 2999, 0) - 0.25f);
   }
+  SECTION("an op submitted behind one that fills the arena waits for memory too") {
+    // The first push's ack slots (31 requests: 124 B) and two of its requests
+    // (32 + 100 x 40 B each) fill the arena to the byte: the second push
+    // finds no room even for its acks, and must wait, not fail.
+    Rig r(embedding(8), 124 + 2 * 4032);
+    const std::vector<Key> keys = iota_keys(3000);
+    const auto a = r.worker->push(0, keys, std::vector<float>(keys.size() * 8, 0.25f));
+    REQUIRE(a);
+    CHECK(r.link->used() == 124 + 2 * 4032);
+    const auto b = r.worker->push(0, keys, std::vector<float>(keys.size() * 8, 0.25f));
+    REQUIRE(b);
+    REQUIRE(r.worker->wait(a.value, std::chrono::seconds(5)) == Status::Ok);
+    REQUIRE(r.worker->wait(b.value, std::chrono::seconds(5)) == Status::Ok);
+    const auto p = r.worker->pull(0, std::vector<Key>{0, 2999});
+    REQUIRE(r.worker->wait(p.value, std::chrono::seconds(5)) == Status::Ok);
+    const PulledRows rows = r.worker->rows(p.value);
+    CHECK(rows.rows[static_cast<std::size_t>(rows.index[1]) * 8] == initial_value(r.table, 2999, 0) - 0.5f);
+    for (const Ticket t : {a.value, b.value, p.value}) r.worker->release(t);
+    CHECK(r.link->used() == 0);
+  }
   SECTION("an arena smaller than one request, nothing in flight: NoMemory, nothing sent") {
     Rig r(embedding(8), 512);
     const auto g = r.worker->push(0, iota_keys(3000), std::vector<float>(3000 * 8, 1.0f));

@@ -167,6 +167,7 @@ class FERRY_API Worker {
   FERRY_LOCAL std::uint32_t rows_per_request(const Op& op) const noexcept;
   FERRY_LOCAL Status plan(Op& op) noexcept;
   FERRY_LOCAL Status place_rows(Op& op) noexcept;
+  FERRY_LOCAL bool place_acks(Op& op) noexcept;
   FERRY_LOCAL void send_more(Op& op, Ticket ticket) noexcept;
   FERRY_LOCAL bool send_chunk(Op& op, Ticket ticket, std::uint32_t c) noexcept;
   FERRY_LOCAL void pump() noexcept;
