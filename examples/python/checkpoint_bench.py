@@ -1,8 +1,8 @@
 """How long a checkpoint of a large table takes, and what memory it needs.
 
 One embedding table (``--rows`` x ``--dim``, Adagrad, so its state is saved
-too) on two shard servers started in this process over one ferryd, filled
-with random rows first. Arms, each ``--repeat`` times into a fresh
+too) on two shard processes (``python3 -m ferry.ps.server``) over one
+ferryd, filled with random rows first. Arms, each ``--repeat`` times into a fresh
 directory under ``--dir``, medians printed:
 
 - ``save_tables``: ``ferry.ps.save_tables`` (streamed in ``--chunk-mb``
@@ -12,7 +12,9 @@ directory under ``--dir``, medians printed:
   process at once and written with ``numpy.save``, values and state.
 
 Each arm also reports how far it raised this process's peak resident
-memory (``ru_maxrss``, which only grows: the streamed arms run first).
+memory (``ru_maxrss``, which only grows: the streamed arms run first,
+after one untimed save, so an arm's figure is what it needed beyond the
+arms before it).
 
     FERRY_SOCKET=... /usr/bin/python3 examples/python/checkpoint_bench.py --rows 1000000 --dim 64 [--json]
 """
@@ -25,6 +27,8 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any, Dict, List
@@ -66,7 +70,14 @@ def main() -> None:
     args = ap.parse_args()
     socket = os.environ.get("FERRY_SOCKET", "")
     tables = [ps.Embedding("t", rows=args.rows, dim=args.dim, optimizer=ps.Adagrad(lr=0.1))]
-    shards = [ps.ShardServer(tables, i, 2, socket, service_prefix="ckpt-bench-").start() for i in range(2)]
+    spec = json.dumps([t.to_dict() for t in tables])
+    shards = [subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--tables", spec, "--shard", "%d/2" % i,
+                                "--socket", socket, "--service-prefix", "ckpt-bench-"],
+                               stdout=subprocess.PIPE, text=True) for i in range(2)]
+    for p in shards:
+        line = p.stdout.readline() if p.stdout else ""
+        if not line.startswith("ready"):
+            raise SystemExit("a shard did not start: %r" % line)
     root = tempfile.mkdtemp(prefix="ferry-ckpt-", dir=args.dir)
     chunk_bytes = args.chunk_mb << 20
     table_bytes = 2 * 4 * args.rows * args.dim  # values and state
@@ -109,8 +120,9 @@ def main() -> None:
                     print("%-12s %8.2f s  %8.1f MB/s  peak memory +%.1f MB"
                           % (name, r["s"], r["mb_per_s"], r["peak_growth_mb"]))
     finally:
-        for s in shards:
-            s.stop()
+        for p in shards:
+            p.terminate()
+            p.wait(30)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -199,18 +199,56 @@ def read_manifest(directory: str) -> Dict[str, Any]:
     return m
 
 
-def _open(directory: str, name: str, file: Any, shape: Tuple[int, int]) -> Any:
+class _Rows:
+    """A saved [rows, dim] float32 .npy, read a slice of rows at a time with
+    plain reads (a memory map would count the whole file in this process's
+    resident memory as it is read)."""
+
+    def __init__(self, path: str, table: str, shape: Tuple[int, int]) -> None:
+        self.path, self.shape = path, shape
+        try:
+            with open(path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    got, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    got, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                else:
+                    raise ValueError("npy format version %d.%d" % version)
+                self.offset = f.tell()
+                size = os.fstat(f.fileno()).st_size
+        except (OSError, ValueError) as e:
+            raise ValueError("table %r: %s is not a readable .npy (%s)" % (table, path, e)) from None
+        if dtype != np.dtype("<f4") or fortran or tuple(got) != shape:
+            raise ValueError("table %r: %s is %s %s, the table wants float32 %s"
+                             % (table, path, dtype, list(got), list(shape)))
+        if size != self.offset + 4 * shape[0] * shape[1]:
+            raise ValueError("table %r: %s is not a readable .npy (%d bytes, its header says %d)"
+                             % (table, path, size, self.offset + 4 * shape[0] * shape[1]))
+
+    def read(self, first: int, last: int) -> np.ndarray:
+        dim = self.shape[1]
+        with open(self.path, "rb") as f:
+            f.seek(self.offset + 4 * first * dim)
+            a = np.fromfile(f, dtype="<f4", count=(last - first) * dim)
+        if a.size != (last - first) * dim:
+            raise ValueError("%s: rows [%d, %d) cut short" % (self.path, first, last))
+        return a.reshape(last - first, dim)
+
+    def least(self, chunk_bytes: int) -> float:
+        """The smallest value (a state's sign check), read a chunk at a time."""
+        least = float("inf")
+        for first, last in _chunks(self.shape[0], self.shape[1], chunk_bytes):
+            chunk = self.read(first, last)
+            if chunk.size:
+                least = min(least, float(chunk.min()))
+        return least
+
+
+def _open(directory: str, name: str, file: Any, shape: Tuple[int, int]) -> _Rows:
     if not isinstance(file, str) or not _NAME.fullmatch(file) or file.startswith("."):
         raise ValueError("table %r: the manifest names no usable file (%r)" % (name, file))
-    path = os.path.join(directory, file)
-    try:
-        a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise ValueError("table %r: %s is not a readable .npy (%s)" % (name, path, e)) from None
-    if a.dtype != np.float32 or tuple(a.shape) != shape:
-        raise ValueError("table %r: %s is %s %s, the table wants float32 %s"
-                         % (name, path, a.dtype, list(a.shape), list(shape)))
-    return a
+    return _Rows(os.path.join(directory, file), name, shape)
 
 
 def load_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = None, *,
@@ -245,7 +283,7 @@ def load_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
                 raise ValueError("table %r: saved with %s state, the worker's table keeps none (%s)"
                                  % (name, e.get("optimizer"), _optimizer(s)))
             state = _open(directory, name, e["state"], shape)
-            if state.size and float(np.min(state)) < 0:
+            if state.least(chunk_bytes) < 0:
                 raise ValueError("table %r: the saved Adagrad state has negative sums" % name)
         elif _keeps_state(s):
             warnings.warn("ferry.ps.load_tables: table %r was saved without optimizer state (%s): its Adagrad "
@@ -253,9 +291,9 @@ def load_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
         plan.append((s, values, state))
     for s, values, state in plan:
         if _kind(s) == "dense":
-            worker.assign_dense(s.name, np.ascontiguousarray(values).reshape(-1), wait=True)
+            worker.assign_dense(s.name, values.read(0, values.shape[0]).reshape(-1), wait=True)
             if state is not None:
-                worker.assign_dense_state(s.name, np.ascontiguousarray(state).reshape(-1), wait=True)
+                worker.assign_dense_state(s.name, state.read(0, state.shape[0]).reshape(-1), wait=True)
             continue
         _assign(worker.assign, s, values, chunk_bytes)
         if state is not None:
@@ -263,11 +301,11 @@ def load_tables(worker: Any, directory: str, tables: Optional[Sequence[str]] = N
     return {s.name: int(values.shape[0]) for s, values, _ in plan}
 
 
-def _assign(assign: Any, spec: Any, source: Any, chunk_bytes: int) -> None:
-    """Assign `source` ([rows, dim], memory-mapped) a chunk at a time, one in flight while the next is read."""
+def _assign(assign: Any, spec: Any, source: _Rows, chunk_bytes: int) -> None:
+    """Assign `source` a chunk at a time, one in flight while the next is read."""
     pending = None
     for first, last in _chunks(int(spec.rows), int(spec.dim), chunk_bytes):
-        chunk = np.array(source[first:last], dtype=np.float32, copy=True)  # read from the file now
+        chunk = source.read(first, last)
         op = assign(spec.name, np.arange(first, last, dtype=np.int64), chunk, wait=False)
         if pending is not None:
             pending.wait()
