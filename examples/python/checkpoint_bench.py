@@ -62,7 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=64)
-    ap.add_argument("--chunk-mb", type=int, default=64)
+    ap.add_argument("--chunk-mb", type=float, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where the checkpoints go (default: a temporary directory)")
     ap.add_argument("--no-whole", action="store_true", help="leave the whole-table arm out")
@@ -79,7 +79,7 @@ def main() -> None:
         if not line.startswith("ready"):
             raise SystemExit("a shard did not start: %r" % line)
     root = tempfile.mkdtemp(prefix="ferry-ckpt-", dir=args.dir)
-    chunk_bytes = args.chunk_mb << 20
+    chunk_bytes = int(args.chunk_mb * (1 << 20))
     table_bytes = 2 * 4 * args.rows * args.dim  # values and state
     try:
         with ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as w:
@@ -113,7 +113,7 @@ def main() -> None:
             if args.json:
                 print(json.dumps(result))
             else:
-                print("table %d x %d, values and Adagrad state: %.0f MB; chunks of %d MiB"
+                print("table %d x %d, values and Adagrad state: %.0f MB; chunks of %g MiB"
                       % (args.rows, args.dim, table_bytes / 1e6, args.chunk_mb))
                 for name, _ in arms:
                     r = result[name]

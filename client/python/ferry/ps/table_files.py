@@ -31,7 +31,9 @@ _ps = _ferry.ps
 
 FORMAT = "ferry.ps.tables"
 VERSION = 1
-DEFAULT_CHUNK_BYTES = 64 << 20
+# A chunk's rows fit one arena block (1 MiB) and land zero copy; larger
+# chunks are staged in process memory, slower (docs/benchmarks/checkpoints.md).
+DEFAULT_CHUNK_BYTES = 1 << 20
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
