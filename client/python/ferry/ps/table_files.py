@@ -103,13 +103,19 @@ def _pulled(worker: Any, spec: Any, state: bool, chunk_bytes: int) -> Iterator[A
     writes this one."""
     pull = worker.pull_state_async if state else worker.pull_async
     spans = list(_chunks(int(spec.rows), int(spec.dim), chunk_bytes))
+    # One buffer for every chunk's rows in key order: a new array per chunk
+    # (Rows.gather) leaves glibc's heap holding hundreds of MB once chunks
+    # pass its mmap threshold.
+    ordered = np.empty((spans[0][1] - spans[0][0] if spans else 0, int(spec.dim)), np.float32)
     ahead = pull(spec.name, np.arange(*spans[0], dtype=np.int64)) if spans else None
-    for i in range(len(spans)):
+    for i, (first, last) in enumerate(spans):
         current = ahead
         ahead = pull(spec.name, np.arange(*spans[i + 1], dtype=np.int64)) if i + 1 < len(spans) else None
         rows = current.wait()
-        yield rows.gather()  # a copy in key order; the response blocks go back with `rows`
-        del rows
+        out = ordered[:last - first]
+        np.take(np.asarray(rows.rows), np.asarray(rows.index), axis=0, out=out)
+        del rows, current  # the response blocks go back before the next pull's wait
+        yield out
 
 
 def _dense(worker: Any, spec: Any, state: bool) -> Iterator[Any]:
