@@ -5,7 +5,6 @@ ones either way, through torch.save and torch.load, against real shard
 servers over a real ferryd; and the shards' Adagrad state, checkpointed
 apart, makes a resumed run train exactly as an uninterrupted one."""
 
-import contextlib
 import io
 import warnings
 
@@ -15,11 +14,17 @@ import torch
 
 import ferry
 import ferry.ps as ps
+from ps_served import served as _served
 import ferry.ps.torch as pst
 
 TABLES = [ps.Embedding("bag", rows=3000, dim=8, optimizer=ps.Adagrad(lr=0.2), init=ps.Uniform(0.3, seed=5)),
           ps.Embedding("emb", rows=700, dim=4, optimizer=ps.SGD(lr=0.5), init=ps.Uniform(0.3, seed=6)),
           ps.Embedding("any", rows=0, dim=4, optimizer=ps.SGD(lr=0.5))]
+
+
+def served(daemon, prefix, tables=TABLES):
+    """A worker over two fresh shard servers of `tables` (this file's by default)."""
+    return _served(daemon, prefix, tables)
 
 
 class Model(torch.nn.Module):
@@ -38,19 +43,6 @@ class Model(torch.nn.Module):
 
     def forward(self, ids, one):
         return self.head(torch.cat([self.bag(ids), self.emb(one)], 1)).squeeze(1)
-
-
-@contextlib.contextmanager
-def served(daemon, prefix):
-    """A worker over two fresh shard servers (rows from their init); all stopped after."""
-    shards = [ps.ShardServer(TABLES, i, 2, daemon.socket, service_prefix=prefix).start() for i in range(2)]
-    worker = ps.Worker(TABLES, 2, daemon.socket, service_prefix=prefix)
-    try:
-        yield worker
-    finally:
-        worker.close()
-        for s in shards:
-            s.stop()
 
 
 def batch(seed):

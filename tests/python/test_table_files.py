@@ -3,7 +3,6 @@ against real shard servers over a real ferryd: streamed a chunk at a time,
 bit for bit with the optimizer state, atomic, and checked before anything
 is assigned."""
 
-import contextlib
 import json
 import os
 import warnings
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 
 import ferry.ps as ps
+from ps_served import served as _served
 
 TABLES = [ps.Embedding("big", rows=5000, dim=8, optimizer=ps.Adagrad(lr=0.2), init=ps.Uniform(0.3, seed=5)),
           ps.Embedding("sgd", rows=900, dim=4, optimizer=ps.SGD(lr=0.5), init=ps.Uniform(0.3, seed=6)),
@@ -19,17 +19,9 @@ TABLES = [ps.Embedding("big", rows=5000, dim=8, optimizer=ps.Adagrad(lr=0.2), in
           ps.Embedding("any", rows=0, dim=4, optimizer=ps.SGD(lr=0.5))]
 
 
-@contextlib.contextmanager
 def served(daemon, prefix, tables=TABLES):
-    """A worker over two fresh shard servers (rows from their init); all stopped after."""
-    shards = [ps.ShardServer(tables, i, 2, daemon.socket, service_prefix=prefix).start() for i in range(2)]
-    worker = ps.Worker(tables, 2, daemon.socket, service_prefix=prefix)
-    try:
-        yield worker
-    finally:
-        worker.close()
-        for s in shards:
-            s.stop()
+    """A worker over two fresh shard servers of `tables` (this file's by default)."""
+    return _served(daemon, prefix, tables)
 
 
 def train(w, steps, seed):
