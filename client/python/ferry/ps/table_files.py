@@ -8,7 +8,7 @@ readable with ``numpy.load(path, mmap_mode="r")`` anywhere.
 
 A directory holds ``manifest.json`` (the tables, their shapes and
 optimizers, and their files) and per table ``NAME.values.npy`` and, where
-the table's optimizer keeps per-row state (Adagrad on an embedding table),
+the table's optimizer keeps state (Adagrad),
 ``NAME.state.npy`` (the accumulators, torch.optim.Adagrad's ``sum``).
 A dense table of ``size`` floats is saved as ``[size, 1]``. A
 save writes into a sibling directory and renames it into place when every
@@ -53,17 +53,21 @@ def _shape(spec: Any) -> Tuple[int, int]:
     return (int(spec.rows), int(spec.dim)) if _kind(spec) == "embedding" else (int(spec.rows), 1)
 
 
+def _listable(spec: Any) -> bool:
+    """Whether the table's keys can be listed (an embedding table with rows=0 takes any 64-bit key)."""
+    return _kind(spec) == "dense" or spec.rows != 0
+
+
 def _chosen(worker: Any, tables: Optional[Sequence[str]], action: str) -> List[Any]:
     if tables is None:
-        specs = list(worker._specs)
-        for s in specs:
-            if _kind(s) == "embedding" and s.rows == 0:
+        for s in worker._specs:
+            if not _listable(s):
                 warnings.warn("ferry.ps.%s: table %r (rows=0) left out: its keys cannot be listed" % (action, s.name),
                               stacklevel=3)
-        return [s for s in specs if not (_kind(s) == "embedding" and s.rows == 0)]
+        return [s for s in worker._specs if _listable(s)]
     chosen = [worker.table(name) for name in tables]  # KeyError naming the tables there are
     for s in chosen:
-        if _kind(s) == "embedding" and s.rows == 0:
+        if not _listable(s):
             raise ValueError("table %r has no row count (rows=0: any 64-bit key), so its rows cannot be listed"
                              % s.name)
     return chosen
@@ -82,22 +86,22 @@ def _chunks(rows: int, dim: int, chunk_bytes: int) -> Iterator[Tuple[int, int]]:
         yield first, min(rows, first + step)
 
 
-def _write_npy(path: str, shape: Tuple[int, int], parts: Iterator[Any]) -> None:
-    """Write a [rows, dim] float32 .npy from `parts`, arrays of consecutive rows, then sync it."""
+def _write_npy(path: str, shape: Tuple[int, int], parts: Iterator[np.ndarray]) -> None:
+    """Write a [rows, dim] float32 .npy from `parts`, contiguous float32
+    arrays of consecutive rows, then sync it."""
     with open(path, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
         written = 0
         for part in parts:
-            a = np.ascontiguousarray(np.asarray(part), dtype=np.float32)
-            f.write(memoryview(a).cast("B"))
-            written += a.shape[0] if a.ndim else 1
+            f.write(memoryview(part).cast("B"))
+            written += part.shape[0]
         if written != shape[0]:
             raise RuntimeError("%s: wrote %d rows of %d" % (path, written, shape[0]))
         f.flush()
         os.fsync(f.fileno())
 
 
-def _pulled(worker: Any, spec: Any, state: bool, chunk_bytes: int) -> Iterator[Any]:
+def _pulled(worker: Any, spec: Any, state: bool, chunk_bytes: int) -> Iterator[np.ndarray]:
     """The rows (or optimizer state) of an embedding table in key order, a
     chunk at a time; the next chunk's pull is in flight while the caller
     writes this one."""
@@ -118,9 +122,9 @@ def _pulled(worker: Any, spec: Any, state: bool, chunk_bytes: int) -> Iterator[A
         yield out
 
 
-def _dense(worker: Any, spec: Any, state: bool) -> Iterator[Any]:
+def _dense(worker: Any, spec: Any, state: bool) -> Iterator[np.ndarray]:
     pull = worker.pull_dense_state if state else worker.pull_dense
-    yield np.asarray(pull(spec.name)).reshape(-1, 1)
+    yield np.ascontiguousarray(pull(spec.name), dtype=np.float32).reshape(-1, 1)
 
 
 def _sync_dir(path: str) -> None:

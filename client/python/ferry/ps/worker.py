@@ -69,6 +69,11 @@ def _floats(values: ArrayLike) -> np.ndarray:
     return _flat(values, np.float32)
 
 
+def _check_state(call: str, table: str, values: np.ndarray) -> None:
+    if values.size and float(values.min()) < 0:
+        raise _BadRequest("%s to %r: Adagrad's state is a sum of squares, never negative" % (call, table))
+
+
 def _view(op: Any, count: int, shape: tuple) -> Any:
     """The rows of a completed pull as a tensor (numpy array without torch) over its memory."""
     if count == 0:
@@ -311,8 +316,7 @@ class Worker(Unwaited):
         if v.size != k.size * s.dim:
             raise _BadRequest("assign_state to %r: %d keys need %d floats, got %d"
                               % (table, k.size, k.size * s.dim, v.size))
-        if v.size and float(v.min()) < 0:
-            raise _BadRequest("assign_state to %r: Adagrad's state is a sum of squares, never negative" % table)
+        _check_state("assign_state", table, v)
         return self._finish(Pending(self._w.assign_state(tid, k, v)), wait)
 
     # -- dense tables
@@ -355,8 +359,7 @@ class Worker(Unwaited):
         v = _floats(values)
         if v.size != s.rows:
             raise _BadRequest("assign_dense_state to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
-        if v.size and float(v.min()) < 0:
-            raise _BadRequest("assign_dense_state to %r: Adagrad's state is a sum of squares, never negative" % table)
+        _check_state("assign_dense_state", table, v)
         return self._finish(Pending(self._w.assign_dense_state(tid, v)), wait)
 
     # -- completion: _finish() and synchronize() come from Unwaited
