@@ -1,6 +1,6 @@
 """ferry.ps against real ferryd and shard processes: a pull returns what the
 pushes made, the optimizers' arithmetic equals torch.optim's, duplicate keys
-are coalesced, pulls are zero copy (the tensor is the response block), dense
+are coalesced, a key outside a table is named and changes nothing, pulls are zero copy (the tensor is the response block), dense
 tables, a shard killed mid-training gives the worker an error within its
 timeout, the documented placement hash, and the torch modules."""
 
@@ -80,6 +80,27 @@ def test_duplicate_keys_are_coalesced(daemon, helpers):
         got = w.pull("emb", np.array([7, 9])).gather()
         assert torch.allclose(got, ref.detach()[[7, 9]], atol=1e-7, rtol=0)
         del r
+
+
+def test_a_key_outside_the_table_is_named_and_changes_nothing(daemon, helpers):
+    tables = [ps.Embedding("emb", rows=100, dim=2, optimizer=ps.Adagrad(lr=0.5), init=ps.Zeros())]
+    start_shards(helpers, daemon, tables, 2)
+    with ps.Worker(tables, 2, daemon.socket) as w:
+        calls = [
+            ("pull", 100, lambda: w.pull("emb", [1, 100])),
+            ("push", 250, lambda: w.push("emb", [5, 7, 250], torch.ones(3, 2))),
+            ("assign", -1, lambda: w.assign("emb", np.array([-1, 3]), torch.ones(2, 2))),
+            ("pull_state", 101, lambda: w.pull_state("emb", [101])),
+            ("assign_state", 102, lambda: w.assign_state("emb", [4, 102], torch.ones(2, 2))),
+            ("pull", 150, lambda: EmbeddingBag(w, "emb", mode="sum")(torch.tensor([[2, 150]]))),
+        ]
+        for what, key, call in calls:
+            with pytest.raises(ferry.BadRequest) as e:
+                call()
+            assert str(e.value) == "%s not started: key %d is outside table 'emb', whose keys are 0..99" % (what, key)
+        # Refused whole: the valid keys of the refused push, assign and assign_state kept their rows.
+        assert torch.equal(w.pull("emb", [3, 4, 5, 7]).gather(), torch.zeros(4, 2))
+        assert torch.equal(w.pull_state("emb", [3, 4, 5, 7]).gather(), torch.zeros(4, 2))
 
 
 def test_pull_is_zero_copy_and_keeps_its_block(daemon, helpers):

@@ -292,6 +292,23 @@ const ps::TableSpec& table_of(ps::Worker& w, ps::TableId id) {
   return *t;
 }
 
+// A keyed operation the worker refused as a bad request: the usual reason is
+// a key outside the table's rows, which the error then names (looked for
+// only after the refusal, so a valid call pays nothing for it).
+Result<ps::Ticket> name_bad_key(ps::Worker& w, ps::TableId table, std::span<const ps::Key> keys, const char* what,
+                                Result<ps::Ticket> r) {
+  if (r || r.status != Status::BadRequest) return r;
+  const ps::TableSpec& t = table_of(w, table);
+  if (t.kind != ps::TableKind::Embedding || t.rows == 0) return r;
+  for (const ps::Key k : keys) {
+    if (k < t.rows) continue;
+    raise(Status::BadRequest, std::string(what) + " not started: key " + std::to_string(static_cast<std::int64_t>(k)) +
+                                  " is outside table '" + t.name + "', whose keys are 0.." +
+                                  std::to_string(t.rows - 1));
+  }
+  return r;
+}
+
 // pull_state/assign_state and their dense forms: a table whose optimizer keeps state.
 void stateful(const ps::TableSpec& t) {
   if (t.optimizer.kind == ps::OptimizerKind::Adagrad) return;
@@ -403,7 +420,8 @@ once and their gradients summed. Thread safe (operations are serialised).)")
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys) {
             const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
             const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
-            return start(c, ps::Op::Pull, "pull", [&](ps::Worker& w) { return w.pull(table, span); });
+            return start(c, ps::Op::Pull, "pull",
+                         [&](ps::Worker& w) { return name_bad_key(w, table, span, "pull", w.pull(table, span)); });
           },
           "table"_a, "keys"_a)
       .def(
@@ -416,10 +434,11 @@ once and their gradients summed. Thread safe (operations are serialised).)")
           "push",
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys, const F32& grads) {
             const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
             return start(c, ps::Op::Push, "push", [&](ps::Worker& w) {
               table_of(w, table);
-              return w.push(table, {k, static_cast<std::size_t>(keys.size())},
-                            {grads.data(), static_cast<std::size_t>(grads.size())});
+              return name_bad_key(w, table, span, "push",
+                                  w.push(table, span, {grads.data(), static_cast<std::size_t>(grads.size())}));
             });
           },
           "table"_a, "keys"_a, "grads"_a)
@@ -445,9 +464,10 @@ once and their gradients summed. Thread safe (operations are serialised).)")
           "assign",
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys, const F32& values) {
             const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
             return start(c, ps::Op::Assign, "assign", [&](ps::Worker& w) {
-              return w.assign(table, {k, static_cast<std::size_t>(keys.size())},
-                              {values.data(), static_cast<std::size_t>(values.size())});
+              return name_bad_key(w, table, span, "assign",
+                                  w.assign(table, span, {values.data(), static_cast<std::size_t>(values.size())}));
             });
           },
           "table"_a, "keys"_a, "values"_a)
@@ -458,7 +478,7 @@ once and their gradients summed. Thread safe (operations are serialised).)")
             const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
             return start(c, ps::Op::Pull, "pull_state", [&](ps::Worker& w) {
               stateful(table_of(w, table));
-              return w.pull_state(table, span);
+              return name_bad_key(w, table, span, "pull_state", w.pull_state(table, span));
             });
           },
           "table"_a, "keys"_a, "The optimizer state (Adagrad's accumulators) of rows, as pull() gives values.")
@@ -466,10 +486,12 @@ once and their gradients summed. Thread safe (operations are serialised).)")
           "assign_state",
           [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const I64& keys, const F32& values) {
             const auto* k = reinterpret_cast<const ps::Key*>(keys.data());
+            const std::span<const ps::Key> span(k, static_cast<std::size_t>(keys.size()));
             return start(c, ps::Op::Assign, "assign_state", [&](ps::Worker& w) {
               stateful(table_of(w, table));
-              return w.assign_state(table, {k, static_cast<std::size_t>(keys.size())},
-                                    {values.data(), static_cast<std::size_t>(values.size())});
+              return name_bad_key(
+                  w, table, span, "assign_state",
+                  w.assign_state(table, span, {values.data(), static_cast<std::size_t>(values.size())}));
             });
           },
           "table"_a, "keys"_a, "values"_a, "Sets the optimizer state of rows (their values stay).")
