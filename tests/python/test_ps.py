@@ -1,8 +1,10 @@
 """ferry.ps against real ferryd and shard processes: a pull returns what the
 pushes made, the optimizers' arithmetic equals torch.optim's, duplicate keys
-are coalesced, a key outside a table is named and changes nothing, pulls are zero copy (the tensor is the response block), dense
-tables, a shard killed mid-training gives the worker an error within its
-timeout, the documented placement hash, and the torch modules."""
+are coalesced, a key outside a table is named and changes nothing, a worker
+whose tables or shard count differ from its shards' is told so, pulls are
+zero copy (the tensor is the response block), dense tables, a shard killed
+mid-training gives the worker an error within its timeout, the documented
+placement hash, and the torch modules."""
 
 import json
 import time
@@ -101,6 +103,23 @@ def test_a_key_outside_the_table_is_named_and_changes_nothing(daemon, helpers):
         # Refused whole: the valid keys of the refused push, assign and assign_state kept their rows.
         assert torch.equal(w.pull("emb", [3, 4, 5, 7]).gather(), torch.zeros(4, 2))
         assert torch.equal(w.pull_state("emb", [3, 4, 5, 7]).gather(), torch.zeros(4, 2))
+
+
+def test_a_worker_that_disagrees_with_its_shards_is_told_how(daemon, helpers):
+    tables = [ps.Embedding("emb", rows=100, dim=4, init=ps.Zeros())]
+    start_shards(helpers, daemon, tables, 2)
+    hint = "the worker's tables or shard count differ from the shard's"
+    wider = [ps.Embedding("emb", rows=100, dim=8)]
+    longer = [ps.Embedding("emb", rows=1000, dim=4)]
+    with ps.Worker(wider, 2, daemon.socket) as w, pytest.raises(ferry.BadRequest, match="BadDim; " + hint):
+        w.pull("emb", [1, 2])
+    with ps.Worker(longer, 2, daemon.socket) as w, pytest.raises(ferry.BadRequest, match="BadKey; " + hint):
+        w.pull("emb", [500])
+    # One shard where there are two: every key goes to shard 0, which refuses those it does not hold.
+    with ps.Worker(tables, 1, daemon.socket) as w, pytest.raises(ferry.BadRequest, match="BadKey; " + hint):
+        w.assign("emb", np.arange(10), torch.ones(10, 4))
+    with ps.Worker(tables, 2, daemon.socket) as w:
+        assert torch.equal(w.pull("emb", np.arange(10)).gather(), torch.zeros(10, 4))  # the refused assign changed nothing
 
 
 def test_pull_is_zero_copy_and_keeps_its_block(daemon, helpers):

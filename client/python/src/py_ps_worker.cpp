@@ -57,11 +57,28 @@ ps::Worker& live(WorkerCore& c) {
   return *c.worker;
 }
 
+// What a shard's refusal means for the caller, where it can act on it.
+std::string_view refusal_hint(ps::PsStatus ps) noexcept {
+  switch (ps) {
+    case ps::PsStatus::BadTable:
+    case ps::PsStatus::BadDim:
+    case ps::PsStatus::BadKey:
+    case ps::PsStatus::BadRange:
+      return "; the worker's tables or shard count differ from the shard's: start both from one table list and "
+             "shard count";
+    case ps::PsStatus::TableFull: return "; the shard holds max_rows rows of this table already";
+    case ps::PsStatus::NonFinite: return "; a value or gradient is NaN or infinite";
+    case ps::PsStatus::Forbidden: return "; the table's access list does not allow this caller that operation";
+    default: return "";
+  }
+}
+
 std::string failure(const WorkerCore& c, ps::Ticket t, const char* what) {
   const ps::OpError e = c.worker->error(t);
   std::string s = std::string(what) + " failed: " + std::string(to_string(e.status));
   if (e.ps != ps::PsStatus::Ok) {
-    s += " (shard " + std::to_string(e.shard) + " refused it: " + std::string(to_string(e.ps)) + ")";
+    s += " (shard " + std::to_string(e.shard) + " refused it: " + std::string(to_string(e.ps)) +
+         std::string(refusal_hint(e.ps)) + ")";
   } else if (e.status == Status::ServiceNotFound || e.status == Status::ServiceGone) {
     // A shard that went away (its ferryd restarted, it was stopped) and was not started again.
     s += " (shard " + std::to_string(e.shard) + ": nothing serves '" + ps::shard_target(c.target, c.prefix, e.shard) +
