@@ -18,6 +18,7 @@
 #include "ferry/ps/worker.h"
 #include "leases.h"
 #include "py_ps.h"
+#include "py_ps_messages.h"
 
 namespace ferry::py {
 
@@ -57,36 +58,8 @@ ps::Worker& live(WorkerCore& c) {
   return *c.worker;
 }
 
-// What a shard's refusal means for the caller, where it can act on it.
-std::string_view refusal_hint(ps::PsStatus ps) noexcept {
-  switch (ps) {
-    case ps::PsStatus::BadTable:
-    case ps::PsStatus::BadDim:
-    case ps::PsStatus::BadKey:
-    case ps::PsStatus::BadRange:
-      return "; the worker's tables or shard count differ from the shard's: start both from one table list and "
-             "shard count";
-    case ps::PsStatus::TableFull: return "; the shard holds max_rows rows of this table already";
-    case ps::PsStatus::NonFinite: return "; a value or gradient is NaN or infinite";
-    case ps::PsStatus::Forbidden: return "; the table's access list does not allow this caller that operation";
-    default: return "";
-  }
-}
-
 std::string failure(const WorkerCore& c, ps::Ticket t, const char* what) {
-  const ps::OpError e = c.worker->error(t);
-  std::string s = std::string(what) + " failed: " + std::string(to_string(e.status));
-  if (e.ps != ps::PsStatus::Ok) {
-    s += " (shard " + std::to_string(e.shard) + " refused it: " + std::string(to_string(e.ps)) +
-         std::string(refusal_hint(e.ps)) + ")";
-  } else if (e.status == Status::ServiceNotFound || e.status == Status::ServiceGone) {
-    // A shard that went away (its ferryd restarted, it was stopped) and was not started again.
-    s += " (shard " + std::to_string(e.shard) + ": nothing serves '" + ps::shard_target(c.target, c.prefix, e.shard) +
-         "' now; start that shard again, then a new Worker)";
-  } else if (e.status != Status::Ok && e.status != Status::BadRequest) {
-    s += " (shard " + std::to_string(e.shard) + ")";
-  }
-  return s;
+  return failed_message(c.worker->error(t), what, c.target, c.prefix);
 }
 
 // Starts an operation under the lock; raises when it could not start.
@@ -97,19 +70,7 @@ std::shared_ptr<PsOp> start(const std::shared_ptr<WorkerCore>& core, ps::Op kind
     auto lk = lock_from_python(core->mu);
     r = start(live(*core));
   }
-  if (!r) {
-    std::string why = std::string(what) + " not started: " + std::string(to_string(r.status));
-    if (r.status == Status::Busy) why += " (too many operations unreleased: drop or release() finished ones)";
-    if (r.status == Status::ResponseTooLarge)
-      why +=
-          " (one row of this table is larger than the largest message ferryd carries, its max-message-bytes: "
-          "no split can fit it)";
-    if (r.status == Status::NoMemory)
-      why +=
-          " (the worker's arena is full and none of its calls is in flight to free any: release pulled rows, "
-          "or attach with a larger tx_bytes)";
-    raise(r.status, why);
-  }
+  if (!r) raise(r.status, not_started_message(r.status, what));
   auto op = std::make_shared<PsOp>();
   op->core = core;
   op->ticket = r.value;
@@ -315,14 +276,8 @@ const ps::TableSpec& table_of(ps::Worker& w, ps::TableId id) {
 Result<ps::Ticket> name_bad_key(ps::Worker& w, ps::TableId table, std::span<const ps::Key> keys, const char* what,
                                 Result<ps::Ticket> r) {
   if (r || r.status != Status::BadRequest) return r;
-  const ps::TableSpec& t = table_of(w, table);
-  if (t.kind != ps::TableKind::Embedding || t.rows == 0) return r;
-  for (const ps::Key k : keys) {
-    if (k < t.rows) continue;
-    raise(Status::BadRequest, std::string(what) + " not started: key " + std::to_string(static_cast<std::int64_t>(k)) +
-                                  " is outside table '" + t.name + "', whose keys are 0.." +
-                                  std::to_string(t.rows - 1));
-  }
+  const std::string why = key_outside_message(table_of(w, table), keys, what);
+  if (!why.empty()) raise(Status::BadRequest, why);
   return r;
 }
 
