@@ -1,9 +1,10 @@
 """Hardening, second pass through the Python package: a forked
 child cannot use its parent's client and the parent goes on; a client sees
 its daemon's death without polling; the shard server exits when its ferryd
-goes away; non-integer keys are a TypeError; non-finite gradients, pushes
-outside a table's access list and rows past max_rows are refused; a pull
-of keys never pushed creates no row."""
+goes away, and refuses a bad command line in one line; non-integer keys
+are a TypeError; non-finite gradients, pushes outside a table's access list
+and rows past max_rows are refused; a pull of keys never pushed creates no
+row."""
 
 import json
 import os
@@ -129,6 +130,53 @@ def test_shard_server_exits_when_its_ferryd_goes_away(daemon):
     assert p.returncode != 0
     assert "ferryd went away" in err and "DaemonGone" in err
     assert '"result": "DaemonGone"' in out
+
+
+def run_shard_server(socket, tables_arg, shard="0/1"):
+    return subprocess.run([sys.executable, "-m", "ferry.ps.server", "--socket", socket, "--tables", tables_arg,
+                           "--shard", shard], capture_output=True, text=True, timeout=60)
+
+
+def test_shard_server_refuses_a_bad_command_line_in_one_line(daemon, tmp_path):
+    good = json.dumps([ps.Embedding("t", rows=10, dim=4).to_dict()])
+    cases = [
+        ("{bad", "0/1", "--tables: not JSON"),
+        ("[]", "0/1", "a non-empty JSON list of tables"),
+        ('{"name": "t"}', "0/1", "a non-empty JSON list of tables"),
+        ("[3]", "0/1", "a table is a JSON object"),
+        ('[{"rows": 3}]', "0/1", 'a table needs a "name"'),
+        ('[{"name": "t", "colour": 1}]', "0/1", "table 't': unknown field(s) colour"),
+        ('[{"name": "t", "optimizer": {"kind": "Adam"}}]', "0/1", "table 't': optimizer must be an object whose"),
+        ('[{"name": "t", "optimizer": {"kind": "SGD", "momentum": 0.9}}]', "0/1",
+         "table 't': optimizer SGD takes lr, got momentum"),
+        ('[{"name": "t", "init": {"kind": "Zeros", "scale": 1}}]', "0/1", "table 't': init Zeros takes nothing"),
+        ("@" + str(tmp_path / "missing.json"), "0/1", "No such file or directory"),
+        (good, "2/2", "--shard: INDEX/SHARDS with 0 <= INDEX < SHARDS"),
+        (good, "x", "--shard: INDEX/SHARDS"),
+        (good, "0/0", "--shard: INDEX/SHARDS"),
+        ('[{"name": "t", "rows": 10, "dim": 0}]', "0/1", "table 0 't': dim must be in [1, 4096]"),
+    ]
+    for tables_arg, shard, want in cases:
+        r = run_shard_server(daemon.socket, tables_arg, shard)
+        assert r.returncode == 2, (tables_arg, shard, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr and want in r.stderr.strip().splitlines()[-1], (tables_arg, r.stderr)
+        assert "ready" not in r.stdout
+    # What fails at run time is one line too, with status 1 (a supervisor may try again).
+    r = run_shard_server(str(tmp_path / "no-ferryd.sock"), good)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "cannot attach to ferryd" in r.stderr and "DaemonGone" in r.stderr
+    first = shard_process(daemon, [ps.Embedding("t", rows=10, dim=4)])
+    try:
+        assert first.stdout.readline().startswith("ready ")
+        r = run_shard_server(daemon.socket, good)
+        assert r.returncode == 1 and "Traceback" not in r.stderr and "serve ps-shard-0: ServiceExists" in r.stderr
+    finally:
+        first.terminate()
+        first.communicate(timeout=30)
+    # Fields left out take Table's defaults; what to_dict() writes comes back the same.
+    assert ps.Table.from_dict({"name": "t", "rows": 10, "dim": 4}) == ps.Table("t", dim=4, rows=10)
+    t = ps.Embedding("t", rows=10, dim=4, optimizer=ps.Adagrad(lr=0.2), init=ps.Uniform(0.1, seed=5), max_rows=7)
+    assert ps.Table.from_dict(json.loads(json.dumps(t.to_dict()))) == t
 
 
 def test_a_worker_names_the_shard_it_cannot_reach(daemon, one_shard):

@@ -9,17 +9,47 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
+from ferry._errors import Error
 from ferry.ps import tables as _tables
 from ferry.ps.shard import serve
+
+
+def _parse_tables(ap: argparse.ArgumentParser, arg: str) -> List[_tables.Table]:
+    """--tables: a JSON list of Table.to_dict() objects, or @FILE holding one; ap.error() when it is not."""
+    text = arg
+    if arg.startswith("@"):
+        try:
+            with open(arg[1:]) as f:
+                text = f.read()
+        except OSError as e:
+            ap.error("--tables %s: %s" % (arg, e.strerror))
+    try:
+        listed = json.loads(text)
+    except json.JSONDecodeError as e:
+        ap.error("--tables: not JSON (%s)" % e)
+    if not isinstance(listed, list) or not listed:
+        ap.error("--tables: a non-empty JSON list of tables (Table.to_dict() objects), got %.80s" % text)
+    try:
+        return [_tables.Table.from_dict(d) for d in listed]
+    except ValueError as e:
+        ap.error("--tables: %s" % e)
+
+
+def _parse_shard(ap: argparse.ArgumentParser, arg: str) -> Tuple[int, int]:
+    """--shard i/n, 0 <= i < n; ap.error() when it is not."""
+    parts = arg.split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not 0 <= int(parts[0]) < int(parts[1]):
+        ap.error("--shard: INDEX/SHARDS with 0 <= INDEX < SHARDS (e.g. 0/2), got %r" % arg)
+    return int(parts[0]), int(parts[1])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Serve one shard until SIGTERM or SIGINT; the exit status (0: served without error)."""
     ap = argparse.ArgumentParser(prog="python3 -m ferry.ps.server", description="serve one parameter-server shard")
     ap.add_argument("--tables", required=True, help="JSON list of Table.to_dict() objects, or @FILE")
-    ap.add_argument("--shard", required=True, help="i/n")
+    ap.add_argument("--shard", required=True, help="INDEX/SHARDS, e.g. 0/2")
     ap.add_argument("--socket", default=None)
     ap.add_argument("--pool", type=int, default=64)
     ap.add_argument("--max-count", type=int, default=None)
@@ -32,9 +62,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="HOST:PORT workers reach this shard's ferryd at (default: that ferryd's --listen)")
     ap.add_argument("--store-timeout", type=float, default=300.0, help="seconds to wait for the store to answer")
     a = ap.parse_args(argv)
-    text = open(a.tables[1:]).read() if a.tables.startswith("@") else a.tables
-    tables = [_tables.Table.from_dict(d) for d in json.loads(text)]
-    index, shards = (int(x) for x in a.shard.split("/"))
+    tables = _parse_tables(ap, a.tables)
+    index, shards = _parse_shard(ap, a.shard)
 
     store = None
     if a.store:
@@ -48,8 +77,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _store.publish(store, index, shards, entry, a.service_prefix)
         print("ready %s" % server.service, flush=True)
 
-    counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
-                     busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite)
+    try:
+        counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
+                         busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite)
+    except (Error, ValueError) as e:
+        # A table the shard refuses, no ferryd, a service already served: one line, not a traceback.
+        print("ferry.ps.server: shard %d/%d: %s" % (index, shards, e), file=sys.stderr, flush=True)
+        return 2 if isinstance(e, ValueError) else 1
     print("served %s" % json.dumps(counters), flush=True)
     if counters.get("result") != "Ok":
         print("ferry.ps.server: shard %d/%d: ferryd went away (%s); exiting so that a supervisor restarts it "

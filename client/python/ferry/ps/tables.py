@@ -133,14 +133,42 @@ class Table:
 
     @staticmethod
     def from_dict(d: Dict[str, Any]) -> "Table":
-        """The table to_dict() described."""
+        """The table to_dict() described. Fields left out take Table's
+        defaults; an unknown field, optimizer or init is a ValueError that
+        names the table and what it expected."""
+        if not isinstance(d, dict):
+            raise ValueError("a table is a JSON object (as Table.to_dict() writes), got %r" % (d,))
         d = dict(d)
-        kinds = {"SGD": SGD, "Adagrad": Adagrad, "Zeros": Zeros, "Uniform": Uniform}
-        for k in ("optimizer", "init"):
-            v = dict(d[k])
-            d[k] = kinds[v.pop("kind")](**v)
+        name = d.get("name")
+        if not isinstance(name, str):
+            raise ValueError("a table needs a \"name\" (a string): %r" % (d,))
+        known = {f.name for f in dataclasses.fields(Table)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError("table %r: unknown field(s) %s (known: %s)" % (name, ", ".join(unknown),
+                                                                          ", ".join(sorted(known))))
+        for field, kinds in (("optimizer", (SGD, Adagrad)), ("init", (Zeros, Uniform))):
+            if field not in d:
+                continue
+            v = d[field]
+            by_name = {k.__name__: k for k in kinds}
+            if not isinstance(v, dict) or v.get("kind") not in by_name:
+                raise ValueError("table %r: %s must be an object whose \"kind\" is one of %s, got %r"
+                                 % (name, field, ", ".join(by_name), v))
+            v = dict(v)
+            cls = by_name[v.pop("kind")]
+            try:
+                d[field] = cls(**v)
+            except TypeError:
+                raise ValueError("table %r: %s %s takes %s, got %s" % (
+                    name, field, cls.__name__, ", ".join(f.name for f in dataclasses.fields(cls)) or "nothing",
+                    ", ".join(sorted(v)))) from None
         if d.get("access") is not None:
-            d["access"] = Access(**{k: (None if v is None else tuple(v)) for k, v in d["access"].items()})
+            acc = d["access"]
+            fields = {f.name for f in dataclasses.fields(Access)}
+            if not isinstance(acc, dict) or set(acc) - fields:
+                raise ValueError("table %r: access must be an object of %s, got %r" % (name, ", ".join(sorted(fields)), acc))
+            d["access"] = Access(**{k: (None if v is None else tuple(v)) for k, v in acc.items()})
         return Table(**d)
 
 
