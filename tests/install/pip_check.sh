@@ -9,8 +9,9 @@
 #   pyenv   a venv of pyenv's Python 3.12 (no numpy, no torch): pip install,
 #           `import ferry`, a call through ferryd, and `import ferry.ps`
 #           failing with an ImportError that names numpy
-#   mypy    Debian's mypy on the examples, against the package the debian
-#           check installed (its stubs and hints)
+#   mypy    Debian's mypy on the examples and on the package itself, against
+#           the package the debian check installed (its stubs and hints), and
+#           mypy.stubtest of the installed stubs against the compiled module
 # Prints "PASS|FAIL|SKIP <check> <why>" as its last line; exits 0, 1 or 77.
 # Nothing reaches the network: pip runs with --no-index, meson-python and
 # setuptools (distutils, which Debian 12's meson needs on Python 3.12) come
@@ -147,7 +148,16 @@ mypy)
   # pyproject.toml's [tool.mypy]: bodies of unannotated functions checked too.
   mypy --python-executable "$venv/bin/python" --cache-dir "$work/mypy-cache" "${files[@]}" >"$work/mypy.log" 2>&1 || {
     cat "$work/mypy.log"; result FAIL "mypy found errors in the examples"; }
-  result PASS "mypy on ${#files[@]} example files against the installed package's stubs"
+  # The package's own code, against its stubs and hints.
+  mypy --python-executable "$venv/bin/python" --cache-dir "$work/mypy-cache" client/python/ferry \
+    >"$work/mypy-package.log" 2>&1 || { cat "$work/mypy-package.log"; result FAIL "mypy found errors in the package"; }
+  # The stubs against the installed compiled module: a name in one and not the other, a wrong kind of
+  # thing (tests/install/stubtest-allowlist.txt: pybind11's own ways, nothing else).
+  printf '[mypy]\n' >"$work/stubtest.ini"
+  (cd "$work" && "$venv/bin/python" -m mypy.stubtest --mypy-config-file "$work/stubtest.ini" \
+    --allowlist "$src/tests/install/stubtest-allowlist.txt" ferry._ferry) >"$work/stubtest.log" 2>&1 || {
+    cat "$work/stubtest.log"; result FAIL "the stubs of ferry._ferry differ from the module (stubtest)"; }
+  result PASS "mypy on ${#files[@]} example files and the package; stubtest of ferry._ferry"
   ;;
 *)
   echo "usage: pip_check.sh SOURCE_DIR BUILD_DIR debian|pyenv|mypy" >&2

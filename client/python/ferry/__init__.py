@@ -92,14 +92,13 @@ def _delivery_release(self):
     self.client.release(self)
 
 
-Client.__enter__ = _client_enter
-Client.__exit__ = _client_exit
-Buffer.free = _buffer_free
-Buffer.__enter__ = _client_enter
-Buffer.__exit__ = _buffer_exit
-Delivery.release = _delivery_release
-Handle.__await__ = _aio.handle_await
-Client.recv_async = _aio.recv_async
+# The compiled classes' methods written in Python (the stubs declare them).
+for _cls, _name, _fn in ((Client, "__enter__", _client_enter), (Client, "__exit__", _client_exit),
+                         (Buffer, "free", _buffer_free), (Buffer, "__enter__", _client_enter),
+                         (Buffer, "__exit__", _buffer_exit), (Delivery, "release", _delivery_release),
+                         (Handle, "__await__", _aio.handle_await), (Client, "recv_async", _aio.recv_async)):
+    setattr(_cls, _name, _fn)
+del _cls, _name, _fn
 
 __all__ = ["attach", "Client", "Buffer", "Delivery", "Handle", "Error", "by_status", "default_socket_path",
            "__version__"] + [n for n in dir() if isinstance(globals()[n], type) and issubclass(globals()[n], Error)]

@@ -9,9 +9,9 @@ the loop: the handle's result is read with ``wait(0)``.
 
 import asyncio
 import weakref
-from typing import Any, Generator
+from typing import Any, Dict, Generator
 
-_reactors = weakref.WeakKeyDictionary()  # loop -> {client: _Reactor}
+_reactors: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Dict[Any, _Reactor]]" = weakref.WeakKeyDictionary()  # loop -> {client: _Reactor}
 
 
 class _Reactor:

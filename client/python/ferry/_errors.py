@@ -7,7 +7,7 @@ and ``ferry.BadRequest`` also a ``ValueError``, so generic handlers work.
 """
 
 
-from typing import Optional
+from typing import List, Optional
 
 
 class Error(Exception):
@@ -62,4 +62,4 @@ def by_status(name: str) -> type:
     return cls if isinstance(cls, type) and issubclass(cls, Error) else Error
 
 
-__all__ = ["Error", "by_status"] + [e[0] for e in STATUSES] + ["BufferFreed", "BufferInUse", "Closed"]
+__all__: List[str] = ["Error", "by_status"] + [str(e[0]) for e in STATUSES] + ["BufferFreed", "BufferInUse", "Closed"]

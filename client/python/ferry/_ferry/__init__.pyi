@@ -2,7 +2,7 @@
 over libferry and libferry-ps). Users import ``ferry`` and ``ferry.ps``; these
 stubs let editors and type checkers see the classes those re-export."""
 
-from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Union
+from typing import Any, Callable, Dict, Generator, List, Optional, Union
 
 from . import ps as ps
 
@@ -116,7 +116,7 @@ class Client:
         """Block up to timeout seconds until something completes or arrives."""
     def recv(self, timeout: Optional[float] = None) -> Optional[Delivery]:
         """The next delivery, or None after timeout."""
-    def recv_async(self) -> Awaitable[Delivery]:
+    async def recv_async(self) -> Delivery:
         """The next delivery, awaited in an asyncio loop."""
     def fileno(self) -> int:
         """Readable when completions may be ready."""
@@ -145,7 +145,7 @@ class Client:
     def __exit__(self, *exc: object) -> bool: ...
 
 def attach(socket: str = "", name: str = "", tx_bytes: int = 0, rx_bytes: int = 0, sq_entries: int = 0,
-           cq_entries: int = 0, busy_poll: bool = False) -> Client:
+           cq_entries: int = 0, busy_poll: bool = False, log_level: int = 0) -> Client:
     """Attach to ferryd (use ferry.attach())."""
 
 def default_socket_path() -> str:

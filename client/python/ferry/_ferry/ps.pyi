@@ -2,8 +2,7 @@
 as the ferry.ps package uses it. Users call ferry.ps (Worker, ShardServer,
 tables); these are its compiled parts."""
 
-import enum
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -11,24 +10,38 @@ import numpy.typing as npt
 _Keys = Union[npt.NDArray[np.int64], Sequence[int]]
 _Floats = Union[npt.NDArray[np.float32], Sequence[float]]
 
-class TableKind(enum.Enum):
+class _Enum:
+    """A pybind11 enum: its members are instances, with an int value."""
+
+    def __init__(self, value: int) -> None: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
+class TableKind(_Enum):
     """An embedding table (rows by 64-bit key) or a dense flat tensor."""
 
-    embedding = 0
-    dense = 1
+    __members__: ClassVar[Dict[str, "TableKind"]]
+    embedding: ClassVar["TableKind"]
+    dense: ClassVar["TableKind"]
 
-class OptimizerKind(enum.Enum):
+class OptimizerKind(_Enum):
     """The optimizer a shard applies to pushed gradients."""
 
-    sgd = 0
-    adagrad = 1
+    __members__: ClassVar[Dict[str, "OptimizerKind"]]
+    sgd: ClassVar["OptimizerKind"]
+    adagrad: ClassVar["OptimizerKind"]
 
-class InitKind(enum.Enum):
+class InitKind(_Enum):
     """How a row starts before any push."""
 
-    zeros = 0
-    uniform = 1
-    pattern = 2
+    __members__: ClassVar[Dict[str, "InitKind"]]
+    zeros: ClassVar["InitKind"]
+    uniform: ClassVar["InitKind"]
+    pattern: ClassVar["InitKind"]
 
 class TableSpec:
     """One table as the C++ library sees it (ferry.ps.Table.spec() makes them)."""
@@ -45,9 +58,18 @@ class TableSpec:
     init: InitKind
     init_scale: float
     init_seed: int
+    max_rows: int
+    pull_uids: List[int]
+    push_uids: List[int]
+    assign_uids: List[int]
     def __init__(self) -> None: ...
     def check(self) -> None:
         """Raises ferry.BadRequest (a ValueError), saying why, when this spec cannot be used."""
+
+REMOTE_CALLER: int
+"""In an access list: every caller that came through a peer daemon."""
+UNKNOWN_CALLER: int
+"""Uids are below this."""
 
 def initial_values(table: TableSpec, keys: _Keys) -> npt.NDArray[np.float32]:
     """The values a shard gives these keys before any push: [n, dim] float32."""
@@ -69,7 +91,8 @@ class ShardServer:
     """A shard served over ferry from a thread of this process."""
 
     def __init__(self, tables: Sequence[TableSpec], index: int, shards: int, socket: str = "", pool: int = 64,
-                 max_count: int = 65536, busy_poll: bool = False, service_prefix: str = "ps-shard-") -> None: ...
+                 max_count: int = 65536, busy_poll: bool = False, service_prefix: str = "ps-shard-",
+                 allow_non_finite: bool = False) -> None: ...
     def start(self) -> None:
         """Begin answering (GIL-free)."""
     def stop(self) -> None:
@@ -82,6 +105,8 @@ class ShardServer:
         """The service name it serves (PREFIX<index>)."""
     def counters(self) -> Dict[str, Union[int, str]]:
         """Requests served and refused, pulls, pushes, assigns, keys (after stop())."""
+    def usage(self) -> Dict[int, Dict[str, int]]:
+        """Rows and bytes each table holds on this shard, by table id."""
     def find(self, table: int, key: int) -> Optional[List[float]]:
         """A parameter's values after stop() (None when this shard never held it)."""
 

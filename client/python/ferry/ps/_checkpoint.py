@@ -95,7 +95,7 @@ class _Checkpointed:
         self.worker.assign_state(self.table, torch.arange(self.num_embeddings, dtype=torch.int64), s, wait=True)
 
     def _save_to_state_dict(self, destination: Dict[str, Any], prefix: str, keep_vars: bool) -> None:
-        super()._save_to_state_dict(destination, prefix, keep_vars)
+        super()._save_to_state_dict(destination, prefix, keep_vars)  # type: ignore[misc]  # nn.Module's, after this mixin
         if not self.checkpoint:
             return
         if self.num_embeddings == 0:
@@ -106,8 +106,8 @@ class _Checkpointed:
 
     def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, local_metadata: Any, strict: bool,
                               missing_keys: List[str], unexpected_keys: List[str], error_msgs: List[str]) -> None:
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
+        super()._load_from_state_dict(  # type: ignore[misc]  # nn.Module's, after this mixin
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
         key = prefix + "weight"
         if not self.checkpoint or self.num_embeddings == 0:
             return  # a weight given is then unexpected (strict), as for a module without one

@@ -20,7 +20,7 @@ module's ``defer=False``) turns it off.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, cast
 
 import torch
 
@@ -86,7 +86,7 @@ class Deferred(torch.Tensor):
                 finish: Callable[[Any], torch.Tensor]) -> "Deferred":
         with torch._C.DisableTorchFunction():
             shell = torch.empty(shape, dtype=dtype, device=device)
-        d = torch.Tensor._make_subclass(cls, shell, False)
+        d = cast(Deferred, torch.Tensor._make_subclass(cls, shell, False))
         d._pending, d._finish, d._value, d._worker = pending, finish, None, worker
         d._grad_enabled = torch.is_grad_enabled()
         group = _groups.get(worker)

@@ -80,9 +80,8 @@ class ShardServer:
     def __enter__(self) -> "ShardServer":
         return self.start()
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
-        return False
 
 
 def serve(tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,

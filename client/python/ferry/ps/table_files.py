@@ -93,7 +93,7 @@ def _write_npy(path: str, shape: Tuple[int, int], parts: Iterator[np.ndarray]) -
         np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
         written = 0
         for part in parts:
-            f.write(memoryview(part).cast("B"))
+            f.write(part.data.cast("B"))
             written += part.shape[0]
         if written != shape[0]:
             raise RuntimeError("%s: wrote %d rows of %d" % (path, written, shape[0]))

@@ -74,6 +74,12 @@ def _check_state(call: str, table: str, values: np.ndarray) -> None:
         raise _BadRequest("%s to %r: Adagrad's state is a sum of squares, never negative" % (call, table))
 
 
+def _wake(fut: Any) -> None:
+    """An fd reader's callback: resolve the future its waiter sleeps on, once."""
+    if not fut.done():
+        fut.set_result(None)
+
+
 def _view(op: Any, count: int, shape: tuple) -> Any:
     """The rows of a completed pull as a tensor (numpy array without torch) over its memory."""
     if count == 0:
@@ -153,8 +159,8 @@ class Pending:
             if fd < 0:  # a busy-polling worker has no fd
                 await asyncio.sleep(0)
                 continue
-            fut = loop.create_future()
-            loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+            fut: "asyncio.Future[None]" = loop.create_future()
+            loop.add_reader(fd, _wake, fut)
             try:
                 if self.done():  # done() collected completions: the fd may not fire for them
                     break
@@ -385,9 +391,8 @@ class Worker(Unwaited):
     def __enter__(self) -> "Worker":
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
     @classmethod
     def from_env(cls, tables: Sequence[_tables.Table], **options: Any) -> "Worker":
