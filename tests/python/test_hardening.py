@@ -1,9 +1,10 @@
 """Hardening, second pass through the Python package: a forked
 child cannot use its parent's client and the parent goes on; a client sees
 its daemon's death without polling; the shard server exits when its ferryd
-goes away, and refuses a bad command line in one line; non-integer keys
-are a TypeError; non-finite gradients, pushes outside a table's access list
-and rows past max_rows are refused; a pull of keys never pushed creates no
+goes away, and refuses a bad command line in one line; a table list that
+cannot be is refused before anything starts; non-integer keys are a
+TypeError; non-finite gradients, pushes outside a table's access list and
+rows past max_rows are refused; a pull of keys never pushed creates no
 row."""
 
 import json
@@ -177,6 +178,30 @@ def test_shard_server_refuses_a_bad_command_line_in_one_line(daemon, tmp_path):
     assert ps.Table.from_dict({"name": "t", "rows": 10, "dim": 4}) == ps.Table("t", dim=4, rows=10)
     t = ps.Embedding("t", rows=10, dim=4, optimizer=ps.Adagrad(lr=0.2), init=ps.Uniform(0.1, seed=5), max_rows=7)
     assert ps.Table.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+
+
+def test_a_table_list_that_cannot_be_is_refused_before_anything_starts(daemon):
+    t = ps.Embedding("t", rows=10, dim=4)
+    cases = [
+        ([], ValueError, "tables: at least one table"),
+        (t, TypeError, "tables: a list of ferry.ps tables, got Table"),
+        ([t, {"name": "u"}], TypeError, "tables: ferry.ps tables (Embedding(), Dense(), Table()), got dict"),
+        ([ps.Embedding("t", rows=10, dim=2.5)], ValueError, "table 't': dim must be an integer >= 0, got 2.5"),
+        ([ps.Embedding("t", rows=-1, dim=2)], ValueError, "table 't': rows must be an integer >= 0, got -1"),
+        ([ps.Embedding("t", rows=10, dim=True)], ValueError, "table 't': dim must be an integer >= 0, got True"),
+        ([ps.Embedding("t", rows=10, dim=2, max_rows=1.5)], ValueError, "max_rows must be an integer >= 0"),
+        ([ps.Embedding(3, rows=10, dim=2)], ValueError, "table name: a string, got 3"),
+    ]
+    for tables, kind, want in cases:
+        for make in (lambda: ps.Worker(tables, 1, daemon.socket, timeout=1),
+                     lambda: ps.ShardServer(tables, 0, 1, daemon.socket)):
+            with pytest.raises(kind) as e:
+                make()
+            assert want in str(e.value), (tables, str(e.value))
+    # numpy integers are integers; a Worker of valid tables still starts (its shard is served here).
+    ok = [ps.Embedding("t", rows=np.int64(10), dim=np.int32(4))]
+    with ps.ShardServer(ok, 0, 1, daemon.socket), ps.Worker(ok, 1, daemon.socket) as w:
+        assert w.pull("t", [9]).gather().shape == (1, 4)
 
 
 def test_a_worker_names_the_shard_it_cannot_reach(daemon, one_shard):

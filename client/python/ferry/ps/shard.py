@@ -32,7 +32,7 @@ class ShardServer:
     def __init__(self, tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
                  pool: int = 64, max_count: Optional[int] = None, busy_poll: bool = False,
                  service_prefix: str = "ps-shard-", allow_non_finite: bool = False) -> None:
-        self.tables = list(tables)
+        self.tables = _tables.table_list(tables)
         specs = _tables.specs(self.tables)
         if max_count is None:
             max_count = default_max_count(specs)

@@ -9,7 +9,8 @@ to shard processes as JSON.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Union
+import numbers
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from ferry import _ferry
 
@@ -92,6 +93,12 @@ class Table:
 
     def spec(self, default_id: int) -> Any:
         """The C++ spec (ferry._ferry.ps.TableSpec), id ``default_id`` unless the table names its own; checked."""
+        if not isinstance(self.name, str):
+            raise ValueError("table name: a string, got %r" % (self.name,))
+        for field in ("dim", "rows", "max_rows") + (() if self.id is None else ("id",)):
+            v = getattr(self, field)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+                raise ValueError("table %r: %s must be an integer >= 0, got %r" % (self.name, field, v))
         s = _ps.TableSpec()
         s.id = default_id if self.id is None else self.id
         s.name = self.name
@@ -188,9 +195,22 @@ def Dense(name: str, size: int, optimizer: Union[SGD, Adagrad] = SGD(), init: Un
     return Table(name=name, dim=1, rows=size, optimizer=optimizer, init=init, dense=True, id=id, access=access)
 
 
+def table_list(tables: Sequence[Table]) -> List[Table]:
+    """``tables`` as a list, checked: at least one, each a Table."""
+    if isinstance(tables, Table) or not isinstance(tables, Iterable):
+        raise TypeError("tables: a list of ferry.ps tables, got %s" % type(tables).__name__)
+    out = list(tables)
+    if not out:
+        raise ValueError("tables: at least one table")
+    for t in out:
+        if not isinstance(t, Table):
+            raise TypeError("tables: ferry.ps tables (Embedding(), Dense(), Table()), got %s" % type(t).__name__)
+    return out
+
+
 def specs(tables: Sequence[Table]) -> List[Any]:
     """The C++ specs of a list of tables (ids: position unless given), checked."""
-    out = [t.spec(i) for i, t in enumerate(tables)]
+    out = [t.spec(i) for i, t in enumerate(table_list(tables))]
     ids = [s.id for s in out]
     names = [s.name for s in out]
     if len(set(ids)) != len(ids) or len(set(names)) != len(names):

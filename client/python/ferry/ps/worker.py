@@ -205,7 +205,7 @@ class Worker(Unwaited):
                  busy_poll: bool = False, service_prefix: str = "ps-shard-", tx_bytes: int = 0, max_ops: int = 64,
                  max_count: Optional[int] = None, max_calls: int = 256, device: Any = None,
                  shard_targets: Optional[Sequence[str]] = None) -> None:
-        self.tables = list(tables)
+        self.tables = _tables.table_list(tables)
         self._specs = _tables.specs(self.tables)
         self._by_name = {s.name: s for s in self._specs}
         self.shards = shards
