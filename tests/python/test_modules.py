@@ -1,6 +1,7 @@
 """The torch modules' step: deferred results (every table's pull of a step in
 flight before any is waited for) train exactly as immediate ones;
-EmbeddingBagCollection equals separate bags; and the step-time benchmark
+EmbeddingBagCollection equals separate bags; the modules refuse what
+torch's refuse, the same way, before they pull; and the step-time benchmark
 (examples/python/step_time.py) runs and reports its ratio."""
 
 import json
@@ -86,6 +87,32 @@ def test_deferred_result_under_no_grad_and_repr(daemon):
         want = torch.from_numpy(ps.initial_values(TABLES, "a", np.array([1, 2, 3, 4]))).view(2, 2, 4).mean(1)
         assert torch.allclose(out, want)
         del out
+    for s in servers:
+        s.stop()
+
+
+def test_the_modules_refuse_what_torch_refuses_before_they_pull(daemon):
+    tables = TABLES + [ps.Dense("mlp", 10)]
+    servers = [ps.ShardServer(tables, i, 2, daemon.socket, service_prefix="mod-refuse-").start() for i in range(2)]
+    with ps.Worker(tables, 2, daemon.socket, service_prefix="mod-refuse-") as w:
+        with pytest.raises(ValueError, match="table 'mlp' is dense: its parameters go in .*DenseParameters"):
+            pst.EmbeddingBag(w, "mlp")
+        with pytest.raises(ValueError, match="table 'mlp' is dense"):
+            pst.Embedding(w, "mlp")
+        ids = torch.tensor([1, 2, 3])
+        bad = [(torch.zeros(2, 2, 2, dtype=torch.long), None, "input has to be 1D or 2D Tensor"),
+               (ids, None, "offsets has to be a 1D Tensor but got None"),
+               (ids, torch.tensor([[0]]), "offsets has to be a 1D Tensor"),
+               (ids.view(1, 3), torch.tensor([0]), "if input is 2D, then offsets has to be None")]
+        for defer in (True, False):
+            bag = pst.EmbeddingBag(w, "a", mode="sum", defer=defer)
+            local = torch.nn.EmbeddingBag(1000, 4, mode="sum")
+            for input, offsets, want in bad:
+                with pytest.raises(ValueError, match=want):
+                    local(input, offsets)  # the same refusal as torch's own module
+                with pytest.raises(ValueError, match=want):
+                    bag(input, offsets)
+        assert w.live_ops == 0  # nothing was pulled
     for s in servers:
         s.stop()
 

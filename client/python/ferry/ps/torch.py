@@ -140,6 +140,18 @@ def _bag_of(n: int, starts: Any, per_bag: int) -> Any:
     return (o2b.cumsum(0) - 1)[:n]
 
 
+def _check_bag_input(input: Any, offsets: Any) -> None:
+    """What torch.nn.EmbeddingBag refuses about input and offsets, refused the same way before the pull."""
+    if input.dim() not in (1, 2):
+        raise ValueError("input has to be 1D or 2D Tensor, but got Tensor of dimension %d" % input.dim())
+    if input.dim() == 2 and offsets is not None:
+        raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                         "fixed length sequences. However, found offsets of type %s" % type(offsets).__name__)
+    if input.dim() == 1 and (offsets is None or offsets.dim() != 1):
+        raise ValueError("offsets has to be a 1D Tensor but got %s" % (
+            "None" if offsets is None else "Tensor of dimension %d" % offsets.dim()))
+
+
 def _bags(input: Any, offsets: Any, include_last_offset: bool) -> int:
     if input.dim() == 2:
         return int(input.shape[0])
@@ -150,6 +162,9 @@ class _PulledModule(_Checkpointed, torch.nn.Module):
     def __init__(self, worker: Any, table: str, defer: Optional[bool] = None, checkpoint: bool = True) -> None:
         super().__init__()
         spec = worker.table(table)
+        if getattr(spec, "kind", None) == _ferry.ps.TableKind.dense:
+            raise ValueError("table %r is dense: its parameters go in ferry.ps.torch.DenseParameters; "
+                             "EmbeddingBag and Embedding look rows up in an embedding table" % table)
         self.worker = worker
         self.table = table
         self.embedding_dim = spec.dim
@@ -233,6 +248,7 @@ class EmbeddingBag(_PulledModule):
 
     def forward(self, input: Any, offsets: Any = None, per_sample_weights: Any = None, *, rows: Any = None) -> Any:
         """The bags' reductions, [bags, dim] (deferred: see the module's doc)."""
+        _check_bag_input(input, offsets)
         shape = (_bags(input, offsets, self.include_last_offset), self.embedding_dim)
         return self._start(input, rows, shape, lambda r: self._compute(input, offsets, per_sample_weights, r))
 
