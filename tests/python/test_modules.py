@@ -99,6 +99,8 @@ def test_the_modules_refuse_what_torch_refuses_before_they_pull(daemon):
             pst.EmbeddingBag(w, "mlp")
         with pytest.raises(ValueError, match="table 'mlp' is dense"):
             pst.Embedding(w, "mlp")
+        with pytest.raises(ValueError, match="table 'a' is an embedding table: DenseParameters keeps"):
+            pst.DenseParameters(w, "a", torch.nn.Linear(2, 2))
         ids = torch.tensor([1, 2, 3])
         bad = [(torch.zeros(2, 2, 2, dtype=torch.long), None, "input has to be 1D or 2D Tensor"),
                (ids, None, "offsets has to be a 1D Tensor but got None"),

@@ -322,6 +322,9 @@ class DenseParameters:
         self.params = [p for p in module.parameters()]
         self.size = sum(p.numel() for p in self.params)
         spec = worker.table(table)
+        if getattr(spec, "kind", None) == _ferry.ps.TableKind.embedding:
+            raise ValueError("table %r is an embedding table: DenseParameters keeps a module's parameters in a "
+                             "dense one (ferry.ps.Dense)" % table)
         if spec.rows != self.size:
             raise ValueError("table %r holds %d floats; the module has %d" % (table, spec.rows, self.size))
 
