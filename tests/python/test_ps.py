@@ -1,8 +1,8 @@
 """ferry.ps against real ferryd and shard processes: a pull returns what the
 pushes made, the optimizers' arithmetic equals torch.optim's, duplicate keys
 are coalesced, a key outside a table is named and changes nothing, a worker
-whose tables or shard count differ from its shards' is told so, pulls are
-zero copy (the tensor is the response block), dense tables, a shard killed
+whose tables or shard count differ from its shards' is told so, reprs say
+what an object is and its state, pulls are zero copy (the tensor is the response block), dense tables, a shard killed
 mid-training gives the worker an error within its timeout, the documented
 placement hash, and the torch modules."""
 
@@ -120,6 +120,31 @@ def test_a_worker_that_disagrees_with_its_shards_is_told_how(daemon, helpers):
         w.assign("emb", np.arange(10), torch.ones(10, 4))
     with ps.Worker(tables, 2, daemon.socket) as w:
         assert torch.equal(w.pull("emb", np.arange(10)).gather(), torch.zeros(10, 4))  # the refused assign changed nothing
+
+
+def test_reprs_say_what_an_object_is_and_its_state(daemon):
+    tables = [ps.Embedding("emb", rows=100, dim=4), ps.Dense("mlp", 6)]
+    server = ps.ShardServer(tables, 0, 1, daemon.socket, service_prefix="repr-").start()
+    assert repr(server) == "<ferry.ps.ShardServer repr-0: shard 0 of 1 of 'emb', 'mlp', running>"
+    w = ps.Worker(tables, 1, daemon.socket, service_prefix="repr-")
+    assert repr(w) == "<ferry.ps.Worker of 'emb', 'mlp' over 1 shard: 0 live ops>"
+    rows = w.pull("emb", [1, 2, 2])
+    assert repr(rows) == "<ferry.ps.Rows of 'emb': 3 keys, 2 rows x 4, zero copy>"
+    assert repr(w) == "<ferry.ps.Worker of 'emb', 'mlp' over 1 shard: 1 live ops>"
+    pending = w.pull_dense_async("mlp")
+    assert repr(pending) in ("<ferry.ps.Pending: in flight>", "<ferry.ps.Pending: Ok>")
+    values = pending.wait()
+    assert repr(pending) == "<ferry.ps.Pending: done>"
+    assert repr(values) == "<ferry.ps.DenseValues: 6 floats>"
+    c = ferry.attach(daemon.socket, "repr client")
+    assert repr(c) == "<ferry.Client %d: Ok, 0 in flight>" % c.client_id
+    c.close()
+    assert repr(c) == "<ferry.Client: closed>"
+    del rows, values
+    w.close()
+    assert repr(w) == "<ferry.ps.Worker of 'emb', 'mlp' over 1 shard: closed>"
+    server.stop()
+    assert repr(server).endswith(", stopped>")
 
 
 def test_pull_is_zero_copy_and_keeps_its_block(daemon, helpers):

@@ -493,6 +493,14 @@ submitting or collecting.)")
                                auto lk = lock_from_python(core->mu);
                                return core->ops.size();
                              })
+      .def("__repr__",
+           [](const std::shared_ptr<ClientCore>& core) {
+             auto lk = lock_from_python(core->mu);
+             if (!core->client) return std::string("<ferry.Client: closed>");
+             return "<ferry.Client " + std::to_string(core->client->client_id()) + ": " +
+                    std::string(to_string(core->client->state())) + ", " + std::to_string(core->ops.size()) +
+                    " in flight>";
+           })
       .def_property_readonly("stats", [](const std::shared_ptr<ClientCore>& core) {
         auto lk = lock_from_python(core->mu);
         const ClientStats s = open_core(*core).client->stats();

@@ -77,6 +77,11 @@ class ShardServer:
         tid = next(s.id for s in _tables.specs(self.tables) if s.name == table)
         return self._s.find(tid, key)
 
+    def __repr__(self) -> str:
+        return "<ferry.ps.ShardServer %s: shard %d of %d of %s, %s>" % (
+            self.service, self.index, self.shards, ", ".join(repr(t.name) for t in self.tables),
+            "running" if self.running else "stopped")
+
     def __enter__(self) -> "ShardServer":
         return self.start()
 

@@ -120,6 +120,11 @@ class Rows:
         """[n, dim]: the requested keys' rows in request order (a copy)."""
         return self.rows[self.index]
 
+    def __repr__(self) -> str:
+        return "<ferry.ps.Rows of %r: %d keys, %d rows x %d%s>" % (
+            self.table, len(self.index), self.rows.shape[0], self.rows.shape[1],
+            ", zero copy" if self.zero_copy else ", in process memory")
+
 
 class Pending:
     """An operation in flight. ``wait()`` (or ``await``) gives its result: the
@@ -132,6 +137,9 @@ class Pending:
         self._finish = finish
         self._done = False
         self._result: Any = None
+
+    def __repr__(self) -> str:
+        return "<ferry.ps.Pending: %s>" % ("done" if self._done else (self.op.status or "in flight"))
 
     def done(self) -> bool:
         """Whether the operation finished (collects completions first)."""
@@ -179,6 +187,9 @@ class DenseValues:
     def __init__(self, op: Any, size: int) -> None:
         self.op = op
         self.values = _view(op, size, (size,))
+
+    def __repr__(self) -> str:
+        return "<ferry.ps.DenseValues: %d floats>" % self.values.shape[0]
 
 
 class Worker(Unwaited):
@@ -387,6 +398,14 @@ class Worker(Unwaited):
             self._cuda.close()
             self._cuda = None
         self._w.close()
+
+    def __repr__(self) -> str:
+        try:
+            state = "%d live ops" % self.live_ops
+        except Exception:  # ferry.Closed
+            state = "closed"
+        return "<ferry.ps.Worker of %s over %d shard%s: %s>" % (
+            ", ".join(repr(t.name) for t in self.tables), self.shards, "" if self.shards == 1 else "s", state)
 
     def __enter__(self) -> "Worker":
         return self
