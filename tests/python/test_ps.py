@@ -2,9 +2,10 @@
 pushes made, the optimizers' arithmetic equals torch.optim's, duplicate keys
 are coalesced, a key outside a table is named and changes nothing, a worker
 whose tables or shard count differ from its shards' is told so, reprs say
-what an object is and its state, pulls are zero copy (the tensor is the response block), dense tables, a shard killed
-mid-training gives the worker an error within its timeout, the documented
-placement hash, and the torch modules."""
+what an object is and its state, pulls are zero copy (the tensor is the
+response block), dense tables, a shard killed mid-training gives the worker
+an error within its timeout, the documented placement hash, and the torch
+modules."""
 
 import json
 import time
