@@ -4,15 +4,19 @@ store; ``torchrun --nproc_per_node 2`` starts examples/python/torchrun_train.py
 on another ferryd, whose trainers find the shards with
 ``ferry.ps.Worker.from_env`` and train (the loss falls on every rank).
 Rank 0 saves a checkpoint; a second job, on fresh shards, resumes from it
-and starts where the first one ended."""
+and starts where the first one ended. Worker.from_env names what a launcher
+left out of the environment."""
 
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from conftest import EXAMPLES, Helper, free_port
+
+import ferry.ps as ps
 
 
 def job(two_daemons, tmp_path, tables, *args):
@@ -69,3 +73,24 @@ def test_torchrun_two_trainers_find_two_shards_on_another_ferryd(two_daemons, tm
     assert rc == 0
     resumed = report_of(out)
     assert resumed["first_loss"] < (report["first_loss"] + report["final_loss"]) / 2, (report, resumed)
+
+
+def test_from_env_names_what_the_launcher_left_out(monkeypatch):
+    tables = [ps.Embedding("t", rows=10, dim=4)]
+    launcher = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    cases = [
+        ({}, "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set (start the trainers with torchrun"),
+        ({"MASTER_PORT": None}, "MASTER_PORT not set"),
+        ({"RANK": "x"}, "RANK must be a number, got 'x'"),
+        ({"WORLD_SIZE": ""}, "WORLD_SIZE must be a number, got ''"),
+    ]
+    for change, want in cases:
+        env = dict(launcher, **change) if change else {}
+        for v in launcher:
+            monkeypatch.delenv(v, raising=False)
+        for k, v in env.items():
+            if v is not None:
+                monkeypatch.setenv(k, v)
+        with pytest.raises(RuntimeError) as e:
+            ps.Worker.from_env(tables, store_timeout=1)
+        assert want in str(e.value), str(e.value)

@@ -88,6 +88,9 @@ def from_env(timeout: float = DEFAULT_TIMEOUT_S) -> Any:
     if missing:
         raise RuntimeError("Worker.from_env(): %s not set (start the trainers with torchrun, or set RANK, WORLD_SIZE, "
                            "MASTER_ADDR and MASTER_PORT)" % ", ".join(missing))
+    for v in ("RANK", "WORLD_SIZE"):
+        if not os.environ[v].strip().isdigit():
+            raise RuntimeError("Worker.from_env(): %s must be a number, got %r" % (v, os.environ[v]))
     address = "%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
     if agent or (dist.is_available() and dist.is_initialized()):
