@@ -79,8 +79,19 @@ def test_errors_are_ferry_errors_with_their_status(daemon):
             c.alloc(c.max_message_bytes + 1)
         c.serve("mine")
         with ferry.attach(daemon.socket, "t-errors-2") as other:
-            with pytest.raises(ferry.ServiceExists):
+            with pytest.raises(ferry.ServiceExists, match=r"a client of this ferryd serves that name already"):
                 other.serve("mine")
+        # A name or target of the wrong form: the error says what the form is.
+        name_rule = "a service name is 1 to 64 letters, digits, '.', '_' or '-'"
+        for bad in ("", "a b", "x" * 65):
+            with pytest.raises(ferry.BadRequest) as e:
+                c.serve(bad)
+            assert str(e.value) == "serve(%r): BadRequest (%s)" % (bad, name_rule)
+        for bad in ("a b/c", "host:0/svc", "host/"):
+            with pytest.raises(ferry.BadRequest) as e:
+                c.open(bad)
+            assert str(e.value) == "open(%r): BadRequest (a target is SERVICE or HOST[:PORT]/SERVICE; %s)" % (
+                bad, name_rule)
         b = c.alloc(8)
         with pytest.raises(ferry.BadRequest):
             c.send(1234567, b, length=9)  # longer than the buffer: refused before anything is sent

@@ -306,6 +306,14 @@ R control_op(const std::shared_ptr<ClientCore>& core, R gone, F&& f) {
   return core->client ? f(*core->client) : gone;
 }
 
+// serve() and open() refuse a name or target of the wrong form: what the form is.
+std::string naming_hint(Status status, bool target = false) {
+  if (status == Status::ServiceExists) return " (a client of this ferryd serves that name already)";
+  if (status != Status::BadRequest) return "";
+  return std::string(" (") + (target ? "a target is SERVICE or HOST[:PORT]/SERVICE; " : "") +
+         "a service name is 1 to 64 letters, digits, '.', '_' or '-')";
+}
+
 }  // namespace
 
 void bind_client(pyb::module_& m) {
@@ -344,7 +352,8 @@ submitting or collecting.)")
           [](const std::shared_ptr<ClientCore>& core, const std::string& name, double timeout) {
             const auto r = control_op(core, Result<ServiceId>::fail(Status::Cancelled),
                                       [&](Client& c) { return c.serve(name, ms_of(timeout)); });
-            if (!r) raise(r.status, "serve('" + name + "'): " + std::string(to_string(r.status)));
+            if (!r)
+              raise(r.status, "serve('" + name + "'): " + std::string(to_string(r.status)) + naming_hint(r.status));
             return r.value;
           },
           "name"_a, "timeout"_a = 10.0, "Serve a named service; returns its id (deliveries carry it).")
@@ -360,7 +369,9 @@ submitting or collecting.)")
           [](const std::shared_ptr<ClientCore>& core, const std::string& target, double timeout) {
             const auto r = control_op(core, Result<EndpointId>::fail(Status::Cancelled),
                                       [&](Client& c) { return c.open(target, ms_of(timeout)); });
-            if (!r) raise(r.status, "open('" + target + "'): " + std::string(to_string(r.status)));
+            if (!r)
+              raise(r.status,
+                    "open('" + target + "'): " + std::string(to_string(r.status)) + naming_hint(r.status, true));
             return r.value;
           },
           "target"_a, "timeout"_a = 10.0, "Open 'SERVICE' (this host) or 'HOST:PORT/SERVICE'; returns an endpoint id.")
