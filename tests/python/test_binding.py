@@ -73,8 +73,9 @@ def test_errors_are_ferry_errors_with_their_status(daemon):
         with pytest.raises(ferry.ServiceNotFound) as e:
             c.open("no-such-service")
         assert e.value.status == "ServiceNotFound" and isinstance(e.value, ferry.Error)
-        with pytest.raises(ferry.BadRequest):
-            c.alloc(0)
+        for n in (0, -1):
+            with pytest.raises(ferry.BadRequest, match=r"alloc\(%d\): a buffer needs at least one byte" % n):
+                c.alloc(n)
         with pytest.raises(ferry.BadRequest):
             c.alloc(c.max_message_bytes + 1)
         c.serve("mine")

@@ -125,8 +125,9 @@ std::shared_ptr<ClientCore> attach(const std::string& socket, const std::string&
   return core;
 }
 
-std::shared_ptr<BufferLease> alloc(const std::shared_ptr<ClientCore>& core, std::size_t bytes) {
-  if (bytes == 0) raise(Status::BadRequest, "alloc(0): a buffer needs at least one byte");
+std::shared_ptr<BufferLease> alloc(const std::shared_ptr<ClientCore>& core, std::int64_t nbytes) {
+  if (nbytes <= 0) raise(Status::BadRequest, "alloc(" + std::to_string(nbytes) + "): a buffer needs at least one byte");
+  const auto bytes = static_cast<std::size_t>(nbytes);
   auto lease = std::make_shared<BufferLease>();
   {
     auto lk = lock_from_python(core->mu);
