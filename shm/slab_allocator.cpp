@@ -15,6 +15,8 @@ namespace ferry::shm {
 namespace {
 
 constexpr std::uint8_t kPoolClass = 0xff;
+constexpr std::uint8_t kSpanHead = 0xfe;  // a span's first slab
+constexpr std::uint8_t kSpanTail = 0xfd;  // its other slabs
 
 constexpr std::uint32_t kMinBlockShift = std::countr_zero(kMinBlockBytes);
 constexpr std::uint32_t kSlabShift = std::countr_zero(kSlabBytes);
@@ -119,6 +121,72 @@ std::optional<Block> SlabAllocator::alloc(std::uint32_t length) noexcept {
   return Block{base_ + (std::uint64_t{slab} << kSlabShift) + (std::uint64_t{index} << (kMinBlockShift + cls)), cap};
 }
 
+bool SlabAllocator::span_free(std::uint32_t slab) const noexcept {
+  const std::uint8_t cls = slabs_[slab].size_class;
+  return cls == kPoolClass || (cls < kSizeClassCount && kept_[cls] == slab);
+}
+
+void SlabAllocator::take_for_span(std::uint32_t slab) noexcept {
+  Slab& s = slabs_[slab];
+  if (s.size_class == kPoolClass) {
+    list_remove(free_pool_, slab);
+  } else {  // a class's kept slab: wholly free, on its class's partial list
+    kept_[s.size_class] = kNone;
+    list_remove(partial_[s.size_class], slab);
+    s.free_top = 0;
+  }
+  --free_slab_count_;
+}
+
+std::optional<Block> SlabAllocator::alloc_span(std::uint64_t length) noexcept {
+  const std::uint64_t need = (length + kSlabBytes - 1) >> kSlabShift;
+  if (length <= kSlabBytes || length > kMaxSpanBytes || allocated_ + (need << kSlabShift) > quota_ ||
+      need > free_slab_count_) {
+    ++failed_;
+    return std::nullopt;
+  }
+  // The lowest run of `need` free slabs.
+  std::uint32_t first = 0;
+  std::uint32_t run = 0;
+  for (std::uint32_t slab = 0; slab < slab_count_ && run < need; ++slab) {
+    if (!span_free(slab)) {
+      run = 0;
+      continue;
+    }
+    if (run++ == 0) first = slab;
+  }
+  if (run < need) {
+    ++failed_;
+    return std::nullopt;
+  }
+  for (std::uint32_t slab = first; slab < first + need; ++slab) {
+    take_for_span(slab);
+    slabs_[slab].size_class = slab == first ? kSpanHead : kSpanTail;
+    slabs_[slab].live = 0;
+  }
+  slabs_[first].span = static_cast<std::uint32_t>(need);
+  allocated_ += need << kSlabShift;
+  ++live_blocks_;
+  return Block{base_ + (std::uint64_t{first} << kSlabShift), static_cast<std::uint32_t>(need << kSlabShift)};
+}
+
+Status SlabAllocator::free_span(std::uint32_t slab, std::uint64_t within) noexcept {
+  if (slabs_[slab].size_class != kSpanHead || within != 0) return Status::BadRequest;  // not a span's start
+  const std::uint32_t n = slabs_[slab].span;
+  // Back to the pool, last first, so that the pool hands out low offsets first again.
+  for (std::uint32_t i = n; i-- > 0;) {
+    Slab& s = slabs_[slab + i];
+    s.size_class = kPoolClass;
+    s.span = 0;
+    s.free_top = 0;
+    list_push(free_pool_, slab + i);
+  }
+  free_slab_count_ += n;
+  allocated_ -= std::uint64_t{n} << kSlabShift;
+  --live_blocks_;
+  return Status::Ok;
+}
+
 Status SlabAllocator::free(std::uint64_t offset) noexcept {
   // The checks of live_capacity(), done once here: a live block's start.
   if (offset < base_) return Status::BadRequest;
@@ -128,6 +196,7 @@ Status SlabAllocator::free(std::uint64_t offset) noexcept {
   Slab& s = slabs_[slab];
   const std::uint32_t cls = s.size_class;
   if (cls == kPoolClass) return Status::BadRequest;
+  if (cls == kSpanHead || cls == kSpanTail) return free_span(slab, rel & (kSlabBytes - 1));
   const std::uint32_t cap = block_bytes(cls);
   const std::uint64_t within = rel & (kSlabBytes - 1);
   if ((within & (cap - 1)) != 0) return Status::BadRequest;  // mid-block
@@ -176,7 +245,8 @@ std::uint32_t SlabAllocator::live_capacity(std::uint64_t offset) const noexcept 
   const std::uint64_t rel = offset - base_;
   if (rel >= bytes()) return 0;
   const Slab& s = slabs_[rel >> kSlabShift];
-  if (s.size_class == kPoolClass) return 0;
+  if (s.size_class == kPoolClass || s.size_class == kSpanTail) return 0;
+  if (s.size_class == kSpanHead) return (rel & (kSlabBytes - 1)) == 0 ? s.span << kSlabShift : 0;
   const std::uint32_t cap = block_bytes(s.size_class);
   const std::uint64_t within = rel & (kSlabBytes - 1);
   if ((within & (cap - 1)) != 0) return 0;  // mid-block

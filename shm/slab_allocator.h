@@ -11,6 +11,11 @@
 // class when the pool is empty), so one block allocated and freed over and
 // over does not move a slab to the pool and back every time.
 //
+// alloc_span() hands out a block larger than a slab: a run of whole free
+// slabs side by side (the lowest run that fits), freed with free() like any
+// block. It serves memory that several messages fill side by side (the rows
+// of a large pull), never one message, which stays within a slab.
+//
 // Used by libferry for the tx arena and by ferryd for each client's rx arena.
 // Not thread safe: one owner.
 #pragma once
@@ -27,6 +32,8 @@ inline constexpr std::uint32_t kMinBlockBytes = 64;
 inline constexpr std::uint32_t kSlabBytes = 1u << 20;  // also the largest block
 inline constexpr std::uint32_t kSizeClassCount = 15;   // 64 B .. 1 MiB
 static_assert(kMinBlockBytes << (kSizeClassCount - 1) == kSlabBytes);
+// The largest span (a block's capacity is 32 bits).
+inline constexpr std::uint64_t kMaxSpanBytes = std::uint64_t{4095} * kSlabBytes;
 
 struct Block {
   std::uint64_t offset;    // segment offset of the first byte
@@ -52,6 +59,12 @@ class SlabAllocator {
   // length is 0 or too large, the quota would be exceeded, or no slab is free.
   std::optional<Block> alloc(std::uint32_t length) noexcept;
 
+  // A block of ceil(length / kSlabBytes) whole slabs side by side, for
+  // lengths past one slab (up to kMaxSpanBytes); nullopt when no run of free
+  // slabs is long enough or the quota would be exceeded. A class's kept slab
+  // counts as free here.
+  std::optional<Block> alloc_span(std::uint64_t length) noexcept;
+
   // Ok, or BadRequest for anything but the start of a live block.
   Status free(std::uint64_t offset) noexcept;
 
@@ -68,7 +81,8 @@ class SlabAllocator {
  private:
   static constexpr std::uint32_t kNone = UINT32_MAX;
   struct Slab {
-    std::uint8_t size_class = 0xff;            // 0xff: in the free pool
+    std::uint8_t size_class = 0xff;            // 0xff: in the free pool; 0xfe: a span's first, 0xfd: its others
+    std::uint32_t span = 0;                    // a span's first slab: the span's slabs
     std::uint32_t live = 0;                    // allocated blocks
     std::uint32_t free_top = 0;                // entries on the free-index stack
     std::uint32_t prev = kNone, next = kNone;  // in its class's partial list or the free pool
@@ -93,6 +107,11 @@ class SlabAllocator {
   std::uint32_t kept_[kSizeClassCount];     // the class's wholly free slab kept formatted (kNone: none)
   // The pool is empty: a class's kept slab, out of its class (kNone: none).
   std::uint32_t take_kept() noexcept;
+  // Whether a slab is free for a span (in the pool, or a class's kept slab).
+  bool span_free(std::uint32_t slab) const noexcept;
+  // Takes a free slab out of the pool or its class (a kept slab) for a span.
+  void take_for_span(std::uint32_t slab) noexcept;
+  Status free_span(std::uint32_t slab, std::uint64_t within) noexcept;
 };
 
 }  // namespace ferry::shm

@@ -25,6 +25,7 @@ class FerryLink final : public ShardLink {
   std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(endpoints_.size()); }
   std::size_t max_message_bytes() const noexcept override { return client_->max_message_bytes(); }
   Buffer alloc(std::size_t bytes) noexcept override { return client_->alloc(bytes); }
+  Buffer alloc_span(std::size_t bytes) noexcept override { return client_->alloc_span(bytes); }
   void free(const Buffer& b) noexcept override { (void)client_->free(b); }
 
   Status call(std::uint32_t shard, const Buffer& request, std::uint32_t length, const Buffer& response,

@@ -33,7 +33,7 @@ struct Worker::Op {
   std::uint32_t generation = 1;
   State state = State::Free;
   bool released = false;
-  bool staged = false;  // pull: rows in `heap` (too large for one arena block), else zero copy in `block`
+  bool staged = false;  // pull: rows in `heap` (no block or span of the arena held them), else zero copy in `block`
   bool held = false;    // push_rows_prepare: requests made, not sent until commit()
   ps::Op wire = ps::Op::Pull;
   bool opt_state = false;  // the rows' optimizer state, not their values (Header::flags kFlagState)

@@ -1,7 +1,8 @@
 // Worker: an operation's requests. Its rows are split into requests that
 // each fit one message and the shards' max_count (usually one per shard);
-// pulled rows land zero copy in one arena block when they fit one, else
-// each response lands in its own block and is copied into process memory.
+// pulled rows land zero copy in one arena block (past a message: a span of
+// whole slabs, up to half the arena), else each response lands in its own
+// block and is copied into process memory.
 // Requests go out as far as max_calls and the arena allow; the rest wait in
 // `sending_` and go out from progress() as earlier calls are answered.
 #include <algorithm>
@@ -79,12 +80,13 @@ Status Worker::plan(Op& op) noexcept {
   return Status::Ok;
 }
 
-// Where a pull's rows land: in one block (zero copy) or in process memory.
+// Where a pull's rows land: in one block (zero copy: a block of the arena,
+// or a span of whole slabs for more than a message) or in process memory.
 // A push's or assign's acks get their block from place_acks() instead.
 Status Worker::place_rows(Op& op) noexcept {
   if (op.chunks.empty() || op.wire != ps::Op::Pull) return Status::Ok;
   const std::size_t floats = std::size_t{op.rows} * op.table->dim;
-  if (4 * floats <= link_->max_message_bytes()) op.block = link_->alloc(4 * floats);
+  op.block = 4 * floats <= link_->max_message_bytes() ? link_->alloc(4 * floats) : link_->alloc_span(4 * floats);
   if (op.block) return Status::Ok;
   op.staged = true;
   op.heap.reset(new (std::nothrow) float[floats]);

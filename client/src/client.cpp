@@ -34,6 +34,7 @@ std::string_view to_string(Completion::Kind kind) noexcept {
 // A child of fork() must not touch the parent's rings or arenas: every call
 // refuses before it does (fork_guard.h).
 Buffer Client::alloc(std::size_t bytes) noexcept { return impl_->forked() ? Buffer{} : impl_->alloc(bytes); }
+Buffer Client::alloc_span(std::size_t bytes) noexcept { return impl_->forked() ? Buffer{} : impl_->alloc_span(bytes); }
 Status Client::free(Buffer buffer) noexcept { return impl_->forked() ? Status::Forked : impl_->free(buffer); }
 std::size_t Client::max_message_bytes() const noexcept { return impl_->max_message_; }
 

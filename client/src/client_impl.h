@@ -50,6 +50,7 @@ class FERRY_LOCAL Client::Impl {
 
   // submit.cpp: the submission side
   Buffer alloc(std::size_t bytes) noexcept;
+  Buffer alloc_span(std::size_t bytes) noexcept;
   Status free(Buffer buffer) noexcept;
   Status send(EndpointId ep, const Buffer& msg, std::uint32_t length, std::uint64_t user_data) noexcept;
   Status call(EndpointId ep, const Buffer& req, std::uint32_t length, const Buffer& resp, std::uint64_t user_data,

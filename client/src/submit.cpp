@@ -30,6 +30,15 @@ Buffer Client::Impl::alloc(std::size_t bytes) noexcept {
   return Buffer{seg_.view.at(block->offset), block->capacity, block->offset};
 }
 
+// At most half the tx arena, so that the calls whose responses fill a span
+// find room for their requests beside it.
+Buffer Client::Impl::alloc_span(std::size_t bytes) noexcept {
+  if (bytes > tx_bytes_ / 2) return {};
+  auto block = tx_.alloc_span(bytes);
+  if (!block) return {};
+  return Buffer{seg_.view.at(block->offset), block->capacity, block->offset};
+}
+
 Status Client::Impl::free(Buffer buffer) noexcept {
   if (!buffer) return Status::BadRequest;
   return tx_.free(buffer.offset);

@@ -1,7 +1,8 @@
 """Operations of any size through real ferryd and shard processes: a table
 of 1,000,000 rows x dim 64 (256 MB) assigned, pulled, pushed and pulled
 again, each in one call of ferry.ps (and of its async forms), the same for a
-dense table of as many floats; and the one size that can never be sent, a
+dense table of as many floats; a pull past one message that lands zero copy
+in a span of the arena; and the one size that can never be sent, a
 row larger than a message, refused up front with a clear error."""
 
 import json
@@ -73,6 +74,23 @@ def test_a_small_pull_stays_zero_copy_in_the_arena(daemon, helpers):
         # The quickstart's table assigned whole in one call (it used to need a loop).
         w.assign("emb", np.arange(100_000), np.zeros((100_000, 16), np.float32))
         assert not rows_of(w.pull("emb", keys)).any()
+
+
+def test_a_pull_past_one_message_lands_zero_copy_in_a_span_of_the_arena(daemon, helpers):
+    tables = [ps.Embedding("emb", rows=200_000, dim=64, init=ps.Uniform(0.1, seed=4))]
+    start_shards(helpers, daemon, tables, 2)
+    with ps.Worker(tables, 2, daemon.socket) as w:
+        keys = np.arange(0, 200_000, 4)  # 50,000 rows x 256 B = 12.8 MB: many messages, under half the arena
+        for _ in range(3):  # the span goes back to the arena with the rows, and serves the next pull
+            r = w.pull("emb", keys)
+            assert r.zero_copy and r.rows.shape == (keys.size, 64)
+            assert np.array_equal(rows_of(r), ps.initial_values(tables, "emb", keys))
+            del r
+            assert w.live_ops == 0
+        # Past half the tx arena (32 MiB by default) the rows land in process memory, as before.
+        big = np.arange(200_000)  # 51 MB
+        r = w.pull("emb", big)
+        assert not r.zero_copy and np.array_equal(rows_of(r), ps.initial_values(tables, "emb", big))
 
 
 def test_a_row_larger_than_any_message_is_refused_with_a_clear_error(helpers):

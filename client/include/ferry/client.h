@@ -138,6 +138,12 @@ class FERRY_API Client {
 
   // tx arena. alloc returns an empty Buffer when the arena or quota is full.
   Buffer alloc(std::size_t bytes) noexcept;
+  // A tx block past the largest block alloc() makes (1 MiB): whole arena
+  // slabs side by side, where the responses of several calls land next to
+  // each other (a large pull's rows). It is never sent as one message.
+  // Empty past half the tx arena, when no run of free slabs is that long,
+  // or when the quota would be passed.
+  Buffer alloc_span(std::size_t bytes) noexcept;
   [[nodiscard]] Status free(Buffer buffer) noexcept;
   std::size_t max_message_bytes() const noexcept;
 

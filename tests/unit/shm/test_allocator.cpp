@@ -297,3 +297,121 @@ TEST_CASE("allocator keeps one wholly free slab per class formatted, free to any
   REQUIRE(a.stats().free_slabs == 0);
   REQUIRE_FALSE(a.alloc(64).has_value());
 }
+
+TEST_CASE("allocator spans: whole free slabs side by side, the lowest run that fits", "[allocator][span]") {
+  SlabAllocator a(0x10000, 8 * kSlabBytes);
+  REQUIRE_FALSE(a.alloc_span(kSlabBytes).has_value());      // a slab or less is alloc()'s
+  REQUIRE_FALSE(a.alloc_span(9 * kSlabBytes).has_value());  // longer than the arena
+  auto small = a.alloc(100);                                // slab 0, of class 128
+  REQUIRE(small.has_value());
+  auto span = a.alloc_span(2 * kSlabBytes + 1);  // 3 slabs: 1, 2, 3
+  REQUIRE(span.has_value());
+  REQUIRE(span->offset == 0x10000 + kSlabBytes);
+  REQUIRE(span->capacity == 3 * kSlabBytes);
+  REQUIRE(a.live_capacity(span->offset) == 3 * kSlabBytes);
+  REQUIRE(a.live_capacity(span->offset + kSlabBytes) == 0);  // inside it: no block starts there
+  REQUIRE(a.stats().allocated_bytes == 3 * kSlabBytes + 128);
+  REQUIRE(a.stats().live_blocks == 2);
+  REQUIRE(a.stats().free_slabs == 4);
+  // A span's inside is no block to free; the whole arena outside it still serves alloc().
+  REQUIRE(a.free(span->offset + kSlabBytes) == Status::BadRequest);
+  REQUIRE(a.free(span->offset + 64) == Status::BadRequest);
+  std::vector<Block> rest;
+  for (int i = 0; i < 4; ++i) rest.push_back(*a.alloc(kSlabBytes));
+  REQUIRE(rest[0].offset == 0x10000 + 4 * kSlabBytes);  // past the span
+  REQUIRE_FALSE(a.alloc(kSlabBytes).has_value());
+  REQUIRE(a.free(span->offset) == Status::Ok);
+  REQUIRE(a.free(span->offset) == Status::BadRequest);  // once
+  REQUIRE(a.stats().free_slabs == 3);
+  // Its slabs serve any class again, low offsets first.
+  auto again = a.alloc(kSlabBytes);
+  REQUIRE(again.has_value());
+  REQUIRE(again->offset == 0x10000 + kSlabBytes);
+  REQUIRE(a.free(again->offset) == Status::Ok);
+  // No run long enough: slabs 1-3 are free, 4-7 are not.
+  REQUIRE_FALSE(a.alloc_span(4 * kSlabBytes).has_value());
+  REQUIRE(a.alloc_span(3 * kSlabBytes).has_value());
+}
+
+TEST_CASE("allocator spans take a class's kept slab and respect the quota", "[allocator][span]") {
+  SlabAllocator a(0, 4 * kSlabBytes, 3 * kSlabBytes);
+  auto b = a.alloc(64);
+  REQUIRE(b.has_value());
+  REQUIRE(a.free(b->offset) == Status::Ok);  // slab 0 kept formatted for class 64
+  REQUIRE(a.stats().free_slabs == 4);
+  REQUIRE_FALSE(a.alloc_span(4 * kSlabBytes).has_value());  // over the quota of 3 slabs
+  auto span = a.alloc_span(3 * kSlabBytes);
+  REQUIRE(span.has_value());
+  REQUIRE(span->offset == 0);  // the kept slab counted free
+  REQUIRE(a.stats().free_slabs == 1);
+  REQUIRE_FALSE(a.alloc(64).has_value());  // the quota is spent
+  REQUIRE(a.free(span->offset) == Status::Ok);
+  auto c = a.alloc(64);  // class 64 formats a slab from the pool again
+  REQUIRE(c.has_value());
+  REQUIRE(a.stats().allocated_bytes == 64);
+}
+
+TEST_CASE("allocator with spans and blocks mixed matches a slab-occupancy model", "[allocator][span]") {
+  // Per slab: free, or used by blocks of one class, or part of a span. A span
+  // must succeed exactly when a run of free slabs (kept ones counted free) is
+  // long enough within the quota; every free of a non-start is refused.
+  for (std::uint64_t seed : {11ull, 12ull, 13ull}) {
+    std::mt19937_64 rng(seed);
+    constexpr std::uint32_t kSlabs = 24;
+    SlabAllocator a(0x40000, kSlabs * kSlabBytes);
+    std::map<std::uint64_t, std::uint32_t> live;  // offset -> capacity
+    std::vector<int> slab_blocks(kSlabs, 0);      // live blocks per slab; -1: in a span
+    std::uint64_t allocated = 0;
+    for (int op = 0; op < 20000; ++op) {
+      const auto r = rng() % 10;
+      if (r < 3) {
+        const std::uint64_t len = kSlabBytes + 1 + rng() % (6 * kSlabBytes);
+        const std::uint32_t need = static_cast<std::uint32_t>((len + kSlabBytes - 1) / kSlabBytes);
+        // The lowest run of `need` slabs with no live block (a kept slab has none).
+        std::int64_t first = -1;
+        for (std::uint32_t s = 0, run = 0; s < kSlabs; ++s) {
+          run = slab_blocks[s] == 0 ? run + 1 : 0;
+          if (run == need) {
+            first = s + 1 - need;
+            break;
+          }
+        }
+        auto got = a.alloc_span(len);
+        REQUIRE(got.has_value() == (first >= 0));
+        if (!got) continue;
+        REQUIRE(got->offset == 0x40000 + static_cast<std::uint64_t>(first) * kSlabBytes);
+        REQUIRE(got->capacity == need * kSlabBytes);
+        for (std::uint32_t s = 0; s < need; ++s) slab_blocks[first + s] = -1;
+        live.emplace(got->offset, got->capacity);
+        allocated += got->capacity;
+      } else if (r < 6) {
+        const std::uint32_t len = 1 + static_cast<std::uint32_t>(rng() % kSlabBytes);
+        auto got = a.alloc(len);
+        if (!got) continue;  // whether it fits depends on partial slabs: the model above checks blocks
+        const auto slab = static_cast<std::uint32_t>((got->offset - 0x40000) / kSlabBytes);
+        REQUIRE(slab_blocks[slab] >= 0);  // never inside a span
+        ++slab_blocks[slab];
+        live.emplace(got->offset, got->capacity);
+        allocated += got->capacity;
+      } else if (!live.empty()) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng() % live.size()));
+        const auto slab = static_cast<std::uint32_t>((it->first - 0x40000) / kSlabBytes);
+        if (it->second > kSlabBytes) {
+          REQUIRE(a.free(it->first + kSlabBytes) == Status::BadRequest);  // a span's inside
+          for (std::uint32_t s = 0; s < it->second / kSlabBytes; ++s) slab_blocks[slab + s] = 0;
+        } else {
+          --slab_blocks[slab];
+        }
+        REQUIRE(a.free(it->first) == Status::Ok);
+        allocated -= it->second;
+        live.erase(it);
+      }
+      REQUIRE(a.stats().allocated_bytes == allocated);
+      REQUIRE(a.stats().live_blocks == live.size());
+    }
+    for (const auto& [offset, cap] : live) REQUIRE(a.free(offset) == Status::Ok);
+    REQUIRE(a.stats().free_slabs == kSlabs);
+    REQUIRE(a.alloc_span(kSlabs * kSlabBytes).has_value());  // the whole arena, one run again
+  }
+}

@@ -52,6 +52,13 @@ class FERRY_API ShardLink {
   // memory alloc() gave valid until the link is destroyed, for views that
   // still point into it. The ferry link detaches its Client.
   virtual void detach() noexcept {}
+  // A block past max_message_bytes() that several responses fill side by
+  // side (a large pull's rows, zero copy); empty when there is none (the
+  // worker then copies each response into process memory). Freed with free().
+  virtual Buffer alloc_span(std::size_t bytes) noexcept {
+    (void)bytes;
+    return {};
+  }
 };
 
 struct FerryLinkOptions {

@@ -31,8 +31,9 @@ _ps = _ferry.ps
 
 FORMAT = "ferry.ps.tables"
 VERSION = 1
-# A chunk's rows fit one arena block (1 MiB) and land zero copy; larger
-# chunks are staged in process memory, slower (docs/benchmarks/checkpoints.md).
+# A chunk's rows fit one arena block (1 MiB) and land zero copy; so do larger
+# chunks, in a span of the arena, up to half of it, past which they are staged
+# in process memory, slower (docs/benchmarks/checkpoints.md).
 DEFAULT_CHUNK_BYTES = 1 << 20
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 

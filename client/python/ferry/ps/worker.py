@@ -8,9 +8,10 @@ gather inside its kernel, so training never copies them).
 
 Any number of keys: an operation too large for one message is split into
 several requests (in flight together, as far as the worker's arena and
-``max_calls`` allow) and is still one ``Pending`` with one result. Rows that
-do not fit one arena block (1 MiB) land in process memory instead of the
-arena (``Rows.zero_copy`` says which). Only a row larger than a message
+``max_calls`` allow) and is still one ``Pending`` with one result. Rows
+larger than one arena block (1 MiB) land in a span of the arena (whole slabs
+side by side, up to half the tx arena), larger still in process memory
+(``Rows.zero_copy`` says which). Only a row larger than a message
 can never be sent (``ferry.ResponseTooLarge``).
 """
 
@@ -91,7 +92,8 @@ def _view(op: Any, count: int, shape: tuple) -> Any:
 
 class Rows:
     """A completed pull. ``rows``: [u, dim] float32 (zero copy: its storage is
-    the response block, or process memory for rows larger than a block);
+    the response block or span in the arena; process memory for rows past
+    half the arena);
     ``index``: [n] int64, the row of each requested key; ``keys``: [u] int64,
     the distinct keys in row order (grouped by shard)."""
 
