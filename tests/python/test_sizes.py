@@ -2,14 +2,19 @@
 of 1,000,000 rows x dim 64 (256 MB) assigned, pulled, pushed and pulled
 again, each in one call of ferry.ps (and of its async forms), the same for a
 dense table of as many floats; a pull past one message that lands zero copy
-in a span of the arena; and the one size that can never be sent, a
-row larger than a message, refused up front with a clear error."""
+in a span of the arena, and the benchmark of that; and the one size that
+can never be sent, a row larger than a message, refused up front with a
+clear error."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
+from conftest import EXAMPLES
 
 import ferry
 import ferry.ps as ps
@@ -91,6 +96,23 @@ def test_a_pull_past_one_message_lands_zero_copy_in_a_span_of_the_arena(daemon, 
         big = np.arange(200_000)  # 51 MB
         r = w.pull("emb", big)
         assert not r.zero_copy and np.array_equal(rows_of(r), ps.initial_values(tables, "emb", big))
+
+
+def test_the_pull_benchmark_runs_both_arms(daemon):
+    """examples/python/pull_bench.py (docs/benchmarks/large-pulls.md), small: each arm's pulls land where it
+    says (the script checks Rows.zero_copy) and it reports both medians."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLES
+    cmd = [sys.executable, os.path.join(EXAMPLES, "pull_bench.py"), "--rows", "20000", "--sizes-mb", "3",
+           "--repeat", "3", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, FERRY_SOCKET=daemon.socket))
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    (r,) = report["results"]
+    assert r["keys"] == 3 * 2**20 // 256 and r["span_ms"] > 0 and r["staged_ms"] > 0
 
 
 def test_a_row_larger_than_any_message_is_refused_with_a_clear_error(helpers):
