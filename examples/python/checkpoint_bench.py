@@ -71,17 +71,20 @@ def main() -> None:
     socket = os.environ.get("FERRY_SOCKET", "")
     tables = [ps.Embedding("t", rows=args.rows, dim=args.dim, optimizer=ps.Adagrad(lr=0.1))]
     spec = json.dumps([t.to_dict() for t in tables])
-    shards = [subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--tables", spec, "--shard", "%d/2" % i,
-                                "--socket", socket, "--service-prefix", "ckpt-bench-"],
-                               stdout=subprocess.PIPE, text=True) for i in range(2)]
-    for p in shards:
-        line = p.stdout.readline() if p.stdout else ""
-        if not line.startswith("ready"):
-            raise SystemExit("a shard did not start: %r" % line)
-    root = tempfile.mkdtemp(prefix="ferry-ckpt-", dir=args.dir)
+    root = tempfile.mkdtemp(prefix="ferry-ckpt-", dir=args.dir)  # a bad --dir fails before any shard starts
     chunk_bytes = int(args.chunk_mb * (1 << 20))
     table_bytes = 2 * 4 * args.rows * args.dim  # values and state
+    shards: List[Any] = []
     try:
+        # Inside the try: whatever fails from here on, the shards are stopped.
+        for i in range(2):
+            shards.append(subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--tables", spec, "--shard",
+                                            "%d/2" % i, "--socket", socket, "--service-prefix", "ckpt-bench-"],
+                                           stdout=subprocess.PIPE, text=True))
+        for p in shards:
+            line = p.stdout.readline() if p.stdout else ""
+            if not line.startswith("ready"):
+                raise SystemExit("a shard did not start: %r" % line)
         with ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as w:
             fill(w, args.rows, args.dim, 4096)
             baseline = peak_bytes()
