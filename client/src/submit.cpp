@@ -4,6 +4,7 @@
 // close) are submissions too: submit, then wait for that op's own OpDone.
 // Completions that arrive meanwhile are kept in the stash, which poll()
 // returns first, so nothing is lost or reordered.
+#include <algorithm>
 #include <cstring>
 
 #include "client/src/client_impl.h"
@@ -30,10 +31,16 @@ Buffer Client::Impl::alloc(std::size_t bytes) noexcept {
   return Buffer{seg_.view.at(block->offset), block->capacity, block->offset};
 }
 
-// At most half the tx arena, so that the calls whose responses fill a span
-// find room for their requests beside it.
+// At most half the tx arena, and only while an eighth of it (2 slabs at
+// least) stays free beside the span: the calls whose responses fill it, and
+// whatever else is in flight, need room for their requests. Two pulls that
+// each take half would otherwise leave none, and with no call in flight to
+// give any back the second could never send (the caller stages it instead).
 Buffer Client::Impl::alloc_span(std::size_t bytes) noexcept {
   if (bytes > tx_bytes_ / 2) return {};
+  const std::uint64_t reserve = std::max<std::uint64_t>(2 * shm::kSlabBytes, tx_bytes_ / 8);
+  const std::uint64_t span = (bytes + shm::kSlabBytes - 1) / shm::kSlabBytes * shm::kSlabBytes;
+  if (tx_.stats().free_slabs * shm::kSlabBytes < span + reserve) return {};
   auto block = tx_.alloc_span(bytes);
   if (!block) return {};
   return Buffer{seg_.view.at(block->offset), block->capacity, block->offset};

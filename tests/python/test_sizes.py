@@ -92,6 +92,14 @@ def test_a_pull_past_one_message_lands_zero_copy_in_a_span_of_the_arena(daemon, 
             assert np.array_equal(rows_of(r), ps.initial_values(tables, "emb", keys))
             del r
             assert w.live_ops == 0
+        # Two pulls of half the arena each, the first one's rows held: the second would leave no room for its
+        # requests (none in flight to give any back), so it lands in process memory instead of failing NoMemory.
+        half = np.arange(16 * 2**20 // 256)
+        first = w.pull("emb", half)
+        second = w.pull("emb", half)
+        assert first.zero_copy and not second.zero_copy
+        assert np.array_equal(rows_of(second), ps.initial_values(tables, "emb", half))
+        del first, second
         # Past half the tx arena (32 MiB by default) the rows land in process memory, as before.
         big = np.arange(200_000)  # 51 MB
         r = w.pull("emb", big)

@@ -141,7 +141,8 @@ class FERRY_API Client {
   // A tx block past the largest block alloc() makes (1 MiB): whole arena
   // slabs side by side, where the responses of several calls land next to
   // each other (a large pull's rows). It is never sent as one message.
-  // Empty past half the tx arena, when no run of free slabs is that long,
+  // Empty past half the tx arena, when it would leave less than an eighth of
+  // the arena (2 MiB at least) free, when no run of free slabs is that long,
   // or when the quota would be passed.
   Buffer alloc_span(std::size_t bytes) noexcept;
   [[nodiscard]] Status free(Buffer buffer) noexcept;
