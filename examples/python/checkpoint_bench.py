@@ -27,8 +27,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, Dict, List
@@ -36,6 +34,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 import ferry.ps as ps
+from launch import ferry_shards
 
 
 def peak_bytes() -> int:
@@ -70,22 +69,12 @@ def main() -> None:
     args = ap.parse_args()
     socket = os.environ.get("FERRY_SOCKET", "")
     tables = [ps.Embedding("t", rows=args.rows, dim=args.dim, optimizer=ps.Adagrad(lr=0.1))]
-    spec = json.dumps([t.to_dict() for t in tables])
     root = tempfile.mkdtemp(prefix="ferry-ckpt-", dir=args.dir)  # a bad --dir fails before any shard starts
     chunk_bytes = int(args.chunk_mb * (1 << 20))
     table_bytes = 2 * 4 * args.rows * args.dim  # values and state
-    shards: List[Any] = []
     try:
-        # Inside the try: whatever fails from here on, the shards are stopped.
-        for i in range(2):
-            shards.append(subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--tables", spec, "--shard",
-                                            "%d/2" % i, "--socket", socket, "--service-prefix", "ckpt-bench-"],
-                                           stdout=subprocess.PIPE, text=True))
-        for p in shards:
-            line = p.stdout.readline() if p.stdout else ""
-            if not line.startswith("ready"):
-                raise SystemExit("a shard did not start: %r" % line)
-        with ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as w:
+        with ferry_shards(tables, 2, socket, "ckpt-bench-"), \
+                ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as w:
             fill(w, args.rows, args.dim, 4096)
             baseline = peak_bytes()
             # One save untimed (the first one's page cache and arena pages), its memory counted in the save arm's.
@@ -124,9 +113,6 @@ def main() -> None:
                     print("%-12s %8.2f s  %8.1f MB/s  peak memory +%.1f MB"
                           % (name, r["s"], r["mb_per_s"], r["peak_growth_mb"]))
     finally:
-        for p in shards:
-            p.terminate()
-            p.wait(30)
         shutil.rmtree(root, ignore_errors=True)
 
 

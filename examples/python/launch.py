@@ -9,6 +9,7 @@ Worker protocol (stdin/stdout lines): the worker sets up, prints
 """
 
 import argparse
+import contextlib
 import glob
 import importlib
 import json
@@ -16,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, List, Optional
 
 READY_TIMEOUT_S = 120
 
@@ -55,6 +56,30 @@ def child_env(extra=None):
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(extra or {})
     return env
+
+
+@contextlib.contextmanager
+def ferry_shards(tables: Any, shards: int, socket: str, prefix: str) -> Iterator[List[Any]]:
+    """``shards`` shard processes (``python3 -m ferry.ps.server``) of ``tables``
+    serving PREFIX<i> over the ferryd at ``socket``, each waited for until it
+    says ready; stopped when the block ends, however it ends."""
+    spec = json.dumps([t.to_dict() for t in tables])
+    procs: List[Any] = []
+    try:
+        for i in range(shards):
+            procs.append(subprocess.Popen(python_cmd("ferry.ps.server", "--tables", spec, "--shard",
+                                                     "%d/%d" % (i, shards), "--socket", socket,
+                                                     "--service-prefix", prefix),
+                                          stdout=subprocess.PIPE, text=True, env=child_env()))
+        for p in procs:
+            line = p.stdout.readline() if p.stdout else ""
+            if not line.startswith("ready"):
+                raise SystemExit("a shard did not start: %r" % line)
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
 
 
 class Proc:

@@ -25,14 +25,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any, Dict, List
 
 import numpy as np
 
 import ferry.ps as ps
+from launch import ferry_shards
 
 
 def main() -> None:
@@ -54,51 +53,47 @@ def main() -> None:
                              "arena (%g MB) and at most --rows rows" % (mb, args.staged_arena_mb / 2,
                                                                        args.span_arena_mb / 2))
     tables = [ps.Embedding("t", rows=args.rows, dim=args.dim)]
-    spec = json.dumps([t.to_dict() for t in tables])
-    shards = [subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--tables", spec, "--shard", "%d/2" % i,
-                                "--socket", socket, "--service-prefix", "pull-bench-"],
-                               stdout=subprocess.PIPE, text=True) for i in range(2)]
     workers: Dict[str, Any] = {}
-    try:
-        for p in shards:
-            line = p.stdout.readline() if p.stdout else ""
-            if not line.startswith("ready"):
-                raise SystemExit("a shard did not start: %r" % line)
-        workers = {arm: ps.Worker(tables, 2, socket, service_prefix="pull-bench-", tx_bytes=mib << 20)
-                   for arm, mib in (("span", args.span_arena_mb), ("staged", args.staged_arena_mb))}
-        rng = np.random.default_rng(1)
-        for first in range(0, args.rows, 4096):
-            keys = np.arange(first, min(args.rows, first + 4096), dtype=np.int64)
-            workers["span"].assign("t", keys, rng.standard_normal((keys.size, args.dim), dtype=np.float32))
-        results: List[Dict[str, Any]] = []
-        for mb in args.sizes_mb:
-            keys = np.arange(int(mb * 2**20) // row_bytes, dtype=np.int64)
-            times: Dict[str, List[float]] = {arm: [] for arm in workers}
-            for i in range(args.repeat):
-                order = list(workers) if i % 2 == 0 else list(reversed(list(workers)))
-                for arm in order:
-                    t0 = time.perf_counter()
-                    rows = workers[arm].pull("t", keys)
-                    times[arm].append(time.perf_counter() - t0)
-                    if rows.zero_copy != (arm == "span"):
-                        raise SystemExit("%s: a pull of %g MB was %s" % (arm, mb, "zero copy" if rows.zero_copy
-                                                                        else "staged"))
-                    del rows
-            med = {arm: statistics.median(t) for arm, t in times.items()}
-            r = {"mb": mb, "keys": int(keys.size), "span_ms": med["span"] * 1e3, "staged_ms": med["staged"] * 1e3,
-                 "staged_over_span": med["staged"] / med["span"]}
-            results.append(r)
-            if not args.json:
-                print("%6g MB (%d keys): span %.2f ms, staged %.2f ms, staged / span %.2f" % (
-                    mb, r["keys"], r["span_ms"], r["staged_ms"], r["staged_over_span"]), flush=True)
-        if args.json:
-            print(json.dumps({"rows": args.rows, "dim": args.dim, "repeat": args.repeat, "results": results}))
-    finally:
-        for w in workers.values():
-            w.close()
-        for p in shards:
-            p.terminate()
-            p.wait()
+    with ferry_shards(tables, 2, socket, "pull-bench-"):
+        try:
+            workers = {arm: ps.Worker(tables, 2, socket, service_prefix="pull-bench-", tx_bytes=mib << 20)
+                       for arm, mib in (("span", args.span_arena_mb), ("staged", args.staged_arena_mb))}
+            run(args, workers)
+        finally:
+            for w in workers.values():
+                w.close()
+
+
+def run(args: argparse.Namespace, workers: Dict[str, Any]) -> None:
+    """Fill the table, then time each size's pulls in both arms and print the medians."""
+    row_bytes = 4 * args.dim
+    rng = np.random.default_rng(1)
+    for first in range(0, args.rows, 4096):
+        keys = np.arange(first, min(args.rows, first + 4096), dtype=np.int64)
+        workers["span"].assign("t", keys, rng.standard_normal((keys.size, args.dim), dtype=np.float32))
+    results: List[Dict[str, Any]] = []
+    for mb in args.sizes_mb:
+        keys = np.arange(int(mb * 2**20) // row_bytes, dtype=np.int64)
+        times: Dict[str, List[float]] = {arm: [] for arm in workers}
+        for i in range(args.repeat):
+            order = list(workers) if i % 2 == 0 else list(reversed(list(workers)))
+            for arm in order:
+                t0 = time.perf_counter()
+                rows = workers[arm].pull("t", keys)
+                times[arm].append(time.perf_counter() - t0)
+                if rows.zero_copy != (arm == "span"):
+                    raise SystemExit("%s: a pull of %g MB was %s" % (arm, mb, "zero copy" if rows.zero_copy
+                                                                    else "staged"))
+                del rows
+        med = {arm: statistics.median(t) for arm, t in times.items()}
+        r = {"mb": mb, "keys": int(keys.size), "span_ms": med["span"] * 1e3, "staged_ms": med["staged"] * 1e3,
+             "staged_over_span": med["staged"] / med["span"]}
+        results.append(r)
+        if not args.json:
+            print("%6g MB (%d keys): span %.2f ms, staged %.2f ms, staged / span %.2f" % (
+                mb, r["keys"], r["span_ms"], r["staged_ms"], r["staged_over_span"]), flush=True)
+    if args.json:
+        print(json.dumps({"rows": args.rows, "dim": args.dim, "repeat": args.repeat, "results": results}))
 
 
 if __name__ == "__main__":
