@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 
+#include <sys/stat.h>
+
+#include "client/ps/table_save.h"
 #include "client/ps/table_store.h"
 
 namespace ferry::ps {
@@ -41,7 +45,30 @@ Error Shard::create(const ShardSpec& spec, std::unique_ptr<Shard>* out) {
   if (spec.max_count == 0 || spec.max_count > kMaxCount)
     return Error::bad_request("max_count must be in [1, " + std::to_string(kMaxCount) + "]");
   if (Error bad = check_tables(spec.tables); bad.failed()) return bad;
-  out->reset(new Shard(spec));
+  if (!spec.checkpoint_dir.empty()) {
+    struct stat st {};
+    if (::stat(spec.checkpoint_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return Error::bad_request("checkpoint directory '" + spec.checkpoint_dir + "' is not a directory");
+  }
+  if (!spec.restore.empty()) {
+    if (spec.checkpoint_dir.empty()) return Error::bad_request("restore needs the checkpoint directory it is in");
+    if (!detail::valid_checkpoint_name(spec.restore))
+      return Error::bad_request("checkpoint name '" + spec.restore + "': use 1 to " + std::to_string(kMaxSaveName) +
+                                " of A-Z a-z 0-9 . _ -, not starting with '.'");
+  }
+  std::unique_ptr<Shard> shard(new Shard(spec));
+  if (!spec.restore.empty())
+    if (Error e = shard->restore(); e.failed()) return e;
+  *out = std::move(shard);
+  return {};
+}
+
+Error Shard::restore() {
+  const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
+  for (const TableSpec& t : spec_.tables) {
+    if (Error e = detail::restore_table(place, spec_.restore, *stores_[t.id]); e.failed()) return e;
+    publish_usage(t.id);
+  }
   return {};
 }
 
@@ -51,6 +78,7 @@ Shard::Shard(const ShardSpec& spec) : spec_(spec) {
     stores_[t.id] = std::make_unique<detail::TableStore>(t, spec.index, spec.shards, spec.max_count, spec.preload);
   }
   gauges_ = std::make_unique<Gauge[]>(stores_.size());
+  savers_.resize(stores_.size());
   for (const TableSpec& t : spec.tables) publish_usage(t.id);
 }
 
@@ -112,10 +140,10 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
                     std::uint32_t caller, std::size_t* length) noexcept {
   if (h.magic != kMagic) return PsStatus::BadMagic;
   if (h.version != kVersion) return PsStatus::BadVersion;
-  if (h.op < static_cast<std::uint8_t>(Op::Pull) || h.op > static_cast<std::uint8_t>(Op::Assign))
-    return PsStatus::BadOp;
+  if (h.op < static_cast<std::uint8_t>(Op::Pull) || h.op > static_cast<std::uint8_t>(Op::Save)) return PsStatus::BadOp;
   if ((h.flags & ~kFlagState) != 0 || h.dtype != 0 || h.reserved0 != 0 || h.reserved1 != 0) return PsStatus::BadField;
   if (h.table >= stores_.size() || !stores_[h.table]) return PsStatus::BadTable;
+  if (h.op == static_cast<std::uint8_t>(Op::Save)) return save(h, request, response, caller, length);
   detail::TableStore& store = *stores_[h.table];
   const TableSpec& t = store.spec();
   const bool state = h.flags == kFlagState;
@@ -149,6 +177,7 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
                                           : store.push_dense(h.offset, h.count, values);
       ++counters_.pushes;
       break;
+    case Op::Save: return PsStatus::BadOp;  // save() answered it
     case Op::Assign:
       st = t.kind == TableKind::Dense ? store.assign_dense(h.offset, h.count, values, state)
            : state                    ? store.assign_state(body, h.count, values, &applied)
@@ -161,6 +190,31 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   counters_.keys += h.count;
   if (op != Op::Pull) std::memcpy(response.data(), &applied, kAckBytes);
   *length = out;
+  return PsStatus::Ok;
+}
+
+// One step of a shard-side checkpoint (wire.h, Op::Save).
+PsStatus Shard::save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
+                     std::uint32_t caller, std::size_t* length) noexcept {
+  const detail::TableStore& store = *stores_[h.table];
+  const TableSpec& t = store.spec();
+  if (h.flags != 0 || h.count == 0) return PsStatus::BadField;
+  if (h.dim != t.dim) return PsStatus::BadDim;
+  if (h.count > kMaxCount || response.size() < kAckBytes) return PsStatus::TooLarge;
+  const std::string_view name(reinterpret_cast<const char*>(request.data()) + kHeaderBytes,
+                              request.size() - kHeaderBytes);
+  if (!detail::valid_checkpoint_name(name)) return PsStatus::BadField;
+  if (!allowed(t.access.pull, caller)) return PsStatus::Forbidden;
+  if (spec_.checkpoint_dir.empty()) return PsStatus::NotEnabled;
+  auto& saver = savers_[h.table];
+  if (!saver) saver.reset(new (std::nothrow) detail::TableSaver());
+  if (!saver) return PsStatus::IoFailed;
+  const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
+  std::uint32_t written = 0;
+  if (const PsStatus st = saver->step(place, name, store, h.offset, h.count, &written); st != PsStatus::Ok) return st;
+  ++counters_.saves;
+  std::memcpy(response.data(), &written, kAckBytes);
+  *length = kAckBytes;
   return PsStatus::Ok;
 }
 

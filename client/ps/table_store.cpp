@@ -44,6 +44,7 @@ TableStore::TableStore(const TableSpec& spec, std::uint32_t shard, std::uint32_t
   if (adagrad) accum_.reserve(rows * spec.dim);
   stamp_.reserve(rows);
   first_.reserve(rows);
+  row_keys_.reserve(rows);
   mapped_.resize(max_count);
   if (spec.max_rows != 0) fresh_.reserve(max_count);
   distinct_.resize(max_count);
@@ -67,6 +68,7 @@ std::uint32_t TableStore::create_row(Key key) {
     accum_.insert(accum_.end(), dim, spec_.optimizer.initial_accumulator);
   stamp_.push_back(0);
   first_.push_back(0);
+  row_keys_.push_back(key);
   return r;
 }
 
@@ -296,7 +298,27 @@ PsStatus TableStore::assign_dense(std::uint32_t offset, std::uint32_t count, con
 std::uint64_t TableStore::bytes_held() const noexcept {
   const std::size_t per_row_index = sizeof(std::uint32_t) * 2;  // stamp_, first_
   return 4 * (values_.capacity() + accum_.capacity()) + per_row_index * stamp_.capacity() +
-         sizeof(std::uint32_t) * direct_.capacity() + index_.bytes();
+         sizeof(Key) * row_keys_.capacity() + sizeof(std::uint32_t) * direct_.capacity() + index_.bytes();
+}
+
+PsStatus TableStore::restore_row(Key key, const float* values, const float* state) noexcept {
+  const std::size_t dim = spec_.dim;
+  std::size_t at = 0;
+  if (spec_.kind == TableKind::Dense) {
+    if (key < slice_.begin || key >= slice_.end) return PsStatus::BadKey;
+    at = key - slice_.begin;
+  } else {
+    if (!owns(key)) return PsStatus::BadKey;
+    if (spec_.max_rows != 0 && find_row(key) == nullptr && rows_held() >= spec_.max_rows) return PsStatus::TableFull;
+    try {
+      at = std::size_t{row_for(key)} * dim;
+    } catch (...) {
+      return PsStatus::TableFull;  // out of memory: as many rows as this host holds
+    }
+  }
+  std::memcpy(&values_[at], values, 4 * dim);
+  if (!accum_.empty() && state != nullptr) std::memcpy(&accum_[at], state, 4 * dim);
+  return PsStatus::Ok;
 }
 
 const float* TableStore::find_row(Key key) const noexcept {

@@ -55,6 +55,21 @@ class TableStore {
   // A row's current values, or nullptr when it was never touched (tests, checkpoints).
   const float* find_row(Key key) const noexcept;
 
+  // Shard-side checkpoints (table_save.cpp): the rows this shard holds, in
+  // the order they were created (dense: the slice's elements, one per row),
+  // each row's key (dense: its element), values and optimizer state (null
+  // without), and a restored row put back (BadKey for a key this shard
+  // does not own, TableFull past max_rows).
+  std::uint64_t saved_rows() const noexcept {
+    return spec_.kind == TableKind::Dense ? slice_.size() : row_keys_.size();
+  }
+  Key row_key(std::uint64_t r) const noexcept {
+    return spec_.kind == TableKind::Dense ? slice_.begin + r : row_keys_[r];
+  }
+  const float* row_values(std::uint64_t r) const noexcept { return &values_[r * spec_.dim]; }
+  const float* row_state(std::uint64_t r) const noexcept { return accum_.empty() ? nullptr : &accum_[r * spec_.dim]; }
+  PsStatus restore_row(Key key, const float* values, const float* state) noexcept;
+
  private:
   bool owns(Key key) const noexcept;
   // Checks every key and maps it to its row (created if new): BadKey for a
@@ -78,6 +93,7 @@ class TableStore {
   std::vector<std::uint32_t> direct_;
   std::vector<float> values_;  // rows x dim (embedding) or the slice (dense)
   std::vector<float> accum_;   // Adagrad: same layout; empty for SGD
+  std::vector<Key> row_keys_;  // embedding: per row, its key (checkpoints list the rows with it)
   // Per request: the row of each key, and duplicate detection by stamp.
   std::vector<std::uint32_t> mapped_;
   std::vector<std::uint32_t> stamp_;  // per row: request number that last saw it

@@ -9,6 +9,7 @@ std::string_view to_string(Op op) noexcept {
     case Op::Pull: return "pull";
     case Op::Push: return "push";
     case Op::Assign: return "assign";
+    case Op::Save: return "save";
   }
   return "unknown";
 }
@@ -29,6 +30,9 @@ std::string_view to_string(PsStatus s) noexcept {
     case PsStatus::TableFull: return "TableFull";
     case PsStatus::NonFinite: return "NonFinite";
     case PsStatus::Forbidden: return "Forbidden";
+    case PsStatus::NotEnabled: return "NotEnabled";
+    case PsStatus::Exists: return "Exists";
+    case PsStatus::IoFailed: return "IoFailed";
   }
   return "Unknown";
 }

@@ -188,4 +188,32 @@ Result<Ticket> Worker::dense_op(Op& op, Ticket ticket, std::span<const float> va
   return submit(op, ticket);
 }
 
+Result<Ticket> Worker::save(TableId table, std::string_view name, std::span<const std::uint32_t> first,
+                            std::uint32_t count) noexcept {
+  const TableSpec* t = this->table(table);
+  if (t == nullptr || first.size() != shards_ || count == 0 || count > kMaxCount || name.empty() ||
+      name.size() > kMaxSaveName)
+    return Result<Ticket>::fail(Status::BadRequest);
+  Op* op = nullptr;
+  const auto begun = begin(*t, &op);
+  if (!begun) return begun;
+  op->wire = ps::Op::Save;
+  try {
+    op->save_name.assign(name);
+    op->saved.assign(first.begin(), first.end());
+  } catch (...) {
+    return abort(*op, begun.value, Status::NoMemory);
+  }
+  op->save_count = count;
+  return submit(*op, begun.value);
+}
+
+std::span<const std::uint32_t> Worker::saved(Ticket t) const noexcept {
+  const Op* op = find(t);
+  if (op == nullptr || op->released || op->wire != ps::Op::Save || op->state != Op::State::Done ||
+      op->error.status != Status::Ok)
+    return {};
+  return op->saved;
+}
+
 }  // namespace ferry::ps

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "client/ps/key_index.h"
@@ -55,7 +56,13 @@ struct Worker::Op {
   std::vector<float> owned;
   std::vector<std::uint16_t> free_acks;  // push/assign: ack slots not in use
   std::unique_ptr<float[]> heap;         // staged pull: the rows
-  Buffer block;                          // zero-copy pull: the rows; push/assign: one ack per slot
+  // Save: the checkpoint's name, the rows each step asks for, and per
+  // shard the step's first row until the shard answers, then the rows it
+  // wrote (kSaveSkip: not asked).
+  std::string save_name;
+  std::uint32_t save_count = 0;
+  std::vector<std::uint32_t> saved;
+  Buffer block;  // zero-copy pull: the rows; push/assign: one ack per slot
 };
 
 struct Worker::Scratch {

@@ -31,6 +31,12 @@ void write_header(std::byte* at, const Worker::Op& op, std::uint32_t count, std:
   std::memcpy(at, &h, sizeof h);
 }
 
+// A request's bytes: a Save carries its name instead of keys and values.
+std::size_t request_length(const Worker::Op& op, const Chunk& ch) noexcept {
+  if (op.wire == ps::Op::Save) return kHeaderBytes + op.save_name.size();
+  return request_bytes(op.wire, op.table->kind, ch.count, op.table->dim);
+}
+
 void fail(Worker::Op& op, Status status, PsStatus ps, std::uint32_t shard) noexcept {
   if (op.state != Worker::Op::State::Flight) return;  // the first failure is the one reported
   op.state = Worker::Op::State::Done;
@@ -60,6 +66,17 @@ std::uint32_t Worker::rows_per_request(const Op& op) const noexcept {
 // The requests: each shard's rows in pieces of at most rows_per_request().
 Status Worker::plan(Op& op) noexcept {
   op.chunks.clear();
+  if (op.wire == ps::Op::Save) {  // one step on each shard asked
+    for (std::uint32_t s = 0; s < shards_; ++s)
+      if (op.saved[s] != kSaveSkip) {
+        Chunk c;
+        c.shard = s;
+        c.first = op.saved[s];
+        c.count = op.save_count;
+        op.chunks.push_back(c);
+      }
+    return Status::Ok;
+  }
   const std::uint32_t per = rows_per_request(op);
   if (op.rows == 0) return Status::Ok;
   if (per == 0) return Status::ResponseTooLarge;  // one row exceeds the largest message
@@ -147,8 +164,13 @@ Buffer Worker::encode(Op& op, std::uint32_t c) noexcept {
   const Chunk& ch = op.chunks[c];
   const TableSpec& t = *op.table;
   const std::size_t dim = t.dim;
-  Buffer request = link_->alloc(request_bytes(op.wire, t.kind, ch.count, dim));
+  Buffer request = link_->alloc(request_length(op, ch));
   if (!request) return request;
+  if (op.wire == ps::Op::Save) {
+    write_header(request.data, op, ch.count, ch.first, next_request_id_++);
+    std::memcpy(request.data + kHeaderBytes, op.save_name.data(), op.save_name.size());
+    return request;
+  }
   const bool embedding = t.kind == TableKind::Embedding;
   write_header(request.data, op, ch.count, embedding ? 0 : ch.first, next_request_id_++);
   std::byte* at = request.data + kHeaderBytes;
@@ -194,7 +216,7 @@ bool Worker::send_chunk(Op& op, Ticket ticket, std::uint32_t c) noexcept {
     ack = op.free_acks.back();
     response = Buffer{op.block.data + kAckBytes * ack, kAckBytes, op.block.offset + kAckBytes * ack};
   }
-  const auto len = static_cast<std::uint32_t>(request_bytes(op.wire, t.kind, ch.count, dim));
+  const auto len = static_cast<std::uint32_t>(request_length(op, ch));
   const Status st = link_->call(ch.shard, request, len, response, make_tag(ticket, c));
   if (st != Status::Ok) {
     if (ch.staged) link_->free(ch.staged);
@@ -284,12 +306,14 @@ void Worker::finish_chunk(Op& op, std::uint32_t c, const LinkDone& d) noexcept {
       fail(op, d.status, PsStatus::Ok, ch.shard);
     } else if (ps != PsStatus::Ok) {
       // The refusals a caller can act on get their own status; the rest are bad requests.
-      const Status why = ps == PsStatus::Forbidden   ? Status::PermissionDenied
-                         : ps == PsStatus::TableFull ? Status::NoMemory
-                                                     : Status::BadRequest;
+      const Status why = ps == PsStatus::Forbidden    ? Status::PermissionDenied
+                         : ps == PsStatus::TableFull  ? Status::NoMemory
+                         : ps == PsStatus::NotEnabled ? Status::NotSupported
+                                                      : Status::BadRequest;
       fail(op, why, ps, ch.shard);
     } else {
       if (pull && op.staged) std::memcpy(op.heap.get() + std::size_t{ch.first} * dim, ch.staged.data, expect);
+      if (op.wire == ps::Op::Save) std::memcpy(&op.saved[ch.shard], at, kAckBytes);
       op.deadline = Clock::now() + options_.timeout;  // an answer is progress: the timeout counts from here
       if (++op.answered == op.chunks.size()) op.state = Op::State::Done;
     }

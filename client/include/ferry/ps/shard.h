@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ferry/ps/table.h"
@@ -21,7 +22,8 @@ namespace ferry::ps {
 
 namespace detail {
 class TableStore;
-}
+class TableSaver;
+}  // namespace detail
 
 struct ShardSpec {
   std::uint32_t index = 0;
@@ -36,6 +38,12 @@ struct ShardSpec {
   // carrying one is refused NonFinite, whole, and counted (a diverging
   // worker cannot poison the rows every other worker reads).
   bool allow_non_finite = false;
+  // Shard-side checkpoints (wire Op::Save): the directory they go into,
+  // on this shard's host; empty: Save is refused NotEnabled. It must exist.
+  std::string checkpoint_dir{};
+  // A checkpoint's name under checkpoint_dir to start from: every table's
+  // part for this shard index and count is read back at construction.
+  std::string restore{};
 };
 
 struct ShardCounters {
@@ -44,7 +52,8 @@ struct ShardCounters {
   std::uint64_t pulls = 0;
   std::uint64_t pushes = 0;
   std::uint64_t assigns = 0;
-  std::uint64_t keys = 0;  // keys or elements carried by accepted requests
+  std::uint64_t saves = 0;  // Save steps written
+  std::uint64_t keys = 0;   // keys or elements carried by accepted requests
   // Of `rejected`: the refusals that protect the tables.
   std::uint64_t non_finite = 0;  // NonFinite: a NaN or infinite gradient or value
   std::uint64_t forbidden = 0;   // Forbidden: the caller is not on the table's access list
@@ -91,6 +100,9 @@ class FERRY_API Shard {
   FERRY_LOCAL explicit Shard(const ShardSpec& spec);  // spec checked by create()
   FERRY_LOCAL PsStatus run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
                            std::uint32_t caller, std::size_t* length) noexcept;
+  FERRY_LOCAL PsStatus save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
+                            std::uint32_t caller, std::size_t* length) noexcept;
+  FERRY_LOCAL Error restore();
 
   ShardSpec spec_;
   FERRY_LOCAL void publish_usage(TableId table) noexcept;
@@ -100,6 +112,7 @@ class FERRY_API Shard {
     std::atomic<std::uint64_t> bytes{0};
   };
   std::vector<std::unique_ptr<detail::TableStore>> stores_;  // by table id; null where none
+  std::vector<std::unique_ptr<detail::TableSaver>> savers_;  // by table id; made by a table's first Save
   std::unique_ptr<Gauge[]> gauges_;                          // by table id, like stores_
   ShardCounters counters_;
 };

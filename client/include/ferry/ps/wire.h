@@ -10,11 +10,13 @@
 //   Push   dense:     Header | f32 grads[count]
 //   Assign embedding: Header | u64 keys[count] | f32 values[count][dim]   (overwrite; optimizer state reset)
 //   Assign dense:     Header | f32 values[count]
+//   Save:             Header | name[length - 32]   (count: rows this step, offset: the first; below)
 // Responses carry no header when they succeed, so that a worker can lay the
 // responses of every shard side by side in one buffer and use them as one
 // tensor where they landed:
 //   Pull  Ok:  f32 rows[count][dim] (dense: f32 values[count]); length 4 * count * dim
 //   Push / Assign Ok: u32 rows_applied (distinct keys, or elements); length 4
+//   Save Ok:   u32 rows_written; fewer than count: the table's part is complete on disk
 //   Error: ErrorRecord, 3 bytes. A success length is always a multiple of 4,
 //   so a response of 3 bytes is an error and nothing else is.
 // A push that names a key twice is coalesced by the shard: the gradients of
@@ -40,7 +42,7 @@ inline constexpr std::uint16_t kVersion = 2;
 // Largest key (or element) count one message may carry; bounds every size computation.
 inline constexpr std::uint32_t kMaxCount = 1u << 20;
 
-enum class Op : std::uint8_t { Pull = 1, Push = 2, Assign = 3 };
+enum class Op : std::uint8_t { Pull = 1, Push = 2, Assign = 3, Save = 4 };
 FERRY_API std::string_view to_string(Op op) noexcept;
 
 enum class PsStatus : std::uint8_t {
@@ -49,17 +51,20 @@ enum class PsStatus : std::uint8_t {
   BadMagic = 2,
   BadVersion = 3,
   BadOp = 4,
-  BadField = 5,    // a reserved field or flag is not 0, an unknown dtype, or a negative optimizer state
-  BadTable = 6,    // no such table on this shard
-  BadDim = 7,      // dim differs from the table's
-  BadKey = 8,      // key out of the table's range, or owned by another shard
-  BadRange = 9,    // dense range outside this shard's slice
-  TooLarge = 10,   // the response would not fit the response buffer
-  TableFull = 11,  // the push or assign would create rows past the table's max_rows on this shard
-  NonFinite = 12,  // a pushed gradient or assigned value is NaN or infinite (ShardSpec::allow_non_finite)
-  Forbidden = 13,  // the table's access list does not name this caller for this op
+  BadField = 5,     // a reserved field or flag is not 0, an unknown dtype, or a negative optimizer state
+  BadTable = 6,     // no such table on this shard
+  BadDim = 7,       // dim differs from the table's
+  BadKey = 8,       // key out of the table's range, or owned by another shard
+  BadRange = 9,     // dense range outside this shard's slice
+  TooLarge = 10,    // the response would not fit the response buffer
+  TableFull = 11,   // the push or assign would create rows past the table's max_rows on this shard
+  NonFinite = 12,   // a pushed gradient or assigned value is NaN or infinite (ShardSpec::allow_non_finite)
+  Forbidden = 13,   // the table's access list does not name this caller for this op
+  NotEnabled = 14,  // Save: this shard was started without a checkpoint directory
+  Exists = 15,      // Save: this checkpoint name holds this table's part already
+  IoFailed = 16,    // Save: writing the files failed (the shard's log says why); nothing was kept
 };
-inline constexpr std::uint8_t kMaxPsStatus = static_cast<std::uint8_t>(PsStatus::Forbidden);
+inline constexpr std::uint8_t kMaxPsStatus = static_cast<std::uint8_t>(PsStatus::IoFailed);
 FERRY_API std::string_view to_string(PsStatus s) noexcept;
 
 struct Header {
@@ -96,7 +101,20 @@ inline constexpr std::size_t kErrorBytes = sizeof(ErrorRecord);
 static_assert(kErrorBytes == 3 && kErrorBytes % 4 != 0);
 inline constexpr std::size_t kAckBytes = 4;
 
-// Exact lengths of well-formed messages (64-bit: no overflow for bounded fields).
+// Save (shard-side checkpoints, docs/ps.md): the shard writes its part of
+// the table into CHECKPOINT_DIR/NAME/ (ShardSpec::checkpoint_dir), rows
+// [offset, offset + count) of the rows it holds, in the order they were
+// created (dense: the elements of its slice), a step at a time so that no
+// request holds the shard for long. A step at offset 0 starts the part
+// (again, dropping any unfinished one); each later step must start where
+// the last one ended (else BadRange); the step that writes fewer than
+// `count` rows syncs the files and renames them into place. `dim` is the
+// table's; flags 0. NAME: 1 to kMaxSaveName of [A-Za-z0-9._-], not
+// starting with '.' (else BadField). Allowed to whoever may pull the table.
+inline constexpr std::size_t kMaxSaveName = 128;
+
+// Exact lengths of well-formed messages (64-bit: no overflow for bounded
+// fields). A Save request is its header and its name instead.
 constexpr std::uint64_t request_bytes(Op op, TableKind kind, std::uint64_t count, std::uint64_t dim) noexcept {
   const std::uint64_t keys = kind == TableKind::Embedding ? 8 * count : 0;
   const std::uint64_t values = op == Op::Pull ? 0 : 4 * count * dim;

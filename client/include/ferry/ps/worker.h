@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "ferry/ps/shard_link.h"
@@ -121,6 +122,18 @@ class FERRY_API Worker {
                                             std::span<const float> values) noexcept;
   [[nodiscard]] Result<Ticket> pull_dense_state(TableId table) noexcept;
   [[nodiscard]] Result<Ticket> assign_dense_state(TableId table, std::span<const float> values) noexcept;
+
+  // One step of a shard-side checkpoint (wire Op::Save) on every shard at
+  // once: shard s writes `count` rows of the table from its row first[s]
+  // into its checkpoint directory's NAME (first[s] == kSaveSkip: shard s
+  // is not asked). saved() then gives, per shard, the rows it wrote
+  // (fewer than count: its part is complete) or kSaveSkip. A shard that
+  // refuses fails the op: NotSupported (a shard without a checkpoint
+  // directory), PermissionDenied, or BadRequest (error().ps says why).
+  static constexpr std::uint32_t kSaveSkip = 0xFFFFFFFFu;
+  [[nodiscard]] Result<Ticket> save(TableId table, std::string_view name, std::span<const std::uint32_t> first,
+                                    std::uint32_t count) noexcept;
+  std::span<const std::uint32_t> saved(Ticket t) const noexcept;
 
   // Drives completions until the operation is done or `timeout` passed:
   // the operation's status, or Busy when it is still in flight.

@@ -1,0 +1,69 @@
+// Shard-side checkpoints of one table's part on one shard (wire Op::Save,
+// docs/ps.md "Shard-side checkpoints"). A save writes, under
+// CHECKPOINT_DIR/NAME/, the files of PART = TABLE.shard-K-of-N (TABLE the
+// table's name where it is a plain file name, else table-ID):
+//   PART.keys.npy    u64 [rows]        embedding: each row's key
+//   PART.values.npy  f32 [rows, dim]   (dense: f32 [slice], the shard's elements)
+//   PART.state.npy   the same layout   Adagrad: the accumulators
+//   PART.json        what the part is; written last, so a part with one is whole
+// a step of rows at a time into hidden files that the last step syncs and
+// renames into place. A shard started with ShardSpec::restore reads its
+// parts back (restore_table).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "client/ps/npy_file.h"
+#include "client/ps/table_store.h"
+#include "ferry/error.h"
+#include "ferry/ps/wire.h"
+
+namespace ferry::ps::detail {
+
+// Where a shard's parts go.
+struct PartPlace {
+  std::string dir;  // ShardSpec::checkpoint_dir
+  std::uint32_t shard = 0;
+  std::uint32_t shards = 1;
+};
+
+// Whether `name` may name a checkpoint: 1 to kMaxSaveName of [A-Za-z0-9._-], not starting with '.'.
+bool valid_checkpoint_name(std::string_view name) noexcept;
+
+// DIR/NAME/PART, without the extension.
+std::string part_path(const PartPlace& place, std::string_view name, const TableSpec& table);
+
+class TableSaver {
+ public:
+  // One Save step: rows [first, first + count) of `store` into NAME's part;
+  // *written: how many there were (fewer than `count`: the last step, and
+  // the part is on disk). Exists when NAME holds the part already, BadRange
+  // for a step that does not continue the save in progress, IoFailed when
+  // the files cannot be written (the reason goes to stderr; nothing is kept).
+  [[nodiscard]] PsStatus step(const PartPlace& place, std::string_view name, const TableStore& store,
+                              std::uint32_t first, std::uint32_t count, std::uint32_t* written) noexcept;
+
+ private:
+  PsStatus start(const PartPlace& place, std::string_view name, const TableStore& store);
+  PsStatus finish(const TableStore& store, const PartPlace& place);
+  PsStatus failed(const Error& why) noexcept;
+  void abandon() noexcept;
+
+  bool open_ = false;
+  std::string name_;
+  std::string base_;  // part_path()
+  std::uint64_t next_ = 0;
+  NpyWriter keys_;
+  NpyWriter values_;
+  NpyWriter state_;
+};
+
+// Puts NAME's part of `store`'s table back into it (a shard starting):
+// BadRequest, naming the file and what is wrong, when the part is missing
+// (saying so when NAME was taken with another shard count), its shape or
+// keys do not match the table, or a row would pass max_rows.
+[[nodiscard]] Error restore_table(const PartPlace& place, std::string_view name, TableStore& store);
+
+}  // namespace ferry::ps::detail
