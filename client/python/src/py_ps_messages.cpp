@@ -20,6 +20,12 @@ std::string_view refusal_hint(ps::PsStatus ps) noexcept {
     case ps::PsStatus::TableFull: return "; the shard holds max_rows rows of this table already";
     case ps::PsStatus::NonFinite: return "; a value or gradient is NaN or infinite";
     case ps::PsStatus::Forbidden: return "; the table's access list does not allow this caller that operation";
+    case ps::PsStatus::NotEnabled:
+      return "; the shard was started without a checkpoint directory (--checkpoint-dir), so it saves nothing";
+    case ps::PsStatus::Exists:
+      return "; its checkpoint directory holds a checkpoint of that name with this table already: choose another "
+             "name";
+    case ps::PsStatus::IoFailed: return "; it could not write its files there (its standard error says why)";
     default: return "";
   }
 }

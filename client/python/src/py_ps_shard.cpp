@@ -26,14 +26,22 @@ class ShardHost {
  public:
   ShardHost(const std::vector<ps::TableSpec>& tables, std::uint32_t index, std::uint32_t shards,
             const std::string& socket, std::uint32_t pool, std::uint32_t max_count, bool busy_poll,
-            const std::string& prefix, bool allow_non_finite) {
+            const std::string& prefix, bool allow_non_finite, const std::string& checkpoint_dir,
+            const std::string& restore) {
     ps::ShardSpec spec;
     spec.index = index;
     spec.shards = shards;
     spec.tables = tables;
     spec.max_count = max_count;
     spec.allow_non_finite = allow_non_finite;
-    if (const Error bad = ps::Shard::create(spec, &shard_); bad.failed()) raise(bad.status(), bad.message());
+    spec.checkpoint_dir = checkpoint_dir;
+    spec.restore = restore;
+    Error made;
+    {
+      pyb::gil_scoped_release nogil;  // a restore reads the shard's part of every table
+      made = ps::Shard::create(spec, &shard_);
+    }
+    if (made.failed()) raise(made.status(), made.message());
     ps::ShardServerOptions o;
     o.socket = socket;
     o.pool = pool;
@@ -81,6 +89,7 @@ class ShardHost {
     d["pulls"] = c.pulls;
     d["pushes"] = c.pushes;
     d["assigns"] = c.assigns;
+    d["saves"] = c.saves;
     d["keys"] = c.keys;
     d["non_finite"] = c.non_finite;
     d["forbidden"] = c.forbidden;
@@ -226,9 +235,10 @@ A parameter-server shard served over ferry from a thread of this process:
 constructing it attaches to ferryd and serves PREFIX<index>; start() begins
 answering (GIL-free), stop() ends it. counters() and find() after stop().)")
       .def(pyb::init<const std::vector<ps::TableSpec>&, std::uint32_t, std::uint32_t, const std::string&, std::uint32_t,
-                     std::uint32_t, bool, const std::string&, bool>(),
+                     std::uint32_t, bool, const std::string&, bool, const std::string&, const std::string&>(),
            "tables"_a, "index"_a, "shards"_a, "socket"_a = "", "pool"_a = 64, "max_count"_a = 65536,
-           "busy_poll"_a = false, "service_prefix"_a = "ps-shard-", "allow_non_finite"_a = false)
+           "busy_poll"_a = false, "service_prefix"_a = "ps-shard-", "allow_non_finite"_a = false,
+           "checkpoint_dir"_a = "", "restore"_a = "")
       .def("start", &ShardHost::start)
       .def("stop", &ShardHost::stop)
       .def_property_readonly("running", &ShardHost::running)

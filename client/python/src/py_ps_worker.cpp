@@ -148,7 +148,10 @@ Clock::time_point deadline_of(const pyb::object& timeout) {
 // Raises the ferry.Error of a finished op's failure (st: its status).
 void raise_failure(PsOp& op, Status st) {
   if (st == Status::Ok) return;
-  const char* what = op.kind == ps::Op::Pull ? "pull" : op.kind == ps::Op::Push ? "push" : "assign";
+  const char* what = op.kind == ps::Op::Pull   ? "pull"
+                     : op.kind == ps::Op::Push ? "push"
+                     : op.kind == ps::Op::Save ? "save"
+                                               : "assign";
   if (st == Status::Busy) raise(Status::Timeout, std::string(what) + " still in flight after the wait's timeout");
   std::string msg;
   {
@@ -362,6 +365,16 @@ rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
             return out;
           },
           "A prepared push's requests: (first row, rows, address of their count x dim gradient floats).")
+      .def(
+          "saved",
+          [](PsOp& o) {
+            auto lk = lock_from_python(o.core->mu);
+            const auto saved = live(*o.core).saved(o.ticket);
+            if (saved.empty()) raise(Status::BadRequest, "saved(): not a finished save");
+            return std::vector<std::uint32_t>(saved.begin(), saved.end());
+          },
+          "A finished save step: per shard, the rows it wrote (fewer than the step's: its part is done), or "
+          "0xFFFFFFFF where it was not asked.")
       .def_property_readonly("exports", [](const PsOp& o) { return o.exports; })
       .def(
           "fileno", [](const PsOp& o) { return o.core->event_fd; },
@@ -494,6 +507,21 @@ once and their gradients summed. Thread safe (operations are serialised).)")
             });
           },
           "table"_a, "values"_a)
+      .def(
+          "save",
+          [](const std::shared_ptr<WorkerCore>& c, ps::TableId table, const std::string& name,
+             const std::vector<std::uint32_t>& first, std::uint32_t count) {
+            return start(c, ps::Op::Save, "save", [&](ps::Worker& w) {
+              table_of(w, table);
+              if (first.size() != w.shards())
+                raise(Status::BadRequest, "save(): one first row per shard (" + std::to_string(w.shards()) + ")");
+              return w.save(table, name, first, count);
+            });
+          },
+          "table"_a, "name"_a, "first"_a, "count"_a,
+          "One step of a shard-side checkpoint: shard s writes `count` rows of the table from its row first[s] "
+          "into NAME in its checkpoint directory (first[s] = 0xFFFFFFFF: not asked); ferry.ps.save_shards "
+          "drives the steps.")
       .def(
           "push_rows_prepare",
           [](const std::shared_ptr<WorkerCore>& c, const PsOp& pulled) {

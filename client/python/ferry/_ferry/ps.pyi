@@ -92,7 +92,7 @@ class ShardServer:
 
     def __init__(self, tables: Sequence[TableSpec], index: int, shards: int, socket: str = "", pool: int = 64,
                  max_count: int = 65536, busy_poll: bool = False, service_prefix: str = "ps-shard-",
-                 allow_non_finite: bool = False) -> None: ...
+                 allow_non_finite: bool = False, checkpoint_dir: str = "", restore: str = "") -> None: ...
     def start(self) -> None:
         """Begin answering (GIL-free)."""
     def stop(self) -> None:
@@ -104,7 +104,7 @@ class ShardServer:
     def service(self) -> str:
         """The service name it serves (PREFIX<index>)."""
     def counters(self) -> Dict[str, Union[int, str]]:
-        """Requests served and refused, pulls, pushes, assigns, keys (after stop())."""
+        """Requests served and refused, pulls, pushes, assigns, save steps, keys (after stop())."""
     def usage(self) -> Dict[int, Dict[str, int]]:
         """Rows and bytes each table holds on this shard, by table id."""
     def find(self, table: int, key: int) -> Optional[List[float]]:
@@ -134,6 +134,8 @@ class Op:
         """Per shard: its first row; shards + 1 entries."""
     def prepared(self) -> List[Tuple[int, int, int]]:
         """A prepared push's requests: (first row, rows, address of their gradient floats)."""
+    def saved(self) -> List[int]:
+        """A finished save step: per shard, the rows it wrote, or 0xFFFFFFFF where it was not asked."""
     @property
     def exports(self) -> int:
         """Live views of the rows."""
@@ -171,6 +173,8 @@ class Worker:
         """Sets the optimizer state of a whole dense table (its values stay)."""
     def assign_dense(self, table: int, values: _Floats) -> Op:
         """Start overwriting a dense table."""
+    def save(self, table: int, name: str, first: Sequence[int], count: int) -> Op:
+        """One step of a shard-side checkpoint on every shard asked (ferry.ps.save_shards drives them)."""
     def push_rows_prepare(self, pulled: Op) -> Op:
         """push_rows' requests made in the arena, the gradient still to fill (Op.prepared())."""
     def commit(self, op: Op) -> None:

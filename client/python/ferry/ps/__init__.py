@@ -25,6 +25,7 @@ except ImportError as e:  # ferry itself runs without numpy; the parameter serve
 
 from ferry import _ferry
 from ferry.ps.shard import ShardServer, serve
+from ferry.ps.shard_saves import save_shards
 from ferry.ps.table_files import load_tables, read_manifest, save_tables
 from ferry.ps.tables import REMOTE, SGD, Access, Adagrad, Dense, Embedding, Table, Uniform, Zeros, specs
 from ferry.ps.worker import DenseValues, Pending, Rows, Worker
@@ -48,4 +49,4 @@ def initial_values(tables: Sequence[Table], name: str, keys: Any) -> np.ndarray:
 
 __all__ = ["Table", "Embedding", "Dense", "Access", "REMOTE", "SGD", "Adagrad", "Zeros", "Uniform", "Worker", "Rows",
            "Pending", "DenseValues", "ShardServer", "serve", "shard_of", "initial_values", "specs", "save_tables",
-           "load_tables", "read_manifest"]
+           "load_tables", "read_manifest", "save_shards"]

@@ -57,6 +57,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--service-prefix", default="ps-shard-")
     ap.add_argument("--allow-non-finite", action="store_true",
                     help="accept NaN and infinite gradients and values (refused NonFinite by default)")
+    ap.add_argument("--checkpoint-dir", default=None,
+                    help="directory on this host where workers may save this shard's part of each table "
+                         "(ferry.ps.save_shards); must exist")
+    ap.add_argument("--restore", default=None, metavar="NAME",
+                    help="start from the checkpoint NAME in --checkpoint-dir (taken with the same shard count)")
     ap.add_argument("--store", default=None, help="HOST:PORT of a torch.distributed TCPStore to publish this shard in")
     ap.add_argument("--advertise", default=None,
                     help="HOST:PORT workers reach this shard's ferryd at (default: that ferryd's --listen)")
@@ -64,6 +69,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = ap.parse_args(argv)
     tables = _parse_tables(ap, a.tables)
     index, shards = _parse_shard(ap, a.shard)
+    if a.restore and not a.checkpoint_dir:
+        ap.error("--restore NAME needs --checkpoint-dir, the directory NAME is in")
 
     store = None
     if a.store:
@@ -79,7 +86,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
-                         busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite)
+                         busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite,
+                         checkpoint_dir=a.checkpoint_dir, restore=a.restore)
     except (Error, ValueError) as e:
         # A table the shard refuses, no ferryd, a service already served: one line, not a traceback.
         print("ferry.ps.server: shard %d/%d: %s" % (index, shards, e), file=sys.stderr, flush=True)

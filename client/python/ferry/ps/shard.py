@@ -5,6 +5,7 @@ signal. ``python3 -m ferry.ps.server`` (server.py) is a shard process.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -27,17 +28,25 @@ def default_max_count(specs: Sequence[Any]) -> int:
 
 class ShardServer:
     """Shard ``index`` of ``shards`` of ``tables``, served over the ferryd at
-    ``socket`` as ``service_prefix + str(index)``."""
+    ``socket`` as ``service_prefix + str(index)``.
+
+    ``checkpoint_dir``: a directory on this host where workers may save the
+    shard's part of every table (``ferry.ps.save_shards``); without it such
+    saves are refused. ``restore``: the name of a checkpoint there to start
+    from (this shard's parts of every table, taken with the same number of
+    shards)."""
 
     def __init__(self, tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
                  pool: int = 64, max_count: Optional[int] = None, busy_poll: bool = False,
-                 service_prefix: str = "ps-shard-", allow_non_finite: bool = False) -> None:
+                 service_prefix: str = "ps-shard-", allow_non_finite: bool = False,
+                 checkpoint_dir: Optional[str] = None, restore: Optional[str] = None) -> None:
         self.tables = _tables.table_list(tables)
         specs = _tables.specs(self.tables)
         if max_count is None:
             max_count = default_max_count(specs)
         self._s = _ps.ShardServer(specs, index, shards, socket or "", pool, max_count, busy_poll, service_prefix,
-                                  allow_non_finite)
+                                  allow_non_finite, os.fspath(checkpoint_dir) if checkpoint_dir else "",
+                                  restore or "")
         self.index, self.shards = index, shards
         self.max_count = max_count  # keys (or elements) per request it accepts: workers must not send more
 
@@ -63,7 +72,7 @@ class ShardServer:
 
     def counters(self) -> Dict[str, Any]:
         """Requests served, refused (non_finite, forbidden, table_full among
-        them), pulls/pushes/assigns, keys, and the serving loop's result
+        them), pulls/pushes/assigns, save steps, keys, and the serving loop's result
         (after stop(), or once running is False)."""
         return self._s.counters()
 

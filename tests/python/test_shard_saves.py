@@ -1,0 +1,142 @@
+"""Shard-side checkpoints (ferry.ps.save_shards, ``python3 -m
+ferry.ps.server --checkpoint-dir DIR --restore NAME``) with real shard
+processes, each with a directory of its own as if on its own host: every
+shard writes its part, plain .npy files; shards started from it hold the
+same rows, values and Adagrad state bit for bit, a table of any 64-bit key
+included; and what is refused says why."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ferry
+import ferry.ps as ps
+
+TABLES = [ps.Embedding("big", rows=5000, dim=8, optimizer=ps.Adagrad(lr=0.2), init=ps.Uniform(0.3, seed=5)),
+          ps.Embedding("any", rows=0, dim=4, optimizer=ps.SGD(lr=0.5), init=ps.Uniform(0.3, seed=6)),
+          ps.Dense("head", size=300, optimizer=ps.Adagrad(lr=0.1), init=ps.Uniform(0.2, seed=7))]
+ANY_KEYS = (np.arange(3000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).astype(np.int64)
+
+
+def start_shard(daemon, index, shards, *extra, tables=TABLES):
+    tj = json.dumps([t.to_dict() for t in tables])
+    p = subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
+                          "--shard", "%d/%d" % (index, shards)] + list(extra),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("ready "):
+        p.kill()
+        out, err = p.communicate(timeout=10)
+        pytest.fail("shard %d did not start: %s%s%s" % (index, line, out, err))
+    return p
+
+
+def stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+
+
+def train(w, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(4):
+        w.push("big", rng.integers(0, 5000, 700), rng.standard_normal((700, 8)).astype(np.float32))
+        w.push("any", ANY_KEYS[rng.integers(0, len(ANY_KEYS), 500)], rng.standard_normal((500, 4)).astype(np.float32))
+        w.push_dense("head", rng.standard_normal(300).astype(np.float32))
+
+
+def snapshot(w):
+    every = np.arange(5000)
+    return {"big": np.array(w.pull("big", every).gather()),
+            "big.state": np.array(w.pull_state("big", every).gather()),
+            "any": np.array(w.pull("any", ANY_KEYS).gather()),
+            "head": np.array(w.pull_dense("head")), "head.state": np.array(w.pull_dense_state("head"))}
+
+
+def test_each_shard_saves_its_part_on_its_host_and_starts_from_it_bit_for_bit(daemon, tmp_path):
+    dirs = [tmp_path / "host0", tmp_path / "host1"]
+    for d in dirs:
+        d.mkdir()
+    shards = [start_shard(daemon, i, 2, "--checkpoint-dir", str(dirs[i])) for i in range(2)]
+    try:
+        with ps.Worker(TABLES, 2, daemon.socket) as w:
+            train(w, 1)
+            before = snapshot(w)
+            saved = ps.save_shards(w, "step-4", step_bytes=4096)  # many steps a shard
+    finally:
+        stop(shards)
+    assert set(saved) == {"big", "any", "head"}
+    assert sum(saved["head"]) == 300
+    assert 0 < sum(saved["any"]) <= len(ANY_KEYS)
+    for i, d in enumerate(dirs):
+        part = d / "step-4" / ("big.shard-%d-of-2" % i)
+        meta = json.loads((d / "step-4" / ("big.shard-%d-of-2.json" % i)).read_text())
+        assert meta["table"] == "big" and meta["shard"] == i and meta["shards"] == 2 and meta["dim"] == 8
+        assert meta["rows"] == saved["big"][i]
+        keys = np.load(str(part) + ".keys.npy", mmap_mode="r")
+        values = np.load(str(part) + ".values.npy", mmap_mode="r")
+        state = np.load(str(part) + ".state.npy", mmap_mode="r")
+        assert keys.dtype == np.uint64 and values.shape == (saved["big"][i], 8) and state.shape == values.shape
+        assert np.array_equal(values, before["big"][keys.astype(np.int64)])  # numpy reads the part as it is
+        assert np.array_equal(ps.shard_of(0, keys.astype(np.int64), 2), np.full(len(keys), i))
+        assert not [f for f in os.listdir(d / "step-4") if f.startswith(".")]  # nothing half written
+
+    restored = [start_shard(daemon, i, 2, "--checkpoint-dir", str(dirs[i]), "--restore", "step-4") for i in range(2)]
+    try:
+        with ps.Worker(TABLES, 2, daemon.socket) as w:
+            after = snapshot(w)
+            for k in before:
+                assert np.array_equal(before[k], after[k]), k
+            again = ps.save_shards(w, "step-4b")  # the restored shards hold exactly the rows saved
+    finally:
+        stop(restored)
+    assert again == saved
+
+
+def test_what_shard_side_saves_refuse(daemon, tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    plain = start_shard(daemon, 0, 1, "--service-prefix", "plain-")
+    with_dir = start_shard(daemon, 0, 1, "--service-prefix", "saves-", "--checkpoint-dir", str(tmp_path / "ckpt"))
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket, service_prefix="plain-") as w:
+            with pytest.raises(ferry.Error) as e:
+                ps.save_shards(w, "x")
+            assert e.value.status == "NotSupported"
+            assert "started without a checkpoint directory (--checkpoint-dir)" in str(e.value)
+        with ps.Worker(TABLES, 1, daemon.socket, service_prefix="saves-") as w:
+            assert ps.save_shards(w, "one", tables=["head"]) == {"head": [300]}
+            with pytest.raises(ferry.Error) as e:
+                ps.save_shards(w, "one", tables=["head"])
+            assert "Exists" in str(e.value) and "choose another name" in str(e.value)
+            for bad in ("../up", ".hidden", "a b"):
+                with pytest.raises(ferry.Error) as e:
+                    ps.save_shards(w, bad)
+                assert "BadField" in str(e.value)
+            with pytest.raises(ValueError):
+                ps.save_shards(w, "")
+            with pytest.raises(KeyError):
+                ps.save_shards(w, "two", tables=["nope"])
+    finally:
+        stop([plain, with_dir])
+
+    def server(*extra):
+        tj = json.dumps([t.to_dict() for t in TABLES])
+        return subprocess.run([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj]
+                              + list(extra), capture_output=True, text=True, timeout=60)
+
+    r = server("--shard", "0/1", "--restore", "one")
+    assert r.returncode == 2 and "--restore NAME needs --checkpoint-dir" in r.stderr
+    r = server("--shard", "0/1", "--checkpoint-dir", str(tmp_path / "ckpt"), "--restore", "one")
+    assert r.returncode == 2  # a restore that cannot be is a configuration the shard refuses (BadRequest)
+    assert r.stderr.strip().splitlines() == [
+        "ferry.ps.server: shard 0/1: checkpoint 'one' has no part of table 'big' for shard 0 of 1 (%s.json is "
+        "missing: that save did not finish, or went to another host)" % (tmp_path / "ckpt" / "one" / "big.shard-0-of-1")]
+    r = server("--shard", "0/1", "--checkpoint-dir", str(tmp_path / "none"))
+    assert r.returncode == 2 and "is not a directory" in r.stderr
