@@ -8,13 +8,19 @@ directory under ``--dir``, medians printed:
 - ``save_tables``: ``ferry.ps.save_tables`` (streamed in ``--chunk-mb``
   chunks) of the values and the state;
 - ``load_tables``: ``ferry.ps.load_tables`` of that directory;
+- ``save_shards``: ``ferry.ps.save_shards``, each shard writing its own
+  part into a directory of its own (as on a host of its own);
+- ``start``, ``restore``: two fresh shard processes started empty, and
+  with ``--restore`` from that checkpoint, until both serve;
 - ``whole``: what a state dict does, the whole table pulled into this
   process at once and written with ``numpy.save``, values and state.
 
-Each arm also reports how far it raised this process's peak resident
-memory (``ru_maxrss``, which only grows: the streamed arms run first, so
-an arm's figure is what it needed beyond the arms before it; the save
-arm's counts from before one untimed save that warms the page cache).
+Each arm also reports the CPU time this process (the worker) spent, and
+how far it raised this process's peak resident memory (``ru_maxrss``,
+which only grows: the streamed arms run first, so an arm's figure is what
+it needed beyond the arms before it; the save arm's counts from before one
+untimed save that warms the page cache). Every run starts after os.sync(),
+so that none pays for writing back the one before.
 
     FERRY_SOCKET=... /usr/bin/python3 examples/python/checkpoint_bench.py --rows 1000000 --dim 64 [--json]
 """
@@ -22,6 +28,7 @@ arm's counts from before one untimed save that warms the page cache).
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import resource
@@ -29,7 +36,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -57,6 +64,18 @@ def whole(w: Any, rows: int, out: str) -> None:
     np.save(os.path.join(out, "t.state.npy"), np.asarray(w.pull_state("t", keys).gather()))
 
 
+def cpu_s() -> float:
+    """CPU seconds this process (the worker's) used so far, user and system."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def restore(tables: Any, socket: str, shard_dirs: str, name: Optional[str]) -> None:
+    """Two shard processes started from checkpoint ``name`` (None: empty): returns once both serve."""
+    with ferry_shards(tables, 2, socket, "ckpt-restore-", checkpoint_dir=shard_dirs, restore=name):
+        pass
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -73,7 +92,8 @@ def main() -> None:
     chunk_bytes = int(args.chunk_mb * (1 << 20))
     table_bytes = 2 * 4 * args.rows * args.dim  # values and state
     try:
-        with ferry_shards(tables, 2, socket, "ckpt-bench-"), \
+        shard_dirs = os.path.join(root, "shards")
+        with ferry_shards(tables, 2, socket, "ckpt-bench-", checkpoint_dir=shard_dirs), \
                 ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as w:
             fill(w, args.rows, args.dim, 4096)
             baseline = peak_bytes()
@@ -85,6 +105,9 @@ def main() -> None:
                 ("save_tables", lambda out: ps.save_tables(w, out, chunk_bytes=chunk_bytes)),
                 ("load_tables", lambda out: ps.load_tables(w, os.path.join(root, "save_tables-0"),
                                                           chunk_bytes=chunk_bytes)),
+                ("save_shards", lambda out: ps.save_shards(w, os.path.basename(out))),
+                ("start", lambda out: restore(tables, socket, shard_dirs, None)),
+                ("restore", lambda out: restore(tables, socket, shard_dirs, "save_shards-0")),
             ]
             if not args.no_whole:
                 arms.append(("whole", lambda out: whole(w, args.rows, out)))
@@ -92,16 +115,21 @@ def main() -> None:
                                       "table_mb": table_bytes / 1e6}
             for name, run in arms:
                 before = baseline if name == "save_tables" else peak_bytes()
-                times = []
+                times, cpus = [], []
                 for i in range(args.repeat):
                     out = os.path.join(root, "%s-%d" % (name, i))
-                    t0 = time.perf_counter()
+                    os.sync()  # no run pays for the dirty pages of the one before
+                    t0, c0 = time.perf_counter(), cpu_s()
                     run(out)
                     times.append(time.perf_counter() - t0)
-                    if name != "save_tables" or i > 0:
+                    cpus.append(cpu_s() - c0)
+                    if name not in ("save_tables", "save_shards") or i > 0:
                         shutil.rmtree(out, ignore_errors=True)
+                        for d in glob.glob(os.path.join(shard_dirs, "*", os.path.basename(out))):
+                            shutil.rmtree(d, ignore_errors=True)
                 med = statistics.median(times)
                 result[name] = {"s": round(med, 3), "mb_per_s": round(table_bytes / 1e6 / med, 1),
+                                "worker_cpu_s": round(statistics.median(cpus), 3),
                                 "peak_growth_mb": round((peak_bytes() - before) / 1e6, 1)}
             if args.json:
                 print(json.dumps(result))
@@ -110,8 +138,8 @@ def main() -> None:
                       % (args.rows, args.dim, table_bytes / 1e6, args.chunk_mb))
                 for name, _ in arms:
                     r = result[name]
-                    print("%-12s %8.2f s  %8.1f MB/s  peak memory +%.1f MB"
-                          % (name, r["s"], r["mb_per_s"], r["peak_growth_mb"]))
+                    print("%-12s %8.2f s  %8.1f MB/s  this process's CPU %.2f s  peak memory +%.1f MB"
+                          % (name, r["s"], r["mb_per_s"], r["worker_cpu_s"], r["peak_growth_mb"]))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -59,17 +59,25 @@ def child_env(extra=None):
 
 
 @contextlib.contextmanager
-def ferry_shards(tables: Any, shards: int, socket: str, prefix: str) -> Iterator[List[Any]]:
+def ferry_shards(tables: Any, shards: int, socket: str, prefix: str, checkpoint_dir: Optional[str] = None,
+                 restore: Optional[str] = None) -> Iterator[List[Any]]:
     """``shards`` shard processes (``python3 -m ferry.ps.server``) of ``tables``
     serving PREFIX<i> over the ferryd at ``socket``, each waited for until it
-    says ready; stopped when the block ends, however it ends."""
+    says ready; stopped when the block ends, however it ends. With
+    ``checkpoint_dir``, shard i saves into (and restores ``restore`` from)
+    ``checkpoint_dir/shard-i``, as if each were on a host of its own."""
     spec = json.dumps([t.to_dict() for t in tables])
     procs: List[Any] = []
     try:
         for i in range(shards):
+            extra: List[str] = []
+            if checkpoint_dir is not None:
+                own = os.path.join(checkpoint_dir, "shard-%d" % i)
+                os.makedirs(own, exist_ok=True)
+                extra += ["--checkpoint-dir", own] + (["--restore", restore] if restore else [])
             procs.append(subprocess.Popen(python_cmd("ferry.ps.server", "--tables", spec, "--shard",
                                                      "%d/%d" % (i, shards), "--socket", socket,
-                                                     "--service-prefix", prefix),
+                                                     "--service-prefix", prefix, *extra),
                                           stdout=subprocess.PIPE, text=True, env=child_env()))
         for p in procs:
             line = p.stdout.readline() if p.stdout else ""
