@@ -81,7 +81,7 @@ bool parse_u64(std::string_view s, std::size_t* at, std::uint64_t* out) noexcept
 
 Error NpyWriter::open(const std::string& path, NpyType type, std::uint32_t dim) {
   discard();
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) return io_error("cannot create", path);
   path_ = path;
   type_ = type;

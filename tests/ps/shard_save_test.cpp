@@ -5,11 +5,14 @@
 // save leaves nothing a restore would take; and the refusals: no
 // checkpoint directory, a bad name, a name already used, a step that does
 // not continue the save, a caller the access list does not name, and
-// restores that cannot be (another shard count, another width, no part).
+// restores that cannot be (another shard count, another width, no part);
+// a disk that fills mid-save keeps nothing.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -262,4 +265,28 @@ TEST_CASE("shard-side save: the access list's pull rule decides who may save") {
   CHECK(written == 0);
   CHECK(fs::exists(dir.path + "/ckpt/emb.shard-0-of-1.json"));
   CHECK(s->counters().saves == 1);
+}
+
+TEST_CASE("shard-side save: a disk that fills keeps nothing and says IoFailed") {
+  TempDir dir;
+  const std::vector<TableSpec> tables{embedding(64, 0), dense(10)};
+  Rig r(tables, 1, dir.path);
+  std::vector<Key> keys(4000);
+  for (Key k = 0; k < keys.size(); ++k) keys[k] = k;
+  train(*r.worker, keys, 64);
+  // Files past 256 KiB fail with EFBIG (a full disk, as the shard sees it); SIGXFSZ ignored.
+  struct rlimit old {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 256 << 10;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  const Status st = save_all(*r.worker, 0, "full", 512);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old) == 0);
+  std::signal(SIGXFSZ, previous);
+  CHECK(st == Status::BadRequest);
+  CHECK(fs::is_empty(dir.path + "/full"));  // neither the parts nor their hidden files stay
+  // The disk has room again: the same name saves whole.
+  REQUIRE(save_all(*r.worker, 0, "full", 512) == Status::Ok);
+  CHECK(fs::exists(dir.path + "/full/emb.shard-0-of-1.json"));
 }
