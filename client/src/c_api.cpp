@@ -142,6 +142,13 @@ int ferry_alloc(ferry_client* client, size_t bytes, ferry_buffer* out) {
   return b ? FERRY_OK : code(ferry::Status::NoMemory);
 }
 
+int ferry_alloc_span(ferry_client* client, size_t bytes, ferry_buffer* out) {
+  if (client == nullptr || out == nullptr) return code(ferry::Status::BadRequest);
+  const ferry::Buffer b = client->client->alloc_span(bytes);
+  *out = ferry_buffer{b.data, b.capacity, b.offset};
+  return b ? FERRY_OK : code(ferry::Status::NoMemory);
+}
+
 int ferry_free(ferry_client* client, const ferry_buffer* buffer) {
   if (client == nullptr || buffer == nullptr) return code(ferry::Status::BadRequest);
   return code(client->client->free(to_buffer(buffer)));

@@ -113,6 +113,14 @@ FERRY_API void ferry_detach(ferry_client* client);
 
 /* out->data is NULL when the arena is full (returns FERRY_NO_MEMORY). */
 FERRY_API int ferry_alloc(ferry_client* client, size_t bytes, ferry_buffer* out);
+/* A tx block past ferry_alloc's largest (1 MiB): whole arena slabs side by
+ * side, where the responses of several calls land next to each other (give
+ * each call a part of it as its response buffer: offset and data advanced
+ * together). Never sent as one message. FERRY_NO_MEMORY (out->data NULL)
+ * past half the tx arena, when less than an eighth of the arena (2 MiB at
+ * least) would stay free beside it, or when no run of free slabs is that
+ * long. Freed with ferry_free. */
+FERRY_API int ferry_alloc_span(ferry_client* client, size_t bytes, ferry_buffer* out);
 FERRY_API int ferry_free(ferry_client* client, const ferry_buffer* buffer);
 
 FERRY_API int ferry_serve(ferry_client* client, const char* service, int timeout_ms, uint32_t* service_id);

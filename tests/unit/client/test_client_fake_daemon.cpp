@@ -234,6 +234,37 @@ TEST_CASE("the C API forwards to the same client") {
   ferry_detach(c);
 }
 
+TEST_CASE("spans: whole slabs side by side, at most half the tx arena, an eighth of it kept free") {
+  FakeDaemon d;  // an 8 MiB tx arena of 1 MiB slabs
+  auto c = attach_to(d);
+  constexpr std::size_t kMiB = 1u << 20;
+  CHECK_FALSE(c->alloc_span(4 * kMiB + 1));  // past half the arena
+  Buffer a = c->alloc_span(3 * kMiB - 100);
+  REQUIRE(a);
+  CHECK(a.capacity == 3 * kMiB);
+  std::memset(a.data, 0xA5, a.capacity);  // every byte of it is ours, in the mapping
+  Buffer b = c->alloc_span(3 * kMiB);
+  REQUIRE(b);  // 2 slabs stay free: the floor of the reserve
+  CHECK((b.offset >= a.offset + a.capacity || a.offset >= b.offset + b.capacity));
+  CHECK_FALSE(c->alloc_span(kMiB + 1));  // it would leave less than 2 slabs
+  Buffer small = c->alloc(64);
+  CHECK(small);  // the reserve is there for the calls that fill the spans
+  CHECK(c->free(small) == Status::Ok);
+  CHECK(c->free(b) == Status::Ok);
+  CHECK(c->free(a) == Status::Ok);
+  FakeDaemon d2;
+  ferry_client* cc = ferry::test::attach_c_client(d2, "c-span");
+  REQUIRE(cc != nullptr);
+  ferry_buffer s{};
+  CHECK(ferry_alloc_span(cc, 4 * kMiB + 1, &s) == static_cast<int>(Status::NoMemory));
+  CHECK(s.data == nullptr);
+  CHECK(ferry_alloc_span(nullptr, kMiB, &s) == static_cast<int>(Status::BadRequest));
+  REQUIRE(ferry_alloc_span(cc, 2 * kMiB + 1, &s) == FERRY_OK);
+  CHECK(s.capacity == 3 * kMiB);
+  CHECK(ferry_free(cc, &s) == FERRY_OK);
+  ferry_detach(cc);
+}
+
 TEST_CASE("a full SQ gives Busy, and releases queue until there is room") {
   FakeDaemon d;
   auto c = attach_to(d);
