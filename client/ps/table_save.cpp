@@ -204,19 +204,14 @@ void TableSaver::abandon() noexcept {
   open_ = false;
 }
 
-Error restore_table(const PartPlace& place, std::string_view name, TableStore& store) {
+namespace {
+
+// Reads one part (`base`, saved as shard `from` of `of`) into `store`.
+// `all_ours`: the part was this very shard's (same index and count), so
+// every key must be ours; else it is one of another shard count's parts
+// and the rows this shard does not own are passed over.
+Error read_part(const std::string& base, TableStore& store, std::uint32_t from, std::uint32_t of, bool all_ours) {
   const TableSpec& t = store.spec();
-  const std::string base = part_path(place, name, t);
-  if (!exists(base + ".json")) {
-    const std::string where = place.dir + "/" + std::string(name);
-    if (const std::uint32_t n = other_count(where, t, place.shards); n != 0)
-      return Error::bad_request("checkpoint '" + std::string(name) + "' holds table '" + t.name + "' as " +
-                                std::to_string(n) + " shards' parts, not " + std::to_string(place.shards) +
-                                ": restore it with " + std::to_string(n) + " shards");
-    return Error::bad_request("checkpoint '" + std::string(name) + "' has no part of table '" + t.name +
-                              "' for shard " + std::to_string(place.shard) + " of " + std::to_string(place.shards) +
-                              " (" + base + ".json is missing: that save did not finish, or went to another host)");
-  }
   const bool dense = t.kind == TableKind::Dense;
   const std::uint32_t dim = dense ? 0 : t.dim;
   NpyReader keys, values, state;
@@ -230,14 +225,16 @@ Error restore_table(const PartPlace& place, std::string_view name, TableStore& s
   const std::uint64_t rows = values.rows();
   if ((!dense && keys.rows() != rows) || (with_state && state.rows() != rows))
     return Error::bad_request("the files of " + base + " disagree on the number of rows");
-  if (dense && rows != store.slice().size())
-    return Error::bad_request(base + ".values.npy holds " + std::to_string(rows) + " elements, not this shard's " +
-                              std::to_string(store.slice().size()) + ": the table's size changed");
+  const DenseSlice saved = dense_slice(t.rows, from, of);  // a dense part holds its shard's slice then
+  if (dense && rows != saved.size())
+    return Error::bad_request(base + ".values.npy holds " + std::to_string(rows) + " elements, not " +
+                              std::to_string(saved.size()) + ": the table's size changed");
   const std::size_t width = t.dim;
   const std::uint64_t batch = std::max<std::uint64_t>(1, kRestoreBytes / (4 * width + 8));
   std::vector<Key> k(batch);
   std::vector<float> v(batch * width);
   std::vector<float> s(with_state ? batch * width : 0);
+  const DenseSlice mine = store.slice();
   for (std::uint64_t done = 0; done < rows;) {
     const std::uint64_t n = std::min(batch, rows - done);
     if (!dense)
@@ -246,7 +243,10 @@ Error restore_table(const PartPlace& place, std::string_view name, TableStore& s
     if (with_state)
       if (Error e = state.read(s.data(), 4 * n * width); e.failed()) return e;
     for (std::uint64_t i = 0; i < n; ++i) {
-      const Key key = dense ? store.slice().begin + done + i : k[i];
+      const Key key = dense ? saved.begin + done + i : k[i];
+      if (!all_ours &&
+          (dense ? key < mine.begin || key >= mine.end : shard_of(t.id, key, store.shards()) != store.shard()))
+        continue;  // another shard's row now
       const PsStatus st = store.restore_row(key, &v[i * width], with_state ? &s[i * width] : nullptr);
       if (st == PsStatus::BadKey)
         return Error::bad_request(
@@ -260,6 +260,33 @@ Error restore_table(const PartPlace& place, std::string_view name, TableStore& s
     }
     done += n;
   }
+  return {};
+}
+
+}  // namespace
+
+Error restore_table(const PartPlace& place, std::string_view name, TableStore& store) {
+  const TableSpec& t = store.spec();
+  const std::string base = part_path(place, name, t);
+  if (exists(base + ".json")) return read_part(base, store, place.shard, place.shards, true);
+  // Taken with another shard count: every one of its parts is read, each
+  // row kept by the shard that owns it now (resharding), if all are here.
+  const std::string where = place.dir + "/" + std::string(name);
+  const std::uint32_t of = other_count(where, t, place.shards);
+  if (of == 0)
+    return Error::bad_request("checkpoint '" + std::string(name) + "' has no part of table '" + t.name +
+                              "' for shard " + std::to_string(place.shard) + " of " + std::to_string(place.shards) +
+                              " (" + base + ".json is missing: that save did not finish, or went to another host)");
+  for (std::uint32_t k = 0; k < of; ++k) {
+    const std::string part = part_path(PartPlace{place.dir, k, of}, name, t);
+    if (!exists(part + ".json"))
+      return Error::bad_request(
+          "checkpoint '" + std::string(name) + "' holds table '" + t.name + "' as " + std::to_string(of) +
+          " shards' parts, and " + part + ".json is not here: to restore it with " + std::to_string(place.shards) +
+          " shards, give every shard all " + std::to_string(of) + " parts (copy them here, or use a shared directory)");
+  }
+  for (std::uint32_t k = 0; k < of; ++k)
+    if (Error e = read_part(part_path(PartPlace{place.dir, k, of}, name, t), store, k, of, false); e.failed()) return e;
   return {};
 }
 

@@ -8,7 +8,7 @@
 //   PART.json        what the part is; written last, so a part with one is whole
 // a step of rows at a time into hidden files that the last step syncs and
 // renames into place. A shard started with ShardSpec::restore reads its
-// parts back (restore_table).
+// parts back (restore_table), or with another shard count every part.
 #pragma once
 
 #include <cstdint>
@@ -60,10 +60,11 @@ class TableSaver {
   NpyWriter state_;
 };
 
-// Puts NAME's part of `store`'s table back into it (a shard starting):
-// BadRequest, naming the file and what is wrong, when the part is missing
-// (saying so when NAME was taken with another shard count), its shape or
-// keys do not match the table, or a row would pass max_rows.
+// Puts NAME's part of `store`'s table back into it (a shard starting).
+// Taken with another shard count, NAME is read whole (every part must be
+// in this shard's directory) and each shard keeps the rows it owns now.
+// BadRequest, naming the file and what is wrong, when a part is missing,
+// its shape or keys do not match the table, or a row would pass max_rows.
 [[nodiscard]] Error restore_table(const PartPlace& place, std::string_view name, TableStore& store);
 
 }  // namespace ferry::ps::detail

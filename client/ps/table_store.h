@@ -28,6 +28,8 @@ class TableStore {
 
   const TableSpec& spec() const noexcept { return spec_; }
   DenseSlice slice() const noexcept { return slice_; }
+  std::uint32_t shard() const noexcept { return shard_; }
+  std::uint32_t shards() const noexcept { return shards_; }
   std::uint64_t rows_held() const noexcept { return stamp_.size(); }
   // Heap bytes this table holds on the shard: rows, optimizer state, index.
   std::uint64_t bytes_held() const noexcept;

@@ -5,7 +5,9 @@
 // save leaves nothing a restore would take; and the refusals: no
 // checkpoint directory, a bad name, a name already used, a step that does
 // not continue the save, a caller the access list does not name, and
-// restores that cannot be (another shard count, another width, no part);
+// a checkpoint restored with another shard count (every part read, each
+// row kept by its new shard); restores that cannot be (a part missing,
+// another width, no part);
 // a disk that fills mid-save keeps nothing.
 #include <catch2/catch.hpp>
 
@@ -186,6 +188,28 @@ TEST_CASE("shard-side save: parts written in steps restore bit for bit, state in
   CHECK(pulled(*b.worker, 0, keys, false) == pulled(*a.worker, 0, keys, false));
 }
 
+TEST_CASE("shard-side save: a checkpoint of 3 shards restores on 2 and on 4, each row on its new shard") {
+  TempDir dir;
+  const std::vector<TableSpec> tables{embedding(8, 0), dense(1001)};
+  std::vector<Key> keys;
+  for (Key k = 0; k < 2000; ++k) keys.push_back(k * 0x9E3779B97F4A7C15ull + 11);
+  Rig a(tables, 3, dir.path);
+  train(*a.worker, keys, 8);
+  REQUIRE(save_all(*a.worker, 0, "three", 250) == Status::Ok);
+  REQUIRE(save_all(*a.worker, 1, "three", 250) == Status::Ok);
+  std::uint64_t held = 0;
+  for (const auto& sh : a.shards) held += sh->usage()[0].rows;
+  for (const std::uint32_t n : {2u, 4u}) {
+    Rig b(tables, n, dir.path, "three");
+    CHECK(pulled(*b.worker, 0, keys, false) == pulled(*a.worker, 0, keys, false));
+    CHECK(pulled(*b.worker, 0, keys, true) == pulled(*a.worker, 0, keys, true));
+    CHECK(pulled_dense(*b.worker, 1) == pulled_dense(*a.worker, 1));
+    std::uint64_t now = 0;
+    for (const auto& sh : b.shards) now += sh->usage()[0].rows;
+    CHECK(now == held);  // every row once, on the shard that owns it now
+  }
+}
+
 TEST_CASE("shard-side save: what a shard refuses") {
   TempDir dir;
   const std::vector<TableSpec> tables{embedding(4, 100), dense(10)};
@@ -222,10 +246,16 @@ TEST_CASE("shard-side save: what a shard refuses") {
   REQUIRE(save_all(w, 0, "ok", 2) == Status::Ok);
   CHECK(refused("ok", {0, 0}) == std::pair{Status::BadRequest, PsStatus::Exists});
   for (const auto& e2 : fs::directory_iterator(dir.path + "/ok")) CHECK(e2.path().filename().string()[0] != '.');
-  // Restores that cannot be.
+  // Restores that cannot be: another shard count without every part here.
+  REQUIRE(save_all(w, 1, "ok", 4) == Status::Ok);
+  fs::rename(dir.path + "/ok/emb.shard-1-of-2.json", dir.path + "/ok/elsewhere.json");
   spec.shards = 3;
   e = Shard::create(spec, &s);
-  CHECK(e.message() == "checkpoint 'ok' holds table 'emb' as 2 shards' parts, not 3: restore it with 2 shards");
+  CHECK(e.message() == "checkpoint 'ok' holds table 'emb' as 2 shards' parts, and " + dir.path +
+                           "/ok/emb.shard-1-of-2.json is not here: to restore it with 3 shards, give every shard "
+                           "all 2 parts (copy them here, or use a shared directory)");
+  fs::rename(dir.path + "/ok/elsewhere.json", dir.path + "/ok/emb.shard-1-of-2.json");
+  CHECK(Shard::create(spec, &s).ok());
   spec.shards = 2;
   spec.tables[0].dim = 8;
   e = Shard::create(spec, &s);

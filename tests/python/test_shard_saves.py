@@ -3,7 +3,8 @@ ferry.ps.server --checkpoint-dir DIR --restore NAME``) with real shard
 processes, each with a directory of its own as if on its own host: every
 shard writes its part, plain .npy files; shards started from it hold the
 same rows, values and Adagrad state bit for bit, a table of any 64-bit key
-included; and what is refused says why."""
+included, and so does one shard started from both parts (resharding); and
+what is refused says why."""
 
 import json
 import os
@@ -98,6 +99,25 @@ def test_each_shard_saves_its_part_on_its_host_and_starts_from_it_bit_for_bit(da
     finally:
         stop(restored)
     assert again == saved
+
+    # One shard from the two's checkpoint (resharding): it needs both parts in its directory.
+    r = subprocess.run([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables",
+                        json.dumps([t.to_dict() for t in TABLES]), "--shard", "0/1", "--checkpoint-dir", str(dirs[0]),
+                        "--restore", "step-4"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "give every shard all 2 parts (copy them here" in r.stderr
+    merged = tmp_path / "merged" / "step-4"
+    merged.mkdir(parents=True)
+    for d in dirs:
+        for f in os.listdir(d / "step-4"):
+            os.link(d / "step-4" / f, merged / f)
+    one = start_shard(daemon, 0, 1, "--checkpoint-dir", str(tmp_path / "merged"), "--restore", "step-4")
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket) as w:
+            resharded = snapshot(w)
+    finally:
+        stop([one])
+    for k in before:
+        assert np.array_equal(before[k], resharded[k]), k
 
 
 def test_what_shard_side_saves_refuse(daemon, tmp_path):
