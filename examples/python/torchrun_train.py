@@ -22,6 +22,13 @@ the head's optimizer and the shards' Adagrad state
 (``ferry.ps.torch.optimizer_state_dict``); ``--resume FILE`` starts from
 one: every rank loads the head, rank 0 gives the table and its optimizer
 state to the shards, and the others wait for it before their first step.
+
+With ``--save-shards NAME`` beside ``--save``, the table stays on the
+shards: rank 0 has each shard write its part into its own
+``--checkpoint-dir`` (``ferry.ps.save_shards``) and FILE holds only the
+head, its optimizer and NAME. Resume by starting the shards with
+``--checkpoint-dir DIR --restore NAME`` and the trainers with ``--resume
+FILE``: nothing of the table passes through a trainer either way.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--save", default=None, help="rank 0 writes a checkpoint to FILE after the last step")
     ap.add_argument("--resume", default=None, help="start from the checkpoint in FILE")
+    ap.add_argument("--save-shards", default=None, metavar="NAME",
+                    help="with --save: the shards save the table as NAME in their --checkpoint-dir")
     a = ap.parse_args()
     if a.write_tables:
         with open(a.write_tables, "w") as f:
@@ -71,10 +80,15 @@ def main() -> int:
     model = torch.nn.ModuleDict({"bag": EmbeddingBag(worker, "emb", mode="sum"), "head": torch.nn.Linear(DIM, 1)})
     bag = model["bag"]
     opt_state = None
+    if a.save_shards and not a.save:
+        ap.error("--save-shards NAME goes with --save FILE (the head and its optimizer)")
     if a.resume:
         saved = torch.load(a.resume)
         model["head"].load_state_dict({k[5:]: v for k, v in saved["model"].items() if k.startswith("head.")})
-        if rank == 0:  # one rank gives the shards the table and its optimizer state
+        if "shards" in saved:  # the shards started from their own checkpoint (--restore)
+            if rank == 0:
+                print("table from the shards' checkpoint %s" % saved["shards"], flush=True)
+        elif rank == 0:  # one rank gives the shards the table and its optimizer state
             model.load_state_dict(saved["model"])
             load_optimizer_state_dict(model, saved["ps"])
         opt_state = saved["opt"]
@@ -105,7 +119,12 @@ def main() -> int:
             print(json.dumps({"ranks": world, "final_loss": tail[0].item(), "first_loss": tail[1].item(),
                               "steps": a.steps, "shards": worker.shards}), flush=True)
     dist.barrier()  # every rank's pushes are applied
-    if a.save and rank == 0:
+    if a.save and rank == 0 and a.save_shards:
+        rows = ps.save_shards(worker, a.save_shards)
+        torch.save({"model": {"head." + k: v for k, v in model["head"].state_dict().items()},
+                    "opt": opt.state_dict(), "shards": a.save_shards}, a.save)
+        print("saved %s; the shards saved %s (rows per shard: %s)" % (a.save, a.save_shards, rows), flush=True)
+    elif a.save and rank == 0:
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "ps": optimizer_state_dict(model)}, a.save)
         print("saved %s" % a.save, flush=True)
     dist.barrier()

@@ -4,7 +4,8 @@ store; ``torchrun --nproc_per_node 2`` starts examples/python/torchrun_train.py
 on another ferryd, whose trainers find the shards with
 ``ferry.ps.Worker.from_env`` and train (the loss falls on every rank).
 Rank 0 saves a checkpoint; a second job, on fresh shards, resumes from it
-and starts where the first one ended. Worker.from_env names what a launcher
+and starts where the first one ended; so does one whose shards saved
+their own parts and start from them (``--save-shards``, ``--restore``). Worker.from_env names what a launcher
 left out of the environment."""
 
 import json
@@ -19,7 +20,7 @@ from conftest import EXAMPLES, Helper, free_port
 import ferry.ps as ps
 
 
-def job(two_daemons, tmp_path, tables, *args):
+def job(two_daemons, tmp_path, tables, *args, shard_args=lambda i: []):
     """One torchrun job of two trainers against two fresh shard servers: (returncode, output, shards' logs)."""
     shards_daemon, trainers_daemon = two_daemons
     port = free_port()
@@ -36,7 +37,7 @@ def job(two_daemons, tmp_path, tables, *args):
         # The shards come up after the launcher: they wait for its store, then publish.
         for i in range(2):
             shards.append(Helper("shard", shards_daemon.socket, "@" + str(tables), "%d/2" % i, "--store",
-                                 "127.0.0.1:%d" % port, "--store-timeout", "60"))
+                                 "127.0.0.1:%d" % port, "--store-timeout", "60", *shard_args(i)))
         out, _ = trainers.communicate(timeout=240)
     finally:
         if trainers.poll() is None:
@@ -71,6 +72,31 @@ def test_torchrun_two_trainers_find_two_shards_on_another_ferryd(two_daemons, tm
     # A new job on new shards (their rows start from init) resumes where the first one ended.
     rc, out, _ = job(two_daemons, tmp_path, tables, "--steps", "20", "--resume", str(ckpt))
     assert rc == 0
+    resumed = report_of(out)
+    assert resumed["first_loss"] < (report["first_loss"] + report["final_loss"]) / 2, (report, resumed)
+
+
+def test_torchrun_resumes_from_the_shards_own_checkpoint(two_daemons, tmp_path):
+    """--save-shards: each shard writes its part to its own directory; the next job's shards start from it."""
+    tables = tmp_path / "tables.json"
+    example = os.path.join(EXAMPLES, "torchrun_train.py")
+    subprocess.run([sys.executable, example, "--write-tables", str(tables)], check=True, timeout=60)
+    dirs = [tmp_path / ("shard%d" % i) for i in range(2)]
+    for d in dirs:
+        d.mkdir()
+    ckpt = tmp_path / "head.pt"
+    rc, out, _ = job(two_daemons, tmp_path, tables, "--steps", "120", "--save", str(ckpt), "--save-shards", "run1",
+                     shard_args=lambda i: ["--checkpoint-dir", str(dirs[i])])
+    assert rc == 0
+    report = report_of(out)
+    saved = torch.load(str(ckpt))
+    assert saved["shards"] == "run1" and set(saved["model"]) == {"head.weight", "head.bias"}  # no table in it
+    for i, d in enumerate(dirs):
+        assert (d / "run1" / ("emb.shard-%d-of-2.json" % i)).exists()
+    rc, out, _ = job(two_daemons, tmp_path, tables, "--steps", "20", "--resume", str(ckpt),
+                     shard_args=lambda i: ["--checkpoint-dir", str(dirs[i]), "--restore", "run1"])
+    assert rc == 0
+    assert "table from the shards' checkpoint run1" in out
     resumed = report_of(out)
     assert resumed["first_loss"] < (report["first_loss"] + report["final_loss"]) / 2, (report, resumed)
 
