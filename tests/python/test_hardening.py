@@ -361,3 +361,29 @@ def test_access_lists_restrict_who_may_push(daemon, one_shard):
     # The spec travels to shard processes as JSON, access included.
     t = tables[2]
     assert ps.Table.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+
+
+@pytest.mark.parametrize("abstract", [False, True])
+def test_shard_server_tells_systemd_it_is_ready_and_stopping(daemon, tmp_path, abstract):
+    """Type=notify (ferry-ps-shard@.service): READY=1 with a STATUS once it serves, STOPPING=1 on SIGTERM."""
+    import socket as _socket
+    listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+    name = "ferry-notify-%d-%s" % (os.getpid(), tmp_path.name) if abstract else str(tmp_path / "notify")
+    listener.bind("\0" + name if abstract else name)
+    listener.settimeout(30)
+    tj = json.dumps([ps.Embedding("t", rows=10, dim=4).to_dict()])
+    env = dict(os.environ, NOTIFY_SOCKET="@" + name if abstract else name)
+    p = subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
+                          "--shard", "0/1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        assert listener.recv(4096).decode() == "READY=1\nSTATUS=serving ps-shard-0 (shard 0 of 1)"
+        p.terminate()
+        assert listener.recv(4096).decode() == "STOPPING=1"
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        listener.close()

@@ -2,12 +2,16 @@
 (for launchers: it prints ``ready SERVICE`` once serving, ``served {...}``
 when SIGTERM or SIGINT stops it). With ``--store HOST:PORT`` it also
 publishes where it is in that torch.distributed store (a torchrun job's
-MASTER_ADDR:MASTER_PORT), for ``ferry.ps.Worker.from_env()``."""
+MASTER_ADDR:MASTER_PORT), for ``ferry.ps.Worker.from_env()``. Under
+systemd (``ferry-ps-shard@.service``, Type=notify) it sends READY=1 once
+serving and STOPPING=1 when stopped."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 from typing import List, Optional, Sequence, Tuple
 
@@ -43,6 +47,20 @@ def _parse_shard(ap: argparse.ArgumentParser, arg: str) -> Tuple[int, int]:
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not 0 <= int(parts[0]) < int(parts[1]):
         ap.error("--shard: INDEX/SHARDS with 0 <= INDEX < SHARDS (e.g. 0/2), got %r" % arg)
     return int(parts[0]), int(parts[1])
+
+
+def _notify(state: str) -> None:
+    """sd_notify(3) without libsystemd: a datagram to $NOTIFY_SOCKET (systemd's
+    Type=notify; ferry-ps-shard@.service), nothing when it is unset."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path or path[0] not in "/@":
+        return
+    address = "\0" + path[1:] if path[0] == "@" else path  # '@': the abstract namespace
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+            s.sendto(state.encode(), address)
+    except OSError as e:
+        print("ferry.ps.server: cannot notify systemd at %s: %s" % (path, e.strerror), file=sys.stderr, flush=True)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -83,6 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             entry = _store.shard_entry(server.service, server.max_count, tables, a.socket, advertise)
             _store.publish(store, index, shards, entry, a.service_prefix)
         print("ready %s" % server.service, flush=True)
+        _notify("READY=1\nSTATUS=serving %s (shard %d of %d)" % (server.service, index, shards))
 
     try:
         counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
@@ -92,6 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # A table the shard refuses, no ferryd, a service already served: one line, not a traceback.
         print("ferry.ps.server: shard %d/%d: %s" % (index, shards, e), file=sys.stderr, flush=True)
         return 2 if isinstance(e, ValueError) else 1
+    _notify("STOPPING=1")
     print("served %s" % json.dumps(counters), flush=True)
     if counters.get("result") != "Ok":
         print("ferry.ps.server: shard %d/%d: ferryd went away (%s); exiting so that a supervisor restarts it "
