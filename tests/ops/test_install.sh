@@ -50,6 +50,11 @@ pc=$(find "$dest" -name ferry.pc | head -1)
 unit=$(find "$dest" -path '*systemd/system/ferryd.service' | head -1)
 [[ -n "$unit" ]] || fail "ferryd.service not installed into a systemd/system dir"
 grep -q "^ExecStart=$prefix/sbin/ferryd" "$unit" || fail "unit ExecStart does not name the installed ferryd"
+if [[ -f $build/client/python/ferry-ps-shard@.service ]]; then  # a tree with the Python package
+  shard_unit=$(find "$dest" -path '*systemd/system/ferry-ps-shard@.service' | head -1)
+  [[ -n "$shard_unit" ]] || fail "ferry-ps-shard@.service not installed into a systemd/system dir"
+  grep -q '^ExecStart=/[^ ]*python[^ ]* -m ferry.ps.server ' "$shard_unit" || fail "shard unit ExecStart"
+fi
 [[ -f $root/share/man/man8/ferryd.8 ]] || fail "man8/ferryd.8"
 [[ -f $root/share/man/man1/ferryctl.1 ]] || fail "man1/ferryctl.1"
 find "$dest" -path '*/ferry/ferryd.conf.example' | grep . >/dev/null || fail "sysconfdir/ferry/ferryd.conf.example"
