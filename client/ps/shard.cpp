@@ -120,7 +120,7 @@ std::vector<TableUsage> Shard::usage() const {
 
 std::size_t Shard::handle(std::span<const std::byte> request, std::span<std::byte> response,
                           std::uint32_t caller) noexcept {
-  ++counters_.requests;
+  tallies_.requests.add();
   Header h{};
   std::size_t length = 0;
   PsStatus st = PsStatus::BadLength;
@@ -129,10 +129,10 @@ std::size_t Shard::handle(std::span<const std::byte> request, std::span<std::byt
     st = run(h, request, response, caller, &length);
   }
   if (st == PsStatus::Ok) return length;
-  ++counters_.rejected;
-  counters_.non_finite += st == PsStatus::NonFinite ? 1 : 0;
-  counters_.forbidden += st == PsStatus::Forbidden ? 1 : 0;
-  counters_.table_full += st == PsStatus::TableFull ? 1 : 0;
+  tallies_.rejected.add();
+  if (st == PsStatus::NonFinite) tallies_.non_finite.add();
+  if (st == PsStatus::Forbidden) tallies_.forbidden.add();
+  if (st == PsStatus::TableFull) tallies_.table_full.add();
   return error_record(response, st, h.op);
 }
 
@@ -170,24 +170,24 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
       st = t.kind == TableKind::Dense ? store.pull_dense(h.offset, h.count, rows, state)
            : state                    ? store.pull_state(body, h.count, rows)
                                       : store.pull(body, h.count, rows);
-      ++counters_.pulls;
+      tallies_.pulls.add();
       break;
     case Op::Push:
       st = t.kind == TableKind::Embedding ? store.push(body, h.count, values, &applied)
                                           : store.push_dense(h.offset, h.count, values);
-      ++counters_.pushes;
+      tallies_.pushes.add();
       break;
     case Op::Save: return PsStatus::BadOp;  // save() answered it
     case Op::Assign:
       st = t.kind == TableKind::Dense ? store.assign_dense(h.offset, h.count, values, state)
            : state                    ? store.assign_state(body, h.count, values, &applied)
                                       : store.assign(body, h.count, values, &applied);
-      ++counters_.assigns;
+      tallies_.assigns.add();
       break;
   }
   if (st != PsStatus::Ok) return st;
   if (op != Op::Pull && t.kind == TableKind::Embedding) publish_usage(h.table);
-  counters_.keys += h.count;
+  tallies_.keys.add(h.count);
   if (op != Op::Pull) std::memcpy(response.data(), &applied, kAckBytes);
   *length = out;
   return PsStatus::Ok;
@@ -212,7 +212,7 @@ PsStatus Shard::save(const Header& h, std::span<const std::byte> request, std::s
   const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
   std::uint32_t written = 0;
   if (const PsStatus st = saver->step(place, name, store, h.offset, h.count, &written); st != PsStatus::Ok) return st;
-  ++counters_.saves;
+  tallies_.saves.add();
   std::memcpy(response.data(), &written, kAckBytes);
   *length = kAckBytes;
   return PsStatus::Ok;

@@ -94,7 +94,7 @@ void ShardServer::on_completion(const Completion& c) noexcept {
   if (c.kind == Completion::Kind::Request) {
     if (!pending_.empty() || !answer(c)) {
       pending_.push_back(c);
-      ++counters_.waited;
+      waited_.add();
     }
     return;
   }
@@ -106,7 +106,7 @@ void ShardServer::on_completion(const Completion& c) noexcept {
   const auto b = static_cast<std::uint32_t>(c.user_data);
   if (c.status == Status::Busy) {
     refused_.push_back(b);  // the call is still open: the same answer goes again
-    ++counters_.refusals;
+    refusals_.add();
   } else {
     free_.push_back(b);  // Ok, or CallerGone: nothing more to do for it
   }
@@ -126,7 +126,7 @@ bool ShardServer::answer(const Completion& c) noexcept {
   client_->release(c);
   if (client_->reply(c.token, buffers_[b], sent_[b].length, b) == Status::Busy) {
     refused_.push_back(b);
-    ++counters_.refusals;
+    refusals_.add();
   }
   return true;
 }

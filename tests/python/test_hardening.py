@@ -387,3 +387,55 @@ def test_shard_server_tells_systemd_it_is_ready_and_stopping(daemon, tmp_path, a
             p.kill()
             p.wait()
         listener.close()
+
+
+def test_shard_server_serves_its_counters_for_prometheus(daemon):
+    """--metrics HOST:PORT: counters and table usage at /metrics while it serves; a bad or taken address refused."""
+    import urllib.error
+    import urllib.request
+    from conftest import free_port
+    tables = [ps.Embedding("emb", rows=1000, dim=4), ps.Dense("head", size=10)]
+    tj = json.dumps([t.to_dict() for t in tables])
+    port = free_port(1)
+    cmd = [sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj, "--shard", "0/1"]
+    p = subprocess.Popen(cmd + ["--metrics", "127.0.0.1:%d" % port], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        with ps.Worker(tables, 1, daemon.socket) as w:
+            for _ in range(3):
+                w.pull("emb", [1, 2, 3])
+            w.push("emb", np.arange(40), np.ones((40, 4), np.float32))
+            with pytest.raises(ferry.Error):
+                w.push("emb", [5], [[float("nan")] * 4])
+        url = "http://127.0.0.1:%d/metrics" % port
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = r.read().decode()
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = int(value)
+        base = 'service="ps-shard-0",shard="0",shards="1"'
+        assert values["ferry_ps_shard_up{%s}" % base] == 1
+        assert values["ferry_ps_shard_pulls_total{%s}" % base] == 3
+        assert values["ferry_ps_shard_pushes_total{%s}" % base] == 1
+        assert values["ferry_ps_shard_non_finite_total{%s}" % base] == 1
+        assert values["ferry_ps_shard_rejected_total{%s}" % base] == 1
+        assert values['ferry_ps_shard_table_rows{%s,table="emb"}' % base] == 40
+        assert values['ferry_ps_shard_table_rows{%s,table="head"}' % base] == 10
+        assert "# TYPE ferry_ps_shard_requests_total counter" in text
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=10)
+        assert e.value.code == 404
+        # Its address is taken while it serves: a second one says so in one line.
+        r = subprocess.run(cmd + ["--metrics", "127.0.0.1:%d" % port, "--service-prefix", "other-"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--metrics 127.0.0.1:%d" % port in r.stderr
+        r = subprocess.run(cmd + ["--metrics", "nowhere"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "--metrics: HOST:PORT" in r.stderr
+    finally:
+        p.terminate()
+        p.communicate(timeout=30)
+    assert p.returncode == 0

@@ -79,10 +79,11 @@ class ShardHost {
   bool running() const { return thread_.joinable() && !stopped_ && !finished_.load(std::memory_order_acquire); }
   const std::string& service() const { return server_->service(); }
 
+  // A snapshot, while serving too; "result" is "Running" until the loop ended.
   pyb::dict counters() const {
-    if (running()) raise(Status::Busy, "counters are read after stop()");
-    const ps::ShardCounters& c = shard_->counters();
-    const ps::ShardServerCounters& s = server_->counters();
+    const bool serving = running();
+    const ps::ShardCounters c = shard_->counters();
+    const ps::ShardServerCounters s = server_->counters();
     pyb::dict d;
     d["requests"] = c.requests;
     d["rejected"] = c.rejected;
@@ -96,7 +97,7 @@ class ShardHost {
     d["table_full"] = c.table_full;
     d["waited"] = s.waited;
     d["refusals"] = s.refusals;
-    d["result"] = std::string(to_string(result_));
+    d["result"] = serving ? std::string("Running") : std::string(to_string(result_));
     return d;
   }
 

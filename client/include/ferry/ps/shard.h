@@ -23,6 +23,20 @@ namespace ferry::ps {
 namespace detail {
 class TableStore;
 class TableSaver;
+
+// A counter one thread writes and any thread reads: a relaxed load and
+// store on the writer's side (no locked instruction on the serving path),
+// a relaxed load on the reader's.
+class Tally {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
 }  // namespace detail
 
 struct ShardSpec {
@@ -84,7 +98,12 @@ class FERRY_API Shard {
                                    std::uint32_t caller = kUnknownCaller) noexcept;
 
   const ShardSpec& spec() const noexcept { return spec_; }
-  const ShardCounters& counters() const noexcept { return counters_; }
+  // A snapshot; safe from any thread while another serves.
+  ShardCounters counters() const noexcept {
+    const Tallies& t = tallies_;
+    return ShardCounters{t.requests.get(), t.rejected.get(), t.pulls.get(),      t.pushes.get(),    t.assigns.get(),
+                         t.saves.get(),    t.keys.get(),     t.non_finite.get(), t.forbidden.get(), t.table_full.get()};
+  }
   // Rows and bytes of each table on this shard, by table id. Safe from any
   // thread while another serves: gauges the serving thread updates after
   // each write.
@@ -114,7 +133,10 @@ class FERRY_API Shard {
   std::vector<std::unique_ptr<detail::TableStore>> stores_;  // by table id; null where none
   std::vector<std::unique_ptr<detail::TableSaver>> savers_;  // by table id; made by a table's first Save
   std::unique_ptr<Gauge[]> gauges_;                          // by table id, like stores_
-  ShardCounters counters_;
+  struct Tallies {
+    detail::Tally requests, rejected, pulls, pushes, assigns, saves, keys, non_finite, forbidden, table_full;
+  };
+  Tallies tallies_;
 };
 
 }  // namespace ferry::ps

@@ -48,7 +48,8 @@ class FERRY_API ShardServer {
   // daemon's status (DaemonGone) when ferryd went away.
   [[nodiscard]] Status run(int stop_fd) noexcept;
 
-  const ShardServerCounters& counters() const noexcept { return counters_; }
+  // A snapshot; safe from any thread while run() serves.
+  ShardServerCounters counters() const noexcept { return {waited_.get(), refusals_.get()}; }
   const std::string& service() const noexcept { return service_; }
 
  private:
@@ -74,7 +75,8 @@ class FERRY_API ShardServer {
   std::vector<Sent> sent_;              // per buffer: the Reply it carries
   std::vector<std::uint32_t> refused_;  // buffers whose Reply was refused Busy
   std::vector<Completion> pending_;     // requests waiting for a buffer, oldest first
-  ShardServerCounters counters_;
+  detail::Tally waited_;                // ShardServerCounters::waited
+  detail::Tally refusals_;              // ShardServerCounters::refusals
   std::array<Completion, kBatch> batch_{};
 };
 

@@ -104,7 +104,7 @@ class ShardServer:
     def service(self) -> str:
         """The service name it serves (PREFIX<index>)."""
     def counters(self) -> Dict[str, Union[int, str]]:
-        """Requests served and refused, pulls, pushes, assigns, save steps, keys (after stop())."""
+        """Requests served and refused, pulls, pushes, assigns, save steps, keys; "result" ("Running" while serving)."""
     def usage(self) -> Dict[int, Dict[str, int]]:
         """Rows and bytes each table holds on this shard, by table id."""
     def find(self, table: int, key: int) -> Optional[List[float]]:

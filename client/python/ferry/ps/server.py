@@ -16,6 +16,7 @@ import sys
 from typing import List, Optional, Sequence, Tuple
 
 from ferry._errors import Error
+from ferry.ps import _metrics
 from ferry.ps import tables as _tables
 from ferry.ps.shard import serve
 
@@ -80,6 +81,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          "(ferry.ps.save_shards); must exist")
     ap.add_argument("--restore", default=None, metavar="NAME",
                     help="start from the checkpoint NAME in --checkpoint-dir (taken with the same shard count)")
+    ap.add_argument("--metrics", default=None, metavar="HOST:PORT",
+                    help="serve this shard's counters and table usage for Prometheus at http://HOST:PORT/metrics")
     ap.add_argument("--store", default=None, help="HOST:PORT of a torch.distributed TCPStore to publish this shard in")
     ap.add_argument("--advertise", default=None,
                     help="HOST:PORT workers reach this shard's ferryd at (default: that ferryd's --listen)")
@@ -89,6 +92,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     index, shards = _parse_shard(ap, a.shard)
     if a.restore and not a.checkpoint_dir:
         ap.error("--restore NAME needs --checkpoint-dir, the directory NAME is in")
+    metrics = None
+    if a.metrics:
+        where = _metrics.parse_address(a.metrics)
+        if where is None:
+            ap.error("--metrics: HOST:PORT (e.g. 127.0.0.1:9470), got %r" % a.metrics)
+        try:
+            metrics = _metrics.MetricsServer(*where)
+        except OSError as e:
+            print("ferry.ps.server: shard %d/%d: --metrics %s: %s" % (index, shards, a.metrics, e.strerror),
+                  file=sys.stderr, flush=True)
+            return 1
 
     store = None
     if a.store:
@@ -100,6 +114,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if store is not None:
             entry = _store.shard_entry(server.service, server.max_count, tables, a.socket, advertise)
             _store.publish(store, index, shards, entry, a.service_prefix)
+        if metrics is not None:
+            metrics.start(server)
         print("ready %s" % server.service, flush=True)
         _notify("READY=1\nSTATUS=serving %s (shard %d of %d)" % (server.service, index, shards))
 
@@ -111,6 +127,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # A table the shard refuses, no ferryd, a service already served: one line, not a traceback.
         print("ferry.ps.server: shard %d/%d: %s" % (index, shards, e), file=sys.stderr, flush=True)
         return 2 if isinstance(e, ValueError) else 1
+    finally:
+        if metrics is not None:
+            metrics.close()
     _notify("STOPPING=1")
     print("served %s" % json.dumps(counters), flush=True)
     if counters.get("result") != "Ok":

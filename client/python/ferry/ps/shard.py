@@ -72,8 +72,8 @@ class ShardServer:
 
     def counters(self) -> Dict[str, Any]:
         """Requests served, refused (non_finite, forbidden, table_full among
-        them), pulls/pushes/assigns, save steps, keys, and the serving loop's result
-        (after stop(), or once running is False)."""
+        them), pulls/pushes/assigns, save steps, keys, and the serving loop's
+        result ("Running" while it serves): a snapshot, also while serving."""
         return self._s.counters()
 
     def usage(self) -> Dict[str, Dict[str, int]]:
