@@ -152,11 +152,13 @@ PsStatus TableSaver::step(const PartPlace& place, std::string_view name, const T
 }
 
 PsStatus TableSaver::start(const PartPlace& place, std::string_view name, const TableStore& store) {
+  // A name that holds the part already is refused before anything changes
+  // (a save in progress of another name goes on).
+  if (exists(part_path(place, name, store.spec()) + ".json")) return PsStatus::Exists;
   abandon();  // a step at 0 starts over: the last starter's save wins
   const std::string dir = place.dir + "/" + std::string(name);
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return failed(sys_error("cannot create", dir));
   base_ = part_path(place, name, store.spec());
-  if (exists(base_ + ".json")) return PsStatus::Exists;
   const bool dense = store.spec().kind == TableKind::Dense;
   const std::uint32_t dim = dense ? 0 : store.spec().dim;
   if (!dense)

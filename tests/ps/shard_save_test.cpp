@@ -245,6 +245,11 @@ TEST_CASE("shard-side save: what a shard refuses") {
   // Finished, the name is taken.
   REQUIRE(save_all(w, 0, "ok", 2) == Status::Ok);
   CHECK(refused("ok", {0, 0}) == std::pair{Status::BadRequest, PsStatus::Exists});
+  // ... and refusing it leaves a save in progress of another name alone.
+  CHECK(refused("later", {0, Worker::kSaveSkip}, 1) == std::pair{Status::Ok, PsStatus::Ok});
+  CHECK(refused("ok", {0, Worker::kSaveSkip}, 1) == std::pair{Status::BadRequest, PsStatus::Exists});
+  CHECK(refused("later", {1, Worker::kSaveSkip}, 100) == std::pair{Status::Ok, PsStatus::Ok});
+  CHECK(fs::exists(dir.path + "/later/emb.shard-0-of-2.json"));
   for (const auto& e2 : fs::directory_iterator(dir.path + "/ok")) CHECK(e2.path().filename().string()[0] != '.');
   // Restores that cannot be: another shard count without every part here.
   REQUIRE(save_all(w, 1, "ok", 4) == Status::Ok);
