@@ -160,3 +160,32 @@ def test_what_shard_side_saves_refuse(daemon, tmp_path):
         "missing: that save did not finish, or went to another host)" % (tmp_path / "ckpt" / "one" / "big.shard-0-of-1")]
     r = server("--shard", "0/1", "--checkpoint-dir", str(tmp_path / "none"))
     assert r.returncode == 2 and "is not a directory" in r.stderr
+
+
+def test_an_operator_saves_from_outside_the_job(daemon, tmp_path):
+    """python3 -m ferry.ps.save NAME: a worker of its own has the shards save; one JSON line, or one error line."""
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    tj = json.dumps([t.to_dict() for t in TABLES])
+    shards = [start_shard(daemon, i, 2, "--checkpoint-dir", str(d)) for i in range(2)]
+    try:
+        with ps.Worker(TABLES, 2, daemon.socket) as w:
+            train(w, 3)
+
+        def save(*args):
+            return subprocess.run([sys.executable, "-m", "ferry.ps.save", "--socket", daemon.socket, "--tables", tj,
+                                   "--shards", "2"] + list(args), capture_output=True, text=True, timeout=120)
+
+        r = save("nightly", "--table", "big", "--table", "head")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["name"] == "nightly" and set(out["tables"]) == {"big", "head"} and sum(out["tables"]["head"]) == 300
+        files = {"big": ("json", "keys.npy", "values.npy", "state.npy"), "head": ("json", "values.npy", "state.npy")}
+        assert sorted(os.listdir(d / "nightly")) == sorted(
+            "%s.shard-%d-of-2.%s" % (t, i, f) for t in files for i in range(2) for f in files[t])
+        r = save("nightly", "--table", "head")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Exists" in r.stderr
+        r = save("x", "--table", "nope")
+        assert r.returncode == 2 and "--table 'nope': not among the tables" in r.stderr
+    finally:
+        stop(shards)
