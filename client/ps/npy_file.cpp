@@ -101,6 +101,12 @@ Error NpyWriter::append(const void* data, std::size_t bytes) {
   return {};
 }
 
+Error NpyWriter::sync() {
+  if (fd_ < 0) return Error::bad_request("sync of a closed file");
+  if (::fdatasync(fd_) != 0) return io_error("cannot sync", path_);
+  return {};
+}
+
 Error NpyWriter::finish(std::uint64_t rows) {
   if (fd_ < 0) return Error::bad_request("finish of a closed file");
   const std::string h = header_for(type_, rows, dim_);

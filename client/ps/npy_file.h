@@ -27,6 +27,10 @@ class NpyWriter {
   // per row, a 1-D array).
   [[nodiscard]] Error open(const std::string& path, NpyType type, std::uint32_t dim);
   [[nodiscard]] Error append(const void* data, std::size_t bytes);
+  // Writes what was appended so far to the disk (fdatasync): a caller that
+  // appends a piece at a time syncs each, so that finish() never has more
+  // than the last piece to wait for.
+  [[nodiscard]] Error sync();
   // Rewrites the header for `rows` rows, syncs the file and closes it.
   [[nodiscard]] Error finish(std::uint64_t rows);
   // Closes and removes an unfinished file (nothing once finished).

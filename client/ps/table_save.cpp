@@ -142,6 +142,13 @@ PsStatus TableSaver::step(const PartPlace& place, std::string_view name, const T
       if (Error e = values_.append(store.row_values(first), 4 * n * dim); e.failed()) return failed(e);
       if (state_.is_open())
         if (Error e = state_.append(store.row_state(first), 4 * n * dim); e.failed()) return failed(e);
+      // Each step's rows reach the disk before it is answered: no request,
+      // the last one included, waits for more than a step's worth of
+      // writeback (a part of many GB synced at once would hold the shard,
+      // and the worker's call, for a minute).
+      for (NpyWriter* w : {&keys_, &values_, &state_})
+        if (w->is_open())
+          if (Error e = w->sync(); e.failed()) return failed(e);
     }
     next_ = end;
     *written = static_cast<std::uint32_t>(n);

@@ -107,8 +107,9 @@ inline constexpr std::size_t kAckBytes = 4;
 // created (dense: the elements of its slice), a step at a time so that no
 // request holds the shard for long. A step at offset 0 starts the part
 // (again, dropping any unfinished one); each later step must start where
-// the last one ended (else BadRange); the step that writes fewer than
-// `count` rows syncs the files and renames them into place. `dim` is the
+// the last one ended (else BadRange); each step's rows are synced to disk
+// before it is answered; the step that writes fewer than `count` rows
+// renames the files into place. `dim` is the
 // table's; flags 0. NAME: 1 to kMaxSaveName of [A-Za-z0-9._-], not
 // starting with '.' (else BadField). Allowed to whoever may pull the table.
 inline constexpr std::size_t kMaxSaveName = 128;

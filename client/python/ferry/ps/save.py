@@ -33,10 +33,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--target", default=None, help="HOST:PORT of the shards' ferryd (default: this host)")
     ap.add_argument("--service-prefix", default="ps-shard-")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a save step may take")
+    ap.add_argument("--step-mb", type=float, default=16.0,
+                    help="MiB a shard writes (and syncs) per request; smaller: shorter pauses for the "
+                         "requests it serves meanwhile, more requests")
     a = ap.parse_args(argv)
     tables = _parse_tables(ap, a.tables)
     if a.shards < 1:
         ap.error("--shards must be at least 1")
+    if not a.step_mb > 0:
+        ap.error("--step-mb must be more than 0")
     names = {t.name for t in tables}
     for t in a.table or []:
         if t not in names:
@@ -45,7 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         with Worker(tables, a.shards, a.socket, a.target, name="ferry.ps.save", timeout=a.timeout,
                     service_prefix=a.service_prefix) as w:
-            rows = save_shards(w, a.name, a.table)
+            rows = save_shards(w, a.name, a.table, step_bytes=max(1, int(a.step_mb * (1 << 20))))
     except (Error, ValueError) as e:
         print("ferry.ps.save: %s" % e, file=sys.stderr, flush=True)
         return 1

@@ -30,8 +30,10 @@ def save_shards(worker: Any, name: str, tables: Optional[Sequence[str]] = None, 
     named) as checkpoint ``name`` in its checkpoint directory; returns
     ``{table: [rows saved by shard 0, 1, ...]}``.
 
-    The shards write a step of about ``step_bytes`` at a time (each shard
-    serves other requests between its steps), all shards at once. Take it
+    The shards write a step of about ``step_bytes`` at a time, synced to
+    disk before it is answered (each shard serves other requests between
+    its steps, so a step's time, about 0.1 s for 16 MiB here, is the
+    longest they wait), all shards at once. Take it
     when no pushes are in flight (on one rank, after a barrier): rows pushed
     during the save may be saved before or after the push. A name a shard
     holds already is refused (``ferry.Error``, nothing overwritten); so is
