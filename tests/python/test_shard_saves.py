@@ -189,3 +189,15 @@ def test_an_operator_saves_from_outside_the_job(daemon, tmp_path):
         assert r.returncode == 2 and "--table 'nope': not among the tables" in r.stderr
     finally:
         stop(shards)
+
+
+def test_the_checkpoint_benchmark_runs_every_arm(daemon):
+    """examples/python/checkpoint_bench.py (docs/benchmarks/checkpoints.md), small: every arm runs and reports."""
+    from conftest import EXAMPLES
+    cmd = [sys.executable, os.path.join(EXAMPLES, "checkpoint_bench.py"), "--rows", "20000", "--dim", "16",
+           "--repeat", "1", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=dict(os.environ, FERRY_SOCKET=daemon.socket))
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    for arm in ("save_tables", "load_tables", "save_shards", "start", "restore", "whole"):
+        assert report[arm]["s"] > 0 and report[arm]["worker_cpu_s"] >= 0, (arm, report)
