@@ -80,7 +80,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="directory on this host where workers may save this shard's part of each table "
                          "(ferry.ps.save_shards); must exist")
     ap.add_argument("--restore", default=None, metavar="NAME",
-                    help="start from the checkpoint NAME in --checkpoint-dir (taken with the same shard count)")
+                    help="start from the checkpoint NAME in --checkpoint-dir (taken with another shard count: "
+                         "every part of it must be there)")
     ap.add_argument("--metrics", default=None, metavar="HOST:PORT",
                     help="serve this shard's counters and table usage for Prometheus at http://HOST:PORT/metrics")
     ap.add_argument("--store", default=None, help="HOST:PORT of a torch.distributed TCPStore to publish this shard in")

@@ -33,8 +33,8 @@ class ShardServer:
     ``checkpoint_dir``: a directory on this host where workers may save the
     shard's part of every table (``ferry.ps.save_shards``); without it such
     saves are refused. ``restore``: the name of a checkpoint there to start
-    from (this shard's parts of every table, taken with the same number of
-    shards)."""
+    from (this shard's parts of every table; taken with another number of
+    shards, every part, of which it keeps the rows it owns now)."""
 
     def __init__(self, tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
                  pool: int = 64, max_count: Optional[int] = None, busy_poll: bool = False,
