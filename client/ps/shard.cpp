@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include "client/ps/save_writer.h"
 #include "client/ps/table_save.h"
 #include "client/ps/table_store.h"
 
@@ -128,12 +129,16 @@ std::size_t Shard::handle(std::span<const std::byte> request, std::span<std::byt
     std::memcpy(&h, request.data(), sizeof h);
     st = run(h, request, response, caller, &length);
   }
+  return answer(st, h.op, response, length);
+}
+
+std::size_t Shard::answer(PsStatus st, std::uint8_t op, std::span<std::byte> response, std::size_t length) noexcept {
   if (st == PsStatus::Ok) return length;
   tallies_.rejected.add();
   if (st == PsStatus::NonFinite) tallies_.non_finite.add();
   if (st == PsStatus::Forbidden) tallies_.forbidden.add();
   if (st == PsStatus::TableFull) tallies_.table_full.add();
-  return error_record(response, st, h.op);
+  return error_record(response, st, op);
 }
 
 PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
@@ -193,29 +198,86 @@ PsStatus Shard::run(const Header& h, std::span<const std::byte> request, std::sp
   return PsStatus::Ok;
 }
 
-// One step of a shard-side checkpoint (wire.h, Op::Save).
-PsStatus Shard::save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
-                     std::uint32_t caller, std::size_t* length) noexcept {
-  const detail::TableStore& store = *stores_[h.table];
-  const TableSpec& t = store.spec();
+// The checks of a Save step wherever it is written; *name: the checkpoint's.
+PsStatus Shard::check_save(const Header& h, std::span<const std::byte> request, std::uint32_t caller,
+                           std::string_view* name) noexcept {
+  const TableSpec& t = stores_[h.table]->spec();
   if (h.flags != 0 || h.count == 0) return PsStatus::BadField;
   if (h.dim != t.dim) return PsStatus::BadDim;
-  if (h.count > kMaxCount || response.size() < kAckBytes) return PsStatus::TooLarge;
-  const std::string_view name(reinterpret_cast<const char*>(request.data()) + kHeaderBytes,
-                              request.size() - kHeaderBytes);
-  if (!detail::valid_checkpoint_name(name)) return PsStatus::BadField;
+  if (h.count > kMaxCount) return PsStatus::TooLarge;
+  *name = std::string_view(reinterpret_cast<const char*>(request.data()) + kHeaderBytes, request.size() - kHeaderBytes);
+  if (!detail::valid_checkpoint_name(*name)) return PsStatus::BadField;
   if (!allowed(t.access.pull, caller)) return PsStatus::Forbidden;
   if (spec_.checkpoint_dir.empty()) return PsStatus::NotEnabled;
   auto& saver = savers_[h.table];
   if (!saver) saver.reset(new (std::nothrow) detail::TableSaver());
   if (!saver) return PsStatus::IoFailed;
+  return saver->check(*name, h.offset);
+}
+
+// One step of a shard-side checkpoint (wire.h, Op::Save), on this thread.
+PsStatus Shard::save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
+                     std::uint32_t caller, std::size_t* length) noexcept {
+  if (response.size() < kAckBytes) return PsStatus::TooLarge;
+  if (writer_) writer_->wait();  // a step in the background ends first: one step at a time
+  std::string_view name;
+  if (const PsStatus st = check_save(h, request, caller, &name); st != PsStatus::Ok) return st;
+  const detail::TableStore& store = *stores_[h.table];
   const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
   std::uint32_t written = 0;
-  if (const PsStatus st = saver->step(place, name, store, h.offset, h.count, &written); st != PsStatus::Ok) return st;
+  const PsStatus st = savers_[h.table]->write(place, name, detail::part_info(store), h.offset, h.count,
+                                              detail::step_rows(store, h.offset, h.count), &written);
+  if (st != PsStatus::Ok) return st;
   tallies_.saves.add();
   std::memcpy(response.data(), &written, kAckBytes);
   *length = kAckBytes;
   return PsStatus::Ok;
+}
+
+Shard::SaveStart Shard::begin_save(std::span<const std::byte> request, std::uint32_t caller) noexcept {
+  Header h{};
+  if (request.size() < kHeaderBytes) return SaveStart::Handle;
+  std::memcpy(&h, request.data(), sizeof h);
+  if (h.op != static_cast<std::uint8_t>(Op::Save)) return SaveStart::Handle;
+  if (h.magic != kMagic || h.version != kVersion || h.table >= stores_.size() || !stores_[h.table])
+    return SaveStart::Handle;
+  if (save_running()) return SaveStart::Wait;
+  std::string_view name;
+  if (check_save(h, request, caller, &name) != PsStatus::Ok) return SaveStart::Handle;  // handle() says why
+  const detail::TableStore& store = *stores_[h.table];
+  const detail::StepRows rows = detail::step_rows(store, h.offset, h.count);
+  if (detail::staged_bytes(rows, store.spec().dim) > detail::kMaxStagedBytes) return SaveStart::Handle;
+  if (!writer_) {
+    auto w = std::unique_ptr<detail::SaveWriter>(new (std::nothrow) detail::SaveWriter());
+    if (!w || w->start().failed()) return SaveStart::Handle;
+    writer_ = std::move(w);
+  }
+  const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
+  if (!writer_->submit(*savers_[h.table], place, name, detail::part_info(store), h.offset, h.count, rows))
+    return SaveStart::Handle;
+  tallies_.requests.add();
+  return SaveStart::Began;
+}
+
+bool Shard::save_running() const noexcept { return writer_ && writer_->busy(); }
+bool Shard::save_ready() const noexcept { return writer_ && writer_->busy() && writer_->ready(); }
+int Shard::save_event_fd() const noexcept { return writer_ ? writer_->event_fd() : -1; }
+
+std::size_t Shard::end_save(std::span<std::byte> response) noexcept {
+  const auto save = static_cast<std::uint8_t>(Op::Save);
+  if (!save_ready()) return answer(PsStatus::BadOp, save, response, 0);  // nothing to answer: a caller's mistake
+  const detail::SaveWriter::Outcome out = writer_->take();
+  if (out.status != PsStatus::Ok) return answer(out.status, save, response, 0);
+  if (response.size() < kAckBytes) return answer(PsStatus::TooLarge, save, response, 0);
+  tallies_.saves.add();
+  std::memcpy(response.data(), &out.written, kAckBytes);
+  return kAckBytes;
+}
+
+void Shard::drop_save() noexcept {
+  if (!save_running()) return;
+  writer_->wait();
+  (void)writer_->take();
 }
 
 }  // namespace ferry::ps

@@ -65,10 +65,13 @@ Error ShardServer::start(Shard& shard, const ShardServerOptions& o, std::unique_
 ShardServer::ShardServer(Shard& shard, const ShardServerOptions& options, std::unique_ptr<Client> client)
     : shard_(shard), options_(options), client_(std::move(client)) {}
 
-ShardServer::~ShardServer() = default;
+// A Save step still in the background has no one to answer: it ends, unanswered
+// (the daemon fails its call when this client detaches).
+ShardServer::~ShardServer() { shard_.drop_save(); }
 
 Status ShardServer::run(int stop_fd) noexcept {
   for (;;) {
+    end_save();
     resend_refused();
     drain_pending();
     const std::size_t n = client_->poll(batch_);
@@ -80,9 +83,12 @@ Status ShardServer::run(int stop_fd) noexcept {
         if (::poll(&p, 1, 0) > 0) return Status::Ok;
         continue;
       }
-      // Sleep on the completion doorbell; a short timeout while requests wait.
-      pollfd p[2] = {{client_->event_fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
-      ::poll(p, 2, idle ? -1 : 1);
+      // Sleep on the completion doorbell (and the end of a Save step in
+      // the background); a short timeout while requests wait.
+      pollfd p[3] = {{client_->event_fd(), POLLIN, 0},
+                     {stop_fd, POLLIN, 0},
+                     {saving_ == kNoBuffer ? -1 : shard_.save_event_fd(), POLLIN, 0}};
+      ::poll(p, 3, idle ? -1 : 1);
       if (p[1].revents != 0) return Status::Ok;
       continue;
     }
@@ -118,17 +124,46 @@ bool ShardServer::answer(const Completion& c) noexcept {
   const std::uint32_t caller = c.caller == Completion::Caller::Local    ? c.caller_uid
                                : c.caller == Completion::Caller::Remote ? kRemoteCaller
                                                                         : kUnknownCaller;
-  const std::size_t len = shard_.handle({c.data, c.length}, buffers_[b].span().first(response_bytes_), caller);
+  const std::span<const std::byte> request(c.data, c.length);
+  switch (shard_.begin_save(request, caller)) {
+    case Shard::SaveStart::Wait:
+      saves_.push_back(c);  // unreleased, like a pending request
+      return true;
+    case Shard::SaveStart::Began:
+      free_.pop_back();
+      saving_ = b;
+      sent_[b] = Sent{c.token, 0};
+      client_->release(c);  // the step's rows and name were copied
+      return true;
+    case Shard::SaveStart::Handle: break;
+  }
+  const std::size_t len = shard_.handle(request, buffers_[b].span().first(response_bytes_), caller);
   // handle() has applied the request (a push changed the shard): from here
   // its answer is kept, and a refused Reply only delays it.
   free_.pop_back();
   sent_[b] = Sent{c.token, static_cast<std::uint32_t>(len)};
   client_->release(c);
-  if (client_->reply(c.token, buffers_[b], sent_[b].length, b) == Status::Busy) {
+  send(b);
+  return true;
+}
+
+void ShardServer::send(std::uint32_t b) noexcept {
+  if (client_->reply(sent_[b].token, buffers_[b], sent_[b].length, b) == Status::Busy) {
     refused_.push_back(b);
     refusals_.add();
   }
-  return true;
+}
+
+void ShardServer::end_save() noexcept {
+  if (saving_ == kNoBuffer || !shard_.save_ready()) return;
+  const std::uint32_t b = saving_;
+  saving_ = kNoBuffer;
+  sent_[b].length = static_cast<std::uint32_t>(shard_.end_save(buffers_[b].span().first(response_bytes_)));
+  send(b);
+  // The Save steps that waited for it, oldest first, until one goes to the background.
+  std::size_t done = 0;
+  while (done < saves_.size() && !shard_.save_running() && answer(saves_[done])) ++done;
+  if (done > 0) saves_.erase(saves_.begin(), saves_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 void ShardServer::resend_refused() noexcept {

@@ -73,7 +73,16 @@ Error sync_dir(const std::string& dir) {
 Error write_file(const std::string& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return sys_error("cannot create", path);
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  const bool ok = left == 0 && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) {
     ::unlink(path.c_str());
@@ -122,56 +131,70 @@ std::string part_path(const PartPlace& place, std::string_view name, const Table
          std::to_string(place.shards);
 }
 
-PsStatus TableSaver::step(const PartPlace& place, std::string_view name, const TableStore& store, std::uint32_t first,
-                          std::uint32_t count, std::uint32_t* written) noexcept {
+PartInfo part_info(const TableStore& store) noexcept {
+  const bool dense = store.spec().kind == TableKind::Dense;
+  return PartInfo{&store.spec(), store.has_state(), dense ? store.slice().begin : 0};
+}
+
+StepRows step_rows(const TableStore& store, std::uint32_t first, std::uint32_t count) noexcept {
+  const std::uint64_t end = std::min<std::uint64_t>(store.saved_rows(), std::uint64_t{first} + count);
+  StepRows r;
+  if (end <= first) return r;
+  r.rows = end - first;
+  r.keys = store.row_keys(first);
+  r.values = store.row_values(first);
+  r.state = store.row_state(first);
+  return r;
+}
+
+PsStatus TableSaver::check(std::string_view name, std::uint32_t first) const noexcept {
+  return first == 0 || (open_ && name == name_ && first == next_) ? PsStatus::Ok : PsStatus::BadRange;
+}
+
+PsStatus TableSaver::write(const PartPlace& place, std::string_view name, const PartInfo& part, std::uint32_t first,
+                           std::uint32_t count, const StepRows& rows, std::uint32_t* written) noexcept {
   try {
-    if (first == 0) {
-      if (const PsStatus st = start(place, name, store); st != PsStatus::Ok) return st;
-    } else if (!open_ || name != name_ || first != next_) {
-      return PsStatus::BadRange;
-    }
-    const std::uint64_t end = std::min<std::uint64_t>(store.saved_rows(), std::uint64_t{first} + count);
-    const std::uint64_t n = end - first;
-    const std::size_t dim = store.spec().dim;
+    if (check(name, first) != PsStatus::Ok) return PsStatus::BadRange;
+    if (first == 0)
+      if (const PsStatus st = start(place, name, part); st != PsStatus::Ok) return st;
+    const std::uint64_t n = rows.rows;
+    const std::size_t dim = part.spec->dim;
     if (n > 0) {
-      if (keys_.is_open()) {
-        std::vector<Key> keys(n);
-        for (std::uint64_t r = 0; r < n; ++r) keys[r] = store.row_key(first + r);
-        if (Error e = keys_.append(keys.data(), 8 * n); e.failed()) return failed(e);
-      }
-      if (Error e = values_.append(store.row_values(first), 4 * n * dim); e.failed()) return failed(e);
+      if (keys_.is_open())
+        if (Error e = keys_.append(rows.keys, 8 * n); e.failed()) return failed(e);
+      if (Error e = values_.append(rows.values, 4 * n * dim); e.failed()) return failed(e);
       if (state_.is_open())
-        if (Error e = state_.append(store.row_state(first), 4 * n * dim); e.failed()) return failed(e);
+        if (Error e = state_.append(rows.state, 4 * n * dim); e.failed()) return failed(e);
       // Each step's rows reach the disk before it is answered: no request,
       // the last one included, waits for more than a step's worth of
-      // writeback (a part of many GB synced at once would hold the shard,
-      // and the worker's call, for a minute).
+      // writeback (a part of many GB synced at once would hold the worker's
+      // call for a minute).
       for (NpyWriter* w : {&keys_, &values_, &state_})
         if (w->is_open())
           if (Error e = w->sync(); e.failed()) return failed(e);
     }
-    next_ = end;
+    next_ = first + n;
     *written = static_cast<std::uint32_t>(n);
-    return n < count ? finish(store, place) : PsStatus::Ok;
+    return n < count ? finish(part, place) : PsStatus::Ok;
   } catch (const std::exception& e) {
     return failed(Error(Status::NoMemory, e.what()));
   }
 }
 
-PsStatus TableSaver::start(const PartPlace& place, std::string_view name, const TableStore& store) {
+PsStatus TableSaver::start(const PartPlace& place, std::string_view name, const PartInfo& part) {
   // A name that holds the part already is refused before anything changes
   // (a save in progress of another name goes on).
-  if (exists(part_path(place, name, store.spec()) + ".json")) return PsStatus::Exists;
+  if (exists(part_path(place, name, *part.spec) + ".json")) return PsStatus::Exists;
   abandon();  // a step at 0 starts over: the last starter's save wins
   const std::string dir = place.dir + "/" + std::string(name);
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return failed(sys_error("cannot create", dir));
-  base_ = part_path(place, name, store.spec());
-  const bool dense = store.spec().kind == TableKind::Dense;
-  const std::uint32_t dim = dense ? 0 : store.spec().dim;
+  base_ = part_path(place, name, *part.spec);
+  const bool dense = part.spec->kind == TableKind::Dense;
+  const std::uint32_t dim = dense ? 0 : part.spec->dim;
   if (!dense)
     if (Error e = keys_.open(hidden(base_ + ".keys.npy"), NpyType::U64, 0); e.failed()) return failed(e);
   if (Error e = values_.open(hidden(base_ + ".values.npy"), NpyType::F32, dim); e.failed()) return failed(e);
-  if (store.has_state())
+  if (part.state)
     if (Error e = state_.open(hidden(base_ + ".state.npy"), NpyType::F32, dim); e.failed()) return failed(e);
   name_ = std::string(name);
   next_ = 0;
@@ -179,7 +202,7 @@ PsStatus TableSaver::start(const PartPlace& place, std::string_view name, const 
   return PsStatus::Ok;
 }
 
-PsStatus TableSaver::finish(const TableStore& store, const PartPlace& place) {
+PsStatus TableSaver::finish(const PartInfo& part, const PartPlace& place) {
   std::vector<std::string> files;
   for (auto [w, ext] : {std::pair{&keys_, ".keys.npy"}, {&values_, ".values.npy"}, {&state_, ".state.npy"}}) {
     if (!w->is_open()) continue;
@@ -188,9 +211,9 @@ PsStatus TableSaver::finish(const TableStore& store, const PartPlace& place) {
   }
   for (const std::string& f : files)
     if (::rename(hidden(f).c_str(), f.c_str()) != 0) return failed(sys_error("cannot rename into", f));
-  const std::uint64_t first = store.spec().kind == TableKind::Dense ? store.slice().begin : 0;
   const std::string json = base_ + ".json";
-  if (Error e = write_file(hidden(json), describe(store.spec(), place, next_, first)); e.failed()) return failed(e);
+  if (Error e = write_file(hidden(json), describe(*part.spec, place, next_, part.first_element)); e.failed())
+    return failed(e);
   if (::rename(hidden(json).c_str(), json.c_str()) != 0) return failed(sys_error("cannot rename into", json));
   if (Error e = sync_dir(dir_of(json)); e.failed()) return failed(e);
   open_ = false;

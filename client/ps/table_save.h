@@ -35,19 +35,45 @@ bool valid_checkpoint_name(std::string_view name) noexcept;
 // DIR/NAME/PART, without the extension.
 std::string part_path(const PartPlace& place, std::string_view name, const TableSpec& table);
 
+// What a save writes of one table, taken from its store by the thread that
+// serves it: the spec and slice never change, so a writer thread may read them.
+struct PartInfo {
+  const TableSpec* spec = nullptr;
+  bool state = false;               // optimizer state to save (Adagrad)
+  std::uint64_t first_element = 0;  // dense: the slice's first element
+};
+
+// One step's rows where they lie: in the store itself (a step written on
+// the serving thread) or in a copy of them (a step written by SaveWriter).
+struct StepRows {
+  const Key* keys = nullptr;  // embedding tables; null for dense ones
+  const float* values = nullptr;
+  const float* state = nullptr;  // null without optimizer state
+  std::uint64_t rows = 0;        // rows from the step's first (fewer than asked: the part's last step)
+};
+
+PartInfo part_info(const TableStore& store) noexcept;
+// Rows [first, first + count) of `store`, as many of them as it holds.
+// `first` continues a save (check() said Ok), so it is never past the rows held.
+StepRows step_rows(const TableStore& store, std::uint32_t first, std::uint32_t count) noexcept;
+
 class TableSaver {
  public:
-  // One Save step: rows [first, first + count) of `store` into NAME's part;
-  // *written: how many there were (fewer than `count`: the last step, and
-  // the part is on disk). Exists when NAME holds the part already, BadRange
-  // for a step that does not continue the save in progress, IoFailed when
-  // the files cannot be written (the reason goes to stderr; nothing is kept).
-  [[nodiscard]] PsStatus step(const PartPlace& place, std::string_view name, const TableStore& store,
-                              std::uint32_t first, std::uint32_t count, std::uint32_t* written) noexcept;
+  // Whether a step at `first` of NAME may go on: a step at 0 starts (over),
+  // any other continues the save in progress where the last step ended
+  // (else BadRange). Only reads this saver's state.
+  [[nodiscard]] PsStatus check(std::string_view name, std::uint32_t first) const noexcept;
+  // Writes one checked step's `rows` into NAME's part and syncs them;
+  // *written: rows.rows (fewer than `count`: the last step, and the part
+  // is on disk). Exists when NAME holds the part already, IoFailed when the
+  // files cannot be written (the reason goes to stderr; nothing is kept).
+  // Touches only this saver and the files, so any one thread may run it.
+  [[nodiscard]] PsStatus write(const PartPlace& place, std::string_view name, const PartInfo& part, std::uint32_t first,
+                               std::uint32_t count, const StepRows& rows, std::uint32_t* written) noexcept;
 
  private:
-  PsStatus start(const PartPlace& place, std::string_view name, const TableStore& store);
-  PsStatus finish(const TableStore& store, const PartPlace& place);
+  PsStatus start(const PartPlace& place, std::string_view name, const PartInfo& part);
+  PsStatus finish(const PartInfo& part, const PartPlace& place);
   PsStatus failed(const Error& why) noexcept;
   void abandon() noexcept;
 

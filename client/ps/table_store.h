@@ -59,14 +59,15 @@ class TableStore {
 
   // Shard-side checkpoints (table_save.cpp): the rows this shard holds, in
   // the order they were created (dense: the slice's elements, one per row),
-  // each row's key (dense: its element), values and optimizer state (null
-  // without), and a restored row put back (BadKey for a key this shard
-  // does not own, TableFull past max_rows).
+  // each row's key (embedding; null for dense, whose rows are the slice's
+  // elements), values and optimizer state (null without), and a restored
+  // row put back (BadKey for a key this shard does not own, TableFull past
+  // max_rows). Rows lie side by side from the pointers.
   std::uint64_t saved_rows() const noexcept {
     return spec_.kind == TableKind::Dense ? slice_.size() : row_keys_.size();
   }
-  Key row_key(std::uint64_t r) const noexcept {
-    return spec_.kind == TableKind::Dense ? slice_.begin + r : row_keys_[r];
+  const Key* row_keys(std::uint64_t r) const noexcept {
+    return spec_.kind == TableKind::Dense ? nullptr : row_keys_.data() + r;
   }
   const float* row_values(std::uint64_t r) const noexcept { return &values_[r * spec_.dim]; }
   const float* row_state(std::uint64_t r) const noexcept { return accum_.empty() ? nullptr : &accum_[r * spec_.dim]; }

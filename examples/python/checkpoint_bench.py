@@ -13,7 +13,12 @@ directory under ``--dir``, medians printed:
 - ``start``, ``restore``: two fresh shard processes started empty, and
   with ``--restore`` from that checkpoint, until both serve;
 - ``whole``: what a state dict does, the whole table pulled into this
-  process at once and written with ``numpy.save``, values and state.
+  process at once and written with ``numpy.save``, values and state;
+- ``pulls``: what the shards' other callers see during a ``save_shards``:
+  a second worker (a thread here, its own ferry client) pulls
+  ``--pull-keys`` random rows in a loop, once while ``save_shards`` runs
+  and once for as long with no save; the pulls' latency, P50, P99 and
+  the longest, in milliseconds, each phase.
 
 Each arm also reports the CPU time this process (the worker) spent, and
 how far it raised this process's peak resident memory (``ru_maxrss``,
@@ -35,6 +40,7 @@ import resource
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from typing import Any, Dict, List, Optional
 
@@ -76,6 +82,35 @@ def restore(tables: Any, socket: str, shard_dirs: str, name: Optional[str]) -> N
         pass
 
 
+def pull_latencies(w: Any, rows: int, n_keys: int, during: Any) -> List[float]:
+    """Milliseconds of each pull of ``n_keys`` random rows that ``w`` made, back to back, while ``during()`` ran."""
+    rng = np.random.default_rng(2)
+    stop = threading.Event()
+    lat: List[float] = []
+
+    def loop() -> None:
+        while not stop.is_set():
+            keys = rng.integers(0, rows, n_keys)
+            t0 = time.perf_counter()
+            w.pull("t", keys).gather()
+            lat.append((time.perf_counter() - t0) * 1e3)
+
+    th = threading.Thread(target=loop)
+    th.start()
+    try:
+        during()
+    finally:
+        stop.set()
+        th.join()
+    return lat
+
+
+def latency_summary(lat: List[float]) -> Dict[str, float]:
+    a = np.sort(np.asarray(lat))
+    return {"pulls": int(a.size), "p50_ms": round(float(np.percentile(a, 50)), 3),
+            "p99_ms": round(float(np.percentile(a, 99)), 3), "max_ms": round(float(a[-1]), 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -84,6 +119,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where the checkpoints go (default: a temporary directory)")
     ap.add_argument("--no-whole", action="store_true", help="leave the whole-table arm out")
+    ap.add_argument("--pull-keys", type=int, default=512, help="rows a pull of the pulls arm asks for")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     socket = os.environ.get("FERRY_SOCKET", "")
@@ -131,6 +167,20 @@ def main() -> None:
                 result[name] = {"s": round(med, 3), "mb_per_s": round(table_bytes / 1e6 / med, 1),
                                 "worker_cpu_s": round(statistics.median(cpus), 3),
                                 "peak_growth_mb": round((peak_bytes() - before) / 1e6, 1)}
+            with ps.Worker(tables, 2, socket, service_prefix="ckpt-bench-") as puller:
+                saving: List[float] = []
+                idle: List[float] = []
+                for i in range(args.repeat):
+                    os.sync()
+                    t0 = time.perf_counter()
+                    saving += pull_latencies(puller, args.rows, args.pull_keys,
+                                             lambda: ps.save_shards(w, "pulls-%d" % i))
+                    took = time.perf_counter() - t0
+                    idle += pull_latencies(puller, args.rows, args.pull_keys, lambda: time.sleep(took))
+                    for d in glob.glob(os.path.join(shard_dirs, "*", "pulls-%d" % i)):
+                        shutil.rmtree(d, ignore_errors=True)
+                result["pulls"] = {"keys": args.pull_keys, "idle": latency_summary(idle),
+                                   "saving": latency_summary(saving)}
             if args.json:
                 print(json.dumps(result))
             else:
@@ -140,6 +190,10 @@ def main() -> None:
                     r = result[name]
                     print("%-12s %8.2f s  %8.1f MB/s  this process's CPU %.2f s  peak memory +%.1f MB"
                           % (name, r["s"], r["mb_per_s"], r["worker_cpu_s"], r["peak_growth_mb"]))
+                for phase in ("idle", "saving"):
+                    r = result["pulls"][phase]
+                    print("pulls of %d rows, %-7s %6d pulls  P50 %.2f ms  P99 %.2f ms  longest %.2f ms"
+                          % (args.pull_keys, phase + ":", r["pulls"], r["p50_ms"], r["p99_ms"], r["max_ms"]))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

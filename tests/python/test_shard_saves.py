@@ -162,6 +162,41 @@ def test_what_shard_side_saves_refuse(daemon, tmp_path):
     assert r.returncode == 2 and "is not a directory" in r.stderr
 
 
+def test_a_shard_serves_while_its_save_step_waits_for_the_disk(daemon, tmp_path):
+    """A save step's files are written by the shard's writer thread: while
+    they block (the keys file is a FIFO, so the writer's open() waits until
+    this test reads it), the shard process answers pulls and pushes; the
+    step is answered after, once, with what went wrong (a FIFO cannot be
+    synced), and the next save writes its part."""
+    d = tmp_path / "host0"
+    (d / "blocked").mkdir(parents=True)
+    fifo = d / "blocked" / ".big.shard-0-of-1.keys.npy.tmp"
+    os.mkfifo(fifo)
+    shard = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d))
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket) as w:
+            train(w, 3)
+            op = w._w.save(w.table("big").id, "blocked", [0], 1 << 16)
+            keys = np.arange(0, 5000, 7)
+            before = np.array(w.pull("big", keys).gather())
+            w.push("big", keys, np.ones((len(keys), 8), np.float32))
+            assert not np.array_equal(np.array(w.pull("big", keys).gather()), before)
+            assert not op.done()
+            with open(fifo, "rb") as f:  # the writer goes on: header and keys into the FIFO
+                while f.read(65536):
+                    pass
+            with pytest.raises(ferry.Error) as e:
+                op.wait(30)
+            assert "IoFailed" in str(e.value)
+            op.release()
+            assert not fifo.exists() and not any((d / "blocked").iterdir())
+            saved = ps.save_shards(w, "after", tables=["big"])
+            assert 0 < saved["big"][0] <= 5000
+    finally:
+        stop([shard])
+    assert (d / "after" / "big.shard-0-of-1.json").exists()
+
+
 def test_an_operator_saves_from_outside_the_job(daemon, tmp_path):
     """python3 -m ferry.ps.save NAME: a worker of its own has the shards save; one JSON line, or one error line."""
     d = tmp_path / "ckpt"
@@ -201,3 +236,6 @@ def test_the_checkpoint_benchmark_runs_every_arm(daemon):
     report = json.loads(p.stdout.strip().splitlines()[-1])
     for arm in ("save_tables", "load_tables", "save_shards", "start", "restore", "whole"):
         assert report[arm]["s"] > 0 and report[arm]["worker_cpu_s"] >= 0, (arm, report)
+    for phase in ("idle", "saving"):
+        r = report["pulls"][phase]
+        assert r["pulls"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"], (phase, report)

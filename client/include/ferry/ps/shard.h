@@ -3,7 +3,8 @@
 // validates a whole request before it changes anything: a bad push applies
 // nothing and is answered with an error record (ferry/ps/wire.h).
 //
-// Not thread safe: one serving thread owns a Shard.
+// Not thread safe: one serving thread owns a Shard (a Save step begun in
+// the background is written by the shard's own writer thread, from a copy).
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ferry/ps/table.h"
@@ -23,6 +25,7 @@ namespace ferry::ps {
 namespace detail {
 class TableStore;
 class TableSaver;
+class SaveWriter;
 
 // A counter one thread writes and any thread reads: a relaxed load and
 // store on the writer's side (no locked instruction on the serving path),
@@ -97,6 +100,29 @@ class FERRY_API Shard {
   [[nodiscard]] std::size_t handle(std::span<const std::byte> request, std::span<std::byte> response,
                                    std::uint32_t caller = kUnknownCaller) noexcept;
 
+  // Save steps in the background, for a server with other requests to
+  // answer meanwhile (ShardServer). begin_save() looks at a request: a Save
+  // step it can take (its rows copied, at most detail::kMaxStagedBytes) it
+  // hands to a writer thread that writes and syncs them, and says Began;
+  // save_ready() turns true (save_event_fd() readable) once they are on
+  // disk, and end_save() then writes the step's answer as handle() would
+  // have. Wait: a Save step while another is in the background (answer it
+  // after end_save()). Handle: anything else, a Save step too large to
+  // copy or one that is refused included, for handle() to answer. One step
+  // at a time; handle() given a Save step meanwhile lets the background
+  // one finish first.
+  enum class SaveStart : std::uint8_t { Handle, Began, Wait };
+  [[nodiscard]] SaveStart begin_save(std::span<const std::byte> request,
+                                     std::uint32_t caller = kUnknownCaller) noexcept;
+  bool save_running() const noexcept;
+  bool save_ready() const noexcept;
+  int save_event_fd() const noexcept;  // -1 before the first step began
+  // The answer of the step in the background (only once save_ready()).
+  [[nodiscard]] std::size_t end_save(std::span<std::byte> response) noexcept;
+  // Waits for a step in the background and drops its answer (a server
+  // that stops before it could send it).
+  void drop_save() noexcept;
+
   const ShardSpec& spec() const noexcept { return spec_; }
   // A snapshot; safe from any thread while another serves.
   ShardCounters counters() const noexcept {
@@ -121,6 +147,10 @@ class FERRY_API Shard {
                            std::uint32_t caller, std::size_t* length) noexcept;
   FERRY_LOCAL PsStatus save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
                             std::uint32_t caller, std::size_t* length) noexcept;
+  FERRY_LOCAL PsStatus check_save(const Header& h, std::span<const std::byte> request, std::uint32_t caller,
+                                  std::string_view* name) noexcept;
+  FERRY_LOCAL std::size_t answer(PsStatus st, std::uint8_t op, std::span<std::byte> response,
+                                 std::size_t length) noexcept;
   FERRY_LOCAL Error restore();
 
   ShardSpec spec_;
@@ -133,6 +163,8 @@ class FERRY_API Shard {
   std::vector<std::unique_ptr<detail::TableStore>> stores_;  // by table id; null where none
   std::vector<std::unique_ptr<detail::TableSaver>> savers_;  // by table id; made by a table's first Save
   std::unique_ptr<Gauge[]> gauges_;                          // by table id, like stores_
+  // Declared after the stores and savers it writes from: destroyed first.
+  std::unique_ptr<detail::SaveWriter> writer_;  // made by the first begin_save() that begins
   struct Tallies {
     detail::Tally requests, rejected, pulls, pushes, assigns, saves, keys, non_finite, forbidden, table_full;
   };

@@ -5,7 +5,9 @@
 // request is applied once: its answer stays in its buffer until the Reply
 // completes, and a Reply the submission ring refuses, or that completes
 // Busy (no room toward a remote caller now; the call is still open), goes
-// again from that buffer with the same token.
+// again from that buffer with the same token. A Save step is written in
+// the background (Shard::begin_save): its buffer waits for the disk while
+// the other requests are answered; Save steps behind it wait their turn.
 #pragma once
 
 #include <array>
@@ -58,6 +60,8 @@ class FERRY_API ShardServer {
   FERRY_LOCAL bool answer(const Completion& c) noexcept;
   FERRY_LOCAL void resend_refused() noexcept;
   FERRY_LOCAL void drain_pending() noexcept;
+  FERRY_LOCAL void end_save() noexcept;
+  FERRY_LOCAL void send(std::uint32_t b) noexcept;
 
   static constexpr std::size_t kBatch = 64;
   struct Sent {
@@ -75,8 +79,11 @@ class FERRY_API ShardServer {
   std::vector<Sent> sent_;              // per buffer: the Reply it carries
   std::vector<std::uint32_t> refused_;  // buffers whose Reply was refused Busy
   std::vector<Completion> pending_;     // requests waiting for a buffer, oldest first
-  detail::Tally waited_;                // ShardServerCounters::waited
-  detail::Tally refusals_;              // ShardServerCounters::refusals
+  std::vector<Completion> saves_;       // Save steps waiting for the one in the background, oldest first
+  static constexpr std::uint32_t kNoBuffer = ~0u;
+  std::uint32_t saving_ = kNoBuffer;  // the buffer of the Save step in the background
+  detail::Tally waited_;              // ShardServerCounters::waited
+  detail::Tally refusals_;            // ShardServerCounters::refusals
   std::array<Completion, kBatch> batch_{};
 };
 

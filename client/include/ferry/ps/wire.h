@@ -105,7 +105,8 @@ inline constexpr std::size_t kAckBytes = 4;
 // the table into CHECKPOINT_DIR/NAME/ (ShardSpec::checkpoint_dir), rows
 // [offset, offset + count) of the rows it holds, in the order they were
 // created (dense: the elements of its slice), a step at a time so that no
-// request holds the shard for long. A step at offset 0 starts the part
+// step holds the shard, or its caller, for long (ShardServer writes steps
+// in the background: Shard::begin_save). A step at offset 0 starts the part
 // (again, dropping any unfinished one); each later step must start where
 // the last one ended (else BadRange); each step's rows are synced to disk
 // before it is answered; the step that writes fewer than `count` rows
