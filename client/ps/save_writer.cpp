@@ -92,8 +92,14 @@ void SaveWriter::wait() noexcept {
 SaveWriter::Outcome SaveWriter::take() noexcept {
   std::uint64_t count = 0;
   [[maybe_unused]] const ssize_t r = ::read(event_fd_, &count, sizeof count);
-  const Outcome out = outcome_;
-  ready_.store(false, std::memory_order_relaxed);
+  Outcome out;
+  {
+    // ready() (acquire) already orders this read after the writer's; the
+    // lock costs once a step and keeps the hand-over plain to read and to check.
+    std::lock_guard<std::mutex> lock(mu_);
+    out = outcome_;
+    ready_.store(false, std::memory_order_relaxed);
+  }
   busy_ = false;
   if (out.status != PsStatus::Ok || out.written < job_.count) {
     // The save ended (its last step, or a failure): its copies are let go.

@@ -80,7 +80,7 @@ class SaveWriter {
   bool has_job_ = false;          // under mu_
   bool stop_ = false;             // under mu_
   Job job_;                       // written by the serving thread only while !busy_
-  Outcome outcome_;               // written by the writer before ready_
+  Outcome outcome_;               // under mu_
   std::atomic<bool> ready_{false};
   bool busy_ = false;  // the serving thread's
   int event_fd_ = -1;
