@@ -10,7 +10,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 
 #include "ferry/ps/shard.h"
 #include "tests/ps/made.h"
+#include "tests/ps/temp_dir.h"
 
 using namespace ferry;
 using namespace ferry::ps;
@@ -47,16 +47,6 @@ TableSpec table() {
   t.init.seed = 3;
   return t;
 }
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/ferry-bgsave-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-};
 
 std::vector<std::byte> request(Op op, std::uint32_t count, std::uint32_t offset, const std::vector<Key>& keys,
                                const std::vector<float>& values, const std::string& name = "") {
@@ -119,6 +109,12 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+ShardSpec saving_spec(const TempDir& dir) {
+  ShardSpec spec{0, 1, {table()}, 4096};
+  spec.checkpoint_dir = dir.path;
+  return spec;
+}
+
 std::vector<Key> keys_upto(Key n) {
   std::vector<Key> k(n);
   for (Key i = 0; i < n; ++i) k[i] = i;
@@ -129,8 +125,7 @@ std::vector<Key> keys_upto(Key n) {
 
 TEST_CASE("background save: the shard serves while a step's files block, and the step is answered once, after") {
   TempDir dir;
-  ShardSpec spec{0, 1, {table()}, 4096};
-  spec.checkpoint_dir = dir.path;
+  const ShardSpec spec = saving_spec(dir);
   auto shard = made_shard(spec);
   const auto keys = keys_upto(100);
   push(*shard, keys, 0.5f);
@@ -169,8 +164,7 @@ TEST_CASE("background save: the shard serves while a step's files block, and the
 
 TEST_CASE("background save: a step holds its rows as they were when it began; the files are handle()'s") {
   TempDir dir;
-  ShardSpec spec{0, 1, {table()}, 4096};
-  spec.checkpoint_dir = dir.path;
+  const ShardSpec spec = saving_spec(dir);
   auto shard = made_shard(spec);
   const auto keys = keys_upto(300);
   push(*shard, keys, 0.25f);
@@ -212,8 +206,7 @@ TEST_CASE("background save: a step holds its rows as they were when it began; th
 
 TEST_CASE("background save: handle() given a Save step lets the one in the background finish first") {
   TempDir dir;
-  ShardSpec spec{0, 1, {table()}, 4096};
-  spec.checkpoint_dir = dir.path;
+  const ShardSpec spec = saving_spec(dir);
   auto shard = made_shard(spec);
   push(*shard, keys_upto(50), 1.0f);
   REQUIRE(shard->begin_save(save_step("first", 0, 1000)) == Shard::SaveStart::Began);

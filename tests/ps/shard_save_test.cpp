@@ -11,7 +11,6 @@
 // a disk that fills mid-save keeps nothing.
 #include <catch2/catch.hpp>
 
-#include <stdlib.h>
 #include <sys/resource.h>
 
 #include <csignal>
@@ -24,6 +23,7 @@
 #include "ferry/ps/worker.h"
 #include "tests/ps/in_process_link.h"
 #include "tests/ps/made.h"
+#include "tests/ps/temp_dir.h"
 
 using namespace ferry;
 using namespace ferry::ps;
@@ -57,16 +57,6 @@ TableSpec dense(std::uint64_t size) {
   t.init.kind = InitKind::Pattern;
   return t;
 }
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/ferry-save-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-};
 
 // Shards 0..n-1 of `tables`, a worker over them (in-process link).
 struct Rig {
