@@ -219,7 +219,7 @@ PsStatus Shard::check_save(const Header& h, std::span<const std::byte> request, 
 PsStatus Shard::save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
                      std::uint32_t caller, std::size_t* length) noexcept {
   if (response.size() < kAckBytes) return PsStatus::TooLarge;
-  if (writer_) writer_->wait();  // a step in the background ends first: one step at a time
+  if (writer_) writer_->finish();  // a step in the background ends first: one step at a time
   std::string_view name;
   if (const PsStatus st = check_save(h, request, caller, &name); st != PsStatus::Ok) return st;
   const detail::TableStore& store = *stores_[h.table];
@@ -245,18 +245,20 @@ Shard::SaveStart Shard::begin_save(std::span<const std::byte> request, std::uint
   std::string_view name;
   if (check_save(h, request, caller, &name) != PsStatus::Ok) return SaveStart::Handle;  // handle() says why
   const detail::TableStore& store = *stores_[h.table];
-  const detail::StepRows rows = detail::step_rows(store, h.offset, h.count);
-  if (detail::staged_bytes(rows, store.spec().dim) > detail::kMaxStagedBytes) return SaveStart::Handle;
   if (!writer_) {
     auto w = std::unique_ptr<detail::SaveWriter>(new (std::nothrow) detail::SaveWriter());
     if (!w || w->start().failed()) return SaveStart::Handle;
     writer_ = std::move(w);
   }
   const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
-  if (!writer_->submit(*savers_[h.table], place, name, detail::part_info(store), h.offset, h.count, rows))
-    return SaveStart::Handle;
+  const std::uint64_t rows = detail::step_rows(store, h.offset, h.count).rows;
+  if (!writer_->begin(*savers_[h.table], store, place, name, h.offset, h.count, rows)) return SaveStart::Handle;
   tallies_.requests.add();
   return SaveStart::Began;
+}
+
+void Shard::save_turn() noexcept {
+  if (writer_) writer_->turn();
 }
 
 bool Shard::save_running() const noexcept { return writer_ && writer_->busy(); }
@@ -276,7 +278,7 @@ std::size_t Shard::end_save(std::span<std::byte> response) noexcept {
 
 void Shard::drop_save() noexcept {
   if (!save_running()) return;
-  writer_->wait();
+  writer_->cancel();
   (void)writer_->take();
 }
 

@@ -71,7 +71,7 @@ ShardServer::~ShardServer() { shard_.drop_save(); }
 
 Status ShardServer::run(int stop_fd) noexcept {
   for (;;) {
-    end_save();
+    advance_save();
     resend_refused();
     drain_pending();
     const std::size_t n = client_->poll(batch_);
@@ -83,8 +83,9 @@ Status ShardServer::run(int stop_fd) noexcept {
         if (::poll(&p, 1, 0) > 0) return Status::Ok;
         continue;
       }
-      // Sleep on the completion doorbell (and the end of a Save step in
-      // the background); a short timeout while requests wait.
+      // Sleep on the completion doorbell (and the writer of a Save step in
+      // the background, which wants its next piece or has ended); a short
+      // timeout while requests wait.
       pollfd p[3] = {{client_->event_fd(), POLLIN, 0},
                      {stop_fd, POLLIN, 0},
                      {saving_ == kNoBuffer ? -1 : shard_.save_event_fd(), POLLIN, 0}};
@@ -154,8 +155,10 @@ void ShardServer::send(std::uint32_t b) noexcept {
   }
 }
 
-void ShardServer::end_save() noexcept {
-  if (saving_ == kNoBuffer || !shard_.save_ready()) return;
+void ShardServer::advance_save() noexcept {
+  if (saving_ == kNoBuffer) return;
+  shard_.save_turn();  // the step's next pieces, for the writer
+  if (!shard_.save_ready()) return;
   const std::uint32_t b = saving_;
   saving_ = kNoBuffer;
   sent_[b].length = static_cast<std::uint32_t>(shard_.end_save(buffers_[b].span().first(response_bytes_)));

@@ -153,29 +153,49 @@ PsStatus TableSaver::check(std::string_view name, std::uint32_t first) const noe
 
 PsStatus TableSaver::write(const PartPlace& place, std::string_view name, const PartInfo& part, std::uint32_t first,
                            std::uint32_t count, const StepRows& rows, std::uint32_t* written) noexcept {
+  if (const PsStatus st = begin_step(place, name, part, first); st != PsStatus::Ok) return st;
+  if (const PsStatus st = append(rows, part.spec->dim); st != PsStatus::Ok) return st;
+  *written = static_cast<std::uint32_t>(rows.rows);
+  return end_step(place, part, first, count, rows.rows);
+}
+
+PsStatus TableSaver::begin_step(const PartPlace& place, std::string_view name, const PartInfo& part,
+                                std::uint32_t first) noexcept {
   try {
     if (check(name, first) != PsStatus::Ok) return PsStatus::BadRange;
-    if (first == 0)
-      if (const PsStatus st = start(place, name, part); st != PsStatus::Ok) return st;
-    const std::uint64_t n = rows.rows;
-    const std::size_t dim = part.spec->dim;
-    if (n > 0) {
-      if (keys_.is_open())
-        if (Error e = keys_.append(rows.keys, 8 * n); e.failed()) return failed(e);
-      if (Error e = values_.append(rows.values, 4 * n * dim); e.failed()) return failed(e);
-      if (state_.is_open())
-        if (Error e = state_.append(rows.state, 4 * n * dim); e.failed()) return failed(e);
-      // Each step's rows reach the disk before it is answered: no request,
-      // the last one included, waits for more than a step's worth of
-      // writeback (a part of many GB synced at once would hold the worker's
-      // call for a minute).
+    return first == 0 ? start(place, name, part) : PsStatus::Ok;
+  } catch (const std::exception& e) {
+    return failed(Error(Status::NoMemory, e.what()));
+  }
+}
+
+PsStatus TableSaver::append(const StepRows& rows, std::uint32_t dim) noexcept {
+  const std::uint64_t n = rows.rows;
+  if (n == 0) return PsStatus::Ok;
+  try {
+    if (keys_.is_open())
+      if (Error e = keys_.append(rows.keys, 8 * n); e.failed()) return failed(e);
+    if (Error e = values_.append(rows.values, 4 * n * dim); e.failed()) return failed(e);
+    if (state_.is_open())
+      if (Error e = state_.append(rows.state, 4 * n * dim); e.failed()) return failed(e);
+    return PsStatus::Ok;
+  } catch (const std::exception& e) {
+    return failed(Error(Status::NoMemory, e.what()));
+  }
+}
+
+PsStatus TableSaver::end_step(const PartPlace& place, const PartInfo& part, std::uint32_t first, std::uint32_t count,
+                              std::uint64_t rows) noexcept {
+  try {
+    // Each step's rows reach the disk before it is answered: no step, the
+    // last one included, waits for more than its own rows' writeback (a
+    // part of many GB synced at once would hold the worker's call for a minute).
+    if (rows > 0)
       for (NpyWriter* w : {&keys_, &values_, &state_})
         if (w->is_open())
           if (Error e = w->sync(); e.failed()) return failed(e);
-    }
-    next_ = first + n;
-    *written = static_cast<std::uint32_t>(n);
-    return n < count ? finish(part, place) : PsStatus::Ok;
+    next_ = first + rows;
+    return rows < count ? finish(part, place) : PsStatus::Ok;
   } catch (const std::exception& e) {
     return failed(Error(Status::NoMemory, e.what()));
   }

@@ -70,6 +70,18 @@ class TableSaver {
   // Touches only this saver and the files, so any one thread may run it.
   [[nodiscard]] PsStatus write(const PartPlace& place, std::string_view name, const PartInfo& part, std::uint32_t first,
                                std::uint32_t count, const StepRows& rows, std::uint32_t* written) noexcept;
+  // write() in three parts, for a writer handed a step's rows a piece at a
+  // time: begin_step() (a step at 0 starts NAME's part), append() of each
+  // piece in order, end_step() with the step's rows (it syncs them, and the
+  // last step finishes the part). After a failure nothing more is called:
+  // the part is abandoned already.
+  [[nodiscard]] PsStatus begin_step(const PartPlace& place, std::string_view name, const PartInfo& part,
+                                    std::uint32_t first) noexcept;
+  [[nodiscard]] PsStatus append(const StepRows& rows, std::uint32_t dim) noexcept;
+  [[nodiscard]] PsStatus end_step(const PartPlace& place, const PartInfo& part, std::uint32_t first,
+                                  std::uint32_t count, std::uint64_t rows) noexcept;
+  // Gives up the part in progress: nothing of it is kept.
+  void cancel() noexcept { abandon(); }
 
  private:
   PsStatus start(const PartPlace& place, std::string_view name, const PartInfo& part);

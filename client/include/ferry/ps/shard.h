@@ -4,7 +4,7 @@
 // nothing and is answered with an error record (ferry/ps/wire.h).
 //
 // Not thread safe: one serving thread owns a Shard (a Save step begun in
-// the background is written by the shard's own writer thread, from a copy).
+// the background is written by the shard's own writer thread, from copies).
 #pragma once
 
 #include <atomic>
@@ -102,25 +102,28 @@ class FERRY_API Shard {
 
   // Save steps in the background, for a server with other requests to
   // answer meanwhile (ShardServer). begin_save() looks at a request: a Save
-  // step it can take (its rows copied, at most detail::kMaxStagedBytes) it
-  // hands to a writer thread that writes and syncs them, and says Began;
-  // save_ready() turns true (save_event_fd() readable) once they are on
-  // disk, and end_save() then writes the step's answer as handle() would
-  // have. Wait: a Save step while another is in the background (answer it
-  // after end_save()). Handle: anything else, a Save step too large to
-  // copy or one that is refused included, for handle() to answer. One step
-  // at a time; handle() given a Save step meanwhile lets the background
-  // one finish first.
+  // step it can take begins (Began), and a writer thread writes and syncs
+  // its rows while this thread serves on, calling save_turn() between
+  // requests (and whenever save_event_fd() is readable) to copy the step's
+  // rows a piece at a time (about 1 MiB: each row's values and state of
+  // one moment) for the writer. Once save_ready(), end_save() writes the
+  // step's answer as handle() would have. Wait: a Save step while another
+  // is in the background (answer it after end_save()). Handle: anything
+  // else, a refused Save step included, for handle() to answer. One step
+  // at a time; handle() given a Save step meanwhile runs the background
+  // one to its end first.
   enum class SaveStart : std::uint8_t { Handle, Began, Wait };
   [[nodiscard]] SaveStart begin_save(std::span<const std::byte> request,
                                      std::uint32_t caller = kUnknownCaller) noexcept;
+  void save_turn() noexcept;
   bool save_running() const noexcept;
   bool save_ready() const noexcept;
   int save_event_fd() const noexcept;  // -1 before the first step began
   // The answer of the step in the background (only once save_ready()).
   [[nodiscard]] std::size_t end_save(std::span<std::byte> response) noexcept;
-  // Waits for a step in the background and drops its answer (a server
-  // that stops before it could send it).
+  // Gives up a step in the background and drops its answer (a server that
+  // stops before it could send it): nothing of its part is kept, unless
+  // the step had already ended.
   void drop_save() noexcept;
 
   const ShardSpec& spec() const noexcept { return spec_; }

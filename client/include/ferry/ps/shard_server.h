@@ -7,7 +7,8 @@
 // Busy (no room toward a remote caller now; the call is still open), goes
 // again from that buffer with the same token. A Save step is written in
 // the background (Shard::begin_save): its buffer waits for the disk while
-// the other requests are answered; Save steps behind it wait their turn.
+// the other requests are answered, the step's rows copied for the writer
+// a piece at a time between them; Save steps behind it wait their turn.
 #pragma once
 
 #include <array>
@@ -60,7 +61,7 @@ class FERRY_API ShardServer {
   FERRY_LOCAL bool answer(const Completion& c) noexcept;
   FERRY_LOCAL void resend_refused() noexcept;
   FERRY_LOCAL void drain_pending() noexcept;
-  FERRY_LOCAL void end_save() noexcept;
+  FERRY_LOCAL void advance_save() noexcept;
   FERRY_LOCAL void send(std::uint32_t b) noexcept;
 
   static constexpr std::size_t kBatch = 64;

@@ -34,8 +34,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--service-prefix", default="ps-shard-")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a save step may take")
     ap.add_argument("--step-mb", type=float, default=16.0,
-                    help="MiB a shard copies, writes and syncs per request (at most 64 for the shard to "
-                         "write it in the background; more: on its serving thread, pausing other requests)")
+                    help="MiB a shard writes and syncs per request (it answers other requests meanwhile; "
+                         "more: fewer requests and syncs)")
     a = ap.parse_args(argv)
     tables = _parse_tables(ap, a.tables)
     if a.shards < 1:

@@ -31,9 +31,9 @@ def save_shards(worker: Any, name: str, tables: Optional[Sequence[str]] = None, 
     ``{table: [rows saved by shard 0, 1, ...]}``.
 
     The shards write a step of about ``step_bytes`` at a time, synced to
-    disk before it is answered, all shards at once; each shard copies a
-    step's rows and writes them on a thread of its own, answering other
-    requests meanwhile (a step holds its rows as they were when it began). Take it
+    disk before it is answered, all shards at once; each shard writes on a
+    thread of its own, answering other requests meanwhile and copying the
+    step's rows for its writer 1 MiB at a time between them. Take it
     when no pushes are in flight (on one rank, after a barrier): rows pushed
     during the save may be saved before or after the push. A name a shard
     holds already is refused (``ferry.Error``, nothing overwritten); so is
