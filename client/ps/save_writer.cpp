@@ -4,14 +4,57 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <string>
 #include <system_error>
+#include <vector>
 
 namespace ferry::ps::detail {
 
+struct SaveWriter::Shared {
+  struct Piece {
+    std::vector<Key> keys;
+    std::vector<float> values;
+    std::vector<float> state;
+    std::uint64_t rows = 0;
+    bool full = false;  // under mu: copied, not yet written
+  };
+
+  ~Shared() {
+    if (event_fd >= 0) ::close(event_fd);
+  }
+
+  std::mutex mu;
+  std::condition_variable wake;   // to the writer: a step began, a piece is full, cancel, stop
+  std::condition_variable freed;  // from the writer: a piece was freed, the step ended, it exited
+  bool has_step = false;          // under mu
+  bool cancel = false;            // under mu
+  bool stop = false;              // under mu
+  bool exited = false;            // under mu
+  Outcome outcome;                // under mu
+  std::atomic<bool> ready{false};
+  Piece pieces[2];
+  int event_fd = -1;
+
+  // The step, set by begin() before the writer is woken, then read by both.
+  std::shared_ptr<TableSaver> saver;
+  PartPlace place;
+  std::string name;
+  TableSpec spec;  // the table's, copied: the writer may outlive the shard
+  PartInfo part;   // part.spec points at `spec`
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
+  std::uint64_t rows = 0;
+};
+
 namespace {
+
+using Shared = SaveWriter::Shared;
 
 void signal(int fd) noexcept {
   const std::uint64_t one = 1;
@@ -23,56 +66,124 @@ void let_go(std::vector<T>& v) noexcept {
   std::vector<T>().swap(v);
 }
 
+// The writer's part of one step: Ok, or why it stopped.
+PsStatus write_step(Shared& s) noexcept {
+  if (const PsStatus st = s.saver->begin_step(s.place, s.name, s.part, s.first); st != PsStatus::Ok) return st;
+  unsigned next = 0;
+  for (std::uint64_t written = 0; written < s.rows; next ^= 1) {
+    Shared::Piece& p = s.pieces[next];
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      s.wake.wait(lock, [&] { return p.full || s.cancel; });
+      if (!p.full) {
+        lock.unlock();
+        s.saver->cancel();
+        return PsStatus::IoFailed;
+      }
+    }
+    const StepRows rows{p.keys.empty() ? nullptr : p.keys.data(), p.values.data(),
+                        p.state.empty() ? nullptr : p.state.data(), p.rows};
+    if (const PsStatus st = s.saver->append(rows, s.spec.dim); st != PsStatus::Ok) return st;
+    written += p.rows;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      p.full = false;
+    }
+    s.freed.notify_all();
+    signal(s.event_fd);
+  }
+  {
+    // Cancelled with every piece written: the part is given up all the same.
+    std::unique_lock<std::mutex> lock(s.mu);
+    if (s.cancel) {
+      lock.unlock();
+      s.saver->cancel();
+      return PsStatus::IoFailed;
+    }
+  }
+  return s.saver->end_step(s.place, s.part, s.first, s.count, s.rows);
+}
+
+// The writer thread; `s` keeps what it touches alive however long it runs.
+void run(std::shared_ptr<Shared> s) noexcept {
+  std::unique_lock<std::mutex> lock(s->mu);
+  for (;;) {
+    s->wake.wait(lock, [&] { return s->has_step || s->stop; });
+    if (!s->has_step) break;  // stopping, and no step waits
+    lock.unlock();
+    const PsStatus st = write_step(*s);
+    lock.lock();
+    s->has_step = false;
+    s->outcome = SaveWriter::Outcome{st, st == PsStatus::Ok ? static_cast<std::uint32_t>(s->rows) : 0};
+    s->ready.store(true, std::memory_order_release);
+    s->freed.notify_all();
+    signal(s->event_fd);
+  }
+  s->saver.reset();  // its files are closed now, whoever else holds it
+  s->exited = true;
+  s->freed.notify_all();
+}
+
 }  // namespace
 
+SaveWriter::SaveWriter() : s_(std::make_shared<Shared>()) {}
+
 SaveWriter::~SaveWriter() {
-  if (busy_ && !ready()) cancel();
-  if (thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_one();
+  if (!thread_.joinable()) return;
+  bool gone = !busy_ || ready() || (!stuck_ && cancel());
+  std::unique_lock<std::mutex> lock(s_->mu);
+  s_->stop = true;
+  s_->wake.notify_one();
+  if (gone) gone = s_->freed.wait_for(lock, kWriterPatience, [&] { return s_->exited; });
+  lock.unlock();
+  // A writer stuck in a system call ends on its own, on its share of the state.
+  if (gone)
     thread_.join();
-  }
-  if (event_fd_ >= 0) ::close(event_fd_);
+  else
+    thread_.detach();
 }
 
 Error SaveWriter::start() {
-  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd_ < 0) return Error(Status::NoMemory, std::string("eventfd: ") + std::strerror(errno));
+  s_->event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s_->event_fd < 0) return Error(Status::NoMemory, std::string("eventfd: ") + std::strerror(errno));
   try {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread(run, s_);
   } catch (const std::system_error& e) {
     return Error(Status::NoMemory, std::string("cannot start the save writer: ") + e.what());
   }
   return {};
 }
 
-bool SaveWriter::begin(TableSaver& saver, const TableStore& store, const PartPlace& place, std::string_view name,
-                       std::uint32_t first, std::uint32_t count, std::uint64_t rows) noexcept {
+bool SaveWriter::ready() const noexcept { return s_->ready.load(std::memory_order_acquire); }
+int SaveWriter::event_fd() const noexcept { return s_->event_fd; }
+
+bool SaveWriter::begin(const std::shared_ptr<TableSaver>& saver, const TableStore& store, const PartPlace& place,
+                       std::string_view name, std::uint32_t first, std::uint32_t count, std::uint64_t rows) noexcept {
   const PartInfo part = part_info(store);
   const std::uint32_t dim = part.spec->dim;
   const bool keys = part.spec->kind == TableKind::Embedding;
   per_piece_ = piece_rows((keys ? 8 : 0) + std::size_t{4} * dim * (part.state ? 2 : 1));
+  Shared& s = *s_;
   try {
-    for (Piece& p : pieces_) {  // the same sizes for every step of a table: allocated once a save
+    for (Shared::Piece& p : s.pieces) {  // the same sizes for every step of a table: allocated once a save
       p.keys.resize(keys ? per_piece_ : 0);
       p.values.resize(per_piece_ * dim);
       p.state.resize(part.state ? per_piece_ * dim : 0);
       p.rows = 0;
       p.full = false;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    saver_ = &saver;
-    place_ = place;
-    name_.assign(name);
-    part_ = part;
-    first_ = first;
-    count_ = count;
-    rows_ = rows;
-    cancel_ = false;
-    has_step_ = true;
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.saver = saver;
+    s.place = place;
+    s.name.assign(name);
+    s.spec = *part.spec;
+    s.part = part;
+    s.part.spec = &s.spec;
+    s.first = first;
+    s.count = count;
+    s.rows = rows;
+    s.cancel = false;
+    s.has_step = true;
   } catch (const std::bad_alloc&) {
     return false;
   }
@@ -80,116 +191,77 @@ bool SaveWriter::begin(TableSaver& saver, const TableStore& store, const PartPla
   copied_ = 0;
   fill_ = 0;
   busy_ = true;
-  wake_.notify_one();
+  s.wake.notify_one();
   turn();
   return true;
 }
 
 bool SaveWriter::piece_free() noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !pieces_[fill_].full;
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return !s_->pieces[fill_].full;
 }
 
 void SaveWriter::turn() noexcept {
   if (!busy_) return;
+  Shared& s = *s_;
   std::uint64_t signals = 0;
-  [[maybe_unused]] const ssize_t r = ::read(event_fd_, &signals, sizeof signals);
-  const std::size_t dim = part_.spec->dim;
-  while (copied_ < rows_ && !ready() && piece_free()) {
+  [[maybe_unused]] const ssize_t r = ::read(s.event_fd, &signals, sizeof signals);
+  const std::size_t dim = s.spec.dim;
+  while (copied_ < s.rows && !ready() && piece_free()) {
     // Whole rows, their keys, values and state of one moment; the store's
     // vectors may have grown since the last piece, so the pointers are
     // taken again.
-    Piece& p = pieces_[fill_];
-    const std::uint64_t n = std::min(per_piece_, rows_ - copied_);
-    const std::uint64_t row = first_ + copied_;
+    Shared::Piece& p = s.pieces[fill_];
+    const std::uint64_t n = std::min(per_piece_, s.rows - copied_);
+    const std::uint64_t row = s.first + copied_;
     if (!p.keys.empty()) std::memcpy(p.keys.data(), store_->row_keys(row), 8 * n);
     std::memcpy(p.values.data(), store_->row_values(row), 4 * n * dim);
     if (!p.state.empty()) std::memcpy(p.state.data(), store_->row_state(row), 4 * n * dim);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(s.mu);
       p.rows = n;
       p.full = true;
     }
-    wake_.notify_one();
+    s.wake.notify_one();
     copied_ += n;
     fill_ ^= 1;
   }
 }
 
-void SaveWriter::run() noexcept {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    wake_.wait(lock, [this] { return has_step_ || stop_; });
-    if (!has_step_) return;  // stopping, and no step waits
-    lock.unlock();
-    const PsStatus st = write_step();
-    lock.lock();
-    has_step_ = false;
-    outcome_ = Outcome{st, st == PsStatus::Ok ? static_cast<std::uint32_t>(rows_) : 0};
-    ready_.store(true, std::memory_order_release);
-    freed_.notify_all();
-    signal(event_fd_);
-  }
-}
-
-PsStatus SaveWriter::write_step() noexcept {
-  if (const PsStatus st = saver_->begin_step(place_, name_, part_, first_); st != PsStatus::Ok) return st;
-  unsigned next = 0;
-  for (std::uint64_t written = 0; written < rows_; next ^= 1) {
-    Piece& p = pieces_[next];
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return p.full || cancel_; });
-      if (!p.full) {
-        lock.unlock();
-        saver_->cancel();
-        return PsStatus::IoFailed;
-      }
-    }
-    const StepRows rows{p.keys.empty() ? nullptr : p.keys.data(), p.values.data(),
-                        p.state.empty() ? nullptr : p.state.data(), p.rows};
-    if (const PsStatus st = saver_->append(rows, part_.spec->dim); st != PsStatus::Ok) return st;
-    written += p.rows;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      p.full = false;
-    }
-    freed_.notify_all();
-    signal(event_fd_);
-  }
-  return saver_->end_step(place_, part_, first_, count_, rows_);
-}
-
 void SaveWriter::finish() noexcept {
+  Shared& s = *s_;
   while (busy_ && !ready()) {
     turn();
-    std::unique_lock<std::mutex> lock(mu_);
-    freed_.wait(lock,
-                [this] { return ready_.load(std::memory_order_acquire) || (copied_ < rows_ && !pieces_[fill_].full); });
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.freed.wait(
+        lock, [&] { return s.ready.load(std::memory_order_acquire) || (copied_ < s.rows && !s.pieces[fill_].full); });
   }
 }
 
-void SaveWriter::cancel() noexcept {
-  if (!busy_) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cancel_ = true;
-  wake_.notify_one();
-  freed_.wait(lock, [this] { return ready_.load(std::memory_order_acquire); });
+bool SaveWriter::cancel(std::chrono::milliseconds patience) noexcept {
+  if (!busy_) return true;
+  Shared& s = *s_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cancel = true;
+  s.wake.notify_one();
+  stuck_ = !s.freed.wait_for(lock, patience, [&] { return s.ready.load(std::memory_order_acquire); });
+  return !stuck_;
 }
 
 SaveWriter::Outcome SaveWriter::take() noexcept {
+  Shared& s = *s_;
   std::uint64_t signals = 0;
-  [[maybe_unused]] const ssize_t r = ::read(event_fd_, &signals, sizeof signals);
+  [[maybe_unused]] const ssize_t r = ::read(s.event_fd, &signals, sizeof signals);
   Outcome out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    out = outcome_;
-    ready_.store(false, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(s.mu);
+    out = s.outcome;
+    s.ready.store(false, std::memory_order_relaxed);
   }
   busy_ = false;
-  if (out.status != PsStatus::Ok || out.written < count_) {
+  if (out.status != PsStatus::Ok || out.written < s.count) {
     // The save ended (its last step, or a failure): its piece buffers are let go.
-    for (Piece& p : pieces_) {
+    for (Shared::Piece& p : s.pieces) {
       let_go(p.keys);
       let_go(p.values);
       let_go(p.state);

@@ -12,16 +12,20 @@
 // handed. A piece buffer belongs to the serving thread while it is not
 // `full` and to the writer while it is; the flag changes under the mutex,
 // which orders the copy before the write and the write before the next copy.
+//
+// Everything the writer touches (the hand-over state, the pieces, the
+// table's spec and its TableSaver) is shared with it, so that a writer
+// stuck in a system call (a disk or a network filesystem that hangs) is
+// left to end on its own instead of holding up the shard's exit: it then
+// finds its step cancelled and removes what it wrote.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <string>
+#include <memory>
+#include <string_view>
 #include <thread>
-#include <vector>
 
 #include "client/ps/table_save.h"
 #include "client/ps/table_store.h"
@@ -31,6 +35,8 @@ namespace ferry::ps::detail {
 
 // The bytes of rows (keys, values, state) a piece holds: at least one row.
 inline constexpr std::size_t kPieceBytes = 1u << 20;
+// How long cancel() and stopping wait for a writer before leaving it to end on its own.
+inline constexpr std::chrono::milliseconds kWriterPatience{2000};
 
 // Rows of a piece for rows of `row_bytes` bytes.
 constexpr std::uint64_t piece_rows(std::size_t row_bytes) noexcept {
@@ -39,8 +45,9 @@ constexpr std::uint64_t piece_rows(std::size_t row_bytes) noexcept {
 
 class SaveWriter {
  public:
-  SaveWriter() = default;
-  // Cancels a step still in progress (nothing of its part is kept), then stops.
+  SaveWriter();
+  // Cancels a step still in progress (nothing of its part is kept) and
+  // stops the writer, waiting kWriterPatience at most for it.
   ~SaveWriter();
   SaveWriter(const SaveWriter&) = delete;
   SaveWriter& operator=(const SaveWriter&) = delete;
@@ -50,26 +57,29 @@ class SaveWriter {
   // Starts a step (only when not busy()): `rows` rows of `store` from row
   // `first`, counted now (rows created later are the next step's), into
   // NAME's part through `saver`; then copies its first pieces (turn()).
-  // false when the piece buffers find no memory: nothing began. `saver`
-  // and `store` must outlive the step.
-  [[nodiscard]] bool begin(TableSaver& saver, const TableStore& store, const PartPlace& place, std::string_view name,
-                           std::uint32_t first, std::uint32_t count, std::uint64_t rows) noexcept;
+  // false when the piece buffers find no memory: nothing began. `store`
+  // must outlive the step; the writer keeps `saver` as long as it needs it.
+  [[nodiscard]] bool begin(const std::shared_ptr<TableSaver>& saver, const TableStore& store, const PartPlace& place,
+                           std::string_view name, std::uint32_t first, std::uint32_t count,
+                           std::uint64_t rows) noexcept;
   // Copies the step's next pieces into the buffers the writer has freed.
   // Call it between requests, whenever event_fd() is readable.
   void turn() noexcept;
   // A step began and its outcome was not yet taken.
   bool busy() const noexcept { return busy_; }
   // The step is written and synced, or failed: take() has its outcome.
-  bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+  bool ready() const noexcept;
   // Readable when the writer freed a piece buffer or the step ended: to
   // sleep in poll() beside other fds.
-  int event_fd() const noexcept { return event_fd_; }
+  int event_fd() const noexcept;
   // Runs the step to its end from this thread (copying its pieces as the
   // writer frees buffers): a serving thread that must write a step itself.
   void finish() noexcept;
   // Gives the step up (its part's files are removed; a step the writer
-  // already synced keeps its outcome) and waits for the writer.
-  void cancel() noexcept;
+  // already synced keeps its outcome) and waits `patience` at most for the
+  // writer: whether it is ready() now. If not, the writer is stuck: leave
+  // this object (and the saver) to it, and destroy it.
+  [[nodiscard]] bool cancel(std::chrono::milliseconds patience = kWriterPatience) noexcept;
 
   struct Outcome {
     PsStatus status = PsStatus::Ok;
@@ -78,46 +88,20 @@ class SaveWriter {
   // The outcome of the step (only when ready()); the writer is free again.
   Outcome take() noexcept;
 
+  // What the writer thread touches, shared with it (save_writer.cpp).
+  struct Shared;
+
  private:
-  void run() noexcept;
-  // The writer's part of one step: Ok, or why it stopped.
-  PsStatus write_step() noexcept;
   bool piece_free() noexcept;
 
-  struct Piece {
-    std::vector<Key> keys;
-    std::vector<float> values;
-    std::vector<float> state;
-    std::uint64_t rows = 0;
-    bool full = false;  // under mu_: copied, not yet written
-  };
-
-  std::mutex mu_;
-  std::condition_variable wake_;   // to the writer: a step began, a piece is full, cancel, stop
-  std::condition_variable freed_;  // to the serving thread: a piece was freed, or the step ended
-  bool has_step_ = false;          // under mu_
-  bool cancel_ = false;            // under mu_
-  bool stop_ = false;              // under mu_
-  Outcome outcome_;                // under mu_
-  std::atomic<bool> ready_{false};
-  Piece pieces_[2];
-
-  // The step, set by begin() before the writer is woken, then read by both.
-  TableSaver* saver_ = nullptr;
-  PartPlace place_;
-  std::string name_;
-  PartInfo part_;
-  std::uint32_t first_ = 0;
-  std::uint32_t count_ = 0;
-  std::uint64_t rows_ = 0;
+  std::shared_ptr<Shared> s_;
   // The serving thread's.
   const TableStore* store_ = nullptr;
   std::uint64_t per_piece_ = 1;
   std::uint64_t copied_ = 0;
   unsigned fill_ = 0;  // the piece to copy into next
   bool busy_ = false;
-
-  int event_fd_ = -1;
+  bool stuck_ = false;  // a cancel() that the writer did not answer in time
   std::thread thread_;
 };
 

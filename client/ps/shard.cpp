@@ -210,8 +210,13 @@ PsStatus Shard::check_save(const Header& h, std::span<const std::byte> request, 
   if (!allowed(t.access.pull, caller)) return PsStatus::Forbidden;
   if (spec_.checkpoint_dir.empty()) return PsStatus::NotEnabled;
   auto& saver = savers_[h.table];
-  if (!saver) saver.reset(new (std::nothrow) detail::TableSaver());
-  if (!saver) return PsStatus::IoFailed;
+  if (!saver) {
+    try {
+      saver = std::make_shared<detail::TableSaver>();
+    } catch (const std::bad_alloc&) {
+      return PsStatus::IoFailed;
+    }
+  }
   return saver->check(*name, h.offset);
 }
 
@@ -252,7 +257,8 @@ Shard::SaveStart Shard::begin_save(std::span<const std::byte> request, std::uint
   }
   const detail::PartPlace place{spec_.checkpoint_dir, spec_.index, spec_.shards};
   const std::uint64_t rows = detail::step_rows(store, h.offset, h.count).rows;
-  if (!writer_->begin(*savers_[h.table], store, place, name, h.offset, h.count, rows)) return SaveStart::Handle;
+  if (!writer_->begin(savers_[h.table], store, place, name, h.offset, h.count, rows)) return SaveStart::Handle;
+  saving_ = h.table;
   tallies_.requests.add();
   return SaveStart::Began;
 }
@@ -278,8 +284,13 @@ std::size_t Shard::end_save(std::span<std::byte> response) noexcept {
 
 void Shard::drop_save() noexcept {
   if (!save_running()) return;
-  writer_->cancel();
-  (void)writer_->take();
+  if (writer_->cancel()) {
+    (void)writer_->take();
+    return;
+  }
+  // Stuck: it keeps its saver and state, and ends on its own; the next save gets new ones.
+  savers_[saving_].reset();
+  writer_.reset();
 }
 
 }  // namespace ferry::ps

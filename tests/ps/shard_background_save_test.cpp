@@ -4,8 +4,9 @@
 // shard answers pulls and pushes; the step's answer comes once, after; a
 // step's rows are copied a piece at a time, each piece as it was when
 // copied, whatever is pushed before or after; background steps write the
-// same files as handle()'s; and a second Save step waits (Wait) for the
-// first, or, given to handle(), is written after it.
+// same files as handle()'s; a second Save step waits (Wait) for the
+// first, or, given to handle(), is written after it; and a writer stuck in
+// a system call holds up neither the shard nor its exit.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -258,4 +259,34 @@ TEST_CASE("background save: handle() given a Save step lets the one in the backg
   const auto again = finished(*shard);
   REQUIRE(again.size() == kErrorBytes);
   CHECK(static_cast<PsStatus>(std::to_integer<std::uint8_t>(again[1])) == PsStatus::Exists);
+}
+
+TEST_CASE("background save: a writer stuck on its disk holds up neither the shard nor its exit") {
+  TempDir dir;
+  auto shard = made_shard(saving_spec(dir));
+  push(*shard, keys_upto(100), 0.5f);
+  REQUIRE(fs::create_directory(dir.path + "/stuck"));
+  const std::string fifo = dir.path + "/stuck/.emb.shard-0-of-1.keys.npy.tmp";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(shard->begin_save(save_step("stuck", 0, 1000)) == Shard::SaveStart::Began);
+
+  // The writer sits in open() of the FIFO: drop_save() gives up on it after
+  // its patience, and the shard saves again with a new writer.
+  shard->drop_save();
+  CHECK_FALSE(shard->save_running());
+  REQUIRE(shard->begin_save(save_step("after", 0, 1000)) == Shard::SaveStart::Began);
+  CHECK(written(finished(*shard)) == 100);
+  CHECK(fs::exists(dir.path + "/after/emb.shard-0-of-1.json"));
+  shard.reset();
+
+  // Once its open() returns, the stuck writer finds its step cancelled and
+  // removes what it wrote.
+  const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  char sink[4096];
+  while (::read(fd, sink, sizeof sink) > 0) {
+  }
+  ::close(fd);
+  for (int i = 0; i < 1000 && !fs::is_empty(dir.path + "/stuck"); ++i) ::usleep(10000);
+  CHECK(fs::is_empty(dir.path + "/stuck"));
 }

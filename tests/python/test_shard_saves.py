@@ -197,6 +197,30 @@ def test_a_shard_serves_while_its_save_step_waits_for_the_disk(daemon, tmp_path)
     assert (d / "after" / "big.shard-0-of-1.json").exists()
 
 
+def test_a_shard_whose_disk_hangs_mid_save_still_serves_and_stops(daemon, tmp_path):
+    """A save step whose files never open (the keys file a FIFO no one
+    reads: a disk or network filesystem that hangs) holds up neither the
+    shard's answers nor its exit: SIGTERM stops it cleanly, and the step's
+    call fails instead of waiting forever."""
+    d = tmp_path / "host0"
+    (d / "hung").mkdir(parents=True)
+    os.mkfifo(d / "hung" / ".big.shard-0-of-1.keys.npy.tmp")
+    shard = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d))
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket) as w:
+            train(w, 4)
+            op = w._w.save(w.table("big").id, "hung", [0], 1 << 16)
+            assert np.array(w.pull("big", np.arange(10)).gather()).shape == (10, 8)
+            shard.terminate()
+            out, err = shard.communicate(timeout=30)
+            assert shard.returncode == 0, err
+            with pytest.raises(ferry.Error):
+                op.wait(30)
+            op.release()
+    finally:
+        stop([shard])
+
+
 def test_an_operator_saves_from_outside_the_job(daemon, tmp_path):
     """python3 -m ferry.ps.save NAME: a worker of its own has the shards save; one JSON line, or one error line."""
     d = tmp_path / "ckpt"

@@ -123,7 +123,9 @@ class FERRY_API Shard {
   [[nodiscard]] std::size_t end_save(std::span<std::byte> response) noexcept;
   // Gives up a step in the background and drops its answer (a server that
   // stops before it could send it): nothing of its part is kept, unless
-  // the step had already ended.
+  // the step had already ended. A writer that does not stop within 2 s
+  // (stuck on a disk that hangs) is left to end on its own, and the shard
+  // goes on with a new one.
   void drop_save() noexcept;
 
   const ShardSpec& spec() const noexcept { return spec_; }
@@ -164,10 +166,12 @@ class FERRY_API Shard {
     std::atomic<std::uint64_t> bytes{0};
   };
   std::vector<std::unique_ptr<detail::TableStore>> stores_;  // by table id; null where none
-  std::vector<std::unique_ptr<detail::TableSaver>> savers_;  // by table id; made by a table's first Save
-  std::unique_ptr<Gauge[]> gauges_;                          // by table id, like stores_
+  // By table id; made by a table's first Save. Shared with the writer of a step in the background.
+  std::vector<std::shared_ptr<detail::TableSaver>> savers_;
+  std::unique_ptr<Gauge[]> gauges_;  // by table id, like stores_
   // Declared after the stores and savers it writes from: destroyed first.
   std::unique_ptr<detail::SaveWriter> writer_;  // made by the first begin_save() that begins
+  TableId saving_ = 0;                          // the table of the step in the background
   struct Tallies {
     detail::Tally requests, rejected, pulls, pushes, assigns, saves, keys, non_finite, forbidden, table_full;
   };
