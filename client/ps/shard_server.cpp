@@ -134,7 +134,7 @@ bool ShardServer::answer(const Completion& c) noexcept {
       free_.pop_back();
       saving_ = b;
       sent_[b] = Sent{c.token, 0};
-      client_->release(c);  // the step's rows and name were copied
+      client_->release(c);  // the step took a copy of the name; its rows come from the shard
       return true;
     case Shard::SaveStart::Handle: break;
   }
