@@ -5,7 +5,7 @@
 // one of two piece buffers, between the requests it answers (turn()); the
 // writer appends each piece to the part's files and frees its buffer, and
 // after the last piece syncs them. The step's answer waits for the disk,
-// the shard's other callers wait for a piece's copy at most.
+// the shard's other callers wait for two pieces' copy at most.
 //
 // One step at a time. The serving thread calls everything here; the writer
 // thread runs TableSaver's begin_step/append/end_step on what it was
