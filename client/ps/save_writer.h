@@ -34,7 +34,7 @@
 namespace ferry::ps::detail {
 
 // The bytes of rows (keys, values, state) a piece holds: at least one row.
-inline constexpr std::size_t kPieceBytes = 1u << 20;
+inline constexpr std::size_t kPieceBytes = 256u << 10;
 // How long cancel() and stopping wait for a writer before leaving it to end on its own.
 inline constexpr std::chrono::milliseconds kWriterPatience{2000};
 

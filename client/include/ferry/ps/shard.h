@@ -105,7 +105,7 @@ class FERRY_API Shard {
   // step it can take begins (Began), and a writer thread writes and syncs
   // its rows while this thread serves on, calling save_turn() between
   // requests (and whenever save_event_fd() is readable) to copy the step's
-  // rows a piece at a time (about 1 MiB: each row's values and state of
+  // rows a piece at a time (about 256 KiB: each row's values and state of
   // one moment) for the writer. Once save_ready(), end_save() writes the
   // step's answer as handle() would have. Wait: a Save step while another
   // is in the background (answer it after end_save()). Handle: anything

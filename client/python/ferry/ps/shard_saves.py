@@ -33,7 +33,7 @@ def save_shards(worker: Any, name: str, tables: Optional[Sequence[str]] = None, 
     The shards write a step of about ``step_bytes`` at a time, synced to
     disk before it is answered, all shards at once; each shard writes on a
     thread of its own, answering other requests meanwhile and copying the
-    step's rows for its writer 1 MiB at a time between them. Take it
+    step's rows for its writer 256 KiB at a time between them. Take it
     when no pushes are in flight (on one rank, after a barrier): rows pushed
     during the save may be saved before or after the push. A name a shard
     holds already is refused (``ferry.Error``, nothing overwritten); so is
