@@ -39,18 +39,6 @@ std::string header_for(NpyType type, std::uint64_t rows, std::uint32_t dim) {
   return h;
 }
 
-bool write_all(int fd, const void* data, std::size_t bytes) noexcept {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 bool read_all(int fd, void* out, std::size_t bytes) noexcept {
   auto* p = static_cast<char*>(out);
   while (bytes > 0) {
@@ -78,6 +66,18 @@ bool parse_u64(std::string_view s, std::size_t* at, std::uint64_t* out) noexcept
 }
 
 }  // namespace
+
+bool write_all(int fd, const void* data, std::size_t bytes) noexcept {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
 
 Error NpyWriter::open(const std::string& path, NpyType type, std::uint32_t dim) {
   discard();

@@ -14,6 +14,9 @@ namespace ferry::ps::detail {
 
 enum class NpyType : std::uint8_t { U64, F32 };  // '<u8', '<f4'
 
+// Writes all `bytes` to `fd` (again after a short write or EINTR); false on an error.
+bool write_all(int fd, const void* data, std::size_t bytes) noexcept;
+
 // One .npy file of a length known only at the end: the header is written
 // with room for any row count and rewritten by finish() with the real one.
 class NpyWriter {

@@ -73,16 +73,7 @@ Error sync_dir(const std::string& dir) {
 Error write_file(const std::string& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return sys_error("cannot create", path);
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  const bool ok = left == 0 && ::fsync(fd) == 0;
+  const bool ok = write_all(fd, text.data(), text.size()) && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) {
     ::unlink(path.c_str());
