@@ -39,6 +39,8 @@ struct SaveWriter::Shared {
   bool exited = false;            // under mu
   Outcome outcome;                // under mu
   std::atomic<bool> ready{false};
+  // When the writer entered the filesystem call it is in (steady clock, ns); 0: in none.
+  std::atomic<std::int64_t> call_since_ns{0};
   Piece pieces[2];
   int event_fd = -1;
 
@@ -64,6 +66,23 @@ void signal(int fd) noexcept {
   [[maybe_unused]] const ssize_t w = ::write(fd, &one, sizeof one);  // a counter: it cannot fill up
 }
 
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Marks the writer as inside a filesystem call while it lives (SaveWriter::stalled()).
+class InCall {
+ public:
+  explicit InCall(Shared& s) noexcept : s_(s) { s_.call_since_ns.store(now_ns(), std::memory_order_relaxed); }
+  ~InCall() { s_.call_since_ns.store(0, std::memory_order_relaxed); }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+
+ private:
+  Shared& s_;
+};
+
 template <typename T>
 void let_go(std::vector<T>& v) noexcept {
   std::vector<T>().swap(v);
@@ -71,7 +90,12 @@ void let_go(std::vector<T>& v) noexcept {
 
 // The writer's part of one step: Ok, or why it stopped.
 PsStatus write_step(Shared& s) noexcept {
-  if (const PsStatus st = s.saver->begin_step(s.place, s.name, s.part, s.first); st != PsStatus::Ok) return st;
+  PsStatus st = PsStatus::Ok;
+  {
+    const InCall call(s);
+    st = s.saver->begin_step(s.place, s.name, s.part, s.first);
+  }
+  if (st != PsStatus::Ok) return st;
   unsigned next = 0;
   for (std::uint64_t written = 0; written < s.rows; next ^= 1) {
     Shared::Piece& p = s.pieces[next];
@@ -80,13 +104,18 @@ PsStatus write_step(Shared& s) noexcept {
       s.wake.wait(lock, [&] { return p.full || s.cancel; });
       if (!p.full) {
         lock.unlock();
+        const InCall call(s);
         s.saver->cancel();
         return PsStatus::IoFailed;
       }
     }
     const StepRows rows{p.keys.empty() ? nullptr : p.keys.data(), p.values.data(),
                         p.state.empty() ? nullptr : p.state.data(), p.rows};
-    if (const PsStatus st = s.saver->append(rows, s.spec.dim); st != PsStatus::Ok) return st;
+    {
+      const InCall call(s);
+      st = s.saver->append(rows, s.spec.dim);
+    }
+    if (st != PsStatus::Ok) return st;
     written += p.rows;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -100,10 +129,12 @@ PsStatus write_step(Shared& s) noexcept {
     std::unique_lock<std::mutex> lock(s.mu);
     if (s.cancel) {
       lock.unlock();
+      const InCall call(s);
       s.saver->cancel();
       return PsStatus::IoFailed;
     }
   }
+  const InCall call(s);
   return s.saver->end_step(s.place, s.part, s.first, s.count, s.rows);
 }
 
@@ -162,6 +193,12 @@ Error SaveWriter::start() {
 }
 
 bool SaveWriter::ready() const noexcept { return s_->ready.load(std::memory_order_acquire); }
+
+bool SaveWriter::stalled(std::chrono::milliseconds limit) const noexcept {
+  if (!busy_ || ready()) return false;
+  const std::int64_t since = s_->call_since_ns.load(std::memory_order_relaxed);
+  return since != 0 && now_ns() - since > std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count();
+}
 int SaveWriter::event_fd() const noexcept { return s_->event_fd; }
 
 bool SaveWriter::begin(const std::shared_ptr<TableSaver>& saver, const TableStore& store, const PartPlace& place,
@@ -235,14 +272,18 @@ void SaveWriter::turn() noexcept {
   }
 }
 
-void SaveWriter::finish() noexcept {
+bool SaveWriter::finish(std::chrono::milliseconds stall) noexcept {
+  constexpr std::chrono::milliseconds kLook{100};  // how often a stall is looked for
   Shared& s = *s_;
   while (busy_ && !ready()) {
+    if (stall.count() != 0 && stalled(stall)) return false;
     turn();
     std::unique_lock<std::mutex> lock(s.mu);
-    s.freed.wait(
-        lock, [&] { return s.ready.load(std::memory_order_acquire) || (copied_ < s.rows && !s.pieces[fill_].full); });
+    s.freed.wait_for(lock, kLook, [&] {
+      return s.ready.load(std::memory_order_acquire) || (copied_ < s.rows && !s.pieces[fill_].full);
+    });
   }
+  return true;
 }
 
 bool SaveWriter::cancel(std::chrono::milliseconds patience) noexcept {

@@ -67,6 +67,11 @@ class SaveWriter {
   void turn() noexcept;
   // A step began and its outcome was not yet taken.
   bool busy() const noexcept { return busy_; }
+  // The writer has been inside one filesystem call (open, write, sync,
+  // rename, remove) of this step for longer than `limit`: stuck, as on a
+  // disk or network filesystem that hangs. Time it waits for a piece does
+  // not count.
+  bool stalled(std::chrono::milliseconds limit) const noexcept;
   // The step is written and synced, or failed: take() has its outcome.
   bool ready() const noexcept;
   // Readable when the writer freed a piece buffer or the step ended: to
@@ -74,7 +79,8 @@ class SaveWriter {
   int event_fd() const noexcept;
   // Runs the step to its end from this thread (copying its pieces as the
   // writer frees buffers): a serving thread that must write a step itself.
-  void finish() noexcept;
+  // false when the writer is stalled(`stall`) first (0: no limit).
+  [[nodiscard]] bool finish(std::chrono::milliseconds stall) noexcept;
   // Gives the step up (its part's files are removed; a step the writer
   // already synced keeps its outcome) and waits `patience` at most for the
   // writer: whether it is ready() now. If not, the writer is stuck: leave

@@ -1,6 +1,8 @@
 #include "ferry/ps/shard.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -209,6 +211,13 @@ PsStatus Shard::check_save(const Header& h, std::span<const std::byte> request, 
   if (!detail::valid_checkpoint_name(*name)) return PsStatus::BadField;
   if (!allowed(t.access.pull, caller)) return PsStatus::Forbidden;
   if (spec_.checkpoint_dir.empty()) return PsStatus::NotEnabled;
+  if (still_stalled()) {
+    std::fprintf(stderr,
+                 "ferry ps: shard-side save of '%.*s' refused: an earlier save is still stuck in the filesystem "
+                 "under '%s'\n",
+                 static_cast<int>(name->size()), name->data(), spec_.checkpoint_dir.c_str());
+    return PsStatus::IoFailed;
+  }
   auto& saver = savers_[h.table];
   if (!saver) {
     try {
@@ -224,7 +233,8 @@ PsStatus Shard::check_save(const Header& h, std::span<const std::byte> request, 
 PsStatus Shard::save(const Header& h, std::span<const std::byte> request, std::span<std::byte> response,
                      std::uint32_t caller, std::size_t* length) noexcept {
   if (response.size() < kAckBytes) return PsStatus::TooLarge;
-  if (writer_) writer_->finish();  // a step in the background ends first: one step at a time
+  // A step in the background ends first (one step at a time), or is given up as stalled.
+  if (writer_ && !writer_->finish(std::chrono::milliseconds(spec_.save_stall_ms))) give_up_stalled();
   std::string_view name;
   if (const PsStatus st = check_save(h, request, caller, &name); st != PsStatus::Ok) return st;
   const detail::TableStore& store = *stores_[h.table];
@@ -247,6 +257,7 @@ Shard::SaveStart Shard::begin_save(std::span<const std::byte> request, std::uint
   if (h.magic != kMagic || h.version != kVersion || h.table >= stores_.size() || !stores_[h.table])
     return SaveStart::Handle;
   if (save_running()) return SaveStart::Wait;
+  if (still_stalled()) return SaveStart::Handle;  // handle() refuses it, with the log line
   std::string_view name;
   if (check_save(h, request, caller, &name) != PsStatus::Ok) return SaveStart::Handle;  // handle() says why
   const detail::TableStore& store = *stores_[h.table];
@@ -264,16 +275,41 @@ Shard::SaveStart Shard::begin_save(std::span<const std::byte> request, std::uint
 }
 
 void Shard::save_turn() noexcept {
-  if (writer_) writer_->turn();
+  if (!writer_) return;
+  writer_->turn();
+  if (spec_.save_stall_ms != 0 && writer_->stalled(std::chrono::milliseconds(spec_.save_stall_ms))) give_up_stalled();
 }
 
-bool Shard::save_running() const noexcept { return writer_ && writer_->busy(); }
-bool Shard::save_ready() const noexcept { return writer_ && writer_->busy() && writer_->ready(); }
+void Shard::give_up_stalled() noexcept {
+  if (writer_->cancel(std::chrono::milliseconds(0))) return;  // it returned just now: its outcome stands
+  std::fprintf(stderr,
+               "ferry ps: shard-side save of table '%s' under '%s' failed: its writer has been in one filesystem "
+               "call for over %u ms (a disk that hangs?); later saves are refused until that call returns\n",
+               stores_[saving_]->spec().name.c_str(), spec_.checkpoint_dir.c_str(), spec_.save_stall_ms);
+  stalled_ = std::move(writer_);  // it removes what it wrote once its call returns
+  savers_[saving_].reset();       // the stuck writer keeps its own; the next save gets a new one
+  given_up_ = true;
+}
+
+bool Shard::still_stalled() noexcept {
+  if (!stalled_) return false;
+  if (!stalled_->ready()) return true;
+  (void)stalled_->take();
+  stalled_.reset();  // back from its call: joined
+  return false;
+}
+
+bool Shard::save_running() const noexcept { return given_up_ || (writer_ && writer_->busy()); }
+bool Shard::save_ready() const noexcept { return given_up_ || (writer_ && writer_->busy() && writer_->ready()); }
 int Shard::save_event_fd() const noexcept { return writer_ ? writer_->event_fd() : -1; }
 
 std::size_t Shard::end_save(std::span<std::byte> response) noexcept {
   const auto save = static_cast<std::uint8_t>(Op::Save);
   if (!save_ready()) return answer(PsStatus::BadOp, save, response, 0);  // nothing to answer: a caller's mistake
+  if (given_up_) {
+    given_up_ = false;
+    return answer(PsStatus::IoFailed, save, response, 0);
+  }
   const detail::SaveWriter::Outcome out = writer_->take();
   if (out.status != PsStatus::Ok) return answer(out.status, save, response, 0);
   if (response.size() < kAckBytes) return answer(PsStatus::TooLarge, save, response, 0);
@@ -283,6 +319,7 @@ std::size_t Shard::end_save(std::span<std::byte> response) noexcept {
 }
 
 void Shard::drop_save() noexcept {
+  given_up_ = false;
   if (!save_running()) return;
   if (writer_->cancel()) {
     (void)writer_->take();

@@ -13,6 +13,9 @@ namespace {
 // the rx arena, where each waiting request still holds its bytes.
 constexpr std::size_t kPendingReserve = 4096;
 constexpr std::uint64_t kMiB = 1ull << 20;
+// How long an idle server sleeps while a Save step is in the background:
+// its writer may stall without a sound (Shard::save_turn() looks).
+constexpr int kSaveLookMs = 250;
 
 }  // namespace
 
@@ -89,7 +92,7 @@ Status ShardServer::run(int stop_fd) noexcept {
       pollfd p[3] = {{client_->event_fd(), POLLIN, 0},
                      {stop_fd, POLLIN, 0},
                      {saving_ == kNoBuffer ? -1 : shard_.save_event_fd(), POLLIN, 0}};
-      ::poll(p, 3, idle ? -1 : 1);
+      ::poll(p, 3, !idle ? 1 : saving_ == kNoBuffer ? -1 : kSaveLookMs);
       if (p[1].revents != 0) return Status::Ok;
       continue;
     }

@@ -6,7 +6,8 @@
 // copied, whatever is pushed before or after; background steps write the
 // same files as handle()'s; a second Save step waits (Wait) for the
 // first, or, given to handle(), is written after it; and a writer stuck in
-// a system call holds up neither the shard nor its exit.
+// a system call holds up neither the shard nor its exit, and past
+// save_stall_ms fails its step and has later ones refused until it returns.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -289,4 +291,98 @@ TEST_CASE("background save: a writer stuck on its disk holds up neither the shar
   ::close(fd);
   for (int i = 0; i < 1000 && !fs::is_empty(dir.path + "/stuck"); ++i) ::usleep(10000);
   CHECK(fs::is_empty(dir.path + "/stuck"));
+}
+
+namespace {
+
+// Turns the step in the background as ShardServer does, without waking on
+// the writer (a stalled one never signals), until it is ready: its answer.
+std::vector<std::byte> answered_after_stall(Shard& shard) {
+  for (int i = 0; i < 1000 && !shard.save_ready(); ++i) {
+    ::usleep(10000);
+    shard.save_turn();
+  }
+  REQUIRE(shard.save_ready());
+  std::vector<std::byte> out(16);
+  out.resize(shard.end_save(out));
+  return out;
+}
+
+PsStatus status_of(const std::vector<std::byte>& answer) {
+  REQUIRE(answer.size() == kErrorBytes);
+  return static_cast<PsStatus>(std::to_integer<std::uint8_t>(answer[1]));
+}
+
+// Reads the FIFO a stuck writer blocks on, so that its open() returns.
+void unblock(const std::string& fifo) {
+  const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  char sink[4096];
+  while (::read(fd, sink, sizeof sink) > 0) {
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("background save: a writer stuck past save_stall_ms fails its step, and saves are refused until it returns") {
+  TempDir dir;
+  ShardSpec spec = saving_spec(dir);
+  spec.save_stall_ms = 200;
+  auto shard = made_shard(spec);
+  push(*shard, keys_upto(100), 0.5f);
+  REQUIRE(fs::create_directory(dir.path + "/stuck"));
+  const std::string fifo = dir.path + "/stuck/.emb.shard-0-of-1.keys.npy.tmp";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+
+  const auto began = std::chrono::steady_clock::now();
+  REQUIRE(shard->begin_save(save_step("stuck", 0, 1000)) == Shard::SaveStart::Began);
+  CHECK(status_of(answered_after_stall(*shard)) == PsStatus::IoFailed);
+  CHECK(std::chrono::steady_clock::now() - began >= std::chrono::milliseconds(200));
+  CHECK_FALSE(shard->save_running());
+
+  // While that writer sits in open(), a Save step is refused at once (no
+  // second thread joins it there), in the background or not; the rest is served.
+  CHECK(shard->begin_save(save_step("next", 0, 1000)) == Shard::SaveStart::Handle);
+  std::vector<std::byte> out(16);
+  out.resize(shard->handle(save_step("next", 0, 1000), out));
+  CHECK(status_of(out) == PsStatus::IoFailed);
+  CHECK_FALSE(fs::exists(dir.path + "/next"));
+  CHECK(pull(*shard, keys_upto(3)).size() == 3 * kDim);
+
+  // Its open() returns: it removes what it wrote, and saves work again.
+  unblock(fifo);
+  bool cleaned = false;
+  for (int i = 0; i < 1000 && !cleaned; ++i) {
+    cleaned = fs::is_empty(dir.path + "/stuck");
+    if (!cleaned) ::usleep(10000);
+  }
+  CHECK(cleaned);
+  REQUIRE(shard->begin_save(save_step("after", 0, 1000)) == Shard::SaveStart::Began);
+  CHECK(written(finished(*shard)) == 100);
+  CHECK(fs::exists(dir.path + "/after/emb.shard-0-of-1.json"));
+  CHECK(shard->counters().saves == 1);
+}
+
+TEST_CASE("background save: handle() given a Save step behind a stalled writer answers both IoFailed") {
+  TempDir dir;
+  ShardSpec spec = saving_spec(dir);
+  spec.save_stall_ms = 200;
+  auto shard = made_shard(spec);
+  push(*shard, keys_upto(10), 0.5f);
+  REQUIRE(fs::create_directory(dir.path + "/stuck"));
+  const std::string fifo = dir.path + "/stuck/.emb.shard-0-of-1.keys.npy.tmp";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(shard->begin_save(save_step("stuck", 0, 1000)) == Shard::SaveStart::Began);
+
+  // handle() waits for the step in the background, which never ends: after
+  // the stall limit it gives it up and refuses its own step.
+  std::vector<std::byte> out(16);
+  out.resize(shard->handle(save_step("second", 0, 1000), out));
+  CHECK(status_of(out) == PsStatus::IoFailed);
+  REQUIRE(shard->save_ready());  // the background step's answer, for its caller
+  std::vector<std::byte> first(16);
+  first.resize(shard->end_save(first));
+  CHECK(status_of(first) == PsStatus::IoFailed);
+  unblock(fifo);
 }

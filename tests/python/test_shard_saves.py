@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -151,6 +152,10 @@ def test_what_shard_side_saves_refuse(daemon, tmp_path):
         return subprocess.run([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj]
                               + list(extra), capture_output=True, text=True, timeout=60)
 
+    r = server("--shard", "0/1", "--checkpoint-dir", str(tmp_path / "ckpt"), "--save-stall-s", "-1")
+    assert r.returncode == 2 and "--save-stall-s: from 0 (no limit) to 86400 seconds" in r.stderr
+    with pytest.raises(ValueError):
+        ps.ShardServer(TABLES, 0, 1, daemon.socket, save_stall_s=float("nan"))
     r = server("--shard", "0/1", "--restore", "one")
     assert r.returncode == 2 and "--restore NAME needs --checkpoint-dir" in r.stderr
     r = server("--shard", "0/1", "--checkpoint-dir", str(tmp_path / "ckpt"), "--restore", "one")
@@ -219,6 +224,48 @@ def test_a_shard_whose_disk_hangs_mid_save_still_serves_and_stops(daemon, tmp_pa
             op.release()
     finally:
         stop([shard])
+
+
+def test_a_save_whose_disk_hangs_fails_after_the_stall_limit_and_later_ones_at_once(daemon, tmp_path):
+    """--save-stall-s: a save step whose writer sits in one filesystem call
+    that long (its keys file a FIFO no one reads) is answered IoFailed, with
+    a line on the shard's stderr saying why; while that call has not
+    returned, saves are refused at once (no second thread joins it there)
+    and everything else is served; once it returns, saves work again."""
+    d = tmp_path / "host0"
+    (d / "hung").mkdir(parents=True)
+    fifo = d / "hung" / ".big.shard-0-of-1.keys.npy.tmp"
+    os.mkfifo(fifo)
+    shard = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d), "--save-stall-s", "0.5")
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket) as w:
+            train(w, 5)
+            began = time.monotonic()
+            with pytest.raises(ferry.Error) as e:
+                ps.save_shards(w, "hung", tables=["big"])
+            assert "IoFailed" in str(e.value) and time.monotonic() - began >= 0.5
+            began = time.monotonic()
+            with pytest.raises(ferry.Error) as e:
+                ps.save_shards(w, "next", tables=["big"])
+            assert "IoFailed" in str(e.value) and time.monotonic() - began < 0.5
+            assert not (d / "next").exists()
+            assert np.array(w.pull("big", np.arange(10)).gather()).shape == (10, 8)
+            with open(fifo, "rb") as f:  # the stuck open() returns; the writer finds its step given up
+                while f.read(65536):
+                    pass
+            deadline = time.monotonic() + 30
+            while (fifo.exists() or any((d / "hung").iterdir())) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert not any((d / "hung").iterdir())
+            saved = ps.save_shards(w, "after", tables=["big"])
+            assert 0 < saved["big"][0] <= 5000
+    finally:
+        shard.terminate()
+        out, err = shard.communicate(timeout=30)
+    assert shard.returncode == 0, err
+    assert "its writer has been in one filesystem call for over 500 ms" in err
+    assert "save of 'next' refused: an earlier save is still stuck in the filesystem" in err
+    assert (d / "after" / "big.shard-0-of-1.json").exists()
 
 
 def test_an_operator_saves_from_outside_the_job(daemon, tmp_path):

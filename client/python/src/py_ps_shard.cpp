@@ -27,7 +27,7 @@ class ShardHost {
   ShardHost(const std::vector<ps::TableSpec>& tables, std::uint32_t index, std::uint32_t shards,
             const std::string& socket, std::uint32_t pool, std::uint32_t max_count, bool busy_poll,
             const std::string& prefix, bool allow_non_finite, const std::string& checkpoint_dir,
-            const std::string& restore) {
+            const std::string& restore, std::uint32_t save_stall_ms) {
     ps::ShardSpec spec;
     spec.index = index;
     spec.shards = shards;
@@ -36,6 +36,7 @@ class ShardHost {
     spec.allow_non_finite = allow_non_finite;
     spec.checkpoint_dir = checkpoint_dir;
     spec.restore = restore;
+    spec.save_stall_ms = save_stall_ms;
     Error made;
     {
       pyb::gil_scoped_release nogil;  // a restore reads the shard's part of every table
@@ -236,10 +237,11 @@ A parameter-server shard served over ferry from a thread of this process:
 constructing it attaches to ferryd and serves PREFIX<index>; start() begins
 answering (GIL-free), stop() ends it. counters() and find() after stop().)")
       .def(pyb::init<const std::vector<ps::TableSpec>&, std::uint32_t, std::uint32_t, const std::string&, std::uint32_t,
-                     std::uint32_t, bool, const std::string&, bool, const std::string&, const std::string&>(),
+                     std::uint32_t, bool, const std::string&, bool, const std::string&, const std::string&,
+                     std::uint32_t>(),
            "tables"_a, "index"_a, "shards"_a, "socket"_a = "", "pool"_a = 64, "max_count"_a = 65536,
            "busy_poll"_a = false, "service_prefix"_a = "ps-shard-", "allow_non_finite"_a = false,
-           "checkpoint_dir"_a = "", "restore"_a = "")
+           "checkpoint_dir"_a = "", "restore"_a = "", "save_stall_ms"_a = 60000)
       .def("start", &ShardHost::start)
       .def("stop", &ShardHost::stop)
       .def_property_readonly("running", &ShardHost::running)

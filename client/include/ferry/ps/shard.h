@@ -61,6 +61,13 @@ struct ShardSpec {
   // A checkpoint's name under checkpoint_dir to start from: every table's
   // part for this shard index and count is read back at construction.
   std::string restore{};
+  // A Save step in the background whose writer sits this long in one
+  // filesystem call (an open, write, sync or rename that does not return:
+  // a hung disk or network filesystem) is answered IoFailed; the writer is
+  // left to return on its own, and until it does this shard refuses Save
+  // steps IoFailed at once (one stuck thread per shard, not one per
+  // attempt). 0: wait for the filesystem however long it takes.
+  std::uint32_t save_stall_ms = 60000;
 };
 
 struct ShardCounters {
@@ -111,7 +118,9 @@ class FERRY_API Shard {
   // is in the background (answer it after end_save()). Handle: anything
   // else, a refused Save step included, for handle() to answer. One step
   // at a time; handle() given a Save step meanwhile runs the background
-  // one to its end first.
+  // one to its end first. save_turn() also watches the writer: one stuck
+  // in a filesystem call for spec().save_stall_ms is given up, and the
+  // step is save_ready() with IoFailed for its answer.
   enum class SaveStart : std::uint8_t { Handle, Began, Wait };
   [[nodiscard]] SaveStart begin_save(std::span<const std::byte> request,
                                      std::uint32_t caller = kUnknownCaller) noexcept;
@@ -157,6 +166,10 @@ class FERRY_API Shard {
   FERRY_LOCAL std::size_t answer(PsStatus st, std::uint8_t op, std::span<std::byte> response,
                                  std::size_t length) noexcept;
   FERRY_LOCAL Error restore();
+  // The background step's writer sat in one call past save_stall_ms: give it up.
+  FERRY_LOCAL void give_up_stalled() noexcept;
+  // Whether a writer given up earlier is still stuck (once it returned, it is let go).
+  FERRY_LOCAL bool still_stalled() noexcept;
 
   ShardSpec spec_;
   FERRY_LOCAL void publish_usage(TableId table) noexcept;
@@ -171,7 +184,11 @@ class FERRY_API Shard {
   std::unique_ptr<Gauge[]> gauges_;  // by table id, like stores_
   // Declared after the stores and savers it writes from: destroyed first.
   std::unique_ptr<detail::SaveWriter> writer_;  // made by the first begin_save() that begins
-  TableId saving_ = 0;                          // the table of the step in the background
+  // A writer given up while stuck in a filesystem call, until it returns
+  // (Save steps are refused meanwhile); left to end on its own at exit.
+  std::unique_ptr<detail::SaveWriter> stalled_;
+  TableId saving_ = 0;     // the table of the step in the background
+  bool given_up_ = false;  // that step's writer stalled: end_save() answers IoFailed
   struct Tallies {
     detail::Tally requests, rejected, pulls, pushes, assigns, saves, keys, non_finite, forbidden, table_full;
   };

@@ -92,7 +92,8 @@ class ShardServer:
 
     def __init__(self, tables: Sequence[TableSpec], index: int, shards: int, socket: str = "", pool: int = 64,
                  max_count: int = 65536, busy_poll: bool = False, service_prefix: str = "ps-shard-",
-                 allow_non_finite: bool = False, checkpoint_dir: str = "", restore: str = "") -> None: ...
+                 allow_non_finite: bool = False, checkpoint_dir: str = "", restore: str = "",
+                 save_stall_ms: int = 60000) -> None: ...
     def start(self) -> None:
         """Begin answering (GIL-free)."""
     def stop(self) -> None:

@@ -82,6 +82,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--restore", default=None, metavar="NAME",
                     help="start from the checkpoint NAME in --checkpoint-dir (taken with another shard count: "
                          "every part of it must be there)")
+    ap.add_argument("--save-stall-s", type=float, default=60.0, metavar="SECONDS",
+                    help="fail a save whose writer sits this long in one filesystem call (a disk that hangs), "
+                         "and refuse saves until that call returns; 0: no limit (default 60)")
     ap.add_argument("--metrics", default=None, metavar="HOST:PORT",
                     help="serve this shard's counters and table usage for Prometheus at http://HOST:PORT/metrics")
     ap.add_argument("--store", default=None, help="HOST:PORT of a torch.distributed TCPStore to publish this shard in")
@@ -93,6 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     index, shards = _parse_shard(ap, a.shard)
     if a.restore and not a.checkpoint_dir:
         ap.error("--restore NAME needs --checkpoint-dir, the directory NAME is in")
+    if not 0 <= a.save_stall_s <= 86400:
+        ap.error("--save-stall-s: from 0 (no limit) to 86400 seconds, got %r" % a.save_stall_s)
     metrics = None
     if a.metrics:
         where = _metrics.parse_address(a.metrics)
@@ -123,7 +128,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
                          busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite,
-                         checkpoint_dir=a.checkpoint_dir, restore=a.restore)
+                         checkpoint_dir=a.checkpoint_dir, restore=a.restore, save_stall_s=a.save_stall_s)
     except (Error, ValueError) as e:
         # A table the shard refuses, no ferryd, a service already served: one line, not a traceback.
         print("ferry.ps.server: shard %d/%d: %s" % (index, shards, e), file=sys.stderr, flush=True)

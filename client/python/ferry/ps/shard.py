@@ -26,6 +26,13 @@ def default_max_count(specs: Sequence[Any]) -> int:
     return max(1, (MAX_MESSAGE_BYTES - 64) // (8 + 4 * widest))
 
 
+def _stall_ms(seconds: float) -> int:
+    """save_stall_s in milliseconds; ValueError unless 0 <= seconds <= 86400."""
+    if not 0 <= seconds <= 86400:
+        raise ValueError("save_stall_s: from 0 (no limit) to 86400 seconds, got %r" % (seconds,))
+    return int(round(seconds * 1000)) or (1 if seconds > 0 else 0)
+
+
 class ShardServer:
     """Shard ``index`` of ``shards`` of ``tables``, served over the ferryd at
     ``socket`` as ``service_prefix + str(index)``.
@@ -34,19 +41,24 @@ class ShardServer:
     shard's part of every table (``ferry.ps.save_shards``); without it such
     saves are refused. ``restore``: the name of a checkpoint there to start
     from (this shard's parts of every table; taken with another number of
-    shards, every part, of which it keeps the rows it owns now)."""
+    shards, every part, of which it keeps the rows it owns now).
+    ``save_stall_s``: a save whose writer sits this long in one filesystem
+    call (a disk or network filesystem that hangs) fails IoFailed, and
+    saves are refused IoFailed until that call returns; 0: wait however
+    long it takes."""
 
     def __init__(self, tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
                  pool: int = 64, max_count: Optional[int] = None, busy_poll: bool = False,
                  service_prefix: str = "ps-shard-", allow_non_finite: bool = False,
-                 checkpoint_dir: Optional[str] = None, restore: Optional[str] = None) -> None:
+                 checkpoint_dir: Optional[str] = None, restore: Optional[str] = None,
+                 save_stall_s: float = 60.0) -> None:
         self.tables = _tables.table_list(tables)
         specs = _tables.specs(self.tables)
         if max_count is None:
             max_count = default_max_count(specs)
         self._s = _ps.ShardServer(specs, index, shards, socket or "", pool, max_count, busy_poll, service_prefix,
                                   allow_non_finite, os.fspath(checkpoint_dir) if checkpoint_dir else "",
-                                  restore or "")
+                                  restore or "", _stall_ms(save_stall_s))
         self.index, self.shards = index, shards
         self.max_count = max_count  # keys (or elements) per request it accepts: workers must not send more
 
