@@ -140,6 +140,7 @@ std::size_t Shard::answer(PsStatus st, std::uint8_t op, std::span<std::byte> res
   if (st == PsStatus::NonFinite) tallies_.non_finite.add();
   if (st == PsStatus::Forbidden) tallies_.forbidden.add();
   if (st == PsStatus::TableFull) tallies_.table_full.add();
+  if (st == PsStatus::IoFailed) tallies_.save_failed.add();
   return error_record(response, st, op);
 }
 

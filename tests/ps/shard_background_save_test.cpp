@@ -169,6 +169,7 @@ TEST_CASE("background save: the shard serves while a step's files block, and the
   CHECK(shard->counters().requests == 5);  // 2 pushes, 2 pulls, the save (begin_save counts only what it began)
   CHECK(shard->counters().rejected == 1);
   CHECK(shard->counters().saves == 0);
+  CHECK(shard->counters().save_failed == 1);
 }
 
 TEST_CASE("background save: a step holds its rows as they were when it began; the files are handle()'s") {
@@ -362,6 +363,7 @@ TEST_CASE("background save: a writer stuck past save_stall_ms fails its step, an
   CHECK(written(finished(*shard)) == 100);
   CHECK(fs::exists(dir.path + "/after/emb.shard-0-of-1.json"));
   CHECK(shard->counters().saves == 1);
+  CHECK(shard->counters().save_failed == 2);  // the stalled step and "next" (begin_save() answers nothing)
 }
 
 TEST_CASE("background save: handle() given a Save step behind a stalled writer answers both IoFailed") {
@@ -384,5 +386,6 @@ TEST_CASE("background save: handle() given a Save step behind a stalled writer a
   std::vector<std::byte> first(16);
   first.resize(shard->end_save(first));
   CHECK(status_of(first) == PsStatus::IoFailed);
+  CHECK(shard->counters().save_failed == 2);
   unblock(fifo);
 }

@@ -231,12 +231,17 @@ def test_a_save_whose_disk_hangs_fails_after_the_stall_limit_and_later_ones_at_o
     that long (its keys file a FIFO no one reads) is answered IoFailed, with
     a line on the shard's stderr saying why; while that call has not
     returned, saves are refused at once (no second thread joins it there)
-    and everything else is served; once it returns, saves work again."""
+    and everything else is served; once it returns, saves work again. Each
+    failed step counts in ferry_ps_shard_save_failed_total."""
+    import urllib.request
+    from conftest import free_port
     d = tmp_path / "host0"
     (d / "hung").mkdir(parents=True)
     fifo = d / "hung" / ".big.shard-0-of-1.keys.npy.tmp"
     os.mkfifo(fifo)
-    shard = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d), "--save-stall-s", "0.5")
+    port = free_port(1)
+    shard = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d), "--save-stall-s", "0.5",
+                        "--metrics", "127.0.0.1:%d" % port)
     try:
         with ps.Worker(TABLES, 1, daemon.socket) as w:
             train(w, 5)
@@ -259,6 +264,10 @@ def test_a_save_whose_disk_hangs_fails_after_the_stall_limit_and_later_ones_at_o
             assert not any((d / "hung").iterdir())
             saved = ps.save_shards(w, "after", tables=["big"])
             assert 0 < saved["big"][0] <= 5000
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+            text = r.read().decode()
+        base = 'service="ps-shard-0",shard="0",shards="1"'
+        assert "ferry_ps_shard_save_failed_total{%s} 2\n" % base in text
     finally:
         shard.terminate()
         out, err = shard.communicate(timeout=30)

@@ -96,6 +96,7 @@ class ShardHost {
     d["non_finite"] = c.non_finite;
     d["forbidden"] = c.forbidden;
     d["table_full"] = c.table_full;
+    d["save_failed"] = c.save_failed;
     d["waited"] = s.waited;
     d["refusals"] = s.refusals;
     d["result"] = serving ? std::string("Running") : std::string(to_string(result_));

@@ -82,6 +82,9 @@ struct ShardCounters {
   std::uint64_t non_finite = 0;  // NonFinite: a NaN or infinite gradient or value
   std::uint64_t forbidden = 0;   // Forbidden: the caller is not on the table's access list
   std::uint64_t table_full = 0;  // TableFull: new rows past the table's max_rows
+  // Save steps that could not be written (IoFailed: a full or failing
+  // disk, a writer stalled past save_stall_ms, or refused behind one).
+  std::uint64_t save_failed = 0;
 };
 
 // What one table holds on one shard (embedding: rows created so far).
@@ -141,8 +144,9 @@ class FERRY_API Shard {
   // A snapshot; safe from any thread while another serves.
   ShardCounters counters() const noexcept {
     const Tallies& t = tallies_;
-    return ShardCounters{t.requests.get(), t.rejected.get(), t.pulls.get(),      t.pushes.get(),    t.assigns.get(),
-                         t.saves.get(),    t.keys.get(),     t.non_finite.get(), t.forbidden.get(), t.table_full.get()};
+    return ShardCounters{t.requests.get(),  t.rejected.get(),   t.pulls.get(),      t.pushes.get(),
+                         t.assigns.get(),   t.saves.get(),      t.keys.get(),       t.non_finite.get(),
+                         t.forbidden.get(), t.table_full.get(), t.save_failed.get()};
   }
   // Rows and bytes of each table on this shard, by table id. Safe from any
   // thread while another serves: gauges the serving thread updates after
@@ -190,7 +194,8 @@ class FERRY_API Shard {
   TableId saving_ = 0;     // the table of the step in the background
   bool given_up_ = false;  // that step's writer stalled: end_save() answers IoFailed
   struct Tallies {
-    detail::Tally requests, rejected, pulls, pushes, assigns, saves, keys, non_finite, forbidden, table_full;
+    detail::Tally requests, rejected, pulls, pushes, assigns, saves, keys, non_finite, forbidden, table_full,
+        save_failed;
   };
   Tallies tallies_;
 };

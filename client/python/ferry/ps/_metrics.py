@@ -11,10 +11,11 @@ from typing import Any, List, Optional, Tuple
 
 COUNTERS = [
     ("requests", "Requests the shard answered."),
-    ("rejected", "Requests refused with an error record (the three below among them)."),
+    ("rejected", "Requests refused with an error record (the four below among them)."),
     ("non_finite", "Pushes or assigns refused for a NaN or infinite value."),
     ("forbidden", "Requests refused by a table's access list."),
     ("table_full", "Pushes or assigns refused at a table's max_rows."),
+    ("save_failed", "Save steps refused IoFailed: a full or failing disk, or one that hangs (--save-stall-s)."),
     ("pulls", "Pulls applied."),
     ("pushes", "Pushes applied."),
     ("assigns", "Assigns applied."),

@@ -83,8 +83,8 @@ class ShardServer:
         self._s.stop()
 
     def counters(self) -> Dict[str, Any]:
-        """Requests served, refused (non_finite, forbidden, table_full among
-        them), pulls/pushes/assigns, save steps, keys, and the serving loop's
+        """Requests served, refused (non_finite, forbidden, table_full and
+        save_failed among them), pulls/pushes/assigns, save steps, keys, and the serving loop's
         result ("Running" while it serves): a snapshot, also while serving."""
         return self._s.counters()
 
