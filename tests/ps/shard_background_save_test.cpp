@@ -118,10 +118,30 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-ShardSpec saving_spec(const TempDir& dir) {
+ShardSpec saving_spec(const TempDir& dir, std::uint32_t save_stall_ms = 60000) {
   ShardSpec spec{0, 1, {table()}, 4096};
   spec.checkpoint_dir = dir.path;
+  spec.save_stall_ms = save_stall_ms;
   return spec;
+}
+
+// Checkpoint NAME's keys file is a FIFO: the writer's open() of it waits
+// until someone opens it for reading (unblock()). Its path.
+std::string blocking_keys_file(const TempDir& dir, const std::string& name) {
+  REQUIRE(fs::create_directory(dir.path + "/" + name));
+  std::string fifo = dir.path + "/" + name + "/.emb.shard-0-of-1.keys.npy.tmp";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  return fifo;
+}
+
+// Reads that FIFO, so that the writer's open() returns.
+void unblock(const std::string& fifo) {
+  const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  char sink[4096];
+  while (::read(fd, sink, sizeof sink) > 0) {
+  }
+  ::close(fd);
 }
 
 std::vector<Key> keys_upto(Key n) {
@@ -140,9 +160,7 @@ TEST_CASE("background save: the shard serves while a step's files block, and the
   push(*shard, keys, 0.5f);
   // The keys file of checkpoint "blocked" is a FIFO: the writer thread's
   // open() waits there until this test opens it for reading.
-  REQUIRE(fs::create_directory(dir.path + "/blocked"));
-  const std::string fifo = dir.path + "/blocked/.emb.shard-0-of-1.keys.npy.tmp";
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string fifo = blocking_keys_file(dir, "blocked");
 
   REQUIRE(shard->begin_save(save_step("blocked", 0, 1000)) == Shard::SaveStart::Began);
   REQUIRE(shard->save_running());
@@ -155,12 +173,7 @@ TEST_CASE("background save: the shard serves while a step's files block, and the
   CHECK_FALSE(shard->save_ready());
 
   // Let the writer go: it writes into the FIFO, which cannot be synced, so the step fails IoFailed.
-  const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  char sink[4096];
-  while (::read(fd, sink, sizeof sink) > 0) {
-  }
-  ::close(fd);
+  unblock(fifo);
   const auto answer = finished(*shard);
   REQUIRE(answer.size() == kErrorBytes);
   CHECK(static_cast<PsStatus>(std::to_integer<std::uint8_t>(answer[1])) == PsStatus::IoFailed);
@@ -268,9 +281,7 @@ TEST_CASE("background save: a writer stuck on its disk holds up neither the shar
   TempDir dir;
   auto shard = made_shard(saving_spec(dir));
   push(*shard, keys_upto(100), 0.5f);
-  REQUIRE(fs::create_directory(dir.path + "/stuck"));
-  const std::string fifo = dir.path + "/stuck/.emb.shard-0-of-1.keys.npy.tmp";
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string fifo = blocking_keys_file(dir, "stuck");
   REQUIRE(shard->begin_save(save_step("stuck", 0, 1000)) == Shard::SaveStart::Began);
 
   // The writer sits in open() of the FIFO: drop_save() gives up on it after
@@ -284,12 +295,7 @@ TEST_CASE("background save: a writer stuck on its disk holds up neither the shar
 
   // Once its open() returns, the stuck writer finds its step cancelled and
   // removes what it wrote.
-  const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  char sink[4096];
-  while (::read(fd, sink, sizeof sink) > 0) {
-  }
-  ::close(fd);
+  unblock(fifo);
   for (int i = 0; i < 1000 && !fs::is_empty(dir.path + "/stuck"); ++i) ::usleep(10000);
   CHECK(fs::is_empty(dir.path + "/stuck"));
 }
@@ -314,27 +320,13 @@ PsStatus status_of(const std::vector<std::byte>& answer) {
   return static_cast<PsStatus>(std::to_integer<std::uint8_t>(answer[1]));
 }
 
-// Reads the FIFO a stuck writer blocks on, so that its open() returns.
-void unblock(const std::string& fifo) {
-  const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  char sink[4096];
-  while (::read(fd, sink, sizeof sink) > 0) {
-  }
-  ::close(fd);
-}
-
 }  // namespace
 
 TEST_CASE("background save: a writer stuck past save_stall_ms fails its step, and saves are refused until it returns") {
   TempDir dir;
-  ShardSpec spec = saving_spec(dir);
-  spec.save_stall_ms = 200;
-  auto shard = made_shard(spec);
+  auto shard = made_shard(saving_spec(dir, 200));
   push(*shard, keys_upto(100), 0.5f);
-  REQUIRE(fs::create_directory(dir.path + "/stuck"));
-  const std::string fifo = dir.path + "/stuck/.emb.shard-0-of-1.keys.npy.tmp";
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string fifo = blocking_keys_file(dir, "stuck");
 
   const auto began = std::chrono::steady_clock::now();
   REQUIRE(shard->begin_save(save_step("stuck", 0, 1000)) == Shard::SaveStart::Began);
@@ -368,13 +360,9 @@ TEST_CASE("background save: a writer stuck past save_stall_ms fails its step, an
 
 TEST_CASE("background save: handle() given a Save step behind a stalled writer answers both IoFailed") {
   TempDir dir;
-  ShardSpec spec = saving_spec(dir);
-  spec.save_stall_ms = 200;
-  auto shard = made_shard(spec);
+  auto shard = made_shard(saving_spec(dir, 200));
   push(*shard, keys_upto(10), 0.5f);
-  REQUIRE(fs::create_directory(dir.path + "/stuck"));
-  const std::string fifo = dir.path + "/stuck/.emb.shard-0-of-1.keys.npy.tmp";
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string fifo = blocking_keys_file(dir, "stuck");
   REQUIRE(shard->begin_save(save_step("stuck", 0, 1000)) == Shard::SaveStart::Began);
 
   // handle() waits for the step in the background, which never ends: after
