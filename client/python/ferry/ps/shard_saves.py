@@ -38,6 +38,13 @@ def save_shards(worker: Any, name: str, tables: Optional[Sequence[str]] = None, 
     during the save may be saved before or after the push. A name a shard
     holds already is refused (``ferry.Error``, nothing overwritten); so is
     any save on a shard started without ``--checkpoint-dir``.
+
+    Each step is a call of ``worker``'s, bounded by its ``timeout`` (10 s
+    by default); ``timeout`` here bounds the wait for each step, never
+    beyond that. A disk slow to sync a step wants smaller steps
+    (``step_bytes``) or a worker with a longer timeout (``python3 -m
+    ferry.ps.save`` uses 60 s). A disk that hangs fails the step
+    ``IoFailed`` after the shard's ``--save-stall-s``.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("save_shards(): name must be a non-empty string")
