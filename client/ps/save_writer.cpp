@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -251,7 +252,9 @@ void SaveWriter::turn() noexcept {
   std::uint64_t signals = 0;
   [[maybe_unused]] const ssize_t r = ::read(s.event_fd, &signals, sizeof signals);
   const std::size_t dim = s.spec.dim;
-  while (copied_ < s.rows && !ready() && piece_free()) {
+  // Two pieces a turn at most (one per buffer), even where the writer frees
+  // them as fast as they are copied: what a request behind this turn waits for.
+  for (unsigned k = 0; k < std::size(s.pieces) && copied_ < s.rows && !ready() && piece_free(); ++k) {
     // Whole rows, their keys, values and state of one moment; the store's
     // vectors may have grown since the last piece, so the pointers are
     // taken again.

@@ -62,8 +62,9 @@ class SaveWriter {
   [[nodiscard]] bool begin(const std::shared_ptr<TableSaver>& saver, const TableStore& store, const PartPlace& place,
                            std::string_view name, std::uint32_t first, std::uint32_t count,
                            std::uint64_t rows) noexcept;
-  // Copies the step's next pieces into the buffers the writer has freed.
-  // Call it between requests, whenever event_fd() is readable.
+  // Copies the step's next pieces (two at most) into the buffers the
+  // writer has freed. Call it between requests, whenever event_fd() is
+  // readable.
   void turn() noexcept;
   // A step began and its outcome was not yet taken.
   bool busy() const noexcept { return busy_; }

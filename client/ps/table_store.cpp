@@ -131,13 +131,23 @@ namespace {
 // The cheap cost model of -O2 leaves this loop scalar; the dynamic one
 // vectorizes it (the "fma" clone: 8-wide vfmadd). Element for element the
 // same fma, so the same bits.
-__attribute__((target_clones("default", "fma"), optimize("tree-loop-vectorize", "vect-cost-model=dynamic"))) void
-apply_sgd(float* __restrict w, const float* __restrict g, std::size_t n, float neg_lr) noexcept {
+//
+// The clones are chosen by an IFUNC resolver that the dynamic loader runs
+// while it relocates the library; under ThreadSanitizer that resolver is
+// instrumented and would call into a runtime not yet started (a crash
+// before main), so TSan builds take the default clone only.
+#if defined(__SANITIZE_THREAD__)
+#define FERRY_FMA_CLONES
+#else
+#define FERRY_FMA_CLONES target_clones("default", "fma"),
+#endif
+__attribute__((FERRY_FMA_CLONES optimize("tree-loop-vectorize", "vect-cost-model=dynamic"))) void apply_sgd(
+    float* __restrict w, const float* __restrict g, std::size_t n, float neg_lr) noexcept {
   for (std::size_t j = 0; j < n; ++j) w[j] = std::fma(neg_lr, g[j], w[j]);
 }
 
-__attribute__((target_clones("default", "fma"))) void apply_adagrad(float* w, float* acc, const float* g,
-                                                                    std::uint32_t n, float neg_lr, float eps) noexcept {
+__attribute__((FERRY_FMA_CLONES)) void apply_adagrad(float* w, float* acc, const float* g, std::uint32_t n,
+                                                     float neg_lr, float eps) noexcept {
   for (std::uint32_t j = 0; j < n; ++j) {
     acc[j] = std::fma(g[j], g[j], acc[j]);                      // state_sum.addcmul_(g, g)
     w[j] = w[j] + (neg_lr * g[j]) / (std::sqrt(acc[j]) + eps);  // w.addcdiv_(g, sqrt(state) + eps, value=-lr)
