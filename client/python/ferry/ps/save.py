@@ -32,7 +32,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--socket", default=None, help="this host's ferryd (default $FERRY_SOCKET)")
     ap.add_argument("--target", default=None, help="HOST:PORT of the shards' ferryd (default: this host)")
     ap.add_argument("--service-prefix", default="ps-shard-")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds a save step may take")
+    ap.add_argument("--timeout", type=float, default=90.0,
+                    help="seconds a save step may take (default 90: longer than a shard's --save-stall-s, 60 s, "
+                         "so that a disk that hangs is reported IoFailed by its shard, not as a Timeout here)")
     ap.add_argument("--step-mb", type=float, default=16.0,
                     help="MiB a shard writes and syncs per request (it answers other requests meanwhile; "
                          "more: fewer requests and syncs)")

@@ -43,7 +43,7 @@ def save_shards(worker: Any, name: str, tables: Optional[Sequence[str]] = None, 
     by default); ``timeout`` here bounds the wait for each step, never
     beyond that. A disk slow to sync a step wants smaller steps
     (``step_bytes``) or a worker with a longer timeout (``python3 -m
-    ferry.ps.save`` uses 60 s). A disk that hangs fails the step
+    ferry.ps.save`` uses 90 s). A disk that hangs fails the step
     ``IoFailed`` after the shard's ``--save-stall-s``.
     """
     if not isinstance(name, str) or not name:
