@@ -44,7 +44,13 @@ void run_mesh(std::size_t cap) {
   flags.channel_conns = 1;
   flags.peer_timeout_ms = 5000;  // 32 daemons and their clients share a loaded machine
   flags.connect_timeout_ms = 5000;
-  if (cap != 0) flags.extra_args = {"--max-channels", std::to_string(cap)};
+  // On tcp a channel holds two peer connections (bootstrap and its lane):
+  // 31 peers need 62 of the default 64, and a pair whose daemons dial each
+  // other at once holds both channels' connections until one is dropped.
+  // With no room a dial fails Busy and the Opens waiting on it fail, so
+  // the mesh gets the headroom docs/operations.md asks for.
+  flags.extra_args = {"--peer-max-connections", "128"};
+  if (cap != 0) flags.extra_args.insert(flags.extra_args.end(), {"--max-channels", std::to_string(cap)});
   const std::size_t want = cap != 0 ? cap : kNodes - 1;
   Cluster cl(kNodes, net_mode_from_env(), flags);
   INFO("mode " << to_string(cl.mode()));
