@@ -97,21 +97,31 @@ class Rows:
     ``index``: [n] int64, the row of each requested key; ``keys``: [u] int64,
     the distinct keys in row order (grouped by shard)."""
 
-    __slots__ = ("op", "table", "rows", "index", "keys", "device_rows", "device_index", "fence")
+    __slots__ = ("op", "table", "rows", "index", "_keys", "device_rows", "device_index", "fence")
 
     def __init__(self, op: Any, table: str, dim: int) -> None:
         self.op = op
         self.table = table
         u = op.rows
         self.rows = _view(op, u * dim, (u, dim))
-        idx, ks = op.index(), op.keys()
-        if torch is not None:
-            self.index, self.keys = torch.from_numpy(idx), torch.from_numpy(ks)
-        else:
-            self.index, self.keys = idx, ks
+        idx = op.index()
+        self.index = torch.from_numpy(idx) if torch is not None else idx
+        self._keys: Any = None  # read from the operation when first asked for: training rarely does
         self.device_rows: Any = None  # a GPU worker's copy of rows (ferry.ps._cuda)
         self.device_index: Any = None
         self.fence: Any = None
+
+    @property
+    def keys(self) -> Any:
+        """[u] int64: the distinct keys in row order (grouped by shard)."""
+        if self._keys is None:
+            ks = self.op.keys()
+            self._keys = torch.from_numpy(ks) if torch is not None else ks
+        return self._keys
+
+    @keys.setter
+    def keys(self, value: Any) -> None:
+        self._keys = value
 
     @property
     def zero_copy(self) -> bool:
