@@ -19,6 +19,12 @@ inline constexpr std::uint32_t kHeaderBytes = 32;
 
 void fill_payload(std::byte* p, std::uint32_t len, std::uint32_t sender, std::uint64_t seq) noexcept;
 bool check_payload(const std::byte* p, std::uint32_t len, std::uint32_t sender, std::uint64_t seq) noexcept;
+
+// One echo call over `ep` of `len` bytes of fill_payload(sender, tag), its
+// reply checked: Ok; the call's status (call_once); NoMemory when the
+// buffers cannot be had; ProtocolError for a reply of other length or bytes.
+Status echo_checked(Client& c, EndpointId ep, std::uint32_t len, std::uint32_t sender, std::uint64_t tag,
+                    std::chrono::milliseconds within = 5s);
 // Reads (sender, seq) from a header and checks its length and checksum.
 bool read_header(const std::byte* p, std::uint32_t len, std::uint32_t& sender, std::uint64_t& seq) noexcept;
 // Mixed sizes 1 B .. max; seq 0 always carries a header.

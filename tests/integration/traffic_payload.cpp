@@ -120,4 +120,20 @@ std::uint32_t size_for(std::uint64_t seq, std::uint32_t max) noexcept {
   return s < max ? s : max;
 }
 
+Status echo_checked(Client& c, EndpointId ep, std::uint32_t len, std::uint32_t sender, std::uint64_t tag,
+                    std::chrono::milliseconds within) {
+  Buffer req = c.alloc(len), resp = c.alloc(len);
+  Status st = Status::NoMemory;
+  if (req && resp) {
+    fill_payload(req.data, len, sender, tag);
+    const Completion r = call_once(c, ep, req, len, resp, tag, within);
+    st = r.status;
+    if (st == Status::Ok && (r.length != len || !check_payload(resp.data, len, sender, tag)))
+      st = Status::ProtocolError;
+  }
+  if (req) (void)c.free(req);
+  if (resp) (void)c.free(resp);
+  return st;
+}
+
 }  // namespace ferry::itest

@@ -150,11 +150,8 @@ TEST_CASE("auth: the same secret on both daemons gives an Up channel and a worki
     if (!c) return fail(1, "attach");
     auto ep = c->open(b.target("echo"), 10s);
     if (!ep) return fail(2, "open echo on B: %s", st(ep.status).c_str());
-    Buffer req = c->alloc(3000), resp = c->alloc(3000);
-    fill_payload(req.data, 3000, 5, 1);
-    const Completion r = call_once(*c, ep.value, req, 3000, resp, 1);
-    if (r.status != Status::Ok || r.length != 3000 || !check_payload(resp.data, 3000, 5, 1))
-      return fail(3, "echo: %s", st(r.status).c_str());
+    if (const Status s = echo_checked(*c, ep.value, 3000, 5, 1); s != Status::Ok)
+      return fail(3, "echo: %s", st(s).c_str());
     return 0;
   });
   CHECK(reap(client, 30s) == 0);

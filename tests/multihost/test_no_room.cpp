@@ -40,11 +40,8 @@ TEST_CASE("no room: an Open waits out a lane dial that found every connection sl
     holding.signal();
     auto to_c = cli->open(c.target("echo"), 15s);
     if (!to_c) return fail(3, "open C: %s", to_string(to_c.status).data());
-    Buffer req = cli->alloc(1500), resp = cli->alloc(1500);
-    fill_payload(req.data, 1500, 5, 1);
-    const Completion r = call_once(*cli, to_c.value, req, 1500, resp, 1);
-    if (r.status != Status::Ok || !check_payload(resp.data, 1500, 5, 1))
-      return fail(4, "echo over C: %s", to_string(r.status).data());
+    if (const Status st = echo_checked(*cli, to_c.value, 1500, 5, 1); st != Status::Ok)
+      return fail(4, "echo over C: %s", to_string(st).data());
     return 0;
   });
   REQUIRE(holding.wait(10s));

@@ -37,11 +37,8 @@ TEST_CASE("slow handshake: an Open waits out a peer that misses connect-timeout-
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (!ep) return fail(2, "open after %lld ms: %s", static_cast<long long>(took), to_string(ep.status).data());
     if (took < 1000) return fail(3, "open done after %lld ms, while B was stopped", static_cast<long long>(took));
-    Buffer req = c->alloc(1500), resp = c->alloc(1500);
-    fill_payload(req.data, 1500, 9, 1);
-    const Completion r = call_once(*c, ep.value, req, 1500, resp, 1);
-    if (r.status != Status::Ok || !check_payload(resp.data, 1500, 9, 1))
-      return fail(4, "echo: %s", to_string(r.status).data());
+    if (const Status st = echo_checked(*c, ep.value, 1500, 9, 1); st != Status::Ok)
+      return fail(4, "echo: %s", to_string(st).data());
     return 0;
   });
   REQUIRE(opening.wait(10s));
