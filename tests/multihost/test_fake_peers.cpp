@@ -7,14 +7,9 @@
 // On a daemon without that distinction peer_failures rises with each one.
 // The daemon's log stays bounded too: one line per 10 s for them, with a
 // count, where each used to cost four.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -24,10 +19,10 @@
 
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/fake_hello.h"
 #include "tests/multihost/status_json.h"
 #include "transport/wire/handshake.h"
 #include "transport/wire/header.h"
-#include "transport/wire/msg_type.h"
 
 using namespace ferry;
 using namespace ferry::itest;
@@ -45,47 +40,13 @@ std::uint64_t counter_of(const Node& n, const char* name) {
 // One stranger: connects, sends a valid bootstrap Hello, reads until the
 // daemon answered (or 2 s), then hangs up. Returns whether the Hello went.
 bool fake_peer(std::uint16_t port, bool with_nonce, std::uint64_t epoch) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = send_fake_hello("127.0.0.1", port, FakeHello{.epoch = epoch, .with_nonce = with_nonce});
   if (fd < 0) return false;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return false;
-  }
-  wire::Handshake hs;
-  hs.qp_count = 1;
-  hs.daemon_epoch = epoch;
-  hs.capabilities = wire::kCapTcp | (with_nonce ? wire::kCapAuth : 0);
-  hs.initial_credits = 128;
-  hs.max_message_bytes = 1u << 20;
-  hs.has_nonce = with_nonce;
-  for (std::size_t i = 0; i < hs.auth_nonce.size(); ++i) hs.auth_nonce[i] = static_cast<std::uint8_t>(epoch >> i);
-  std::array<std::byte, wire::kHeaderBytes + wire::kHandshakeMaxWithRails> frame{};
-  const std::size_t len = wire::encode_handshake(hs, std::span(frame).subspan(wire::kHeaderBytes));
-  wire::Header h;
-  h.type = wire::MsgType::Hello;
-  h.payload_len = static_cast<std::uint32_t>(len);
-  h.ack = 1;  // a --listen port of its own, as a daemon's Hello carries
-  wire::encode_header(h, std::span(frame).first<wire::kHeaderBytes>());
-  const bool sent = len != 0 && ::send(fd, frame.data(), wire::kHeaderBytes + len, MSG_NOSIGNAL) ==
-                                    static_cast<ssize_t>(wire::kHeaderBytes + len);
   // The daemon answers (a Challenge with a secret, then the HelloAck); a
   // stranger cannot go on from there and leaves.
-  const auto deadline = Clock::now() + 2s;
-  std::size_t got = 0;
-  while (sent && got < wire::kHeaderBytes + wire::kHandshakeNonceBytes && Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) != 1) continue;
-    char buf[512];
-    const ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (r <= 0) break;
-    got += static_cast<std::size_t>(r);
-  }
+  (void)read_answers(fd, wire::kHeaderBytes + wire::kHandshakeNonceBytes, 2s);
   ::close(fd);
-  return sent;
+  return true;
 }
 
 void run(const std::vector<std::string>& extra, bool with_nonce) {
