@@ -18,7 +18,7 @@ namespace ferry::daemon::peer {
 
 void ChannelManager::open_lanes(Channel& ch, std::uint64_t now_ns) {
   for (std::uint32_t i = 0; i < ch.lane_count; ++i) {
-    if (!start_connect(ch, static_cast<std::int32_t>(i), now_ns)) return;
+    if (start_connect(ch, static_cast<std::int32_t>(i), now_ns) != Status::Ok) return;
   }
 }
 
@@ -64,7 +64,7 @@ Result<transport::ConnId> ChannelManager::dial_lane(Channel& ch, std::uint32_t l
 #endif
 }
 
-bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
+Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
   const bool on_lanes = lane >= 0;
   transport::Transport& t = via(on_lanes);
   bool pending = true;
@@ -77,7 +77,11 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
   if (!conn) {
     spdlog::warn("channel {} to {}: {} connect failed ({})", ch.id, ch.address, on_lanes ? "lane" : "bootstrap",
                  to_string(conn.status));
-    if (on_lanes) return lane_connect_failed(ch, static_cast<std::uint32_t>(lane), now_ns);
+    if (on_lanes) {
+      const Status why = conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
+      lane_connect_failed(ch, static_cast<std::uint32_t>(lane), why, now_ns);
+      return why;
+    }
     // Nothing was reported up to anyone yet: the caller gets the status.
     bump(counters_.peer_failures);
     if (AddressBook::Entry* e = table_.addresses().find(ch.address); e != nullptr && e->channel == ch.id) {
@@ -86,7 +90,7 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
     ch.state = ChannelState::Failed;
     changed_ = true;
     table_.retire(ch.id);
-    return false;
+    return conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
   }
   table_.conns().set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
   if (on_lanes) {
@@ -98,7 +102,7 @@ bool ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t
     ch.bootstrap = conn.value;  // connecting: finish() abandons it with the channel
   }
   if (!pending) connected(ch, lane, conn.value, now_ns);
-  return true;
+  return Status::Ok;
 }
 
 void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns) {
@@ -116,7 +120,7 @@ void ChannelManager::connected(Channel& ch, std::int32_t lane, transport::ConnId
   handshake_.send_hello(ch, conn, i + 1, false, Status::Ok, true);
 }
 
-bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) {
+void ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, Status why, std::uint64_t now_ns) {
   Lane& l = ch.lanes[lane];
   if (l.conn() != transport::kInvalidConn) table_.conns().erase(l.conn(), true);
   l.set_conn(transport::kInvalidConn);
@@ -126,10 +130,9 @@ bool ChannelManager::lane_connect_failed(Channel& ch, std::uint32_t lane, std::u
                  lane, kLaneRedialNs / 1'000'000);
     // Rebuilding: dial again shortly, within the rebuild budget (channel_tick).
     l.set_redial_ns(now_ns + kLaneRedialNs);
-    return false;
+    return;
   }
-  fail(ch, Status::PeerUnreachable, now_ns);
-  return false;
+  fail(ch, why, now_ns);
 }
 
 void ChannelManager::on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns) {

@@ -153,7 +153,7 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
     fail(ch, Status::PermissionDenied, now_ns);
     return Result<std::uint32_t>::fail(Status::PermissionDenied);
   }
-  if (!start_connect(ch, -1, now_ns)) return Result<std::uint32_t>::fail(Status::PeerUnreachable);
+  if (const Status st = start_connect(ch, -1, now_ns); st != Status::Ok) return Result<std::uint32_t>::fail(st);
   return Result<std::uint32_t>::ok(ch.id);
 }
 
@@ -347,7 +347,7 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
     // connection (LaneFlow, the rejoin handshake), or the channel fails if it cannot.
     Lane& l = ch->lanes[static_cast<std::uint32_t>(ref.lane)];
     if (l.broken() && l.conn() == c.conn) {  // the new connection of a rebuild failed (connect_async)
-      lane_connect_failed(*ch, static_cast<std::uint32_t>(ref.lane), last_now_ns_);
+      lane_connect_failed(*ch, static_cast<std::uint32_t>(ref.lane), Status::PeerUnreachable, last_now_ns_);
       return;
     }
     if (l.conn() == c.conn) l.set_conn(transport::kInvalidConn);  // gone already: nothing to close

@@ -150,7 +150,8 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
 
   // Get-or-create the channel to HOST:PORT (`address` is the key). A new one
   // starts its TCP connect without waiting for it: PeerUnreachable here only
-  // when the connect fails at once (refused locally); a later failure or
+  // when the connect fails at once (refused locally), Busy when no peer
+  // connection slot is free here (peer-max-connections); a later failure or
   // connect_timeout_ms without an answer reports on_channel_down(channel,
   // PeerUnreachable). The channel may be Connecting or Handshaking on return.
   [[nodiscard]] Result<std::uint32_t> connect(const std::string& address, std::string_view host, std::uint16_t port,
@@ -268,9 +269,11 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // channel_connect.cpp (HandshakeHost: open_lanes, become_up)
   void open_lanes(Channel& ch, std::uint64_t now_ns) override;
   void become_up(Channel& ch, std::uint64_t now_ns) override;
-  // Starts the bootstrap (lane -1) or a lane connect; false when the channel
-  // failed (then already reported down).
-  bool start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
+  // Starts the bootstrap (lane -1) or a lane connect: Ok, or why not (then
+  // the channel failed and was reported down, or a rebuilt lane dials again
+  // later). A bootstrap refused here: Busy when no connection slot was free,
+  // else PeerUnreachable.
+  [[nodiscard]] Status start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
   // Several rails: a lane's connect from its rail to the peer's.
   [[nodiscard]] Result<transport::ConnId> dial_lane(Channel& ch, std::uint32_t lane);
   // Several rails: which of the peer's rails lane `lane`'s connection
@@ -280,9 +283,10 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // Several rails: lanes that left a rail which is back move home (channel_tick).
   void rails_back(Channel& ch, std::uint64_t now_ns);
   void connected(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
-  // A lane's connect failed: a lane being rebuilt dials again after
-  // kLaneRedialNs (rebuild_tick), one being set up fails the channel.
-  bool lane_connect_failed(Channel& ch, std::uint32_t lane, std::uint64_t now_ns);
+  // A lane's connect failed (`why`: Busy when no slot was free here, else
+  // PeerUnreachable): a lane being rebuilt dials again after kLaneRedialNs
+  // (rebuild_tick), one being set up fails the channel with `why`.
+  void lane_connect_failed(Channel& ch, std::uint32_t lane, Status why, std::uint64_t now_ns);
   // connect_async's Connected (rdma lanes).
   void on_connected(const transport::Completion& c, bool on_lanes, std::uint64_t now_ns);
   static constexpr std::uint64_t kLaneRedialNs = 200'000'000;
@@ -297,7 +301,7 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   void reap();
   // LaneFlowHost (with the public fail_channel): start_connect() for the lane flow.
   void redial_lane(Channel& ch, std::uint32_t lane, std::uint64_t now_ns) override {
-    (void)start_connect(ch, static_cast<std::int32_t>(lane), now_ns);  // false: the channel failed, reported
+    (void)start_connect(ch, static_cast<std::int32_t>(lane), now_ns);  // not Ok: failed and reported, or later
   }
   // Per Up channel each tick: liveness, rebuild deadlines and the
   // retransmission timeout, idle grants.

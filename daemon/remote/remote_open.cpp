@@ -35,6 +35,13 @@ void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t, 
   rop.host = host;
   rop.port = t.remote.port;
   rop.retry_until_ns = now + open_retry_ns_;
+  if (!ch && ch.status == Status::Busy && park_open(rop, now)) {
+    // No free peer connection slot here (the daemon is at
+    // peer-max-connections for a moment): the Open waits for one, dialled
+    // again within its budget, and fails Busy if none frees.
+    (void)ops_.insert(std::move(rop));
+    return;
+  }
   if (!ch) {
     // Refused at once (locally, or the address failed just before: a dead
     // peer costs one dial per redial interval, not one per Open).
@@ -146,7 +153,10 @@ void RemoteSender::retry_opens(std::uint64_t now_ns, Sweep& out) {
         (op.host.find(':') != std::string::npos ? "[" + op.host + "]" : op.host) + ":" + std::to_string(op.port);
     auto ch = peers_.connect(address, op.host, op.port, now_ns);
     if (!ch) {
-      if (ch.status == Status::PeerUnreachable && park_open(op, now_ns)) {
+      // The address failed just before (its redial waits), or no slot is
+      // free here yet: within the budget, the Open tries again later.
+      const bool again = ch.status == Status::PeerUnreachable || ch.status == Status::Busy;
+      if (again && park_open(op, now_ns)) {
         out.next_ns = std::min(out.next_ns, op.retry_at_ns);
         return false;
       }

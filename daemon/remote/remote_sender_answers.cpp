@@ -259,7 +259,7 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
   const std::uint32_t id = ch.id;
   announced_.channel_down(id);
   const Status open_status = why == Status::Ok ? Status::PeerReset : why;
-  std::size_t failed = 0, moved = 0;
+  std::size_t failed = 0, moved = 0, kept = 0;
   // Opens not answered yet move to the peer's other channel (the winner of a
   // duplicate race, or one still handshaking): an Open creates nothing until
   // its OpenAck, and a proxy the peer made for the first try dies with this
@@ -267,8 +267,14 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
   // is ignored (on_open_ack matches the channel).
   peer::Channel* next = peers_.successor(ch);
   const bool next_up = next != nullptr && peers_.route(next->id) == next;
-  const bool slow_handshake =
-      why == Status::PeerUnreachable && ch.initiated && !ch.was_up && ch.bootstrap_stats.tx_msgs != 0;
+  // (Busy: a lane's dial found no free connection slot here; the same wait.)
+  const bool slow_handshake = (why == Status::PeerUnreachable || why == Status::Busy) && ch.initiated && !ch.was_up &&
+                              ch.bootstrap_stats.tx_msgs != 0;
+  // A channel the peer dialled (an Open joined it while it handshook, or
+  // moved to it from a duplicate of ours) that failed before it was Up: the
+  // peer's host was there a moment ago, and the Open named its address, not
+  // this channel; it dials that address itself.
+  const bool peer_dialled = !ch.initiated && !ch.was_up;
   ops_.sweep([&](std::uint64_t token, RemoteOp& op) {
     if (op.channel != id || op.concluding) return false;
     if (op.kind == RemoteOpKind::Open && next != nullptr) {
@@ -281,8 +287,8 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
     // A handshake that missed connect-timeout-ms on a connection the peer's
     // host answered (our Hello went): a slow peer, not a dead one. Its Opens
     // ride it out, dialled again shortly, within their budget.
-    if (op.kind == RemoteOpKind::Open && slow_handshake && park_open(op, deadlines_.now())) {
-      ++moved;
+    if (op.kind == RemoteOpKind::Open && (slow_handshake || peer_dialled) && park_open(op, deadlines_.now())) {
+      ++kept;
       return false;
     }
     ++failed;
@@ -305,9 +311,10 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
     }
   }
   // Nothing of ours on it (a stranger's channel, say): its state change says enough.
-  spdlog::log(failed + moved + endpoints == 0 ? spdlog::level::debug : spdlog::level::info,
-              "channel {} down ({}): {} operations failed, {} opens moved to channel {}, {} endpoints closed", id,
-              to_string(why), failed, moved, next != nullptr ? next->id : 0, endpoints);
+  spdlog::log(failed + moved + kept + endpoints == 0 ? spdlog::level::debug : spdlog::level::info,
+              "channel {} down ({}): {} operations failed, {} opens moved to channel {}, {} opens kept for a "
+              "redial, {} endpoints closed",
+              id, to_string(why), failed, moved, next != nullptr ? next->id : 0, kept, endpoints);
 }
 
 Sweep RemoteSender::expire(std::uint64_t now_ns) {

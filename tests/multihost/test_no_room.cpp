@@ -1,12 +1,19 @@
-// An Open rides out a moment with no free peer connection slot here: A
-// (--peer-max-connections 3, one lane a channel) holds a channel to B
-// (two connections), so its channel to C gets a bootstrap connection but
-// no lane: the lane's dial fails Busy and that channel fails before it was
-// ever Up. The Open to C is kept (like one whose handshake was slow) and
-// dialled again every 100 ms within its budget until B is killed, which
-// frees B's two connections; then it succeeds and a call over it
-// verifies. Two daemons that dial each other at once in a mesh run into
-// such a moment (tests/multihost/test_mesh32.cpp).
+// An Open rides out a moment with no free peer connection slot here.
+//
+// A lane's dial: A (--peer-max-connections 3, one lane a channel) holds a
+// channel to B (two connections), so its channel to C gets a bootstrap
+// connection but no lane: the lane's dial fails Busy and that channel
+// fails before it was ever Up. The Open to C is kept (like one whose
+// handshake was slow) and dialled again every 100 ms within its budget
+// until B is killed, which frees B's two connections; then it succeeds and
+// a call over it verifies. Two daemons that dial each other at once in a
+// mesh run into such a moment (tests/multihost/test_mesh32.cpp).
+//
+// The bootstrap's dial: with --peer-max-connections 2 the channel to B
+// takes every slot, so the Open's first dial to C is refused here at once
+// (Busy). The Open waits for a slot the same way: it succeeds once B is
+// killed, and fails Busy (not PeerUnreachable: C was never tried) when no
+// slot frees within its budget of 4 x connect-timeout-ms.
 #include <catch2/catch.hpp>
 
 #include "tests/integration/traffic.h"
@@ -49,7 +56,7 @@ TEST_CASE("no room: an Open waits out a lane dial that found every connection sl
   const bool no_room = cl.log_has(0, "lane connect failed (Busy)", 10s);
   INFO("A log before B was killed:\n" << cl.log_tail(0, 6000));
   REQUIRE(no_room);
-  REQUIRE(cl.log_has(0, "1 opens moved", 5s));
+  REQUIRE(cl.log_has(0, "1 opens kept for a redial", 5s));
   cl.kill_hard(1);
   const int rc = reap(client, 30s);
   INFO("A log:\n" << cl.log_tail(0, 6000));
@@ -59,4 +66,99 @@ TEST_CASE("no room: an Open waits out a lane dial that found every connection sl
   (void)reap(server_b, 10s);  // its daemon is gone: it ends as it may
   CHECK(cl.alive(0));
   CHECK(cl.alive(2));
+}
+
+namespace {
+
+// A (--peer-max-connections 2, one lane a channel) with a channel to B
+// open, then an Open to C from the same client: what `body` checks.
+struct FullDaemon {
+  explicit FullDaemon(std::uint32_t connect_timeout_ms) : cl(3, net_mode_from_env(), flags(connect_timeout_ms)) {}
+  static DaemonFlags flags(std::uint32_t connect_timeout_ms) {
+    DaemonFlags f;
+    f.channel_conns = 1;
+    f.connect_timeout_ms = connect_timeout_ms;  // the Open's budget: 4 x this
+    f.node_args = {{"--peer-max-connections", "2"}, {}, {}};
+    return f;
+  }
+  Cluster cl;
+};
+
+}  // namespace
+
+TEST_CASE("no room: an Open whose first dial found no free slot waits for one, then succeeds") {
+  FullDaemon full(2000);
+  Cluster& cl = full.cl;
+  INFO("mode " << to_string(cl.mode()));
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  const Node& c = cl.node(2);
+  Gate ready, stop, holding;
+  const pid_t server_b = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  const pid_t server_c = cl.spawn_on(2, [&] { return run_rpc_server({c.socket()}, ready, stop); });
+  REQUIRE(ready.wait(10s));
+  REQUIRE(ready.wait(10s));
+
+  const pid_t client = cl.spawn_on(0, [&]() -> int {
+    auto cli = attach_retry(a.socket(), "no-room-dial");
+    if (!cli) return fail(1, "attach");
+    auto to_b = cli->open(b.target("echo"), 10s);  // both of A's slots
+    if (!to_b) return fail(2, "open B: %s", to_string(to_b.status).data());
+    holding.signal();
+    auto to_c = cli->open(c.target("echo"), 15s);
+    if (!to_c) return fail(3, "open C: %s", to_string(to_c.status).data());
+    if (const Status st = echo_checked(*cli, to_c.value, 1500, 6, 1); st != Status::Ok)
+      return fail(4, "echo over C: %s", to_string(st).data());
+    return 0;
+  });
+  REQUIRE(holding.wait(10s));
+  const bool refused = cl.log_has(0, "bootstrap connect failed (Busy)", 10s);
+  INFO("A log before B was killed:\n" << cl.log_tail(0, 6000));
+  REQUIRE(refused);
+  cl.kill_hard(1);
+  const int rc = reap(client, 30s);
+  INFO("A log:\n" << cl.log_tail(0, 6000));
+  CHECK(rc == 0);
+  stop.signal();
+  CHECK(reap(server_c, 10s) == 0);
+  (void)reap(server_b, 10s);  // its daemon is gone: it ends as it may
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(2));
+}
+
+TEST_CASE("no room: an Open that finds no free slot within its budget fails Busy") {
+  FullDaemon full(300);  // a budget of 1.2 s
+  Cluster& cl = full.cl;
+  INFO("mode " << to_string(cl.mode()));
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  const Node& c = cl.node(2);
+  Gate ready, stop;
+  const pid_t server_b = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  REQUIRE(ready.wait(10s));
+
+  const pid_t client = cl.spawn_on(0, [&]() -> int {
+    auto cli = attach_retry(a.socket(), "no-room-busy");
+    if (!cli) return fail(1, "attach");
+    auto to_b = cli->open(b.target("echo"), 10s);
+    if (!to_b) return fail(2, "open B: %s", to_string(to_b.status).data());
+    const auto t0 = Clock::now();
+    auto to_c = cli->open(c.target("echo"), 10s);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (to_c || to_c.status != Status::Busy)
+      return fail(3, "open C: %s after %lld ms, expected Busy", to_string(to_c.status).data(),
+                  static_cast<long long>(took));
+    if (took < 1000) return fail(4, "Busy after %lld ms: the Open did not wait", static_cast<long long>(took));
+    // B still works: the refusals cost A nothing else.
+    if (const Status st = echo_checked(*cli, to_b.value, 1500, 7, 1); st != Status::Ok)
+      return fail(5, "echo over B: %s", to_string(st).data());
+    return 0;
+  });
+  const int rc = reap(client, 30s);
+  INFO("A log:\n" << cl.log_tail(0, 6000));
+  CHECK(rc == 0);
+  CHECK(cl.log_tail(0, 64 * 1024).find("bootstrap connect failed (Busy)") != std::string::npos);
+  stop.signal();
+  CHECK(reap(server_b, 10s) == 0);
+  CHECK(cl.alive(0));
 }

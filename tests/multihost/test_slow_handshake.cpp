@@ -44,14 +44,14 @@ TEST_CASE("slow handshake: an Open waits out a peer that misses connect-timeout-
   REQUIRE(opening.wait(10s));
   // B resumes only once A's first handshake has failed (connect-timeout-ms
   // after A dialled, however late the client's Open came) and moved the Open.
-  const bool moved = cl.log_has(0, "opens moved", 15s);
+  const bool moved = cl.log_has(0, "1 opens kept for a redial", 15s);
   INFO("A log before B resumed:\n" << cl.log_tail(0, 6000));
   REQUIRE(moved);
   REQUIRE(::kill(b.pid, SIGCONT) == 0);
   const int rc = reap(client, 30s);
   INFO("A log:\n" << cl.log_tail(0, 6000));
   CHECK(rc == 0);
-  CHECK(cl.log_tail(0, 64 * 1024).find("opens moved") != std::string::npos);
+  CHECK(cl.log_tail(0, 64 * 1024).find("1 opens kept for a redial") != std::string::npos);
   stop.signal();
   CHECK(reap(server, 10s) == 0);
   CHECK(cl.alive(0));
