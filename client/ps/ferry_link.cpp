@@ -117,6 +117,12 @@ Error connect_ferry(const FerryLinkOptions& o, std::unique_ptr<ShardLink>* out) 
                         "': " + std::string(to_string(ep.status));
       if (ep.status == Status::ServiceNotFound)
         why += " (nothing serves it there: start that shard, or restart it if its ferryd restarted)";
+      if (ep.status == Status::PeerUnreachable)
+        why += " (no ferryd answered at that address: is the shards' ferryd running, and is HOST:PORT its --listen?)";
+      if (ep.status == Status::Busy)
+        why +=
+            " (this host's ferryd has no free peer connection slot: raise its peer-max-connections, or let "
+            "max-channels close idle channels)";
       return Error(ep.status, std::move(why));
     }
     endpoints.push_back(ep.value);

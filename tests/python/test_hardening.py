@@ -9,6 +9,7 @@ row."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -209,6 +210,16 @@ def test_a_worker_names_the_shard_it_cannot_reach(daemon, one_shard):
     one_shard(tables)  # shard 0 of 2 only: shard 1 was never (re)started
     with pytest.raises(ferry.ServiceNotFound, match="shard 1 of 2: open 'ps-shard-1'"):
         ps.Worker(tables, 2, daemon.socket, timeout=0.5)
+
+
+def test_a_worker_says_when_no_ferryd_answers_at_a_shards_address(daemon):
+    tables = [ps.Embedding("emb", rows=100, dim=2)]
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(ferry.PeerUnreachable, match="shard 0 of 1: open '127.0.0.1:%d/ps-shard-0': "
+                           "PeerUnreachable [(]no ferryd answered at that address" % port):
+            ps.Worker(tables, 1, daemon.socket, shard_targets=["127.0.0.1:%d/ps-shard-0" % port], timeout=2)
 
 
 def test_in_process_shard_server_stops_running_when_ferryd_goes_away(daemon):
