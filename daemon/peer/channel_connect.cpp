@@ -75,6 +75,7 @@ Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64
     pending = false;
   }
   if (!conn) {
+    if (conn.status == Status::Busy) bump(counters_.peer_dials_refused);  // peer-max-connections taken here
     spdlog::warn("channel {} to {}: {} connect failed ({})", ch.id, ch.address, on_lanes ? "lane" : "bootstrap",
                  to_string(conn.status));
     if (on_lanes) {

@@ -18,6 +18,7 @@
 
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/status_json.h"
 
 using namespace ferry;
 using namespace ferry::itest;
@@ -158,6 +159,10 @@ TEST_CASE("no room: an Open that finds no free slot within its budget fails Busy
   INFO("A log:\n" << cl.log_tail(0, 6000));
   CHECK(rc == 0);
   CHECK(cl.log_tail(0, 64 * 1024).find("bootstrap connect failed (Busy)") != std::string::npos);
+  // Each refused dial counted (one every 100 ms over a 1.2 s budget).
+  const auto st = status_json(a);
+  REQUIRE(st);
+  CHECK(counter(*st, "peer_dials_refused") >= 5);
   stop.signal();
   CHECK(reap(server_b, 10s) == 0);
   CHECK(cl.alive(0));
