@@ -281,11 +281,13 @@ std::string render_engines(const json::Value& status, std::string_view indent) {
       std::snprintf(buf, sizeof buf, "%.0f%%", *b->as_double() * 100);
       busy = buf;
     }
-    rows.push_back(Row{cell("id"), cell("thread"), cell("cpu"), cell("clients"), cell("lanes"), cell("msgs_per_s"),
-                       busy, cell("cross_engine_in"), cell("cross_engine_out")});
+    rows.push_back(Row{cell("id"), cell("thread"), cell("cpu"), cell("clients"), cell("lanes"),
+                       cell("peer_connections"), cell("msgs_per_s"), busy, cell("cross_engine_in"),
+                       cell("cross_engine_out")});
   }
-  return format_table(Row{"ENGINE", "THREAD", "CPU", "CLIENTS", "LANES", "MSGS/S", "BUSY", "CROSS IN", "CROSS OUT"},
-                      rows, indent);
+  return format_table(
+      Row{"ENGINE", "THREAD", "CPU", "CLIENTS", "LANES", "PEER CONNS", "MSGS/S", "BUSY", "CROSS IN", "CROSS OUT"}, rows,
+      indent);
 }
 
 std::string render_status(const json::Value& status) { return status_text(status, false); }

@@ -1,6 +1,7 @@
 // Prometheus rendering of a status result.
 #include "control/prometheus.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -58,6 +59,18 @@ void gauge_from(std::string& out, const json::Value& status, std::string_view ke
   out += name + " " + value + "\n";
 }
 
+// The status "counters" that are levels, not counts: exposed as gauges
+// (no _total), so that rate() is never asked of a value that falls.
+bool is_gauge(std::string_view key) noexcept {
+  static constexpr std::string_view kGauges[] = {
+      "peer_connections",           "receive_pool",
+      "receive_pool_borrowed",      "receive_pool_borrowed_max",
+      "rdma_recv_registered_bytes", "rdma_send_registered_bytes",
+      "engine_turn_max_us",
+  };
+  return std::find(std::begin(kGauges), std::end(kGauges), key) != std::end(kGauges);
+}
+
 // One sample per engine of each of its numbers, labelled engine="ID".
 void engine_samples(std::string& out, const json::Value& status) {
   const json::Value* engines = status.find("engines");
@@ -69,6 +82,8 @@ void engine_samples(std::string& out, const json::Value& status) {
   static constexpr Metric kMetrics[] = {
       {"clients", "ferry_engine_clients", "gauge", "Clients placed on the engine."},
       {"lanes", "ferry_engine_lanes", "gauge", "Data lanes (QPs or TCP connections) the engine owns."},
+      {"peer_connections", "ferry_engine_peer_connections", "gauge",
+       "TCP connections to and from peer daemons the engine holds now (of peer-max-connections)."},
       {"msgs_per_s", "ferry_engine_messages_per_second", "gauge",
        "Client ops completed plus peers' messages delivered by the engine, per second (last second)."},
       {"busy_fraction", "ferry_engine_busy_ratio", "gauge",
@@ -151,11 +166,13 @@ std::string render_prometheus(const json::Value& status) {
       std::string value;
       if (!sample_value(v, value)) continue;
       std::string name = "ferry_" + sanitize_metric_name(key);
+      const bool gauge = is_gauge(key);
       // Sanitising can map two keys to one name: a second family with the
       // same name would be invalid exposition, so later ones are dropped.
-      if (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0) name += "_total";
+      if (!gauge && (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0)) name += "_total";
       if (out.find("# TYPE " + name + " ") != std::string::npos) continue;
-      family(out, name, "counter", "ferryd counter " + sanitize_metric_name(key) + ".");
+      family(out, name, gauge ? "gauge" : "counter",
+             std::string(gauge ? "ferryd gauge " : "ferryd counter ") + sanitize_metric_name(key) + ".");
       out += name + " " + value + "\n";
     }
   }

@@ -111,6 +111,8 @@ void Engine::publish_peers(std::uint64_t now_ns, bool force) {
   counters_.peer_accepts_refused.store(accepts.refused, std::memory_order_relaxed);
   counters_.peer_accepts_evicted.store(accepts.evicted, std::memory_order_relaxed);
   counters_.peer_hello_timeouts.store(accepts.timed_out, std::memory_order_relaxed);
+  // The slots peer-max-connections bounds: the tcp transport's (bootstrap, and tcp lanes).
+  counters_.peer_connections.store(transports_.bootstrap->connections_in_use(), std::memory_order_relaxed);
   publish_rdma_stats(transports_, counters_);
   const peer::ReceivePool& pool = dp_.peers->receive_pool();
   counters_.receive_pool.store(pool.config().receives, std::memory_order_relaxed);

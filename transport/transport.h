@@ -228,6 +228,9 @@ class Transport {
     std::uint64_t timed_out = 0;
   };
   virtual AcceptCounts accept_counts() const noexcept { return {}; }
+  // Connection slots taken now (open, connecting, or closing and not yet
+  // reported), of the backend's limit; 0 where it keeps no such table.
+  virtual std::uint32_t connections_in_use() const noexcept { return 0; }
 
   // Hands the transport to another thread: the one that calls it from now
   // on (it was built and set up on this one). No-op where nothing checks.

@@ -46,6 +46,7 @@ json::Value EngineRates::json(const std::vector<peer::PeerInfo>& peers) const {
     o["cpu"] = engines_.cpu(e) < 0 ? json::Value() : json::Value(static_cast<std::int64_t>(engines_.cpu(e)));
     o["clients"] = json::Value(static_cast<std::uint64_t>(engines_.clients(e)));
     o["lanes"] = json::Value(lanes);
+    o["peer_connections"] = json::Value(read(engines_.counters(e).peer_connections));
     o["msgs_per_s"] = json::Value(static_cast<std::uint64_t>(msgs_per_s_[e] + 0.5));
     o["busy_fraction"] = json::Value(busy_fraction_[e]);
     o["cross_engine_in"] = json::Value(eng.cross_in());

@@ -128,6 +128,18 @@ TEST_CASE("no room: an Open that finds no free slot within its budget fails Busy
   const auto st = status_json(a);
   REQUIRE(st);
   CHECK(counter(*st, "peer_dials_refused") >= 2);
+  // Both of A's slots held by its channel to B, as its status says.
+  CHECK(counter(*st, "peer_connections") == 2);
+  const json::Value* engines = st->find("engines");
+  REQUIRE(engines != nullptr);
+  REQUIRE(engines->as_array() != nullptr);
+  std::uint64_t per_engine = 0;  // one engine, or the CI's --engines 2 pass: their sum
+  for (const json::Value& e : *engines->as_array()) {
+    const json::Value* conns = e.find("peer_connections");
+    REQUIRE(conns != nullptr);
+    per_engine += conns->as_uint().value_or(1000);
+  }
+  CHECK(per_engine == 2);
   stop.signal();
   CHECK(reap(server_b, 10s) == 0);
   CHECK(cl.alive(0));

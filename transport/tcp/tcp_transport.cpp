@@ -565,6 +565,12 @@ Transport::AcceptCounts TcpTransport::accept_counts() const noexcept {
   return AcceptCounts{g.refused, g.evicted, g.timed_out};
 }
 
+std::uint32_t TcpTransport::connections_in_use() const noexcept {
+  std::uint32_t n = 0;  // at most max_connections (1,024) slots, read once per status snapshot
+  for (std::uint32_t i = 0; i < config_.max_connections; ++i) n += conns_[i].state != ConnState::Free ? 1 : 0;
+  return n;
+}
+
 Status TcpTransport::close(ConnId conn) {
   owner_.check();
   TcpConnection* c = lookup(conn);

@@ -76,6 +76,7 @@ class TcpTransport final : public Transport {
   // Accepted connections leave the unauthenticated limits (transport/accept_guard.h).
   void vouch(ConnId conn) noexcept override;
   AcceptCounts accept_counts() const noexcept override;
+  std::uint32_t connections_in_use() const noexcept override;
   // Hands the datapath to another thread (see OwnerThread).
   void release_owner() noexcept override { owner_.release(); }
 

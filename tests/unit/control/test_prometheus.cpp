@@ -65,7 +65,9 @@ json::Value fixed_status() {
     "cpu_user_us": 1500000, "cpu_sys_us": 250000,
     "peers": [{"addr": "198.18.0.2:7000", "state": "up"}, {"addr": "198.18.0.3:7000", "state": "down"}],
     "counters": {"rnr_naks": 0, "retransmits": 17, "recoveries": 1, "credit_stalls": 5,
-                 "window_stalls": 2, "bytes.sent": 18446744073709551615, "rx_total": 9, "note": "x"}
+                 "window_stalls": 2, "bytes.sent": 18446744073709551615, "rx_total": 9, "note": "x",
+                 "peer_connections": 62, "receive_pool_borrowed": 7},
+    "engines": [{"id": 0, "clients": 2, "lanes": 4, "peer_connections": 62, "busy_fraction": 0.25}]
   })");
   REQUIRE(v.has_value());
   return *v;
@@ -126,4 +128,19 @@ TEST_CASE("prometheus: hostile strings stay valid", "[prometheus]") {
 
   CHECK(ctl::sanitize_metric_name("") == "_");
   CHECK(ctl::sanitize_metric_name("a.b-c") == "a_b_c");
+}
+
+TEST_CASE("prometheus: levels among the counters are gauges, per engine too", "[prometheus]") {
+  const std::string text = ctl::render_prometheus(fixed_status());
+  INFO(text);
+  std::map<std::string, std::string> samples;
+  REQUIRE(check_exposition(text, &samples) == "");
+  // A level that can fall is a gauge without _total (rate() of it would be wrong).
+  CHECK(text.find("# TYPE ferry_peer_connections gauge\n") != std::string::npos);
+  CHECK(samples["ferry_peer_connections"] == "62");
+  CHECK(samples.count("ferry_peer_connections_total") == 0);
+  CHECK(samples["ferry_receive_pool_borrowed"] == "7");
+  CHECK(samples["ferry_engine_peer_connections{engine=\"0\"}"] == "62");
+  CHECK(samples["ferry_engine_lanes{engine=\"0\"}"] == "4");
+  CHECK(samples["ferry_retransmits_total"] == "17");  // counts stay counters
 }
