@@ -64,6 +64,19 @@ Result<transport::ConnId> ChannelManager::dial_lane(Channel& ch, std::uint32_t l
 #endif
 }
 
+void ChannelManager::log_dial_failed(const Channel& ch, bool on_lanes, Status why, std::uint64_t now_ns) {
+  const char* what = on_lanes ? "lane" : "bootstrap";
+  if (why != Status::Busy) {
+    spdlog::warn("channel {} to {}: {} connect failed ({})", ch.id, ch.address, what, to_string(why));
+    return;
+  }
+  std::uint64_t unlogged = 0;
+  if (!no_slot_log_.allow(now_ns, unlogged)) return;
+  spdlog::warn("channel {} to {}: {} connect failed (Busy): no free peer-max-connections slot here{}", ch.id,
+               ch.address, what,
+               unlogged == 0 ? std::string() : fmt::format(" ({} more such dials since the last line)", unlogged));
+}
+
 Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns) {
   const bool on_lanes = lane >= 0;
   transport::Transport& t = via(on_lanes);
@@ -75,9 +88,8 @@ Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64
     pending = false;
   }
   if (!conn) {
+    log_dial_failed(ch, on_lanes, conn.status, now_ns);
     if (conn.status == Status::Busy) bump(counters_.peer_dials_refused);  // peer-max-connections taken here
-    spdlog::warn("channel {} to {}: {} connect failed ({})", ch.id, ch.address, on_lanes ? "lane" : "bootstrap",
-                 to_string(conn.status));
     if (on_lanes) {
       const Status why = conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
       lane_connect_failed(ch, static_cast<std::uint32_t>(lane), why, now_ns);

@@ -274,6 +274,9 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // later). A bootstrap refused here: Busy when no connection slot was free,
   // else PeerUnreachable.
   [[nodiscard]] Status start_connect(Channel& ch, std::int32_t lane, std::uint64_t now_ns);
+  // A dial refused at once: its warning (those for want of a slot, Busy,
+  // rate-limited: Opens waiting for a slot dial every 100 ms).
+  void log_dial_failed(const Channel& ch, bool on_lanes, Status why, std::uint64_t now_ns);
   // Several rails: a lane's connect from its rail to the peer's.
   [[nodiscard]] Result<transport::ConnId> dial_lane(Channel& ch, std::uint32_t lane);
   // Several rails: which of the peer's rails lane `lane`'s connection
@@ -344,6 +347,10 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   std::uint64_t last_now_ns_ = 0;
   HeldControls held_;
   PeerKeyTable peer_keys_;
+  // Dials refused for want of a slot: Opens waiting for one dial again
+  // every 100 ms each, so their lines are rate-limited (the counter,
+  // peer_dials_refused, has them all).
+  transport::LogLimiter no_slot_log_;
   bool changed_ = false;
 };
 

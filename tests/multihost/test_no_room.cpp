@@ -128,6 +128,13 @@ TEST_CASE("no room: an Open that finds no free slot within its budget fails Busy
   const auto st = status_json(a);
   REQUIRE(st);
   CHECK(counter(*st, "peer_dials_refused") >= 2);
+  // ... but logged once: the redials' lines are rate-limited (one per 10 s).
+  const std::string log = cl.log_tail(0, 256 * 1024);
+  std::size_t lines = 0;
+  for (auto at = log.find("connect failed (Busy)"); at != std::string::npos;
+       at = log.find("connect failed (Busy)", at + 1))
+    ++lines;
+  CHECK(lines == 1);
   // Both of A's slots held by its channel to B, as its status says.
   CHECK(counter(*st, "peer_connections") == 2);
   const json::Value* engines = st->find("engines");
