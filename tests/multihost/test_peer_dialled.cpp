@@ -10,7 +10,7 @@
 //
 // Made on purpose here: a stranger on C's host sends A a Hello that claims
 // C's --listen port and never dials a lane, so A's Open to C joins its
-// channel, which fails at connect-timeout-ms. The Open must then reach the
+// channel, which fails at connect-timeout-ms (4 s). The Open must then reach the
 // real C and a call over it verify; on a daemon without the rule it failed
 // PeerUnreachable.
 #include <unistd.h>
@@ -28,7 +28,9 @@ using namespace ferry::mhtest;
 
 TEST_CASE("peer dialled: an Open on a channel the peer dialled that fails before it is Up dials the peer itself") {
   DaemonFlags flags;
-  flags.connect_timeout_ms = 1500;  // the joined channel's deadline; the Open's budget is 4 x this
+  // The joined channel fails at this deadline: time enough for the client to
+  // attach and open on a loaded host. The Open's budget is 4 x this.
+  flags.connect_timeout_ms = 4000;
   Cluster cl(2, net_mode_from_env(), flags);
   INFO("mode " << to_string(cl.mode()));
   const Node& a = cl.node(0);
