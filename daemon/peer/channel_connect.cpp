@@ -89,9 +89,10 @@ Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64
   }
   if (!conn) {
     log_dial_failed(ch, on_lanes, conn.status, now_ns);
-    if (conn.status == Status::Busy) bump(counters_.peer_dials_refused);  // peer-max-connections taken here
+    // Busy: every peer-max-connections slot is taken here; anything else: the peer is out of reach.
+    const Status why = conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
+    if (why == Status::Busy) bump(counters_.peer_dials_refused);
     if (on_lanes) {
-      const Status why = conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
       lane_connect_failed(ch, static_cast<std::uint32_t>(lane), why, now_ns);
       return why;
     }
@@ -103,7 +104,7 @@ Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64
     ch.state = ChannelState::Failed;
     changed_ = true;
     table_.retire(ch.id);
-    return conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
+    return why;
   }
   table_.conns().set(conn.value, on_lanes, ConnTable::Ref{ch.id, lane});
   if (on_lanes) {
