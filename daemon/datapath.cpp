@@ -104,6 +104,8 @@ bool Datapath::detach(std::uint32_t id) {
 
 void Datapath::on_channel_up(peer::Channel& ch) { remote.on_channel_up(ch); }
 
+void Datapath::on_slot_freed() { remote.slot_freed(); }
+
 bool Datapath::channel_idle(const peer::Channel& ch) { return !remote.has_ops_on(ch.id); }
 
 void Datapath::on_channel_down(peer::Channel& ch, Status why) {

@@ -71,6 +71,7 @@ class Datapath final : private peer::ChannelEvents {
   void on_channel_up(peer::Channel& ch) override;
   void on_channel_down(peer::Channel& ch, Status why) override;
   bool channel_idle(const peer::Channel& ch) override;
+  void on_slot_freed() override;
   void on_message(peer::Channel& ch, std::uint32_t lane, const wire::Header& h, const std::byte* payload) override;
   void on_send_done(std::uint64_t user_data, Status status) override;
   // datapath_cross.cpp

@@ -91,13 +91,20 @@ Status ChannelManager::start_connect(Channel& ch, std::int32_t lane, std::uint64
     log_dial_failed(ch, on_lanes, conn.status, now_ns);
     // Busy: every peer-max-connections slot is taken here; anything else: the peer is out of reach.
     const Status why = conn.status == Status::Busy ? Status::Busy : Status::PeerUnreachable;
-    if (why == Status::Busy) bump(counters_.peer_dials_refused);
+    if (why == Status::Busy) {
+      bump(counters_.peer_dials_refused);
+      if (&t == &via(false)) {  // the bootstrap transport's slots: no new channel dials for a while
+        no_slot_until_ns_ = now_ns + kNoSlotHoldNs;
+        slot_wanted_ = true;
+      }
+    }
     if (on_lanes) {
       lane_connect_failed(ch, static_cast<std::uint32_t>(lane), why, now_ns);
       return why;
     }
     // Nothing was reported up to anyone yet: the caller gets the status.
-    bump(counters_.peer_failures);
+    // (Busy is no peer's failure: peer_dials_refused counted it.)
+    if (why != Status::Busy) bump(counters_.peer_failures);
     if (AddressBook::Entry* e = table_.addresses().find(ch.address); e != nullptr && e->channel == ch.id) {
       table_.addresses().route(ch.address, 0);
     }

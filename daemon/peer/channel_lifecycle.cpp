@@ -132,7 +132,9 @@ void ChannelManager::fail(Channel& ch, Status why, std::uint64_t now_ns) {
   // A channel someone opened to us that never got a lane joined (with a
   // secret: never proved it holds it) is a refused stranger, not a peer
   // that died: it has a counter of its own and leaves peer_failures alone.
-  bump(ch.proven() ? counters_.peer_failures : counters_.peer_bootstrap_refusals);
+  // So is a lane dial refused here for want of a slot (Busy): ours, not the
+  // peer's, and counted in peer_dials_refused.
+  if (why != Status::Busy) bump(ch.proven() ? counters_.peer_failures : counters_.peer_bootstrap_refusals);
   finish(ch, why, false, now_ns);
 }
 

@@ -139,6 +139,7 @@ Result<std::uint32_t> ChannelManager::connect(const std::string& address, std::s
       return Result<std::uint32_t>::fail(Status::PeerUnreachable);
     }
   }
+  if (now_ns < no_slot_until_ns_) return Result<std::uint32_t>::fail(Status::Busy);  // no slot: no dial yet
   if (AddressBook::Entry* e = table_.addresses().find(address); e != nullptr && e->evicted) {
     e->evicted = false;
     bump(counters_.channels_reopened);
@@ -334,6 +335,13 @@ void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const tran
 }
 
 void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
+  if (&via(on_lanes) == &via(false)) {  // a bootstrap transport slot is free again
+    no_slot_until_ns_ = 0;
+    if (slot_wanted_) {
+      slot_wanted_ = false;
+      events_.on_slot_freed();
+    }
+  }
   handshake_.closed(c.conn, on_lanes);  // no WR of the connection points at its nonce any more
   const ConnTable::Ref* found = table_.conns().find(c.conn, on_lanes);
   if (found == nullptr) return;

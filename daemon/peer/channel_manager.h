@@ -94,6 +94,9 @@ class ChannelEvents : public LaneCompletions {
   // Whether nothing of the engine's waits on `ch` (no remote op on it): it
   // may then be evicted. Asked at tick rate, for channels with no endpoint.
   virtual bool channel_idle(const Channel& ch) = 0;
+  // A connection closed here after a dial had found no free slot
+  // (peer-max-connections): Opens waiting for one may dial now.
+  virtual void on_slot_freed() {}
 };
 
 // One row of `ferryctl peers`, copied out for the control thread.
@@ -351,6 +354,14 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // every 100 ms each, so their lines are rate-limited (the counter,
   // peer_dials_refused, has them all).
   transport::LogLimiter no_slot_log_;
+  // A bootstrap dial found no free slot: until a connection closes here
+  // (or kNoSlotHoldNs pass, should one close unseen), a new channel is
+  // refused Busy without a dial, so the Opens waiting for a slot cost one
+  // dial per interval between them, not one each. slot_wanted_: someone was
+  // refused since the last close (on_slot_freed wakes them).
+  static constexpr std::uint64_t kNoSlotHoldNs = 100'000'000;
+  std::uint64_t no_slot_until_ns_ = 0;
+  bool slot_wanted_ = false;
   bool changed_ = false;
 };
 

@@ -35,7 +35,7 @@ void RemoteSender::open(ClientSession& c, const Operation& op, const Target& t, 
   rop.host = host;
   rop.port = t.remote.port;
   rop.retry_until_ns = now + open_retry_ns_;
-  if (!ch && ch.status == Status::Busy && park_open(rop, now)) {
+  if (!ch && ch.status == Status::Busy && park_open(rop, now, true)) {
     // No free peer connection slot here (the daemon is at
     // peer-max-connections for a moment): the Open waits for one, dialled
     // again within its budget, and fails Busy if none frees.
@@ -132,13 +132,29 @@ void RemoteSender::say_close(peer::Channel& ch, std::uint32_t lane, std::uint32_
   peers_.send_control(ch, lane, bye);
 }
 
-bool RemoteSender::park_open(RemoteOp& op, std::uint64_t now_ns) noexcept {
+bool RemoteSender::park_open(RemoteOp& op, std::uint64_t now_ns, bool for_slot) noexcept {
   if (now_ns + kOpenRedialNs >= op.retry_until_ns) return false;
   op.channel = 0;
   op.sent = false;
+  op.for_slot = for_slot;
   op.retry_at_ns = now_ns + kOpenRedialNs;
   deadlines_.note(op.retry_at_ns);  // expire() comes back for it
   return true;
+}
+
+void RemoteSender::slot_freed() {
+  // A connection closed after a dial found no free slot: the Opens that
+  // wait for one dial now rather than at their next 100 ms turn (the first
+  // takes the slot; the others join its channel or wait again).
+  const std::uint64_t now = deadlines_.now();
+  bool woke = false;
+  ops_.sweep([&](std::uint64_t, RemoteOp& op) {
+    if (op.kind != RemoteOpKind::Open || op.channel != 0 || !op.for_slot) return false;
+    op.retry_at_ns = now;
+    woke = true;
+    return false;
+  });
+  if (woke) deadlines_.note(now);
 }
 
 void RemoteSender::retry_opens(std::uint64_t now_ns, Sweep& out) {
@@ -156,7 +172,7 @@ void RemoteSender::retry_opens(std::uint64_t now_ns, Sweep& out) {
       // The address failed just before (its redial waits), or no slot is
       // free here yet: within the budget, the Open tries again later.
       const bool again = ch.status == Status::PeerUnreachable || ch.status == Status::Busy;
-      if (again && park_open(op, now_ns)) {
+      if (again && park_open(op, now_ns, ch.status == Status::Busy)) {
         out.next_ns = std::min(out.next_ns, op.retry_at_ns);
         return false;
       }

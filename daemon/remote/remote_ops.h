@@ -45,6 +45,7 @@ struct RemoteOp {
   std::uint16_t port = 0;
   std::uint64_t retry_until_ns = 0;
   std::uint64_t retry_at_ns = 0;
+  bool for_slot = false;  // waits for a free peer connection slot here (woken when one frees)
   // Send/Call: request bytes, charged to the send windows until answered.
   std::uint32_t bytes = 0;
   // rdma: the peer may access the caller's memory until it answers (the

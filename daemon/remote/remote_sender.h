@@ -87,6 +87,9 @@ class RemoteSender final : public Sink {
   void open(ClientSession& c, const Operation& op, const Target& t, std::uint8_t redirects = 0);
   void set_redirects(OpenRedirects* r) noexcept { redirects_ = r; }
   void on_channel_up(peer::Channel& ch);
+  // A peer connection slot freed after a dial found none: the Opens
+  // waiting for one are dialled now.
+  void slot_freed();
   void on_open_ack(peer::Channel& ch, const wire::Header& h);
   // Whether an op of ours (an Open included) is on channel `id`. Control rate.
   bool has_ops_on(std::uint32_t id);
@@ -184,7 +187,7 @@ class RemoteSender final : public Sink {
   OpenRedirects* redirects_ = nullptr;    // null: a redirect fails the Open ServiceNotFound
   // Waits for the next dial of an Open whose set-up failed; false when its
   // budget is spent (the caller completes it with `why`).
-  bool park_open(RemoteOp& op, std::uint64_t now_ns) noexcept;
+  bool park_open(RemoteOp& op, std::uint64_t now_ns, bool for_slot) noexcept;
   void retry_opens(std::uint64_t now_ns, Sweep& out);
 };
 

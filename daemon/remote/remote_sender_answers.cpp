@@ -287,7 +287,8 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
     // A handshake that missed connect-timeout-ms on a connection the peer's
     // host answered (our Hello went): a slow peer, not a dead one. Its Opens
     // ride it out, dialled again shortly, within their budget.
-    if (op.kind == RemoteOpKind::Open && (slow_handshake || peer_dialled) && park_open(op, deadlines_.now())) {
+    if (op.kind == RemoteOpKind::Open && (slow_handshake || peer_dialled) &&
+        park_open(op, deadlines_.now(), why == Status::Busy)) {
       ++kept;
       return false;
     }

@@ -5,7 +5,8 @@
 // the time from the first Open to the last call done, each daemon's
 // resident memory (median and max) and the channel counters. The cap at
 // work: the same mesh with --max-channels 8 (every daemon at most 8 at the
-// end, nothing failed).
+// end, nothing failed). Each daemon has just the 62 connection slots its
+// 31 channels need at rest, so dials that cross find no room and wait.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -45,11 +46,12 @@ void run_mesh(std::size_t cap) {
   flags.peer_timeout_ms = 5000;  // 32 daemons and their clients share a loaded machine
   flags.connect_timeout_ms = 5000;
   // On tcp a channel holds two peer connections (bootstrap and its lane):
-  // 31 peers need 62 of the default 64, and a pair whose daemons dial each
-  // other at once holds both channels' connections until one is dropped.
-  // With no room a dial fails Busy and the Opens waiting on it fail, so
-  // the mesh gets the headroom docs/operations.md asks for.
-  flags.extra_args = {"--peer-max-connections", "128"};
+  // 31 peers need 62, and a pair whose daemons dial each other at once
+  // holds both channels' connections until one is dropped. 62 slots leave
+  // no headroom on purpose: such crossings find no room, a dial fails Busy
+  // and its Opens wait for a slot (test_no_room.cpp), or a full daemon
+  // turns a peer's connection away; every Open must still succeed.
+  flags.extra_args = {"--peer-max-connections", "62"};
   if (cap != 0) flags.extra_args.insert(flags.extra_args.end(), {"--max-channels", std::to_string(cap)});
   const std::size_t want = cap != 0 ? cap : kNodes - 1;
   Cluster cl(kNodes, net_mode_from_env(), flags);
@@ -94,7 +96,7 @@ void run_mesh(std::size_t cap) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::vector<std::uint64_t> rss;
-  std::uint64_t opened = 0, failures = 0, evicted = 0;
+  std::uint64_t opened = 0, failures = 0, evicted = 0, refused = 0, turned_away = 0;
   for (std::size_t i = 0; i < kNodes; ++i) {
     std::optional<StatusView> s;
     const Error polled = poll_status(
@@ -111,20 +113,28 @@ void run_mesh(std::size_t cap) {
     opened += s->counter("channels_opened");
     evicted += s->counter("channels_evicted");
     failures += s->counter("peer_failures");
+    refused += s->counter("peer_dials_refused");
+    turned_away += s->counter("peer_accepts_refused");
     rss.push_back(rss_kib(cl.node(i).pid));
   }
-  CHECK(failures == 0);
+  // No channel failed but for a connection a full daemon turned away
+  // (its peer then sees the connection fail; at the default 64 slots
+  // neither happens in practice, see the counters printed).
+  CHECK(failures <= turned_away);
   if (cap != 0) CHECK(evicted > 0);
   std::sort(rss.begin(), rss.end());
   std::sort(idle_rss.begin(), idle_rss.end());
   std::printf(
       "mesh of %zu daemons (%s, tcp, max-channels %zu): %s %zu channels per daemon at the end; all %zu x %zu "
       "Opens and calls done in %.2f s; daemon RSS median %llu KiB (max %llu, idle median %llu); summed "
-      "channels_opened %llu, channels_evicted %llu\n",
+      "channels_opened %llu, channels_evicted %llu, peer_dials_refused %llu, peer_accepts_refused %llu, "
+      "peer_failures %llu\n",
       kNodes, std::string(to_string(cl.mode())).c_str(), cap, cap != 0 ? "at most" : "exactly", want, kNodes,
       kNodes - 1, secs, static_cast<unsigned long long>(rss[rss.size() / 2]),
       static_cast<unsigned long long>(rss.back()), static_cast<unsigned long long>(idle_rss[idle_rss.size() / 2]),
-      static_cast<unsigned long long>(opened), static_cast<unsigned long long>(evicted));
+      static_cast<unsigned long long>(opened), static_cast<unsigned long long>(evicted),
+      static_cast<unsigned long long>(refused), static_cast<unsigned long long>(turned_away),
+      static_cast<unsigned long long>(failures));
   server_stop.signal();
   for (pid_t p : servers) CHECK(reap(p, 20s) == 0);
 }
