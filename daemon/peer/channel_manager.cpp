@@ -268,6 +268,10 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
   LaneStats& st = stats_of(*ch, ref.lane);
   ++st.rx_msgs;
   st.rx_bytes += wire::kHeaderBytes + c.header.payload_len;
+  if (c.header.type == wire::MsgType::Goodbye && c.header.status == Status::Busy && c.header.token == 0 &&
+      turned_away(*ch, ref.lane, c.conn, now_ns)) {
+    return;
+  }
   if (ref.lane >= 0 && !flow_.credits_in(*ch, static_cast<std::uint32_t>(ref.lane), c.header, now_ns)) return;
   switch (c.header.type) {
     case wire::MsgType::HelloAck: handshake_.on_hello_ack(*ch, ref.lane, c.header, c.payload, now_ns); return;
@@ -325,6 +329,25 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
     return;
   }
   on_lane_message(*ch, static_cast<std::uint32_t>(ref.lane), c, now_ns);
+}
+
+bool ChannelManager::turned_away(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns) {
+  const bool rebuilding = lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].broken() &&
+                          ch.lanes[static_cast<std::uint32_t>(lane)].conn() == conn;
+  if (!rebuilding && (ch.usable() || ch.was_up)) return false;  // an admitted connection: a plain Goodbye
+  bump(counters_.peer_full_refusals);
+  if (std::uint64_t unlogged = 0; peer_full_log_.allow(now_ns, unlogged)) {
+    spdlog::warn("channel {} to {}: the peer turned our {} connection away: no free peer-max-connections slot there{}",
+                 ch.id, ch.address.empty() ? "accepted" : ch.address, lane >= 0 ? "lane" : "bootstrap",
+                 unlogged == 0 ? std::string() : fmt::format(" ({} more such since the last line)", unlogged));
+  }
+  if (rebuilding) {
+    (void)via(true).close(conn);  // EndpointClosed: the peer closed it first
+    lane_connect_failed(ch, static_cast<std::uint32_t>(lane), Status::Busy, now_ns);  // dialled again later
+    return true;
+  }
+  fail(ch, Status::Busy, now_ns);  // its Opens wait for room (RemoteSender::channel_down)
+  return true;
 }
 
 void ChannelManager::on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c,

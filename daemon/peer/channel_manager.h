@@ -267,6 +267,11 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // LaneFlow admits it (in lane_seq order).
   void on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c, std::uint64_t now_ns);
   void on_closed(const transport::Completion& c, bool on_lanes);
+  // Goodbye(Busy) before a connection of ours was admitted: the peer's
+  // listener had no free slot for it (its tcp transport answers so and
+  // closes). A lane being rebuilt dials again later; a channel being set
+  // up fails Busy, its Opens waiting for room. False: a plain Goodbye.
+  bool turned_away(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
   LaneStats& stats_of(Channel& ch, std::int32_t lane) noexcept;
 
   // channel_connect.cpp (HandshakeHost: open_lanes, become_up)
@@ -354,6 +359,7 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // every 100 ms each, so their lines are rate-limited (the counter,
   // peer_dials_refused, has them all).
   transport::LogLimiter no_slot_log_;
+  transport::LogLimiter peer_full_log_;  // peers that turned our dials away (Goodbye Busy)
   // A bootstrap dial found no free slot: until a connection closes here
   // (or kNoSlotHoldNs pass, should one close unseen), a new channel is
   // refused Busy without a dial, so the Opens waiting for a slot cost one

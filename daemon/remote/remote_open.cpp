@@ -137,6 +137,7 @@ bool RemoteSender::park_open(RemoteOp& op, std::uint64_t now_ns, bool for_slot) 
   op.channel = 0;
   op.sent = false;
   op.for_slot = for_slot;
+  op.found_no_room = op.found_no_room || for_slot;
   op.retry_at_ns = now_ns + kOpenRedialNs;
   deadlines_.note(op.retry_at_ns);  // expire() comes back for it
   return true;
@@ -176,7 +177,10 @@ void RemoteSender::retry_opens(std::uint64_t now_ns, Sweep& out) {
         out.next_ns = std::min(out.next_ns, op.retry_at_ns);
         return false;
       }
-      sessions_.complete(op.client, shm::Op::Open, op.user_data, ch.status);
+      // Out of budget: Busy when a try found no room (the later dials only
+      // waited out the address's redial interval), else why this one failed.
+      const bool no_room = ch.status == Status::Busy || (op.found_no_room && ch.status == Status::PeerUnreachable);
+      sessions_.complete(op.client, shm::Op::Open, op.user_data, no_room ? Status::Busy : ch.status);
       return true;
     }
     op.channel = ch.value;

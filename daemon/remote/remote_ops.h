@@ -45,7 +45,8 @@ struct RemoteOp {
   std::uint16_t port = 0;
   std::uint64_t retry_until_ns = 0;
   std::uint64_t retry_at_ns = 0;
-  bool for_slot = false;  // waits for a free peer connection slot here (woken when one frees)
+  bool for_slot = false;       // waits for a free peer connection slot here (woken when one frees)
+  bool found_no_room = false;  // a try found no free slot, here or at the peer: Busy if the budget ends
   // Send/Call: request bytes, charged to the send windows until answered.
   std::uint32_t bytes = 0;
   // rdma: the peer may access the caller's memory until it answers (the

@@ -294,7 +294,8 @@ void RemoteSender::channel_down(peer::Channel& ch, Status why) {
     }
     ++failed;
     if (op.kind == RemoteOpKind::Open) {
-      sessions_.complete(op.client, shm::Op::Open, op.user_data, open_status);
+      const bool no_room = op.found_no_room && open_status == Status::PeerUnreachable;  // an earlier try's reason
+      sessions_.complete(op.client, shm::Op::Open, op.user_data, no_room ? Status::Busy : open_status);
       return true;
     }
     const Status st = op.cancelled ? Status::Cancelled : op.overdue ? Status::Timeout : Status::PeerReset;

@@ -73,6 +73,19 @@ AcceptGuardConfig guard_config(const TcpConfig& c) noexcept {
   return g;
 }
 
+// A connection turned away for want of room hears why before it closes:
+// Goodbye(Busy) in place of a HelloAck, so a peer daemon waits for room
+// rather than taking this host for dead (docs/protocol.md, "Connection
+// set-up"). Best effort: one non-blocking send into an empty socket.
+void say_no_room(int fd) noexcept {
+  wire::Header bye;
+  bye.type = wire::MsgType::Goodbye;
+  bye.status = Status::Busy;
+  std::array<std::byte, wire::kHeaderBytes> frame{};
+  wire::encode_header(bye, frame);
+  (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TcpTransport>> TcpTransport::create(const TcpConfig& config) {
@@ -523,6 +536,7 @@ bool TcpTransport::admit(int fd, const sockaddr_storage& from, Completion& c) no
     arm_timer();
     return true;
   }
+  say_no_room(fd);
   ::close(fd);
   guard_.refused(now);
   if constexpr (FERRY_DATAPATH_STATS) ++stats_.accepts_refused;

@@ -1,0 +1,146 @@
+// An Open to a peer daemon that has no free connection slot for it.
+//
+// B (--peer-max-connections 3, one engine) holds a channel from C (its
+// bootstrap and one lane), so B's listener takes A's bootstrap into its
+// last slot and turns A's lane away. It says so (Goodbye(Busy) before it closes the connection), and A
+// takes that for what it is: a full peer, not a dead one. A's channel
+// fails Busy without counting a peer failure, and its Open waits for room
+// within its budget (4 x connect-timeout-ms), dialled again at the
+// address's redial interval: it succeeds once C's daemon dies and frees
+// B's slots, and fails Busy (not PeerUnreachable) when no slot frees in
+// time, B's channel to C unharmed. The same moment at A's own end is
+// test_no_room.cpp.
+#include <catch2/catch.hpp>
+
+#include "tests/integration/traffic.h"
+#include "tests/multihost/cluster.h"
+#include "tests/multihost/status_json.h"
+
+using namespace ferry;
+using namespace ferry::itest;
+using namespace ferry::mhtest;
+
+namespace {
+
+// B (node 1) with three slots and one engine (slots are per engine), one
+// lane a channel (a channel: two connections). Three, not two: B admits
+// at most half its slots' worth of connections not yet vouched for, and a
+// channel's bootstrap is vouched for only once its lanes joined.
+DaemonFlags peer_full_flags(std::uint32_t connect_timeout_ms) {
+  DaemonFlags f;
+  f.channel_conns = 1;
+  f.connect_timeout_ms = connect_timeout_ms;  // the Open's budget: 4 x this
+  f.node_args = {{}, {"--peer-max-connections", "3", "--engines", "1"}, {}};
+  return f;
+}
+
+// C's client opens B's echo (C's channel takes two of B's slots) and keeps
+// it until `done`; then, if `check` is set, a call over it must verify.
+pid_t hold_b(const Cluster& cl, Gate& holding, Gate& done, bool check) {
+  const Node& b = cl.node(1);
+  const Node& c = cl.node(2);
+  return cl.spawn_on(2, [&, check]() -> int {
+    auto cli = attach_retry(c.socket(), "peer-full-holder");
+    if (!cli) return fail(1, "attach");
+    auto to_b = cli->open(b.target("echo"), 10s);
+    if (!to_b) return fail(2, "open B from C: %s", to_string(to_b.status).data());
+    holding.signal();
+    if (!done.wait(60s)) return fail(3, "never told the opener was done");
+    if (!check) return 0;
+    if (const Status st = echo_checked(*cli, to_b.value, 1500, 6, 1); st != Status::Ok)
+      return fail(4, "echo over C's channel to B: %s", to_string(st).data());
+    return 0;
+  });
+}
+
+// A's refusals were the peer's, counted and logged as such; none of them a
+// peer failure.
+void check_counted_as_full(const Cluster& cl) {
+  const auto sa = status_json(cl.node(0));
+  REQUIRE(sa);
+  CHECK(counter(*sa, "peer_full_refusals") >= 1);
+  CHECK(counter(*sa, "peer_failures") == 0);
+  CHECK(counter(*sa, "peer_dials_refused") == 0);  // A itself had room
+  CHECK(cl.log_tail(0, 64 * 1024).find("no free peer-max-connections slot there") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("peer full: an Open to a daemon with no free slot waits for one, then succeeds") {
+  Cluster cl(3, net_mode_from_env(), peer_full_flags(2000));
+  INFO("mode " << to_string(cl.mode()));
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  Gate ready, stop, holding, done;
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  REQUIRE(ready.wait(10s));
+  const pid_t holder = hold_b(cl, holding, done, false);
+  REQUIRE(holding.wait(10s));
+
+  const pid_t opener = cl.spawn_on(0, [&]() -> int {
+    auto cli = attach_retry(a.socket(), "peer-full");
+    if (!cli) return fail(1, "attach");
+    auto to_b = cli->open(b.target("echo"), 15s);
+    if (!to_b) return fail(2, "open B: %s", to_string(to_b.status).data());
+    if (const Status st = echo_checked(*cli, to_b.value, 1500, 5, 1); st != Status::Ok)
+      return fail(3, "echo over B: %s", to_string(st).data());
+    return 0;
+  });
+  // C's daemon goes only once B turned A away and A heard why.
+  const bool turned_away = cl.log_has(0, "turned our lane connection away", 10s);
+  INFO("A log:\n" << cl.log_tail(0, 6000));
+  REQUIRE(turned_away);
+  cl.kill_hard(2);  // two of B's slots free as C's connections drop
+  CHECK(reap(opener, 30s) == 0);
+  check_counted_as_full(cl);
+  const auto sb = status_json(b);
+  REQUIRE(sb);
+  CHECK(counter(*sb, "peer_accepts_refused") >= 1);
+  done.signal();
+  (void)reap(holder, 10s);  // its daemon is gone: it ends as it may
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+}
+
+TEST_CASE("peer full: an Open to a daemon that has no slot within its budget fails Busy") {
+  Cluster cl(3, net_mode_from_env(), peer_full_flags(300));  // a budget of 1.2 s
+  INFO("mode " << to_string(cl.mode()));
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  Gate ready, stop, holding, done;
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  REQUIRE(ready.wait(10s));
+  const pid_t holder = hold_b(cl, holding, done, true);
+  REQUIRE(holding.wait(10s));
+
+  const pid_t opener = cl.spawn_on(0, [&]() -> int {
+    auto cli = attach_retry(a.socket(), "peer-full-busy");
+    if (!cli) return fail(1, "attach");
+    const auto t0 = Clock::now();
+    auto to_b = cli->open(b.target("echo"), 10s);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (to_b || to_b.status != Status::Busy)
+      return fail(2, "open B: %s after %lld ms, expected Busy", to_string(to_b.status).data(),
+                  static_cast<long long>(took));
+    if (took < 1000) return fail(3, "Busy after %lld ms: the Open did not wait", static_cast<long long>(took));
+    return 0;
+  });
+  const int rc = reap(opener, 30s);
+  INFO("A log:\n" << cl.log_tail(0, 6000));
+  CHECK(rc == 0);
+  check_counted_as_full(cl);
+  // Logged once however often B turned A away (one line per 10 s).
+  const std::string log = cl.log_tail(0, 256 * 1024);
+  std::size_t lines = 0;
+  for (auto at = log.find("turned our"); at != std::string::npos; at = log.find("turned our", at + 1)) ++lines;
+  CHECK(lines == 1);
+  done.signal();
+  CHECK(reap(holder, 30s) == 0);  // C's channel to B carried on
+  stop.signal();
+  CHECK(reap(server, 10s) == 0);
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+  CHECK(cl.alive(2));
+}
