@@ -334,7 +334,8 @@ void ChannelManager::on_recv(const transport::Completion& c, bool on_lanes, std:
 bool ChannelManager::turned_away(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns) {
   const bool rebuilding = lane >= 0 && ch.usable() && ch.lanes[static_cast<std::uint32_t>(lane)].broken() &&
                           ch.lanes[static_cast<std::uint32_t>(lane)].conn() == conn;
-  if (!rebuilding && (ch.usable() || ch.was_up)) return false;  // an admitted connection: a plain Goodbye
+  // Only a connection we dialled and the peer never admitted: else a plain Goodbye.
+  if (!ch.initiated || (!rebuilding && (ch.usable() || ch.was_up))) return false;
   bump(counters_.peer_full_refusals);
   if (std::uint64_t unlogged = 0; peer_full_log_.allow(now_ns, unlogged)) {
     spdlog::warn("channel {} to {}: the peer turned our {} connection away: no free peer-max-connections slot there{}",
