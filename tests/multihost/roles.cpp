@@ -12,6 +12,17 @@ using namespace std::chrono_literals;
 using itest::Clock;
 using itest::fail;
 
+int open_and_echo(const std::string& socket, const std::string& name, const std::string& target,
+                  std::chrono::milliseconds open_within, std::uint32_t len, std::uint32_t sender) {
+  auto c = itest::attach_retry(socket, name);
+  if (!c) return fail(1, "%s: attach", name.c_str());
+  auto ep = c->open(target, open_within);
+  if (!ep) return fail(2, "%s: open %s: %s", name.c_str(), target.c_str(), to_string(ep.status).data());
+  if (const Status st = itest::echo_checked(*c, ep.value, len, sender, 1); st != Status::Ok)
+    return fail(3, "%s: echo over %s: %s", name.c_str(), target.c_str(), to_string(st).data());
+  return 0;
+}
+
 int run_echo_services(const std::string& socket, const std::vector<std::string>& services, const itest::Gate& ready,
                       const itest::Gate& stop) {
   auto c = itest::attach_retry(socket, "echo-services");

@@ -18,6 +18,13 @@ namespace ferry::mhtest {
 int run_echo_services(const std::string& socket, const std::vector<std::string>& services, const itest::Gate& ready,
                       const itest::Gate& stop);
 
+// A client that attaches to `socket` as `name`, opens `target` (waiting up
+// to `open_within`) and makes one verified echo call of `len` bytes over
+// it (itest::echo_checked, sender id `sender`). 0, or the child's failure
+// code: 1 attach, 2 open, 3 echo (each with a line on stderr).
+int open_and_echo(const std::string& socket, const std::string& name, const std::string& target,
+                  std::chrono::milliseconds open_within, std::uint32_t len, std::uint32_t sender);
+
 struct UntilResetSpec {
   std::string socket;
   std::string target;  // HOST:PORT/SERVICE of an echo service on the daemon that will die

@@ -20,6 +20,7 @@
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/peer_status.h"
+#include "tests/multihost/roles.h"
 #include "tests/multihost/status_json.h"
 
 using namespace ferry;
@@ -145,15 +146,8 @@ TEST_CASE("auth: the same secret on both daemons gives an Up channel and a worki
   Gate ready, stop;
   const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
   REQUIRE(ready.wait(10s));
-  const pid_t client = cl.spawn_on(0, [&]() -> int {
-    auto c = attach_retry(a.socket(), "auth");
-    if (!c) return fail(1, "attach");
-    auto ep = c->open(b.target("echo"), 10s);
-    if (!ep) return fail(2, "open echo on B: %s", st(ep.status).c_str());
-    if (const Status s = echo_checked(*c, ep.value, 3000, 5, 1); s != Status::Ok)
-      return fail(3, "echo: %s", st(s).c_str());
-    return 0;
-  });
+  const pid_t client =
+      cl.spawn_on(0, [&] { return open_and_echo(a.socket(), "auth", b.target("echo"), 10s, 3000, 5); });
   CHECK(reap(client, 30s) == 0);
   stop.signal();
   CHECK(reap(server, 10s) == 0);

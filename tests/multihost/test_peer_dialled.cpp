@@ -20,6 +20,7 @@
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/fake_hello.h"
+#include "tests/multihost/roles.h"
 #include "transport/wire/header.h"
 
 using namespace ferry;
@@ -52,15 +53,8 @@ TEST_CASE("peer dialled: an Open on a channel the peer dialled that fails before
   });
   REQUIRE(answered.wait(10s));
 
-  const pid_t client = cl.spawn_on(0, [&]() -> int {
-    auto cli = attach_retry(a.socket(), "peer-dialled");
-    if (!cli) return fail(1, "attach");
-    auto ep = cli->open(c.target("echo"), 10s);
-    if (!ep) return fail(2, "open C: %s", to_string(ep.status).data());
-    if (const Status st = echo_checked(*cli, ep.value, 1500, 8, 1); st != Status::Ok)
-      return fail(3, "echo over C: %s", to_string(st).data());
-    return 0;
-  });
+  const pid_t client =
+      cl.spawn_on(0, [&] { return open_and_echo(a.socket(), "peer-dialled", c.target("echo"), 10s, 1500, 8); });
   const int rc = reap(client, 30s);
   release.signal();
   INFO("A log:\n" << cl.log_tail(0, 6000));

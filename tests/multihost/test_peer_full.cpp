@@ -14,6 +14,7 @@
 
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/roles.h"
 #include "tests/multihost/status_json.h"
 
 using namespace ferry;
@@ -34,24 +35,44 @@ DaemonFlags peer_full_flags(std::uint32_t connect_timeout_ms) {
   return f;
 }
 
-// C's client opens B's echo (C's channel takes two of B's slots) and keeps
-// it until `done`; then, if `check` is set, a call over it must verify.
-pid_t hold_b(const Cluster& cl, Gate& holding, Gate& done, bool check) {
-  const Node& b = cl.node(1);
-  const Node& c = cl.node(2);
-  return cl.spawn_on(2, [&, check]() -> int {
-    auto cli = attach_retry(c.socket(), "peer-full-holder");
-    if (!cli) return fail(1, "attach");
-    auto to_b = cli->open(b.target("echo"), 10s);
-    if (!to_b) return fail(2, "open B from C: %s", to_string(to_b.status).data());
-    holding.signal();
-    if (!done.wait(60s)) return fail(3, "never told the opener was done");
-    if (!check) return 0;
-    if (const Status st = echo_checked(*cli, to_b.value, 1500, 6, 1); st != Status::Ok)
-      return fail(4, "echo over C's channel to B: %s", to_string(st).data());
-    return 0;
-  });
-}
+// B serving echo, and C's client holding a channel to it (two of B's
+// slots) until finish(); then, when C's daemon still lives, a call over
+// that channel must verify.
+class FullB {
+ public:
+  explicit FullB(std::uint32_t connect_timeout_ms) : cl(3, net_mode_from_env(), peer_full_flags(connect_timeout_ms)) {
+    const Node& b = cl.node(1);
+    const Node& c = cl.node(2);
+    server_ = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready_, stop_); });
+    REQUIRE(ready_.wait(10s));
+    holder_ = cl.spawn_on(2, [&]() -> int {
+      auto cli = attach_retry(c.socket(), "peer-full-holder");
+      if (!cli) return fail(1, "attach");
+      auto to_b = cli->open(b.target("echo"), 10s);
+      if (!to_b) return fail(2, "open B from C: %s", to_string(to_b.status).data());
+      holding_.signal();
+      if (!done_.wait(60s)) return fail(3, "never told the opener was done");
+      if (const Status st = echo_checked(*cli, to_b.value, 1500, 6, 1); st != Status::Ok)
+        return fail(4, "echo over C's channel to B: %s", to_string(st).data());
+      return 0;
+    });
+    REQUIRE(holding_.wait(10s));
+  }
+  void finish(bool c_alive) {
+    done_.signal();
+    const int rc = reap(holder_, 30s);
+    if (c_alive) CHECK(rc == 0);  // C's channel to B carried on; with C's daemon gone it ends as it may
+    stop_.signal();
+    CHECK(reap(server_, 10s) == 0);
+  }
+
+  Cluster cl;
+
+ private:
+  Gate ready_, stop_, holding_, done_;
+  pid_t server_ = -1;
+  pid_t holder_ = -1;
+};
 
 // A's refusals were the peer's, counted and logged as such; none of them a
 // peer failure.
@@ -67,25 +88,14 @@ void check_counted_as_full(const Cluster& cl) {
 }  // namespace
 
 TEST_CASE("peer full: an Open to a daemon with no free slot waits for one, then succeeds") {
-  Cluster cl(3, net_mode_from_env(), peer_full_flags(2000));
+  FullB full(2000);
+  Cluster& cl = full.cl;
   INFO("mode " << to_string(cl.mode()));
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
-  Gate ready, stop, holding, done;
-  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
-  REQUIRE(ready.wait(10s));
-  const pid_t holder = hold_b(cl, holding, done, false);
-  REQUIRE(holding.wait(10s));
 
-  const pid_t opener = cl.spawn_on(0, [&]() -> int {
-    auto cli = attach_retry(a.socket(), "peer-full");
-    if (!cli) return fail(1, "attach");
-    auto to_b = cli->open(b.target("echo"), 15s);
-    if (!to_b) return fail(2, "open B: %s", to_string(to_b.status).data());
-    if (const Status st = echo_checked(*cli, to_b.value, 1500, 5, 1); st != Status::Ok)
-      return fail(3, "echo over B: %s", to_string(st).data());
-    return 0;
-  });
+  const pid_t opener =
+      cl.spawn_on(0, [&] { return open_and_echo(a.socket(), "peer-full", b.target("echo"), 15s, 1500, 5); });
   // C's daemon goes only once B turned A away and A heard why.
   const bool turned_away = cl.log_has(0, "turned our lane connection away", 10s);
   INFO("A log:\n" << cl.log_tail(0, 6000));
@@ -96,24 +106,17 @@ TEST_CASE("peer full: an Open to a daemon with no free slot waits for one, then 
   const auto sb = status_json(b);
   REQUIRE(sb);
   CHECK(counter(*sb, "peer_accepts_refused") >= 1);
-  done.signal();
-  (void)reap(holder, 10s);  // its daemon is gone: it ends as it may
-  stop.signal();
-  CHECK(reap(server, 10s) == 0);
+  full.finish(false);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
 }
 
 TEST_CASE("peer full: an Open to a daemon that has no slot within its budget fails Busy") {
-  Cluster cl(3, net_mode_from_env(), peer_full_flags(300));  // a budget of 1.2 s
+  FullB full(300);  // a budget of 1.2 s
+  Cluster& cl = full.cl;
   INFO("mode " << to_string(cl.mode()));
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
-  Gate ready, stop, holding, done;
-  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
-  REQUIRE(ready.wait(10s));
-  const pid_t holder = hold_b(cl, holding, done, true);
-  REQUIRE(holding.wait(10s));
 
   const pid_t opener = cl.spawn_on(0, [&]() -> int {
     auto cli = attach_retry(a.socket(), "peer-full-busy");
@@ -136,10 +139,7 @@ TEST_CASE("peer full: an Open to a daemon that has no slot within its budget fai
   std::size_t lines = 0;
   for (auto at = log.find("turned our"); at != std::string::npos; at = log.find("turned our", at + 1)) ++lines;
   CHECK(lines == 1);
-  done.signal();
-  CHECK(reap(holder, 30s) == 0);  // C's channel to B carried on
-  stop.signal();
-  CHECK(reap(server, 10s) == 0);
+  full.finish(true);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
   CHECK(cl.alive(2));
