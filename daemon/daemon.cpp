@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "daemon/config/config_reload.h"
+#include "daemon/config/config_rules.h"
 #include "daemon/engines/engine_set.h"
 #include "daemon/engines/engine_status.h"
 #include "daemon/front/attach_server.h"
@@ -53,6 +54,7 @@ int run_daemon(const Config& config) {
                config.runtime_dir);
   spdlog::info("{} (checked against the device at engine start)", transport.reason);
   log_fault_injection_state();
+  for (const std::string& caution : config_cautions(config)) spdlog::warn("{}", caution);
 
   EnginePlan plan;
   if (const Error bad = plan_engines(config.engines, config.engine_threads, config.engine_cpus, plan); bad.failed()) {

@@ -3,9 +3,11 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "daemon/config/config.h"
 #include "daemon/config/config_reload.h"
+#include "daemon/config/config_rules.h"
 #include "daemon/daemon.h"
 
 int main(int argc, char** argv) {
@@ -13,7 +15,10 @@ int main(int argc, char** argv) {
   if (parsed.exit_code >= 0) return parsed.exit_code;
   if (parsed.check_config) {
     // Errors were printed (exit 2) by the parser; here everything is valid.
-    std::printf("configuration OK\n%s", ferry::daemon::describe(parsed.config).c_str());
+    std::printf("configuration OK\n");
+    for (const std::string& caution : ferry::daemon::config_cautions(parsed.config))
+      std::printf("caution: %s\n", caution.c_str());
+    std::printf("%s", ferry::daemon::describe(parsed.config).c_str());
     return 0;
   }
   ferry::daemon::remember_command_line(argc, argv);

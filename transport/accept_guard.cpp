@@ -24,14 +24,11 @@ AcceptGuard::Source AcceptGuard::source_of(const sockaddr_storage& ss) noexcept 
 AcceptGuard::AcceptGuard(const AcceptGuardConfig& cfg, const char* what)
     : cfg_(cfg),
       what_(what),
-      // Half the table at most is reserved: a tiny table still accepts.
-      budget_(cfg.max_connections - (cfg.reserve < cfg.max_connections / 2 ? cfg.reserve : cfg.max_connections / 2)),
+      budget_(unvouched_budget(cfg.max_connections, cfg.reserve)),
       tracked_(new bool[cfg.max_connections]()),
       silent_(new bool[cfg.max_connections]()),
       source_(new Source[cfg.max_connections]()),
-      accepted_ns_(new std::uint64_t[cfg.max_connections]()) {
-  if (budget_ == 0) budget_ = 1;
-}
+      accepted_ns_(new std::uint64_t[cfg.max_connections]()) {}
 
 std::uint32_t AcceptGuard::from_source(const Source& src) const noexcept {
   std::uint32_t n = 0;

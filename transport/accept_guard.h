@@ -45,6 +45,14 @@ struct AcceptGuardConfig {
 
 class AcceptGuard {
  public:
+  // How many unvouched connections a table of `max_connections` admits at
+  // once: all but `reserve`, and never more than half reserved, so a tiny
+  // table still accepts (at least 1).
+  static constexpr std::uint32_t unvouched_budget(std::uint32_t max_connections, std::uint32_t reserve) noexcept {
+    const std::uint32_t kept = reserve < max_connections / 2 ? reserve : max_connections / 2;
+    return max_connections - kept == 0 ? 1 : max_connections - kept;
+  }
+
   // A source address: IPv4 as its v4-mapped IPv6 form.
   using Source = std::array<std::uint8_t, 16>;
   static Source source_of(const sockaddr_storage& ss) noexcept;
@@ -110,7 +118,7 @@ class AcceptGuard {
 
   AcceptGuardConfig cfg_;
   const char* what_;
-  std::uint32_t budget_;
+  const std::uint32_t budget_;
   std::uint32_t unvouched_ = 0;
   std::uint32_t silent_n_ = 0;
   std::unique_ptr<bool[]> tracked_;  // accepted and not vouched

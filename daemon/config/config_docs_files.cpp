@@ -206,7 +206,9 @@ std::string reference_markdown() {
     out += wrap("- " + std::string(r.rule) + " (" + std::string(r.keys) + ").", 100, "");
   out +=
       "\nA value or a rule that does not hold stops start-up (exit 2) and `--check-config` with a message\n"
-      "naming the option(s) and the allowed range, and a SIGHUP keeps the running configuration.\n";
+      "naming the option(s) and the allowed range, and a SIGHUP keeps the running configuration. A caution\n"
+      "that does not hold is logged as a warning at start-up and printed by `--check-config` after its\n"
+      "\"configuration OK\" line; the daemon runs.\n";
   return out;
 }
 

@@ -2,6 +2,9 @@
 #include "daemon/config/config_rules.h"
 
 #include "daemon/config/config_keys.h"
+#include "transport/accept_guard.h"
+#include "transport/rdma/rdma_config.h"
+#include "transport/tcp/tcp_config.h"
 
 namespace ferry::daemon {
 namespace {
@@ -9,6 +12,29 @@ namespace {
 bool power_of_two(std::uint64_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
+
+// The connections of one channel a daemon accepts before any is vouched for
+// (transport/accept_guard.h): its lanes may all arrive before the first
+// joins, and on tcp lanes its bootstrap connection is among them.
+Error accept_room(const char* slots_key, std::uint32_t slots, std::uint32_t reserve, std::uint32_t need,
+                  const Config& c) {
+  const std::uint32_t budget = transport::AcceptGuard::unvouched_budget(slots, reserve);
+  std::string short_of;
+  if (budget < need) {
+    short_of = std::string(slots_key) + " " + num(slots) + " keeps " + num(slots - budget) +
+               " slots for dials and working channels and admits " + num(budget) +
+               " connections not yet taken by a channel";
+  } else if (c.peer_max_unauthenticated_per_source < need) {
+    short_of = "peer-max-unauthenticated-per-source admits " + num(c.peer_max_unauthenticated_per_source) +
+               " connections not yet taken by a channel from one address";
+  } else {
+    return {};
+  }
+  return Error::bad_request(short_of + ", and a peer's channel with channel-conns " + num(c.channel_conns) +
+                            " brings " + num(need) +
+                            " at once: this daemon can dial channels, but no peer could open one here; raise it or "
+                            "lower channel-conns");
+}
 
 // clang-format off
 constexpr CrossRule kRules[] = {
@@ -49,6 +75,23 @@ constexpr CrossRule kRules[] = {
            " (on tcp it is a budget, not memory), lower peer-max-connections or credit-floor, or use "
            "--transport rdma");
      }},
+    {"peer-max-connections, rdma-max-connections, peer-max-unauthenticated-per-source, channel-conns",
+     "(a caution) a peer's channel can be accepted: on tcp lanes peer-max-connections, less the slots kept for dials, and "
+     "peer-max-unauthenticated-per-source admit 1 + channel-conns connections not yet taken by a channel (its "
+     "bootstrap and lanes); on rdma lanes rdma-max-connections and the per-source cap admit channel-conns",
+     [](const Config& c) -> Error {
+       const std::uint32_t k = c.channel_conns;
+       if (c.transport != Transport::Rdma) {
+         if (Error bad = accept_room("peer-max-connections", c.peer_max_connections,
+                                     transport::tcp::TcpConfig{}.reserved_slots, 1 + k, c);
+             bad.failed()) {
+           return bad;
+         }
+       }
+       if (c.transport == Transport::Tcp) return {};
+       return accept_room("rdma-max-connections", c.rdma_max_connections, transport::rdma::RdmaConfig{}.reserved_slots, k, c);
+     },
+     /*caution=*/true},
 };
 // clang-format on
 
@@ -72,9 +115,19 @@ Error check_ranges(const Config& c) {
     }
   }
   for (const CrossRule& r : kRules) {
+    if (r.caution) continue;
     if (Error bad = r.check(c); bad.failed()) return bad;
   }
   return {};
+}
+
+std::vector<std::string> config_cautions(const Config& c) {
+  std::vector<std::string> out;
+  for (const CrossRule& r : kRules) {
+    if (!r.caution) continue;
+    if (Error bad = r.check(c); bad.failed()) out.push_back(bad.message());
+  }
+  return out;
 }
 
 }  // namespace ferry::daemon

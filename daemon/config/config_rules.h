@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/config/config.h"
 
@@ -15,8 +16,15 @@ struct CrossRule {
   std::string_view rule;  // the rule as a sentence
   // BadRequest with the reason `c` breaks the rule (with the values), or Ok.
   Error (*check)(const Config& c);
+  // A caution: breaking it is logged at start-up and printed by
+  // --check-config, and does not stop the daemon (the configuration serves
+  // some uses, and the message says which it cannot).
+  bool caution = false;
 };
 
 std::span<const CrossRule> cross_rules() noexcept;
+
+// The messages of the cautions `c` breaks, in table order.
+[[nodiscard]] std::vector<std::string> config_cautions(const Config& c);
 
 }  // namespace ferry::daemon

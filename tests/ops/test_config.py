@@ -189,6 +189,26 @@ def test_check_config_agrees_with_start_up():
     check(r.returncode == 2 and "no client of the default size" in r.stderr, "quota below one client: " + r.stderr)
 
 
+def test_a_daemon_no_peer_could_open_a_channel_to_is_cautioned():
+    # Two slots on tcp lanes keep one for dials and admit one connection not
+    # yet taken by a channel: a peer's bootstrap and lane arrive together,
+    # so no peer could ever open a channel here. It still dials, so it runs.
+    args = ["--transport", "tcp", "--peer-max-connections", "2", "--channel-conns", "1"]
+    r = check_config(*args)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0 and lines[0] == "configuration OK", "exit %d: %r" % (r.returncode, r.stdout[:200]))
+    check(len(lines) > 1 and lines[1].startswith("caution: peer-max-connections 2 keeps 1 slots")
+          and "no peer could open one here" in lines[1], "no caution: %r" % lines[:3])
+    check(effective(r.stdout)["peer-max-connections"] == "2", "the settings still follow the caution")
+    good = check_config("--transport", "tcp", "--peer-max-connections", "3", "--channel-conns", "1")
+    check(good.returncode == 0 and "caution:" not in good.stdout, "3 slots cautioned: %r" % good.stdout[:300])
+    with Daemon(FERRYD, args[2:]) as d:  # Daemon names --transport tcp itself
+        d.wait_ready()
+        log = d.log_text()
+        check("[warning] peer-max-connections 2 keeps 1 slots" in log, "start-up did not warn:\n" + log)
+        check(d.stop() == 0, "exit")
+
+
 def test_reload_of_a_broken_file_keeps_the_running_configuration():
     cfg = write("reload.conf", "log-level = debug\nmax-clients = 9\n")
     with Daemon(FERRYD, ["--config", cfg]) as d:

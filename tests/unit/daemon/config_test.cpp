@@ -12,6 +12,7 @@
 #include "daemon/config/config.h"
 #include "daemon/config/config_file.h"
 #include "daemon/config/config_keys.h"
+#include "daemon/config/config_rules.h"
 #include "daemon/front/descriptor_limit.h"
 #include "daemon/loop/engine_fault.h"
 #include "ferry_config.h"
@@ -247,6 +248,49 @@ TEST_CASE("peer-max-connections: tcp lanes' credit floors fit in the receive poo
   small.peer_max_connections = 64;
   large.peer_max_connections = 1024;
   CHECK(descriptors_needed(large) - descriptors_needed(small) == 1024 - 64);
+}
+
+TEST_CASE("a configuration no peer could open a channel to is a caution, not a refusal") {
+  Config c;
+  CHECK(config_cautions(c).empty());  // the defaults accept channels of any channel-conns up to 8
+  c.channel_conns = 8;
+  CHECK(config_cautions(c).empty());
+  // tcp lanes: a channel brings its bootstrap and channel-conns lanes, none
+  // vouched for until the first lane joins; 2 slots keep 1 for dials.
+  c = Config{};
+  c.transport = Transport::Tcp;
+  c.peer_max_connections = 2;
+  REQUIRE(config_cautions(c).size() == 1);
+  CHECK(config_cautions(c)[0].find("peer-max-connections 2 keeps 1 slots") != std::string::npos);
+  CHECK(config_cautions(c)[0].find("brings 2 at once") != std::string::npos);
+  CHECK(check_ranges(c).ok());  // it still runs: it can dial (tests/multihost/test_no_room.cpp)
+  c.peer_max_connections = 3;   // admits 2: the bootstrap and one lane
+  CHECK(config_cautions(c).empty());
+  c.channel_conns = 2;
+  CHECK(config_cautions(c).size() == 1);
+  c.peer_max_connections = 6;  // keeps 3, admits 3
+  CHECK(config_cautions(c).empty());
+  c.peer_max_unauthenticated_per_source = 2;
+  REQUIRE(config_cautions(c).size() == 1);
+  CHECK(config_cautions(c)[0].find(
+            "peer-max-unauthenticated-per-source admits 2 connections not yet taken by a channel from one address") !=
+        std::string::npos);
+  // rdma lanes: the bootstrap is on tcp, the lanes are the rdma slots'.
+  c = Config{};
+  c.transport = Transport::Rdma;
+  c.peer_max_connections = 2;
+  CHECK(config_cautions(c).empty());
+  c.channel_conns = 4;
+  c.rdma_max_connections = 7;  // keeps 3, admits 4
+  CHECK(config_cautions(c).empty());
+  c.rdma_max_connections = 6;  // keeps 3, admits 3
+  REQUIRE(config_cautions(c).size() == 1);
+  CHECK(config_cautions(c)[0].find("rdma-max-connections 6") != std::string::npos);
+  // auto may fall back to tcp: both apply.
+  c.transport = Transport::Auto;
+  c.rdma_max_connections = 64;
+  c.peer_max_connections = 8;  // keeps 4, admits 4 of the 5 a tcp channel brings
+  CHECK(config_cautions(c).size() == 1);
 }
 
 TEST_CASE("listen needs a numeric host, as start-up does") {
