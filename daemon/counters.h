@@ -105,7 +105,7 @@ struct Counters {
   Counter peer_accepts_evicted{0};  // silent ones closed to make room
   Counter peer_hello_timeouts{0};   // silent past peer-hello-timeout-ms
   Counter peer_dials_refused{0};    // our own dials (bootstrap or lane) with no free slot here
-  Counter peer_full_refusals{0};    // our dials a peer turned away: no free slot there (Goodbye Busy)
+  Counter peer_full_refusals{0};    // our dials a peer turned away: no free slot there (Goodbye Busy, rdma reject)
   Counter peer_connections{0};      // gauge: TCP connections to and from peers now (of peer-max-connections)
   // Per-call remote keys by cause (memory-window binds; each is closed once).
   Counter key_windows_write{0};  // a response buffer the peer RDMA-WRITEs

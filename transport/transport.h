@@ -124,7 +124,10 @@ constexpr std::string_view to_string(CompletionKind k) noexcept {
 
 struct Completion {
   CompletionKind kind = CompletionKind::SendDone;
-  Status status = Status::Ok;  // Closed: Ok (local close), PeerReset, ProtocolError
+  // Closed: Ok (local close), PeerReset, ProtocolError; for a connect_async
+  // that failed, PeerUnreachable, or Busy when the peer turned it away for
+  // want of a free connection slot (a backend that can tell: rdma).
+  Status status = Status::Ok;
   ConnId conn = kInvalidConn;
   std::uint64_t user_data = 0;  // SendDone: the WR's user_data
   wire::Header header{};        // Recv
@@ -177,7 +180,8 @@ class Transport {
   // ---- control path (may allocate, may block for a bounded time) ----
   // Listens on a numeric host; port 0 picks one. Returns the bound port.
   [[nodiscard]] virtual Result<std::uint16_t> listen(std::string_view host, std::uint16_t port) = 0;
-  // Connects within the backend's configured timeout; PeerUnreachable after it.
+  // Connects within the backend's configured timeout; PeerUnreachable after
+  // it; Busy when no slot is free here, or (rdma) the peer says it has none.
   [[nodiscard]] virtual Result<ConnId> connect(std::string_view host, std::uint16_t port) = 0;
   // Starts a connect without waiting for it: the id comes back at once, a
   // Connected completion says it is usable, a Closed one (PeerUnreachable)

@@ -338,8 +338,10 @@ bool ChannelManager::turned_away(Channel& ch, std::int32_t lane, transport::Conn
   if (!ch.initiated || (!rebuilding && (ch.usable() || ch.was_up))) return false;
   bump(counters_.peer_full_refusals);
   if (std::uint64_t unlogged = 0; peer_full_log_.allow(now_ns, unlogged)) {
-    spdlog::warn("channel {} to {}: the peer turned our {} connection away: no free peer-max-connections slot there{}",
-                 ch.id, ch.address.empty() ? "accepted" : ch.address, lane >= 0 ? "lane" : "bootstrap",
+    const bool qp = lane >= 0 && split_ && lanes_kind() == transport::TransportKind::Rdma;
+    spdlog::warn("channel {} to {}: the peer turned our {} connection away: no free {} slot there{}", ch.id,
+                 ch.address.empty() ? "accepted" : ch.address, lane >= 0 ? "lane" : "bootstrap",
+                 qp ? "rdma-max-connections" : "peer-max-connections",
                  unlogged == 0 ? std::string() : fmt::format(" ({} more such since the last line)", unlogged));
   }
   if (rebuilding) {
@@ -374,6 +376,9 @@ void ChannelManager::on_closed(const transport::Completion& c, bool on_lanes) {
   if (ref.channel == 0) return;
   Channel* ch = find(ref.channel);
   if (ch == nullptr || ch->finished()) return;
+  // A dial the peer rejected for want of a slot (rdma: the reject's reason,
+  // transport/rdma/cm_reject.h): as a tcp connection it answers Goodbye(Busy).
+  if (c.status == Status::Busy && turned_away(*ch, ref.lane, c.conn, last_now_ns_)) return;
   if (ref.lane >= 0 && ch->usable()) {
     // A data lane of a channel that is Up: rebuilt through the bootstrap
     // connection (LaneFlow, the rejoin handshake), or the channel fails if it cannot.

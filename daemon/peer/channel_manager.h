@@ -267,10 +267,11 @@ class ChannelManager : private LaneFlowHost, private HandshakeHost {
   // LaneFlow admits it (in lane_seq order).
   void on_lane_message(Channel& ch, std::uint32_t lane, const transport::Completion& c, std::uint64_t now_ns);
   void on_closed(const transport::Completion& c, bool on_lanes);
-  // Goodbye(Busy) before a connection of ours was admitted: the peer's
-  // listener had no free slot for it (its tcp transport answers so and
-  // closes). A lane being rebuilt dials again later; a channel being set
-  // up fails Busy, its Opens waiting for room. False: a plain Goodbye.
+  // Goodbye(Busy) before a connection of ours was admitted, or a dial that
+  // closed Busy: the peer's listener had no free slot for it (its tcp
+  // transport answers so and closes; its rdma transport rejects with that
+  // reason). A lane being rebuilt dials again later; a channel being set
+  // up fails Busy, its Opens waiting for room. False: neither case.
   bool turned_away(Channel& ch, std::int32_t lane, transport::ConnId conn, std::uint64_t now_ns);
   LaneStats& stats_of(Channel& ch, std::int32_t lane) noexcept;
 

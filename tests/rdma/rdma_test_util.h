@@ -64,17 +64,20 @@ struct Pair {
   std::unique_ptr<RdmaTransport> b;  // connector, rxe1
   ConnId a_conn = kInvalidConn;
   ConnId b_conn = kInvalidConn;
+  std::uint16_t port = 0;  // a's listening port
 };
 
-// b connects to a. connect() blocks until rdma_cm completes, which needs a
-// polled meanwhile, so the connect runs on a helper thread.
-inline Pair connect_pair() {
+// b connects to a (`listener` when given, else made with vm_config on
+// rxe0). connect() blocks until rdma_cm completes, which needs a polled
+// meanwhile, so the connect runs on a helper thread.
+inline Pair connect_pair(std::unique_ptr<RdmaTransport> listener = nullptr) {
   Pair p;
-  p.a = make(env_or("RXE0", "rxe0"), env_or("ADDR0", "198.18.0.1"));
+  p.a = listener != nullptr ? std::move(listener) : make(env_or("RXE0", "rxe0"), env_or("ADDR0", "198.18.0.1"));
   p.b = make(env_or("RXE1", "rxe1"), env_or("ADDR1", "198.18.0.2"));
   auto port = p.a->listen(env_or("ADDR0", "198.18.0.1"), 0);
   REQUIRE(port.status == Status::Ok);
   REQUIRE(port.value != 0);
+  p.port = port.value;
   Result<ConnId> res;
   bool done = false;
   std::thread th([&] {

@@ -6,7 +6,8 @@
 // rdma path runs: eager SENDs, rendezvous RDMA READs and replies by RDMA
 // WRITE with immediate (counters prove each ran). Then `ferryctl status --json` must say transport rdma on
 // both daemons, one peer with k RDMA lanes, rnr_naks 0; and the devices'
-// own counters (`rdma statistic`) must show no RNR error either.
+// own counters (`rdma statistic`) must show no RNR error either. And a
+// peer with no free QP slot turns a lane away saying so.
 // Exits 77 (skip) outside the VM (rdma_test_main.cpp).
 #include <array>
 #include <catch2/catch.hpp>
@@ -20,6 +21,7 @@
 #include "tests/multihost/cluster.h"
 #include "tests/multihost/peer_status.h"
 #include "tests/multihost/roles.h"
+#include "tests/multihost/status_json.h"
 #include "tests/rdma/vm_probe.h"
 
 using namespace ferry;
@@ -32,10 +34,6 @@ namespace {
 constexpr std::uint32_t kLanes = 2, kCallers = 8, kServices = 4, kEager = 8192, kMaxCall = 256 << 10;
 constexpr std::uint32_t kSenders = 3;
 constexpr std::uint64_t kCalls = 40, kPerSender = 30;
-
-std::optional<json::Value> status_json(const Node& n) {
-  return json::parse(run(env("FERRYCTL") + " --control " + n.control() + " status --json"));
-}
 
 }  // namespace
 
@@ -229,6 +227,55 @@ TEST_CASE("rdma: a call held past its timeout completes Timeout; the late reply 
   const json::Value* rv = sa->find("counters")->find("rendezvous_sends");
   REQUIRE(rv != nullptr);
   CHECK(rv->as_uint().value_or(0) >= 1);  // the large request really went by rendezvous
+  CHECK(cl.alive(0));
+  CHECK(cl.alive(1));
+}
+
+TEST_CASE("rdma: a peer with no free QP slot turns the lane away saying so: the Open fails Busy") {
+  // B has one QP slot and two lanes a channel: it accepts A's lane 0 and
+  // rejects lane 1 with the no-room reason (transport/rdma/cm_reject.h).
+  // A takes B for full, not dead: its Open waits for room within its budget
+  // (4 x connect-timeout-ms), then fails Busy, no peer failure counted.
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.channel_conns = 2;
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 10000;
+  f.connect_timeout_ms = 1500;  // the Open's budget: 6 s
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  f.extra_args = {"--tx-arena-bytes", "8m", "--rx-arena-bytes", "8m"};
+  f.node_args = {{}, {"--rdma-max-connections", "1", "--engines", "1"}};
+  Cluster cl(2, NetMode::Loopback, f);
+  const Node& a = cl.node(0);
+  const Node& b = cl.node(1);
+  // B was told at start-up that no peer could open a channel to it.
+  CHECK(cl.log_has(1, "rdma-max-connections 1 keeps 0 slots", 5s));
+  Gate ready, stop;
+  const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
+  REQUIRE(ready.wait(60s));
+  const pid_t opener = cl.spawn_on(0, [&]() -> int {
+    auto cli = attach_retry(a.socket(), "rdma-peer-full");
+    if (!cli) return fail(1, "attach");
+    const auto t0 = Clock::now();
+    auto to_b = cli->open(b.target("echo"), 60s);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (to_b || to_b.status != Status::Busy)
+      return fail(2, "open B: %s after %lld ms, expected Busy", to_string(to_b.status).data(),
+                  static_cast<long long>(took));
+    if (took < 4000) return fail(3, "Busy after %lld ms: the Open did not wait", static_cast<long long>(took));
+    return 0;
+  });
+  const int rc = reap(opener, 120s);
+  INFO("A log:\n" << cl.log_tail(0, 6000) << "\nB log:\n" << cl.log_tail(1, 4000));
+  CHECK(rc == 0);
+  const auto sa = status_json(a);
+  REQUIRE(sa);
+  CHECK(counter(*sa, "peer_full_refusals") >= 1);
+  CHECK(counter(*sa, "peer_failures") == 0);
+  CHECK(cl.log_tail(0, 64 * 1024).find("turned our lane connection away: no free rdma-max-connections slot there") !=
+        std::string::npos);
+  stop.signal();
+  CHECK(reap(server, 30s) == 0);
   CHECK(cl.alive(0));
   CHECK(cl.alive(1));
 }

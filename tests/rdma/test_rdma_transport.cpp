@@ -1,11 +1,13 @@
 // RdmaTransport over real verbs (Soft-RoCE in the VM): rxe0/198.18.0.1 and
 // rxe1/198.18.0.2 in one process. Eager sends both ways with checksums and
 // a credit window (no RNR may ever happen), WriteImm, Read, close, connect
-// failure, and the QP attributes ferry promises (rnr_retry 0).
+// failure, a full listener's reasoned reject, and the QP attributes ferry
+// promises (rnr_retry 0).
 #include <sys/epoll.h>
 #include <sys/mman.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "tests/rdma/rdma_test_util.h"
@@ -407,6 +409,73 @@ TEST_CASE("rdma: a spinning owner leaves the CQ unarmed: no event, no syscall pe
   CHECK(p.a->prepare_to_sleep());
   epoll_event ev{};
   CHECK(epoll_wait(p.a->event_fd(), &ev, 1, 0) == 0);
+}
+
+TEST_CASE("rdma: a listener with no free slot rejects saying so: the dial ends Busy, not PeerUnreachable", "[rdma]") {
+  const std::string addr0 = env_or("ADDR0", "198.18.0.1");
+  RdmaConfig one = vm_config(env_or("RXE0", "rxe0"), addr0);
+  one.max_connections = 1;  // the pair's connection takes it
+  auto made = RdmaTransport::create(one);
+  REQUIRE(made.status == Status::Ok);
+  Pair p = connect_pair(std::move(made.value));
+  std::vector<Completion> got_a, got_b;
+
+  // connect_async: Closed with Busy (cm_reject.h's reason on the reject).
+  auto dial = p.b->connect_async(addr0, p.port);
+  REQUIRE(dial.status == Status::Ok);
+  bool ended = false;
+  Status why = Status::Ok;
+  REQUIRE(pump_until(
+      {{p.a.get(), &got_a}, {p.b.get(), &got_b}},
+      [&] {
+        for (const Completion& c : got_b) {
+          if (c.conn != dial.value) continue;
+          CHECK(c.kind != CompletionKind::Connected);
+          if (c.kind == CompletionKind::Closed) ended = true, why = c.status;
+        }
+        got_b.clear();
+        for (const Completion& c : got_a) CHECK(c.kind != CompletionKind::Accepted);
+        got_a.clear();
+        return ended;
+      },
+      std::chrono::seconds(30)));
+  CHECK(why == Status::Busy);
+
+  // connect() (blocking, a polled meanwhile on this thread): Busy too.
+  Result<ConnId> res;
+  std::atomic<bool> done{false};
+  p.b->release_owner();  // the helper thread dials; this one takes b back afterwards
+  std::thread th([&] {
+    res = p.b->connect(addr0, p.port);
+    p.b->release_owner();
+    done = true;
+  });
+  REQUIRE(pump_until(
+      {{p.a.get(), &got_a}}, [&] { return done.load(); }, std::chrono::seconds(30)));
+  th.join();
+  CHECK(res.status == Status::Busy);
+
+  // The connection that holds the slot is unharmed: a message crosses it.
+  SendWr w{};
+  w.conn = p.b_conn;
+  w.header.type = wire::MsgType::Send;
+  w.header.src_ep = 1;
+  w.header.dst_ep = 2;
+  w.header.seq = 7;
+  REQUIRE(p.b->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
+  got_a.clear();
+  bool arrived = false;
+  REQUIRE(pump_until(
+      {{p.a.get(), &got_a}, {p.b.get(), &got_b}},
+      [&] {
+        for (const Completion& c : got_a) arrived |= c.kind == CompletionKind::Recv && c.header.seq == 7;
+        got_a.clear();
+        return arrived;
+      },
+      std::chrono::seconds(20)));
+
+  // A port nobody listens on is still PeerUnreachable: the reason is not a default.
+  CHECK(p.b->connect(addr0, 1).status == Status::PeerUnreachable);
 }
 
 }  // namespace ferry::transport::rdma::test

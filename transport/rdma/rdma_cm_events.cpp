@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "transport/rdma/cm_reject.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/rdma_connector.h"
 
@@ -85,6 +86,8 @@ void RdmaConnector::handle_events() noexcept {
     const rdma_cm_event_type type = ev->event;
     rdma_cm_id* id = ev->id;
     const int status = ev->status;
+    const bool no_room =
+        type == RDMA_CM_EVENT_REJECTED && says_no_room(ev->param.conn.private_data, ev->param.conn.private_data_len);
     rdma_ack_cm_event(ev);
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
       on_connect_request(id);
@@ -94,7 +97,7 @@ void RdmaConnector::handle_events() noexcept {
     if (id == listen_id_ || slot >= conns_.size() || conns_[slot].id != id) continue;
     RdmaConnection& c = conns_[slot];
     if (c.state == ConnState::Connecting) {
-      on_connect_event(slot, type, status);
+      on_connect_event(slot, type, status, no_room);
       continue;
     }
     switch (type) {
@@ -175,7 +178,9 @@ void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
   const AcceptGuard::Source src = AcceptGuard::source_of(from);
   const int slot = admit(src);
   if (slot < 0) {
-    rdma_reject(id, nullptr, 0);  // counted and logged (at most once per 10 s) by the guard
+    // Counted and logged (at most once per 10 s) by the guard; the reason
+    // lets the dialler wait for room instead of taking us for unreachable.
+    rdma_reject(id, kNoRoomReject.data(), kNoRoomReject.size());
     rdma_destroy_id(id);
     return;
   }

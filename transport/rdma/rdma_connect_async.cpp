@@ -6,7 +6,8 @@
 // and reports Connected. Address resolution is retried in short attempts
 // like connect() does (the first one to a new neighbour may only start ARP).
 // Any failure, or connect_timeout_ms without an answer, tears it down and
-// reports Closed with PeerUnreachable; close() abandons it quietly.
+// reports Closed with PeerUnreachable (Busy when the peer rejected it for
+// want of a slot, cm_reject.h); close() abandons it quietly.
 #include <algorithm>
 #include <cstring>
 
@@ -70,7 +71,7 @@ bool RdmaConnector::resolve_next(std::uint32_t slot) noexcept {
                            reinterpret_cast<sockaddr*>(&c.dst), t) == 0;
 }
 
-void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept {
+void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status, bool no_room) noexcept {
   RdmaConnection& c = conns_[slot];
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -115,6 +116,10 @@ void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type
       spdlog::debug("rdma: connection {} established", slot);
       return;
     default:
+      if (no_room) {
+        connect_failed(slot, "the peer has no free connection slot", Status::Busy);
+        return;
+      }
       spdlog::info("rdma: connection {}: {} (status {}) while connecting", slot, rdma_event_str(type), status);
       connect_failed(slot, rdma_event_str(type), Status::PeerUnreachable);
       return;

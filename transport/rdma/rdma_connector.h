@@ -64,7 +64,8 @@ class RdmaConnector {
   int admit(const AcceptGuard::Source& src) noexcept;
   void arm_timer() noexcept;
   bool resolve_next(std::uint32_t slot) noexcept;
-  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status) noexcept;
+  // no_room: a REJECTED event that says the peer had no free slot (cm_reject.h).
+  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status, bool no_room) noexcept;
   void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
   const char* device_name() const noexcept;
 
