@@ -23,6 +23,21 @@ int open_and_echo(const std::string& socket, const std::string& name, const std:
   return 0;
 }
 
+int open_expect_busy(const std::string& socket, const std::string& name, const std::string& target,
+                     std::chrono::milliseconds open_within, std::chrono::milliseconds at_least) {
+  auto c = itest::attach_retry(socket, name);
+  if (!c) return fail(1, "%s: attach", name.c_str());
+  const auto t0 = Clock::now();
+  auto ep = c->open(target, open_within);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  if (ep || ep.status != Status::Busy)
+    return fail(2, "%s: open %s: %s after %lld ms, expected Busy", name.c_str(), target.c_str(),
+                to_string(ep.status).data(), static_cast<long long>(took.count()));
+  if (took < at_least)
+    return fail(3, "%s: Busy after %lld ms: the Open did not wait", name.c_str(), static_cast<long long>(took.count()));
+  return 0;
+}
+
 int run_echo_services(const std::string& socket, const std::vector<std::string>& services, const itest::Gate& ready,
                       const itest::Gate& stop) {
   auto c = itest::attach_retry(socket, "echo-services");

@@ -25,6 +25,14 @@ int run_echo_services(const std::string& socket, const std::vector<std::string>&
 int open_and_echo(const std::string& socket, const std::string& name, const std::string& target,
                   std::chrono::milliseconds open_within, std::uint32_t len, std::uint32_t sender);
 
+// A client that attaches as `name` and opens `target` (waiting up to
+// `open_within`), which must fail Busy, and not before `at_least`: an Open
+// that waited for a free connection slot, here or at the peer, within its
+// budget. 0, or the child's failure code: 1 attach, 2 another outcome, 3
+// Busy too soon (each with a line on stderr).
+int open_expect_busy(const std::string& socket, const std::string& name, const std::string& target,
+                     std::chrono::milliseconds open_within, std::chrono::milliseconds at_least);
+
 struct UntilResetSpec {
   std::string socket;
   std::string target;  // HOST:PORT/SERVICE of an echo service on the daemon that will die

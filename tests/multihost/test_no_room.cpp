@@ -23,6 +23,7 @@
 
 #include "tests/integration/traffic.h"
 #include "tests/multihost/cluster.h"
+#include "tests/multihost/roles.h"
 #include "tests/multihost/status_json.h"
 
 using namespace ferry;
@@ -132,18 +133,9 @@ TEST_CASE("no room: Opens that find no free slot within their budget fail Busy, 
   const auto t0 = Clock::now();
   std::vector<pid_t> openers;
   for (int i = 0; i < kOpeners; ++i) {
-    openers.push_back(cl.spawn_on(0, [&, i]() -> int {
+    openers.push_back(cl.spawn_on(0, [&, i] {
       on_engine_0();
-      auto cli = attach_retry(a.socket(), "no-room-busy-" + std::to_string(i));
-      if (!cli) return fail(1, "attach");
-      const auto begun = Clock::now();
-      auto to_c = cli->open(c.target("echo"), 10s);
-      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - begun).count();
-      if (to_c || to_c.status != Status::Busy)
-        return fail(2, "open C: %s after %lld ms, expected Busy", to_string(to_c.status).data(),
-                    static_cast<long long>(took));
-      if (took < 1000) return fail(3, "Busy after %lld ms: the Open did not wait", static_cast<long long>(took));
-      return 0;
+      return open_expect_busy(a.socket(), "no-room-busy-" + std::to_string(i), c.target("echo"), 10s, 1000ms);
     }));
   }
   for (const pid_t p : openers) CHECK(reap(p, 30s) == 0);

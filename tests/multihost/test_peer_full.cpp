@@ -118,18 +118,8 @@ TEST_CASE("peer full: an Open to a daemon that has no slot within its budget fai
   const Node& a = cl.node(0);
   const Node& b = cl.node(1);
 
-  const pid_t opener = cl.spawn_on(0, [&]() -> int {
-    auto cli = attach_retry(a.socket(), "peer-full-busy");
-    if (!cli) return fail(1, "attach");
-    const auto t0 = Clock::now();
-    auto to_b = cli->open(b.target("echo"), 10s);
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    if (to_b || to_b.status != Status::Busy)
-      return fail(2, "open B: %s after %lld ms, expected Busy", to_string(to_b.status).data(),
-                  static_cast<long long>(took));
-    if (took < 1000) return fail(3, "Busy after %lld ms: the Open did not wait", static_cast<long long>(took));
-    return 0;
-  });
+  const pid_t opener =
+      cl.spawn_on(0, [&] { return open_expect_busy(a.socket(), "peer-full-busy", b.target("echo"), 10s, 1000ms); });
   const int rc = reap(opener, 30s);
   INFO("A log:\n" << cl.log_tail(0, 6000));
   CHECK(rc == 0);

@@ -35,16 +35,23 @@ constexpr std::uint32_t kLanes = 2, kCallers = 8, kServices = 4, kEager = 8192, 
 constexpr std::uint32_t kSenders = 3;
 constexpr std::uint64_t kCalls = 40, kPerSender = 30;
 
+// A on ADDR0, B on ADDR1, rdma lanes, with timers for TCG emulation (about
+// 10x slower than a host).
+DaemonFlags vm_daemons() {
+  DaemonFlags f;
+  f.transport = "rdma";
+  f.heartbeat_ms = 200;
+  f.peer_timeout_ms = 10000;
+  f.connect_timeout_ms = 20000;
+  f.hosts = {env("ADDR0"), env("ADDR1")};
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("8 callers on one daemon, 4 services on another: rdma lanes, every byte checked, no RNR") {
-  DaemonFlags f;
-  f.transport = "rdma";
+  DaemonFlags f = vm_daemons();
   f.channel_conns = kLanes;
-  f.heartbeat_ms = 200;
-  f.peer_timeout_ms = 10000;  // TCG emulation is ~10x slower than a host
-  f.connect_timeout_ms = 20000;
-  f.hosts = {env("ADDR0"), env("ADDR1")};
   // Small arenas: registering them is slow under emulation, and 12 clients attach at once.
   f.extra_args = {"--rdma-ack-timeout", "18", "--eager-threshold", std::to_string(kEager),
                   "--tx-arena-bytes",   "8m", "--rx-arena-bytes",  "16m"};
@@ -198,12 +205,7 @@ TEST_CASE("rdma: a call held past its timeout completes Timeout; the late reply 
   // RDMA WRITE into it): B answers Timeout instead and refuses the late
   // reply, so the buffer stays untouched (run_timeout_caller checks every
   // byte). Once eager with the buffer's descriptor, once by rendezvous.
-  DaemonFlags f;
-  f.transport = "rdma";
-  f.heartbeat_ms = 200;
-  f.peer_timeout_ms = 10000;
-  f.connect_timeout_ms = 20000;
-  f.hosts = {env("ADDR0"), env("ADDR1")};
+  DaemonFlags f = vm_daemons();
   f.extra_args = {"--eager-threshold", std::to_string(kEager), "--tx-arena-bytes", "8m", "--rx-arena-bytes", "8m"};
   Cluster cl(2, NetMode::Loopback, f);
   for (std::uint32_t bytes : {64u, 4 * kEager}) {
@@ -236,13 +238,9 @@ TEST_CASE("rdma: a peer with no free QP slot turns the lane away saying so: the 
   // rejects lane 1 with the no-room reason (transport/rdma/cm_reject.h).
   // A takes B for full, not dead: its Open waits for room within its budget
   // (4 x connect-timeout-ms), then fails Busy, no peer failure counted.
-  DaemonFlags f;
-  f.transport = "rdma";
+  DaemonFlags f = vm_daemons();
   f.channel_conns = 2;
-  f.heartbeat_ms = 200;
-  f.peer_timeout_ms = 10000;
   f.connect_timeout_ms = 1500;  // the Open's budget: 6 s
-  f.hosts = {env("ADDR0"), env("ADDR1")};
   f.extra_args = {"--tx-arena-bytes", "8m", "--rx-arena-bytes", "8m"};
   f.node_args = {{}, {"--rdma-max-connections", "1", "--engines", "1"}};
   Cluster cl(2, NetMode::Loopback, f);
@@ -253,18 +251,8 @@ TEST_CASE("rdma: a peer with no free QP slot turns the lane away saying so: the 
   Gate ready, stop;
   const pid_t server = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready, stop); });
   REQUIRE(ready.wait(60s));
-  const pid_t opener = cl.spawn_on(0, [&]() -> int {
-    auto cli = attach_retry(a.socket(), "rdma-peer-full");
-    if (!cli) return fail(1, "attach");
-    const auto t0 = Clock::now();
-    auto to_b = cli->open(b.target("echo"), 60s);
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    if (to_b || to_b.status != Status::Busy)
-      return fail(2, "open B: %s after %lld ms, expected Busy", to_string(to_b.status).data(),
-                  static_cast<long long>(took));
-    if (took < 4000) return fail(3, "Busy after %lld ms: the Open did not wait", static_cast<long long>(took));
-    return 0;
-  });
+  const pid_t opener =
+      cl.spawn_on(0, [&] { return open_expect_busy(a.socket(), "rdma-peer-full", b.target("echo"), 60s, 4000ms); });
   const int rc = reap(opener, 120s);
   INFO("A log:\n" << cl.log_tail(0, 6000) << "\nB log:\n" << cl.log_tail(1, 4000));
   CHECK(rc == 0);

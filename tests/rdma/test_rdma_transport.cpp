@@ -131,6 +131,17 @@ void dispatch(std::vector<Completion>& got, Stream& incoming, Stream& outgoing) 
   got.clear();
 }
 
+// A payload-less Send numbered `seq` on `conn`, posted at once.
+void post_marker(Transport& t, ConnId conn, std::uint64_t seq) {
+  SendWr w{};
+  w.conn = conn;
+  w.header.type = wire::MsgType::Send;
+  w.header.src_ep = 1;
+  w.header.dst_ep = 2;
+  w.header.seq = seq;
+  REQUIRE(t.post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
+}
+
 }  // namespace
 
 TEST_CASE("rdma: QPs carry ferry's transport attributes", "[rdma]") {
@@ -355,13 +366,7 @@ TEST_CASE("rdma: event_fd wakes an idle owner when a message arrives", "[rdma]")
   }
   epoll_event ev{};
   CHECK(epoll_wait(p.a->event_fd(), &ev, 1, 0) == 0);  // nothing pending: not readable
-  SendWr w{};
-  w.conn = p.b_conn;
-  w.header.type = wire::MsgType::Send;
-  w.header.src_ep = 1;
-  w.header.dst_ep = 2;
-  w.header.seq = 42;
-  REQUIRE(p.b->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
+  post_marker(*p.b, p.b_conn, 42);
   REQUIRE(epoll_wait(p.a->event_fd(), &ev, 1, 10000) == 1);
   bool got = false;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
@@ -456,13 +461,7 @@ TEST_CASE("rdma: a listener with no free slot rejects saying so: the dial ends B
   CHECK(res.status == Status::Busy);
 
   // The connection that holds the slot is unharmed: a message crosses it.
-  SendWr w{};
-  w.conn = p.b_conn;
-  w.header.type = wire::MsgType::Send;
-  w.header.src_ep = 1;
-  w.header.dst_ep = 2;
-  w.header.seq = 7;
-  REQUIRE(p.b->post_send(std::span<const SendWr>(&w, 1)).accepted == 1);
+  post_marker(*p.b, p.b_conn, 7);
   got_a.clear();
   bool arrived = false;
   REQUIRE(pump_until(
