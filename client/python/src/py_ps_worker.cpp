@@ -198,6 +198,31 @@ ps::PulledRows rows_of(PsOp& op) {
   return w.rows(op.ticket);
 }
 
+// A numpy int64 copy of what `pick` takes of the op's rows (its index or
+// keys). The array is made with the worker's lock released and filled
+// under it: a Python allocation under the lock could run a garbage
+// collection that re-enters it. The rows only change when the op is
+// released meanwhile; then again, at the new size.
+template <typename Pick>
+pyb::object locked_keys(PsOp& o, Pick pick) {
+  std::size_t n = 0;
+  {
+    auto lk = lock_from_python(o.core->mu);
+    n = pick(rows_of(o)).size();
+  }
+  for (;;) {
+    std::int64_t* out = nullptr;
+    pyb::object a = new_array<std::int64_t>({n}, &out);
+    auto lk = lock_from_python(o.core->mu);
+    const auto got = pick(rows_of(o));
+    if (got.size() == n) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int64_t>(got[i]);
+      return a;
+    }
+    n = got.size();
+  }
+}
+
 int op_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
   std::shared_ptr<PsOp> op;
   try {
@@ -324,26 +349,8 @@ rows, [rows, dim] float32 in the arena, through the buffer protocol.)");
                                const ps::PulledRows r = rows_of(o);
                                return r.keys.empty() && r.index.empty() ? r.rows.size() : r.keys.size();
                              })
-      .def("index",
-           [](PsOp& o) {
-             std::vector<std::int64_t> copy;
-             {
-               auto lk = lock_from_python(o.core->mu);
-               const ps::PulledRows r = rows_of(o);
-               copy.assign(r.index.begin(), r.index.end());
-             }
-             return copy_array(copy.data(), copy.size());
-           })
-      .def("keys",
-           [](PsOp& o) {
-             std::vector<std::int64_t> copy;
-             {
-               auto lk = lock_from_python(o.core->mu);
-               const ps::PulledRows r = rows_of(o);
-               for (const ps::Key k : r.keys) copy.push_back(static_cast<std::int64_t>(k));
-             }
-             return copy_array(copy.data(), copy.size());
-           })
+      .def("index", [](PsOp& o) { return locked_keys(o, [](const ps::PulledRows& r) { return r.index; }); })
+      .def("keys", [](PsOp& o) { return locked_keys(o, [](const ps::PulledRows& r) { return r.keys; }); })
       .def("shard_rows",
            [](PsOp& o) {
              auto lk = lock_from_python(o.core->mu);
