@@ -23,6 +23,19 @@ int open_and_echo(const std::string& socket, const std::string& name, const std:
   return 0;
 }
 
+int hold_then_echo(const std::string& socket, const std::string& name, const std::string& target,
+                   const itest::Gate& holding, const itest::Gate& done, std::uint32_t sender) {
+  auto c = itest::attach_retry(socket, name);
+  if (!c) return fail(1, "%s: attach", name.c_str());
+  auto ep = c->open(target, 10s);
+  if (!ep) return fail(2, "%s: open %s: %s", name.c_str(), target.c_str(), to_string(ep.status).data());
+  holding.signal();
+  if (!done.wait(60s)) return fail(3, "%s: never told the others were done", name.c_str());
+  if (const Status st = itest::echo_checked(*c, ep.value, 1500, sender, 1); st != Status::Ok)
+    return fail(4, "%s: echo over %s: %s", name.c_str(), target.c_str(), to_string(st).data());
+  return 0;
+}
+
 int open_expect_busy(const std::string& socket, const std::string& name, const std::string& target,
                      std::chrono::milliseconds open_within, std::chrono::milliseconds at_least) {
   auto c = itest::attach_retry(socket, name);

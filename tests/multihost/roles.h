@@ -25,6 +25,14 @@ int run_echo_services(const std::string& socket, const std::vector<std::string>&
 int open_and_echo(const std::string& socket, const std::string& name, const std::string& target,
                   std::chrono::milliseconds open_within, std::uint32_t len, std::uint32_t sender);
 
+// A client that attaches to `socket` as `name`, opens `target` (waiting
+// up to 10 s), signals `holding` and keeps the endpoint (and so its
+// channel's connections) until `done`; then one verified echo call of 1,500
+// bytes over it (sender id `sender`) shows the channel still works. 0, or
+// the child's failure code: 1 attach, 2 open, 3 never told done, 4 echo.
+int hold_then_echo(const std::string& socket, const std::string& name, const std::string& target,
+                   const itest::Gate& holding, const itest::Gate& done, std::uint32_t sender);
+
 // A client that attaches as `name` and opens `target` (waiting up to
 // `open_within`), which must fail Busy, and not before `at_least`: an Open
 // that waited for a free connection slot, here or at the peer, within its

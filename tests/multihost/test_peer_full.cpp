@@ -45,17 +45,9 @@ class FullB {
     const Node& c = cl.node(2);
     server_ = cl.spawn_on(1, [&] { return run_rpc_server({b.socket()}, ready_, stop_); });
     REQUIRE(ready_.wait(10s));
-    holder_ = cl.spawn_on(2, [&]() -> int {
-      auto cli = attach_retry(c.socket(), "peer-full-holder");
-      if (!cli) return fail(1, "attach");
-      auto to_b = cli->open(b.target("echo"), 10s);
-      if (!to_b) return fail(2, "open B from C: %s", to_string(to_b.status).data());
-      holding_.signal();
-      if (!done_.wait(60s)) return fail(3, "never told the opener was done");
-      if (const Status st = echo_checked(*cli, to_b.value, 1500, 6, 1); st != Status::Ok)
-        return fail(4, "echo over C's channel to B: %s", to_string(st).data());
-      return 0;
-    });
+    // C's channel to B: two of B's slots, and after done_ a verified call.
+    holder_ = cl.spawn_on(
+        2, [&] { return hold_then_echo(c.socket(), "peer-full-holder", b.target("echo"), holding_, done_, 6); });
     REQUIRE(holding_.wait(10s));
   }
   void finish(bool c_alive) {
