@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -71,6 +72,27 @@ void Engine::join_group() {
   if (group_.size() > 1 && group_.rings) dp_.forwarder.attach(*group_.rings, index_);
 }
 
+namespace {
+
+// Why engine `index` could not listen, and what to change: a port in use is
+// often another ferryd's PORT+i (two daemons whose --listen ports are closer
+// than their engine counts), which "address in use" alone does not say.
+std::string listen_failure(const std::string& listen, const HostPort& at, std::uint32_t port, std::uint32_t index,
+                           std::uint32_t engines, Status status) {
+  engines = std::max<std::uint32_t>(engines, 1);
+  const std::string why = "cannot listen for peers on " + at.host + ":" + std::to_string(port) + " (engine " +
+                          std::to_string(index) + " of " + std::to_string(engines) +
+                          "): " + std::string(to_string(status));
+  if (status != Status::Busy) return why + ": --listen needs a numeric address of this host";
+  if (engines == 1 || at.port == 0) return why + ": the port is in use or reserved";
+  return why + ": the port is in use or reserved; engine i listens on PORT+i of --listen " + listen + ", so " +
+         std::to_string(engines) + " engines need ports " + std::to_string(at.port) + " to " +
+         std::to_string(at.port + engines - 1) + " free (another ferryd's --listen port must be at least " +
+         std::to_string(engines) + " away)";
+}
+
+}  // namespace
+
 void Engine::listen() {
   if (config_.listen.empty()) return;
   const std::optional<HostPort> at = parse_host_port(config_.listen);
@@ -82,11 +104,7 @@ void Engine::listen() {
     throw std::runtime_error("--listen " + config_.listen + ": no port left for engine " +
                              std::to_string(index_));  // start-up only
   auto r = dp_.peers->listen(at->host, static_cast<std::uint16_t>(port));
-  if (!r) {
-    throw std::runtime_error("cannot listen for peers on " + at->host + ":" + std::to_string(port) + " (engine " +
-                             std::to_string(index_) + "; " + std::string(to_string(r.status)) +
-                             "; numeric host, free port)");  // start-up only
-  }
+  if (!r) throw std::runtime_error(listen_failure(config_.listen, *at, port, index_, group_.size(), r.status));
   group_.ports[index_] = r.value;
   spdlog::info("engine {}: listening for peer daemons on {}:{}", index_, at->host, r.value);
 }

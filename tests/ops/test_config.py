@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -207,6 +208,36 @@ def test_a_daemon_no_peer_could_open_a_channel_to_is_cautioned():
         log = d.log_text()
         check("[warning] peer-max-connections 2 keeps 1 slots" in log, "start-up did not warn:\n" + log)
         check(d.stop() == 0, "exit")
+
+
+def test_a_port_taken_from_an_engines_range_is_named():
+    # Engine i listens on PORT+i: a port in the range that something else
+    # holds (often another ferryd's engine) stops start-up with the range.
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for _ in range(50):
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        base = probe.getsockname()[1]
+        probe.close()
+        try:
+            holder.bind(("127.0.0.1", base + 1))
+            break
+        except OSError:
+            continue
+    else:
+        raise Skip("no two free consecutive ports")
+    holder.listen(1)
+    try:
+        with Daemon(FERRYD, ["--engines", "2", "--listen", "127.0.0.1:%d" % base]) as d:
+            rc = d.proc.wait(10)
+            log = d.log_text()
+            check(rc != 0, "ferryd started with engine 1's port taken")
+            want = "cannot listen for peers on 127.0.0.1:%d (engine 1 of 2): Busy" % (base + 1)
+            check(want in log, "no %r in:\n%s" % (want, log))
+            check("2 engines need ports %d to %d free" % (base, base + 1) in log, "range not named:\n" + log)
+    finally:
+        holder.close()
 
 
 def test_reload_of_a_broken_file_keeps_the_running_configuration():
