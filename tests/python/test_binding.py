@@ -154,6 +154,37 @@ def test_daemon_gone_mid_call(daemon, helpers):
         c.call(ep, req, resp)
 
 
+def test_waits_for_deliveries_end_when_the_daemon_goes(daemon):
+    # A server's loop (recv with or without a timeout, wait, recv_async)
+    # learns that its ferryd died at once, instead of waiting for ever or
+    # being told "nothing yet" for ever.
+    c = ferry.attach(daemon.socket, "t-gone-server")
+    c.serve("gone")
+
+    async def pending_recv_async():
+        waiting = asyncio.ensure_future(c.recv_async())
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        daemon.kill()
+        t0 = time.monotonic()
+        with pytest.raises(ferry.DaemonGone):
+            await asyncio.wait_for(waiting, 5)
+        return time.monotonic() - t0
+
+    took = asyncio.run(pending_recv_async())
+    assert took < 1, "a pending recv_async heard of it after %.2f s" % took
+    assert c.state == "DaemonGone"
+    for what, wait in (("recv()", lambda: c.recv()), ("recv(30)", lambda: c.recv(30)),
+                       ("wait(30)", lambda: c.wait(30)),
+                       ("recv_async", lambda: asyncio.run(asyncio.wait_for(c.recv_async(), 30)))):
+        t0 = time.monotonic()
+        with pytest.raises(ferry.DaemonGone):
+            wait()
+        assert time.monotonic() - t0 < 1, "%s took %.2f s" % (what, time.monotonic() - t0)
+    assert c.poll() == []  # never blocks: says what is left
+    c.close()
+
+
 def test_libferry_speaks_through_logging_only_when_asked(daemon, caplog, capfd):
     caplog.set_level(logging.DEBUG, logger="ferry")
     quiet = ferry.attach(daemon.socket, "t-quiet")  # default: errors only
@@ -162,7 +193,10 @@ def test_libferry_speaks_through_logging_only_when_asked(daemon, caplog, capfd):
     for c in (quiet, told):
         deadline = time.monotonic() + 10
         while c.state == "Ok" and time.monotonic() < deadline:
-            c.wait(0.1)
+            try:
+                c.wait(0.1)
+            except ferry.DaemonGone:
+                break
         assert c.state == "DaemonGone"
     said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert said == [("ferry", logging.INFO,

@@ -62,7 +62,11 @@ class _Reactor:
             waiting = [f for f in self.receivers if not f.done()]
             self.receivers = []
             for f in waiting:
-                d = self.client.recv(0)
+                try:
+                    d = self.client.recv(0)
+                except Exception as e:  # DaemonGone: nothing more will arrive
+                    f.set_exception(e)
+                    continue
                 if d is None:
                     self.receivers.append(f)
                 else:

@@ -94,6 +94,8 @@ struct ClientCore {
   // Collects every completion there is (poll until empty); caller holds mu.
   // True when anything completed.
   bool pump_locked();
+  // Whether the daemon hung up on this (open) client; caller holds mu.
+  bool daemon_gone_locked() const { return client && client->state() == Status::DaemonGone; }
   // Completes every operation in flight with `why` (close, daemon gone); caller holds mu.
   void fail_all_locked(Status why);
   // Waits without the GIL until pred() (checked under mu) or the deadline;

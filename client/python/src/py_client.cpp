@@ -442,13 +442,22 @@ submitting or collecting.)")
               before = core->completed;
             }
             wait_interruptible(
-                *core, [&] { return !core->deliveries.empty() || core->completed != before || !core->client; },
+                *core,
+                [&] {
+                  return !core->deliveries.empty() || core->completed != before || !core->client ||
+                         core->daemon_gone_locked();
+                },
                 deadline);
             auto lk = lock_from_python(core->mu);
-            return take_deliveries(core, lk, SIZE_MAX);
+            pyb::list got = take_deliveries(core, lk, SIZE_MAX);
+            // Nothing more can come: say so rather than return nothing, at once, for ever.
+            if (got.empty() && core->completed == before && core->daemon_gone_locked())
+              raise(Status::DaemonGone, "wait(): ferryd went away");
+            return got;
           },
           "timeout"_a,
-          "Block up to timeout seconds until something completes or arrives; returns the deliveries that arrived.")
+          "Block up to timeout seconds until something completes or arrives; returns the deliveries that arrived. "
+          "Raises DaemonGone once ferryd is gone and nothing is left to hand out.")
       .def(
           "recv",
           [](const std::shared_ptr<ClientCore>& core, const pyb::object& timeout) -> pyb::object {
@@ -457,12 +466,16 @@ submitting or collecting.)")
               refuse_if_forked(*core, lk, "recv");
             }
             wait_interruptible(
-                *core, [&] { return !core->deliveries.empty() || !core->client; }, deadline_after(timeout));
+                *core, [&] { return !core->deliveries.empty() || !core->client || core->daemon_gone_locked(); },
+                deadline_after(timeout));
             auto lk = lock_from_python(core->mu);
             pyb::list one = take_deliveries(core, lk, 1);
+            if (one.empty() && core->daemon_gone_locked()) raise(Status::DaemonGone, "recv(): ferryd went away");
             return one.empty() ? pyb::object(pyb::none()) : pyb::object(one[0]);
           },
-          "timeout"_a = pyb::none(), "The next delivery (blocking up to timeout seconds), or None.")
+          "timeout"_a = pyb::none(),
+          "The next delivery (blocking up to timeout seconds), or None. Raises DaemonGone once ferryd is gone and "
+          "every delivery that arrived before has been handed out.")
       .def(
           "fileno",
           [](const std::shared_ptr<ClientCore>& core) {

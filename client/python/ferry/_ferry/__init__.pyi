@@ -113,11 +113,11 @@ class Client:
     def poll(self) -> List[Delivery]:
         """Collect completions without blocking; the deliveries that arrived."""
     def wait(self, timeout: float) -> List[Delivery]:
-        """Block up to timeout seconds until something completes or arrives."""
+        """Block up to timeout seconds until something completes or arrives; DaemonGone once nothing more can."""
     def recv(self, timeout: Optional[float] = None) -> Optional[Delivery]:
-        """The next delivery, or None after timeout."""
+        """The next delivery, or None after timeout; DaemonGone once ferryd is gone and none is left."""
     async def recv_async(self) -> Delivery:
-        """The next delivery, awaited in an asyncio loop."""
+        """The next delivery, awaited in an asyncio loop; DaemonGone once ferryd is gone and none is left."""
     def fileno(self) -> int:
         """Readable when completions may be ready."""
     def close(self) -> None:
