@@ -1,6 +1,16 @@
 // ShardLink over libferry: one Client, one endpoint per shard, Calls whose
 // responses ferryd writes straight into the worker's buffers.
+//
+// A shard that went away (its process or its ferryd restarted) leaves its
+// endpoint dead: the calls that saw it go end ServiceGone, EndpointClosed,
+// PeerReset or PeerUnreachable. The link then opens the shard's target again
+// before the next call to it, so a shard started again is found by the
+// worker's next operation (docs/ps.md). A reopen that fails is tried again
+// after a pause that doubles up to 2 s; calls to the shard until then fail
+// at once with what that open said.
+#include <algorithm>
 #include <array>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -13,16 +23,34 @@ ShardLink::~ShardLink() = default;
 namespace {
 
 constexpr std::size_t kBatch = 64;
+constexpr std::uint32_t kNoFlight = ~std::uint32_t{0};
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kFirstPause{100}, kMaxPause{2000};
+// A reopen waits this long at most: it runs on the worker's submitting thread.
+constexpr std::chrono::milliseconds kReopenTimeout{2000};
+
+// Whether a call that ended so leaves its endpoint of no more use.
+bool endpoint_dead(Status s) noexcept {
+  return s == Status::ServiceGone || s == Status::EndpointClosed || s == Status::PeerReset ||
+         s == Status::PeerUnreachable;
+}
+
+// One shard's endpoint, and whether it must be opened again first.
+struct ShardEndpoint {
+  std::string target;
+  EndpointId endpoint = 0;
+  bool dead = false;
+  Status last = Status::Ok;            // while dead: what the last reopen said
+  Clock::time_point retry_at{};        // while dead: no reopen before this
+  std::chrono::milliseconds pause{0};  // the next failure's pause
+};
 
 class FerryLink final : public ShardLink {
  public:
-  FerryLink(std::unique_ptr<Client> client, std::vector<EndpointId> endpoints, const FerryLinkOptions& o)
-      : client_(std::move(client)),
-        endpoints_(std::move(endpoints)),
-        timeout_(o.call_timeout),
-        busy_poll_(o.busy_poll) {}
+  FerryLink(std::unique_ptr<Client> client, std::vector<ShardEndpoint> shards, const FerryLinkOptions& o)
+      : client_(std::move(client)), shards_(std::move(shards)), timeout_(o.call_timeout), busy_poll_(o.busy_poll) {}
 
-  std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(endpoints_.size()); }
+  std::uint32_t shards() const noexcept override { return static_cast<std::uint32_t>(shards_.size()); }
   std::size_t max_message_bytes() const noexcept override { return client_->max_message_bytes(); }
   Buffer alloc(std::size_t bytes) noexcept override { return client_->alloc(bytes); }
   Buffer alloc_span(std::size_t bytes) noexcept override { return client_->alloc_span(bytes); }
@@ -30,8 +58,19 @@ class FerryLink final : public ShardLink {
 
   Status call(std::uint32_t shard, const Buffer& request, std::uint32_t length, const Buffer& response,
               std::uint64_t tag) noexcept override {
-    if (shard >= endpoints_.size()) return Status::BadRequest;
-    return client_->call(endpoints_[shard], request, length, response, tag, timeout_);
+    if (shard >= shards_.size()) return Status::BadRequest;
+    ShardEndpoint& s = shards_[shard];
+    if (s.dead) {
+      if (const Status reopened = reopen(s); reopened != Status::Ok) return reopened;
+    }
+    const std::uint32_t id = remember(tag, shard, s.endpoint);
+    if (id == kNoFlight) return Status::NoMemory;
+    const Status st = client_->call(s.endpoint, request, length, response, id, timeout_);
+    if (st != Status::Ok) {
+      (void)forget(id);
+      if (endpoint_dead(st)) mark_dead(shard, s.endpoint, st);
+    }
+    return st;
   }
 
   std::size_t wait(std::span<LinkDone> out, std::chrono::milliseconds timeout) noexcept override {
@@ -57,7 +96,9 @@ class FerryLink final : public ShardLink {
         continue;
       }
       if (c.op != OpKind::Call) continue;
-      out[done++] = LinkDone{c.user_data, c.status, c.length};
+      const Flight f = forget(static_cast<std::uint32_t>(c.user_data));
+      if (endpoint_dead(c.status)) mark_dead(f.shard, f.endpoint, c.status);
+      out[done++] = LinkDone{f.tag, c.status, c.length};
     }
     return done;
   }
@@ -67,8 +108,71 @@ class FerryLink final : public ShardLink {
   void detach() noexcept override { client_->detach(); }
 
  private:
+  // A call in flight: the worker's tag, and the shard and endpoint it went
+  // to (a completion names neither). Slots are reused through a free list.
+  struct Flight {
+    std::uint64_t tag = 0;
+    std::uint32_t shard = 0;
+    EndpointId endpoint = 0;
+    std::uint32_t next_free = kNoFlight;
+  };
+
+  std::uint32_t remember(std::uint64_t tag, std::uint32_t shard, EndpointId endpoint) noexcept {
+    std::uint32_t id = free_;
+    if (id == kNoFlight) {
+      try {
+        flights_.emplace_back();
+      } catch (const std::bad_alloc&) {
+        return kNoFlight;
+      }
+      id = static_cast<std::uint32_t>(flights_.size() - 1);
+    } else {
+      free_ = flights_[id].next_free;
+    }
+    flights_[id] = Flight{tag, shard, endpoint, kNoFlight};
+    return id;
+  }
+
+  Flight forget(std::uint32_t id) noexcept {
+    const Flight f = flights_[id];
+    flights_[id].next_free = free_;
+    free_ = id;
+    return f;
+  }
+
+  // Only while `endpoint` is still the shard's: a late completion of the
+  // endpoint a reopen replaced says nothing about the new one.
+  void mark_dead(std::uint32_t shard, EndpointId endpoint, Status why) noexcept {
+    ShardEndpoint& s = shards_[shard];
+    if (s.endpoint != endpoint || s.dead) return;
+    s.dead = true;
+    s.last = why;
+    s.retry_at = Clock::time_point{};  // the next call tries at once
+    s.pause = kFirstPause;
+  }
+
+  Status reopen(ShardEndpoint& s) noexcept {
+    const auto now = Clock::now();
+    if (now < s.retry_at) return s.last;
+    Result<EndpointId> ep = client_->open(s.target, kReopenTimeout);
+    if (!ep) {
+      s.last = ep.status;
+      s.retry_at = Clock::now() + s.pause;
+      s.pause = std::min(kMaxPause, s.pause * 2);
+      return ep.status;
+    }
+    // Calls still in flight on the old endpoint end Cancelled; none waits for it.
+    (void)client_->close(s.endpoint, std::chrono::milliseconds(0));
+    s.endpoint = ep.value;
+    s.dead = false;
+    s.last = Status::Ok;
+    return Status::Ok;
+  }
+
   std::unique_ptr<Client> client_;
-  std::vector<EndpointId> endpoints_;
+  std::vector<ShardEndpoint> shards_;
+  std::vector<Flight> flights_;
+  std::uint32_t free_ = kNoFlight;
   std::chrono::milliseconds timeout_;
   bool busy_poll_;
   std::array<Completion, kBatch> batch_{};
@@ -100,7 +204,7 @@ Error connect_ferry(const FerryLinkOptions& o, std::unique_ptr<ShardLink>* out) 
     return Error(Status::BadRequest, "shard_targets names " + std::to_string(o.shard_targets.size()) + " shards, not " +
                                          std::to_string(o.shards));
   }
-  std::vector<EndpointId> endpoints;
+  std::vector<ShardEndpoint> endpoints;
   for (std::uint32_t s = 0; s < o.shards; ++s) {
     const std::string target =
         o.shard_targets.empty() ? shard_target(o.target, o.service_prefix, s) : o.shard_targets[s];
@@ -125,7 +229,7 @@ Error connect_ferry(const FerryLinkOptions& o, std::unique_ptr<ShardLink>* out) 
             "max-channels close idle channels)";
       return Error(ep.status, std::move(why));
     }
-    endpoints.push_back(ep.value);
+    endpoints.push_back(ShardEndpoint{target, ep.value});
   }
   *out = std::make_unique<FerryLink>(std::move(attached.value), std::move(endpoints), o);
   return {};

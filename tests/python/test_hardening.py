@@ -1,7 +1,8 @@
 """Hardening, second pass through the Python package: a forked
 child cannot use its parent's client and the parent goes on; a client sees
 its daemon's death without polling; the shard server exits when its ferryd
-goes away, and refuses a bad command line in one line; a table list that
+goes away, and refuses a bad command line in one line; a worker finds a
+shard started again; a table list that
 cannot be is refused before anything starts; non-integer keys are a
 TypeError; non-finite gradients, pushes outside a table's access list and
 rows past max_rows are refused; a pull of keys never pushed creates no
@@ -132,6 +133,77 @@ def test_shard_server_exits_when_its_ferryd_goes_away(daemon):
     assert p.returncode != 0
     assert "ferryd went away" in err and "DaemonGone" in err
     assert '"result": "DaemonGone"' in out
+
+
+def test_a_worker_finds_a_shard_started_again(daemon):
+    # The operation that sees the shard go fails naming it; once the shard
+    # is started again, the same Worker's operations find it (before, every
+    # later one failed ServiceGone until a new Worker was made).
+    tables = [ps.Embedding("emb", rows=100, dim=4)]
+    p = shard_process(daemon, tables)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        with ps.Worker(tables, 1, daemon.socket, timeout=5) as w:
+            first = w.pull("emb", [1, 2, 3]).gather().clone()
+            p.kill()
+            p.wait()
+            with pytest.raises((ferry.ServiceGone, ferry.PeerReset), match="shard 0"):
+                w.pull("emb", [1, 2, 3])
+            with pytest.raises(ferry.ServiceNotFound, match="start that shard again"):  # nothing serves it yet
+                w.pull("emb", [1, 2, 3])
+            p = shard_process(daemon, tables)
+            assert p.stdout.readline().startswith("ready ")
+            deadline = time.monotonic() + 10
+            while True:  # a failed reopen waits up to 2 s before the next
+                try:
+                    again = w.pull("emb", [1, 2, 3]).gather()
+                    break
+                except ferry.ServiceNotFound:
+                    assert time.monotonic() < deadline, "the worker never found the shard again"
+                    time.sleep(0.05)
+            assert torch.equal(again, first)  # a new shard: the tables' initial values
+            w.push("emb", [1], np.ones((1, 4), np.float32))
+            w.synchronize()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_worker_finds_a_shard_whose_ferryd_restarted(daemon):
+    # The shard behind another ferryd: that ferryd and the shard die and are
+    # started again on the same port; the worker's next operations find them.
+    from conftest import free_port, start_daemon
+    listen = "127.0.0.1:%d" % free_port()
+    b = start_daemon(listen=listen)
+    tables = [ps.Embedding("emb", rows=100, dim=4)]
+    p = shard_process(b, tables)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        with ps.Worker(tables, 1, daemon.socket, target=listen, timeout=5) as w:
+            first = w.pull("emb", [7]).gather().clone()
+            b.kill()
+            p.wait(10)
+            with pytest.raises((ferry.PeerReset, ferry.ServiceGone, ferry.PeerUnreachable)):
+                w.pull("emb", [7])
+            b.stop()
+            b = start_daemon(listen=listen)
+            p = shard_process(b, tables)
+            assert p.stdout.readline().startswith("ready ")
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    again = w.pull("emb", [7]).gather()
+                    break
+                except (ferry.PeerUnreachable, ferry.PeerReset, ferry.ServiceNotFound):
+                    assert time.monotonic() < deadline, "the worker never found the shard again"
+                    time.sleep(0.05)
+            assert torch.equal(again, first)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        b.stop()
 
 
 def run_shard_server(socket, tables_arg, shard="0/1"):

@@ -41,7 +41,7 @@ std::string failed_message(const ps::OpError& e, const char* what, const std::st
   } else if (e.status == Status::ServiceNotFound || e.status == Status::ServiceGone) {
     // A shard that went away (its ferryd restarted, it was stopped) and was not started again.
     s += " (shard " + std::to_string(e.shard) + ": nothing serves '" + ps::shard_target(target, prefix, e.shard) +
-         "' now; start that shard again, then a new Worker)";
+         "' now; start that shard again: this worker's next operations find it)";
   } else if (e.status != Status::Ok && e.status != Status::BadRequest) {
     s += " (shard " + std::to_string(e.shard) + ")";
   }
@@ -59,6 +59,11 @@ std::string not_started_message(Status status, const char* what) {
     why +=
         " (the worker's arena is full and none of its calls is in flight to free any: release pulled rows, "
         "or attach with a larger tx_bytes)";
+  if (status == Status::ServiceNotFound || status == Status::ServiceGone || status == Status::PeerUnreachable ||
+      status == Status::PeerReset)
+    why +=
+        " (a shard it goes to is not served now, or its ferryd does not answer: start that shard again; this "
+        "worker's next operations find it)";
   return why;
 }
 
