@@ -7,10 +7,18 @@
                                  (comma-separated) picked at random, each
                                  payload a byte pattern its answer must
                                  repeat; OUT gets the completions so far
+  shard SOCKET TABLES I/N        python3 -m ferry.ps.server's main, once
+                                 a killed predecessor's service is gone
+  ps SOCKET TARGET TABLES OUT    a ferry.ps Worker of two shards behind
+                                 TARGET: pulls (each row's shape and
+                                 finiteness checked) and pushes of 1 to
+                                 4,096 keys; OUT as for call
 
 A caller exits 3 when a call does not complete within 30 s of the wait for
 it (a hang), 4 when an answer differs from its request, 5 on a status the
-user guide does not give for a call; SIGTERM ends it with 0.
+user guide does not give for a call; SIGTERM ends it with 0. The ps worker
+exits the same way for an operation past 30 s, rows of the wrong shape or
+not finite, or another status.
 """
 
 import json
@@ -64,6 +72,20 @@ def serve(socket, service):
             answers = [a for a in answers if not a[0].done()]
     except ferry.DaemonGone:
         os._exit(0)
+
+
+def shard(socket, tables, spec):
+    index = spec.split("/")[0]
+    deadline = time.monotonic() + 10
+    with ferry.attach(socket, "chaos shard probe") as c:
+        while time.monotonic() < deadline:
+            try:
+                c.close_endpoint(c.open("ps-shard-" + index, timeout=2))
+            except ferry.ServiceNotFound:
+                break
+            time.sleep(0.05)
+    from ferry.ps import server
+    sys.exit(server.main(["--socket", socket, "--tables", tables, "--shard", spec]))
 
 
 class Caller:
@@ -146,12 +168,68 @@ class Caller:
             self.in_flight.append((h, req, resp, size, byte, target))
 
 
+class PsWorker(Caller):
+    def __init__(self, socket, target, tables_json, out):
+        import ferry.ps as ps
+        import numpy as np
+        self.ps, self.np = ps, np
+        self.tables = [ps.Table.from_dict(t) for t in json.loads(tables_json)]
+        self.socket, self.target, self.out = socket, target, out
+        self.counts = {"ok": 0}
+        self.pid = os.getpid()
+        self.saved = 0.0
+        deadline = time.monotonic() + 30
+        while True:  # the shards (or their ferryd) may be down just now
+            try:
+                self.w = ps.Worker(self.tables, 2, socket, target=target, timeout=3)
+                break
+            except (ferry.ServiceNotFound, ferry.PeerUnreachable, ferry.PeerReset, ferry.ServiceGone, ferry.Timeout):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def one(self):
+        np = self.np
+        t = self.tables[0]
+        keys = np.random.randint(0, t.rows, size=random.choice([1, 16, 256, 4096]))
+        t0 = time.monotonic()
+        try:
+            if random.random() < 0.6:
+                rows = self.w.pull(t.name, keys).gather()
+                if tuple(rows.shape) != (len(keys), t.dim) or not bool(rows.isfinite().all()):
+                    print("WRONG ROWS: %s for %d keys" % (tuple(rows.shape), len(keys)), flush=True)
+                    os._exit(4)
+            else:
+                self.w.push(t.name, keys, np.full((len(keys), t.dim), 0.01, np.float32))
+                self.w.synchronize()
+            self.count("ok")
+        except ferry.Error as e:
+            if e.status not in ALLOWED:
+                print("UNEXPECTED status %s: %s" % (e.status, e), flush=True)
+                os._exit(5)
+            self.count(e.status)
+            time.sleep(0.01)  # a shard that is not back fails at once
+        if time.monotonic() - t0 > 30:
+            print("HANG: an operation took %.1f s" % (time.monotonic() - t0), flush=True)
+            os._exit(3)
+
+    def run(self):
+        while True:
+            self.one()
+            self.save()
+
+
 def main():
     role, args = sys.argv[1], sys.argv[2:]
     if role == "serve":
         serve(*args)
-    elif role == "call":
-        caller = Caller(args[0], args[1].split(","), int(args[2]), args[3])
+    elif role == "shard":
+        shard(*args)
+    elif role in ("call", "ps"):
+        if role == "call":
+            caller = Caller(args[0], args[1].split(","), int(args[2]), args[3])
+        else:
+            caller = PsWorker(args[0], args[1], args[2], args[3])
 
         def stop(*_):
             caller.save(force=True)

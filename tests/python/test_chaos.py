@@ -1,5 +1,6 @@
-"""Chaos: callers, echo servers and a peer daemon killed, stopped and
-restarted at random while calls are in flight (chaos_roles.py).
+"""Chaos: callers (or ferry.ps workers), echo servers (or shard servers) and
+a peer daemon killed, stopped and restarted at random while calls are in
+flight (chaos_roles.py).
 
 Two ferryd of three engines each (A: the callers and one server, so local
 calls cross engines; B: two servers, reached over tcp lanes). For
@@ -7,11 +8,15 @@ FERRY_CHAOS_S seconds (default 40) a seeded schedule (FERRY_CHAOS_SEED,
 printed) picks one event every 0.3-1 s: SIGKILL a server or a caller and
 start it again, SIGSTOP one for up to 3 s, SIGSTOP daemon B past its
 peers' 3 s timeout or not, or kill daemon B and start a new one on the same
-port. Every call must complete, with its own bytes echoed or a status the
+port (at least once, by half time). Every call must complete, with its own bytes echoed or a status the
 user guide gives for a call, within 30 s of the wait for it (a caller
 exits non-zero otherwise and the test fails at once); after the chaos every
 caller must complete calls again (recovery), daemon A must still run,
-and it must count no client once all are gone.
+and it must count no client once all are gone. The ps test does the same
+for half the time with three ferry.ps workers on A and two shard servers
+on B: every pull and push completes (rows of the right shape, finite) or
+fails with such a status within 30 s, and afterwards every worker, the same
+Worker object, completes operations again.
 """
 
 import json
@@ -36,14 +41,15 @@ class Cast:
 
     def __init__(self, workdir):
         self.workdir = workdir
-        self.procs, self.specs, self.expected_exit = {}, {}, set()
+        self.procs, self.specs = {}, {}
+        self.expected_exit = {}  # name -> the exit codes allowed now
 
     def start(self, name, *args):
         self.specs[name] = args
         log = open(os.path.join(self.workdir, name + ".log"), "a")
         self.procs[name] = subprocess.Popen([sys.executable, ROLES] + [str(a) for a in args], stdout=log,
                                             stderr=subprocess.STDOUT)
-        self.expected_exit.discard(name)
+        self.expected_exit.pop(name, None)
 
     def log(self, name):
         with open(os.path.join(self.workdir, name + ".log")) as f:
@@ -58,10 +64,10 @@ class Cast:
         self.procs[name].wait(10)
 
     def check_alive(self):
-        """Fails on a process that exited on its own, unless allowed (servers of a replaced daemon)."""
+        """Fails on a process that exited on its own, unless allowed (those of a replaced daemon)."""
         for name, p in self.procs.items():
             rc = p.poll()
-            if rc is None or (rc == 0 and name in self.expected_exit):
+            if rc is None or rc in self.expected_exit.get(name, ()):
                 continue
             pytest.fail("%s exited with %d:\n%s" % (name, rc, self.log(name)))
 
@@ -92,27 +98,46 @@ def clients_of(daemon):
     return json.loads(r.stdout)["clients"] if r.returncode == 0 else None
 
 
-def test_every_call_completes_through_kills_stops_and_a_peer_restart(tmp_path):
-    seed = int(os.environ.get("FERRY_CHAOS_SEED", str(random.randrange(1 << 30))))
-    print("FERRY_CHAOS_SEED=%d" % seed)
-    rng = random.Random(seed)
-    engines = ["--engines", "3"]
-    a = start_daemon(listen="127.0.0.1:%d" % free_port(), extra=engines)
-    b_listen = "127.0.0.1:%d" % free_port()
-    b = start_daemon(listen=b_listen, extra=engines)
-    cast = Cast(str(tmp_path))
-    try:
-        targets = ",".join([b_listen + "/rs0", b_listen + "/rs1", "ls0"])
-        for name in ("rs0", "rs1"):
-            cast.start(name, "serve", b.socket, name)
-        cast.start("ls0", "serve", a.socket, "ls0")
-        callers = {"c%d" % i: str(tmp_path / ("c%d.json" % i)) for i in range(4)}
-        for i, (name, out) in enumerate(callers.items()):
-            cast.start(name, "call", a.socket, targets, [1, 4, 8, 8][i], out)
+class Chaos:
+    """The seeded schedule: ferryd A (the callers' side) and B (the served
+    side, replaced on the same port now and then), and the processes of
+    `cast` attached to B (`b_side`: name -> its arguments given B's socket),
+    which end, with an exit code in `b_exits`, when B does."""
+
+    def __init__(self, cast, b_side, b_exits):
+        seed = int(os.environ.get("FERRY_CHAOS_SEED", str(random.randrange(1 << 30))))
+        print("FERRY_CHAOS_SEED=%d" % seed)
+        self.rng = random.Random(seed)
+        self.cast, self.b_side, self.b_exits = cast, b_side, b_exits
+        self.engines = ["--engines", "3"]
+        self.a = start_daemon(listen="127.0.0.1:%d" % free_port(), extra=self.engines)
+        self.b_listen = "127.0.0.1:%d" % free_port()
+        self.b = start_daemon(listen=self.b_listen, extra=self.engines)
+        self.events = {"kill": 0, "stop": 0, "stop B": 0, "restart B": 0}
+
+    def start_b_side(self):
+        for name, args in self.b_side.items():
+            self.cast.start(name, *args(self.b.socket))
+
+    def restart_b(self, stopped):
+        # A new B on the same port: what was attached to the old one ends.
+        self.events["restart B"] += 1
+        for name in self.b_side:
+            self.cast.expected_exit[name] = self.b_exits
+        self.b.kill()
+        self.b.stop()  # its directory
+        for name in self.b_side:  # each learns its daemon is gone, and ends
+            self.cast.signal(name, signal.SIGCONT)
+            stopped.pop(name, None)
+            self.cast.procs[name].wait(15)
+        self.b = start_daemon(listen=self.b_listen, extra=self.engines)
+        self.start_b_side()
+
+    def run(self, seconds):
+        cast, rng = self.cast, self.rng
         stopped = {}  # name -> when to SIGCONT
-        events = {"kill": 0, "stop": 0, "stop B": 0, "restart B": 0}
         b_restarted_at = time.monotonic()
-        end = time.monotonic() + CHAOS_S
+        end = time.monotonic() + seconds
         while time.monotonic() < end:
             time.sleep(rng.uniform(0.3, 1.0))
             now = time.monotonic()
@@ -120,71 +145,108 @@ def test_every_call_completes_through_kills_stops_and_a_peer_restart(tmp_path):
                 cast.signal(name, signal.SIGCONT)
                 del stopped[name]
             cast.check_alive()
-            assert a.proc.poll() is None, "ferryd A died:\n" + a.tail()
-            assert b.proc.poll() is None, "ferryd B died:\n" + b.tail()
+            self.check_daemons()
             roll = rng.random()
-            if roll < 0.04 and now - b_restarted_at > 8:
-                # A new B on the same port: its servers are gone with the old one.
-                events["restart B"] += 1
+            halfway = now > end - seconds / 2
+            if (roll < 0.04 and now - b_restarted_at > 8) or (halfway and self.events["restart B"] == 0):
                 b_restarted_at = now
-                for name in ("rs0", "rs1"):
-                    cast.expected_exit.add(name)
-                b.kill()
-                b.stop()  # its directory
-                for name in ("rs0", "rs1"):  # each learns its daemon is gone, and ends
-                    cast.signal(name, signal.SIGCONT)
-                    stopped.pop(name, None)
-                    cast.procs[name].wait(15)
-                b = start_daemon(listen=b_listen, extra=engines)
-                for name in ("rs0", "rs1"):
-                    cast.start(name, "serve", b.socket, name)
+                self.restart_b(stopped)
             elif roll < 0.07:
-                events["stop B"] += 1
-                b.proc.send_signal(signal.SIGSTOP)
+                self.events["stop B"] += 1
+                self.b.proc.send_signal(signal.SIGSTOP)
                 time.sleep(rng.uniform(1.0, 5.0))
-                b.proc.send_signal(signal.SIGCONT)
+                self.b.proc.send_signal(signal.SIGCONT)
             else:
                 name = rng.choice(sorted(cast.procs))
                 if roll < 0.55:
-                    events["kill"] += 1
+                    self.events["kill"] += 1
                     cast.kill(name)
                     stopped.pop(name, None)
                     cast.start(name, *cast.specs[name])
                 elif roll < 0.8 and name not in stopped:
-                    events["stop"] += 1
+                    self.events["stop"] += 1
                     cast.signal(name, signal.SIGSTOP)
                     stopped[name] = now + rng.uniform(0.5, 3.0)
         for name in stopped:
             cast.signal(name, signal.SIGCONT)
-        print("events", events)
+        print("events", self.events)
 
-        # Recovery: every caller (the process running now) completes calls again.
+    def check_daemons(self):
+        assert self.a.proc.poll() is None, "ferryd A died:\n" + self.a.tail()
+        assert self.b.proc.poll() is None, "ferryd B died:\n" + self.b.tail()
+
+    def recovered(self, progress_files, at_least=5, within=20):
+        """Every process of `progress_files` (the one running now) completes `at_least` more."""
+        cast = self.cast
+
         def ok_now(name):
-            p = progress(callers[name])
+            p = progress(progress_files[name])
             return p["ok"] if p.get("pid") == cast.procs[name].pid else 0
 
-        before = {name: ok_now(name) for name in callers}
-        deadline = time.monotonic() + 20
-        while any(ok_now(name) < before[name] + 5 for name in callers):
+        before = {name: ok_now(name) for name in progress_files}
+        deadline = time.monotonic() + within
+        while any(ok_now(name) < before[name] + at_least for name in progress_files):
             cast.check_alive()
             assert time.monotonic() < deadline, "no recovery: %s" % {
-                name: (before[name], progress(out)) for name, out in callers.items()}
+                name: (before[name], progress(out)) for name, out in progress_files.items()}
             time.sleep(0.2)
         cast.check_alive()
-        assert a.proc.poll() is None, "ferryd A died:\n" + a.tail()
+        self.check_daemons()
+
+    def finish(self, progress_files):
+        """Stops everything; the totals of the last processes; A counts no client."""
+        self.cast.stop_all()
+        totals = {}
+        for out in progress_files.values():
+            for k, v in progress(out).items():
+                if k != "pid":
+                    totals[k] = totals.get(k, 0) + v
+        print("totals", totals)
+        deadline = time.monotonic() + 10
+        while clients_of(self.a) != 0:
+            assert time.monotonic() < deadline, "A still counts %s clients" % clients_of(self.a)
+            time.sleep(0.1)
+        return totals
+
+    def close(self):
+        self.cast.stop_all()
+        self.a.stop()
+        self.b.stop()
+
+
+def test_every_call_completes_through_kills_stops_and_a_peer_restart(tmp_path):
+    cast = Cast(str(tmp_path))
+    chaos = Chaos(cast, {name: (lambda sock, n=name: ("serve", sock, n)) for name in ("rs0", "rs1")}, (0,))
+    try:
+        chaos.start_b_side()
+        cast.start("ls0", "serve", chaos.a.socket, "ls0")
+        targets = ",".join([chaos.b_listen + "/rs0", chaos.b_listen + "/rs1", "ls0"])
+        callers = {"c%d" % i: str(tmp_path / ("c%d.json" % i)) for i in range(4)}
+        for i, (name, out) in enumerate(callers.items()):
+            cast.start(name, "call", chaos.a.socket, targets, [1, 4, 8, 8][i], out)
+        chaos.run(CHAOS_S)
+        chaos.recovered(callers)
+        assert chaos.finish(callers)["ok"] > 100
     finally:
-        cast.stop_all()
-    totals = {}
-    for out in callers.values():
-        for k, v in progress(out).items():
-            if k == "pid":
-                continue
-            totals[k] = totals.get(k, 0) + v
-    print("calls", totals)
-    assert totals["ok"] > 100
-    deadline = time.monotonic() + 10
-    while clients_of(a) != 0:
-        assert time.monotonic() < deadline, "A still counts %s clients" % clients_of(a)
-        time.sleep(0.1)
-    a.stop()
-    b.stop()
+        chaos.close()
+
+
+def test_every_ps_operation_completes_through_shard_and_peer_restarts(tmp_path):
+    # ferry.ps workers on A, two shard servers on B: a shard killed, stopped
+    # or gone with its ferryd is found again by the same workers once it is
+    # started again (the worker opens its target again).
+    import ferry.ps as ps
+    tables = json.dumps([ps.Embedding("emb", rows=50_000, dim=16, optimizer=ps.Adagrad(lr=0.1)).to_dict()])
+    cast = Cast(str(tmp_path))
+    shards = {"shard%d" % i: (lambda sock, i=i: ("shard", sock, tables, "%d/2" % i)) for i in range(2)}
+    chaos = Chaos(cast, shards, (0, 1))  # python3 -m ferry.ps.server exits 1: "ferryd went away"
+    try:
+        chaos.start_b_side()
+        workers = {"w%d" % i: str(tmp_path / ("w%d.json" % i)) for i in range(3)}
+        for name, out in workers.items():
+            cast.start(name, "ps", chaos.a.socket, chaos.b_listen, tables, out)
+        chaos.run(CHAOS_S / 2)
+        chaos.recovered(workers, at_least=3)
+        assert chaos.finish(workers)["ok"] > 20
+    finally:
+        chaos.close()
