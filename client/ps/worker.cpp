@@ -110,6 +110,7 @@ Result<Ticket> Worker::abort(Op& op, Ticket ticket, Status why) noexcept {
   (void)ticket;
   op.state = Op::State::Done;
   op.error.status = why;
+  last_refusal_ = op.error;
   op.released = true;  // the caller never sees this ticket
   recycle(op);
   return Result<Ticket>::fail(why);

@@ -48,7 +48,9 @@ std::string failed_message(const ps::OpError& e, const char* what, const std::st
   return s;
 }
 
-std::string not_started_message(Status status, const char* what) {
+std::string not_started_message(const ps::OpError& e, const char* what, const std::string& target,
+                                const std::string& prefix) {
+  const Status status = e.status;
   std::string why = std::string(what) + " not started: " + std::string(to_string(status));
   if (status == Status::Busy) why += " (too many operations unreleased: drop or release() finished ones)";
   if (status == Status::ResponseTooLarge)
@@ -61,9 +63,10 @@ std::string not_started_message(Status status, const char* what) {
         "or attach with a larger tx_bytes)";
   if (status == Status::ServiceNotFound || status == Status::ServiceGone || status == Status::PeerUnreachable ||
       status == Status::PeerReset)
-    why +=
-        " (a shard it goes to is not served now, or its ferryd does not answer: start that shard again; this "
-        "worker's next operations find it)";
+    why += " (shard " + std::to_string(e.shard) + ": '" + ps::shard_target(target, prefix, e.shard) +
+           (status == Status::ServiceNotFound || status == Status::ServiceGone ? "' is not served now"
+                                                                               : "': its ferryd does not answer") +
+           "; start that shard again: this worker's next operations find it)";
   return why;
 }
 

@@ -16,8 +16,10 @@ namespace ferry::py {
 std::string failed_message(const ps::OpError& e, const char* what, const std::string& target,
                            const std::string& prefix);
 
-// An operation the worker refused to start.
-std::string not_started_message(Status status, const char* what);
+// An operation the worker refused to start (e.status), naming the shard
+// (e.shard) whose link refused it when that is why.
+std::string not_started_message(const ps::OpError& e, const char* what, const std::string& target,
+                                const std::string& prefix);
 
 // A keyed operation refused as a bad request: the first key outside the
 // table's rows, named ("pull not started: key 150 is outside table 'emb',

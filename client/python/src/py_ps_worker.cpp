@@ -66,11 +66,16 @@ std::string failure(const WorkerCore& c, ps::Ticket t, const char* what) {
 template <typename Start>
 std::shared_ptr<PsOp> start(const std::shared_ptr<WorkerCore>& core, ps::Op kind, const char* what, Start start) {
   Result<ps::Ticket> r;
+  ps::OpError refusal;
   {
     auto lk = lock_from_python(core->mu);
     r = start(live(*core));
+    if (!r) refusal = core->worker->last_refusal();
   }
-  if (!r) raise(r.status, not_started_message(r.status, what));
+  if (!r) {
+    if (refusal.status != r.status) refusal = ps::OpError{r.status, ps::PsStatus::Ok, 0};  // refused before any shard
+    raise(r.status, not_started_message(refusal, what, core->target, core->prefix));
+  }
   auto op = std::make_shared<PsOp>();
   op->core = core;
   op->ticket = r.value;

@@ -147,6 +147,9 @@ class FERRY_API Worker {
   // Busy while in flight, else the operation's status. BadRequest for an unknown ticket.
   [[nodiscard]] Status status(Ticket t) const noexcept;
   OpError error(Ticket t) const noexcept;
+  // Why the last operation that returned no ticket did not start: its
+  // status, and the shard whose link refused it when one did.
+  OpError last_refusal() const noexcept { return last_refusal_; }
   // A completed pull's rows (empty spans otherwise).
   PulledRows rows(Ticket t) const noexcept;
   // Done with the ticket: its memory goes back once no call of it is in flight.
@@ -203,6 +206,7 @@ class FERRY_API Worker {
   std::uint32_t calls_ = 0;  // calls in flight, all operations
   std::uint32_t max_count_ = 1;
   std::vector<Ticket> sending_;  // operations with requests not sent yet, oldest first
+  OpError last_refusal_;
   std::uint32_t next_request_id_ = 1;
   struct FERRY_LOCAL Scratch;
   std::unique_ptr<Scratch> scratch_;
