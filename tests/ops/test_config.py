@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from opslib import Daemon, Skip, check, main, run, wait_until
+from opslib import Daemon, Fail, Skip, check, main, run, wait_until
 
 FERRYD, EXAMPLE = [os.path.abspath(a) for a in sys.argv[1:3]]
 TMP = tempfile.mkdtemp(prefix="ferry-ops-config-")
@@ -210,34 +210,46 @@ def test_a_daemon_no_peer_could_open_a_channel_to_is_cautioned():
         check(d.stop() == 0, "exit")
 
 
-def test_a_port_taken_from_an_engines_range_is_named():
-    # Engine i listens on PORT+i: a port in the range that something else
-    # holds (often another ferryd's engine) stops start-up with the range.
-    holder = socket.socket()
-    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _hold_the_port_after_a_free_one():
+    # A socket listening on BASE+1 where BASE was free when probed.
     for _ in range(50):
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         base = probe.getsockname()[1]
         probe.close()
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             holder.bind(("127.0.0.1", base + 1))
-            break
         except OSError:
+            holder.close()
             continue
-    else:
-        raise Skip("no two free consecutive ports")
-    holder.listen(1)
-    try:
-        with Daemon(FERRYD, ["--engines", "2", "--listen", "127.0.0.1:%d" % base]) as d:
-            rc = d.proc.wait(10)
-            log = d.log_text()
-            check(rc != 0, "ferryd started with engine 1's port taken")
-            want = "cannot listen for peers on 127.0.0.1:%d (engine 1 of 2): Busy" % (base + 1)
-            check(want in log, "no %r in:\n%s" % (want, log))
-            check("2 engines need ports %d to %d free" % (base, base + 1) in log, "range not named:\n" + log)
-    finally:
-        holder.close()
+        holder.listen(1)
+        return base, holder
+    raise Skip("no two free consecutive ports")
+
+
+def test_a_port_taken_from_an_engines_range_is_named():
+    # Engine i listens on PORT+i: a port in the range that something else
+    # holds (often another ferryd's engine) stops start-up with the range.
+    # Another test may take BASE itself between the probe and ferryd's bind
+    # (engine 0 is then the one refused): that try is drawn again.
+    for _ in range(5):
+        base, holder = _hold_the_port_after_a_free_one()
+        try:
+            with Daemon(FERRYD, ["--engines", "2", "--listen", "127.0.0.1:%d" % base]) as d:
+                rc = d.proc.wait(10)
+                log = d.log_text()
+        finally:
+            holder.close()
+        check(rc != 0, "ferryd started with engine 1's port taken")
+        if "(engine 0 of 2): Busy" in log:
+            continue
+        want = "cannot listen for peers on 127.0.0.1:%d (engine 1 of 2): Busy" % (base + 1)
+        check(want in log, "no %r in:\n%s" % (want, log))
+        check("2 engines need ports %d to %d free" % (base, base + 1) in log, "range not named:\n" + log)
+        return
+    raise Fail("the probed free port was taken before ferryd bound it, five times running")
 
 
 def test_reload_of_a_broken_file_keeps_the_running_configuration():
