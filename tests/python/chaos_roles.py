@@ -41,7 +41,7 @@ SIZES = [64, 1000, 4096, 20000, 70000, 300000]
 
 def serve(socket, service):
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20  # past a SIGSTOP of ferryd (up to 5 s)
     while True:  # the name of a killed predecessor is free once its daemon saw the hang-up
         c = None
         try:
@@ -76,13 +76,15 @@ def serve(socket, service):
 
 def shard(socket, tables, spec):
     index = spec.split("/")[0]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20  # past a SIGSTOP of ferryd (up to 5 s)
     with ferry.attach(socket, "chaos shard probe") as c:
         while time.monotonic() < deadline:
             try:
                 c.close_endpoint(c.open("ps-shard-" + index, timeout=2))
             except ferry.ServiceNotFound:
                 break
+            except ferry.Timeout:  # ferryd stopped (SIGSTOP) for up to 5 s just now
+                continue
             time.sleep(0.05)
     from ferry.ps import server
     sys.exit(server.main(["--socket", socket, "--tables", tables, "--shard", spec]))
