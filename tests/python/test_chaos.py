@@ -175,7 +175,7 @@ class Chaos:
         assert self.a.proc.poll() is None, "ferryd A died:\n" + self.a.tail()
         assert self.b.proc.poll() is None, "ferryd B died:\n" + self.b.tail()
 
-    def recovered(self, progress_files, at_least=5, within=20):
+    def recovered(self, progress_files, at_least=5, within=45):
         """Every process of `progress_files` (the one running now) completes `at_least` more."""
         cast = self.cast
 
