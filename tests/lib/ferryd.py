@@ -50,10 +50,14 @@ class Ferryd:
         self.listen = listen
         self.log_path = os.path.join(self.dir, "ferryd.log")
         self.log = open(self.log_path, "w+")
-        cmd = [ferryd, "--runtime-dir", self.dir, "--transport", "tcp"] + list(args)
+        self.cmd = [ferryd, "--runtime-dir", self.dir, "--transport", "tcp"] + list(args)
         if listen:
-            cmd += ["--listen", listen]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+            self.cmd += ["--listen", listen]
+        self._start(wait_listener, timeout)
+
+    def _start(self, wait_listener, timeout):
+        listen = self.listen
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
         port = int(listen.rsplit(":", 1)[1]) if listen and wait_listener else None
         deadline = time.monotonic() + timeout
         # A condition polled with a deadline, not a sleep.
@@ -65,6 +69,17 @@ class Ferryd:
                 self._give_up("ferryd's sockets%s did not appear within %.0f s" %
                               (" (and its listener on %s)" % listen if port else "", timeout))
             time.sleep(0.02)
+
+    def restart(self, timeout=20.0):
+        """SIGKILL, then a new ferryd in the same directory (the same socket
+        paths), up when this returns: a daemon restarted under its clients."""
+        self.kill()
+        for path in (self.socket, self.control):  # what the killed one left
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._start(False, timeout)
 
     def _give_up(self, why):
         tail = self.tail()

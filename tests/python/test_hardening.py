@@ -10,6 +10,7 @@ row."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -208,6 +209,60 @@ def test_a_worker_finds_a_shard_whose_ferryd_restarted(daemon):
             p.kill()
             p.wait()
         b.stop()
+
+
+def test_a_worker_carries_on_after_its_ferryd_restarts(daemon):
+    # ferryd restarted under a training process (an upgrade's `systemctl
+    # restart ferryd`): the operation in flight ends DaemonGone, those while
+    # ferryd is down fail at once; once ferryd is back (and the shard that
+    # went with it, as its unit would start it again) the same Worker
+    # attaches again at its next operation. Rows pulled before stay readable.
+    tables = [ps.Embedding("emb", rows=100, dim=4)]
+    p = shard_process(daemon, tables)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        with ps.Worker(tables, 1, daemon.socket, timeout=5) as w:
+            before = w.pull("emb", [1, 2, 3])
+            first = before.gather().clone()
+            unwaited = w.push("emb", [4], np.ones((1, 4), np.float32), wait=False)
+            unwaited.wait(10)
+            p.send_signal(signal.SIGSTOP)  # the next pull stays in flight
+            in_flight = w.pull_async("emb", [1, 2, 3])
+            daemon.kill()
+            with pytest.raises(ferry.DaemonGone, match="pull failed: DaemonGone .*attaches again at its next operation"):
+                in_flight.wait(10)
+            p.kill()  # it would go with its ferryd; stopped, it cannot
+            p.wait(10)
+            for _ in range(2):  # nothing listens: each fails at once
+                t0 = time.monotonic()
+                with pytest.raises(ferry.DaemonGone, match="ferryd went away, and attaching again failed"):
+                    w.pull("emb", [1, 2, 3])
+                assert time.monotonic() - t0 < 3
+            daemon.restart()
+            p = shard_process(daemon, tables)
+            assert p.stdout.readline().startswith("ready ")
+            deadline = time.monotonic() + 15
+            while True:  # a failed attach waits up to 2 s before the next
+                try:
+                    again = w.pull("emb", [1, 2, 3]).gather()
+                    break
+                except ferry.DaemonGone:
+                    assert time.monotonic() < deadline, "the worker never attached again"
+                    time.sleep(0.05)
+            assert w.reattached == 1
+            assert torch.equal(again, first)  # a new shard: the tables' initial values
+            assert torch.equal(before.gather(), first)  # the old attachment's rows, still mapped
+            pending = [w.pull_async("emb", [5]), w.pull_async("emb", [6, 7])]
+            with pytest.raises(ferry.DaemonGone):  # waited with ops of the old attachment: each its own outcome
+                w.wait_all(pending + [in_flight], 10)
+            assert [tuple(r.wait(0).rows.shape) for r in pending] == [(1, 4), (2, 4)]
+            w.push("emb", [1], np.ones((1, 4), np.float32))
+            w.synchronize()
+            assert w.live_ops >= 1  # `before` and the pulls above hold rows
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def run_shard_server(socket, tables_arg, shard="0/1"):

@@ -30,6 +30,10 @@ std::string_view refusal_hint(ps::PsStatus ps) noexcept {
   }
 }
 
+// ferry.ps.Worker (worker.py) attaches again when its ferryd went away.
+constexpr std::string_view kDaemonGoneHint =
+    " (this host's ferryd went away: this worker attaches again at its next operation, once ferryd is back)";
+
 }  // namespace
 
 std::string failed_message(const ps::OpError& e, const char* what, const std::string& target,
@@ -42,6 +46,8 @@ std::string failed_message(const ps::OpError& e, const char* what, const std::st
     // A shard that went away (its ferryd restarted, it was stopped) and was not started again.
     s += " (shard " + std::to_string(e.shard) + ": nothing serves '" + ps::shard_target(target, prefix, e.shard) +
          "' now; start that shard again: this worker's next operations find it)";
+  } else if (e.status == Status::DaemonGone) {
+    s += std::string(kDaemonGoneHint);
   } else if (e.status != Status::Ok && e.status != Status::BadRequest) {
     s += " (shard " + std::to_string(e.shard) + ")";
   }
@@ -53,6 +59,7 @@ std::string not_started_message(const ps::OpError& e, const char* what, const st
   const Status status = e.status;
   std::string why = std::string(what) + " not started: " + std::string(to_string(status));
   if (status == Status::Busy) why += " (too many operations unreleased: drop or release() finished ones)";
+  if (status == Status::DaemonGone) why += kDaemonGoneHint;
   if (status == Status::ResponseTooLarge)
     why +=
         " (one row of this table is larger than the largest message ferryd carries, its max-message-bytes: "

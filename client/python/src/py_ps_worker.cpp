@@ -172,23 +172,41 @@ void wait_or_raise(PsOp& op, const pyb::object& timeout) {
   raise_failure(op, wait_op(op, deadline));
 }
 
-// Waits for every op with one GIL release; raises the first failure in list order.
-void wait_all(const std::shared_ptr<WorkerCore>& c, const std::vector<std::shared_ptr<PsOp>>& list,
+// Waits for every op with one GIL release per worker core; raises the
+// first failure in list order. The ops are usually all this worker's; a
+// ferry.ps.Worker attached again after its ferryd restarted leaves its
+// earlier ones on the core before.
+void wait_all(const std::shared_ptr<WorkerCore>&, const std::vector<std::shared_ptr<PsOp>>& list,
               const pyb::object& timeout) {
   const Clock::time_point deadline = deadline_of(timeout);
   std::vector<PsOp*> ops;
   ops.reserve(list.size());
   for (const auto& o : list) {
-    if (!o || o->core != c) raise(Status::BadRequest, "wait_all(): an operation of another worker");
+    if (!o) raise(Status::BadRequest, "wait_all(): not an operation");
     if (o->released) raise(Status::BadRequest, "wait_all(): an operation was released");
     ops.push_back(o.get());
   }
-  const Status all = wait_ops(*c, ops, deadline);
-  for (PsOp* o : ops) {
-    Status st = all;
-    if (all != Status::Cancelled) {
-      auto lk = lock_from_python(c->mu);
-      st = c->worker ? c->worker->status(o->ticket) : Status::Cancelled;
+  std::vector<Status> waited(ops.size());
+  std::vector<bool> seen(ops.size(), false);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (seen[i]) continue;
+    WorkerCore& core = *ops[i]->core;
+    std::vector<PsOp*> group;
+    for (std::size_t j = i; j < ops.size(); ++j)
+      if (ops[j]->core.get() == &core) group.push_back(ops[j]);
+    const Status st = wait_ops(core, group, deadline);
+    for (std::size_t j = i; j < ops.size(); ++j) {
+      if (ops[j]->core.get() != &core) continue;
+      seen[j] = true;
+      waited[j] = st;
+    }
+  }
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    PsOp* o = ops[i];
+    Status st = waited[i];
+    if (st != Status::Cancelled) {
+      auto lk = lock_from_python(o->core->mu);
+      st = o->core->worker ? o->core->worker->status(o->ticket) : Status::Cancelled;
     }
     raise_failure(*o, st);
   }
@@ -554,12 +572,21 @@ once and their gradients summed. Thread safe (operations are serialised).)")
           },
           "op"_a, "Send a prepared push.")
       .def("wait_all", &wait_all, "ops"_a, "timeout"_a = pyb::none(),
-           "Wait for every one of ops (one GIL release); raises the first failure in list order.")
+           "Wait for every one of ops (one GIL release per worker they belong to); raises the first failure in "
+           "list order.")
       .def_property_readonly("live_ops",
                              [](const std::shared_ptr<WorkerCore>& c) {
                                auto lk = lock_from_python(c->mu);
                                return live(*c).live_ops();
                              })
+      .def_property_readonly(
+          "daemon_gone",
+          [](const std::shared_ptr<WorkerCore>& c) {
+            auto lk = lock_from_python(c->mu);
+            return live(*c).link().state() == Status::DaemonGone;
+          },
+          "Whether this worker's ferryd went away (its client looks at the attach socket at most once a "
+          "millisecond).")
       .def_property_readonly("max_count",
                              [](const std::shared_ptr<WorkerCore>& c) {
                                auto lk = lock_from_python(c->mu);

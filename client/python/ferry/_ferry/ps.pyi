@@ -181,7 +181,10 @@ class Worker:
     def commit(self, op: Op) -> None:
         """Send a prepared push."""
     def wait_all(self, ops: Sequence[Op], timeout: Optional[float] = None) -> None:
-        """Wait for every one of ops (one GIL release); raises the first failure."""
+        """Wait for every one of ops (one GIL release per worker they belong to); raises the first failure."""
+    @property
+    def daemon_gone(self) -> bool:
+        """Whether this worker's ferryd went away."""
     @property
     def live_ops(self) -> int:
         """Operations holding memory (in flight or unreleased)."""

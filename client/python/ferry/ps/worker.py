@@ -24,6 +24,7 @@ import numpy as np
 from ferry import _ferry
 from ferry._errors import by_status
 from ferry.ps import tables as _tables
+from ferry.ps._reattach import Reattach
 from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
@@ -204,7 +205,7 @@ class DenseValues:
         return "<ferry.ps.DenseValues: %d floats>" % self.values.shape[0]
 
 
-class Worker(Unwaited):
+class Worker(Reattach, Unwaited):
     """A parameter-server worker: one ferry client with an endpoint to every
     shard.
 
@@ -221,6 +222,11 @@ class Worker(Unwaited):
     their input is on a GPU); shard_targets: each shard's ``SERVICE`` or
     ``HOST:PORT/SERVICE`` when they are not all behind ``target``
     (``from_env()`` fills it from the store).
+
+    When this host's ferryd restarts, the operations in flight fail
+    ``ferry.DaemonGone``; the next operation attaches to it again and opens
+    the shards again, and this worker goes on (``reattached`` counts the
+    times; see ferry/ps/_reattach.py).
     """
 
     def __init__(self, tables: Sequence[_tables.Table], shards: int, socket: Optional[str] = None,
@@ -232,9 +238,10 @@ class Worker(Unwaited):
         self._specs = _tables.specs(self.tables)
         self._by_name = {s.name: s for s in self._specs}
         self.shards = shards
-        self._w = _ps.Worker(self._specs, shards, socket or "", target or "", name or "ferry ps worker", timeout,
-                             busy_poll, service_prefix, tx_bytes, max_ops, max_count or 0, max_calls,
-                             list(shard_targets or []))
+        args = (self._specs, shards, socket or "", target or "", name or "ferry ps worker", timeout, busy_poll,
+                service_prefix, tx_bytes, max_ops, max_count or 0, max_calls, list(shard_targets or []))
+        self._w = _ps.Worker(*args)
+        self._reattach_init(lambda: _ps.Worker(*args))  # after this host's ferryd restarted (_reattach.py)
         self._unwaited: List[Pending] = []  # pushes started with wait=False, reaped as they finish
         self.device: Any = None
         self._cuda: Any = None
@@ -263,11 +270,18 @@ class Worker(Unwaited):
         self.device = self._cuda.device if self._cuda is not None else None
         return self
 
+    def _attached_again(self) -> None:
+        # The new attachment's arena is registered with CUDA in place of the old one's.
+        if self._cuda is not None:
+            old, self._cuda = self._cuda, None
+            old.close()
+            self.to(old.device)
+
     # -- embedding tables
     def pull_async(self, table: str, keys: ArrayLike) -> Pending:
         """Start pulling the rows of ``keys``; ``wait()`` gives Rows."""
         tid, s = self._id(table, False)
-        op = self._w.pull(tid, _keys(keys))
+        op = self._core().pull(tid, _keys(keys))
         return Pending(op, lambda o: self._rows(o, table, s.dim))
 
     def _rows(self, op: Any, table: str, dim: int) -> Rows:
@@ -304,7 +318,7 @@ class Worker(Unwaited):
         g = _floats(grads)
         if g.size != k.size * s.dim:
             raise _BadRequest("push to %r: %d keys need %d gradient floats, got %d" % (table, k.size, k.size * s.dim, g.size))
-        return self._finish(Pending(self._w.push(tid, k, g)), wait)
+        return self._finish(Pending(self._core().push(tid, k, g)), wait)
 
     def push_rows(self, rows: Rows, grads: ArrayLike, wait: bool = False) -> Optional[Pending]:
         """Gradients [u, dim] for the rows of an earlier pull, in its row order
@@ -312,7 +326,7 @@ class Worker(Unwaited):
         if self._cuda is not None and torch is not None and isinstance(grads, torch.Tensor) and grads.is_cuda:
             return self._finish(Pending(self._cuda.push_rows(rows, grads)), wait)
         g = _floats(grads)
-        return self._finish(Pending(self._w.push_rows(rows.op, g)), wait)
+        return self._finish(Pending(self._w.push_rows(rows.op, g)), wait)  # the pull's attachment
 
     def assign(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Overwrite rows (their optimizer state restarts); the last value of a duplicate wins."""
@@ -321,7 +335,7 @@ class Worker(Unwaited):
         v = _floats(values)
         if v.size != k.size * s.dim:
             raise _BadRequest("assign to %r: %d keys need %d floats, got %d" % (table, k.size, k.size * s.dim, v.size))
-        return self._finish(Pending(self._w.assign(tid, k, v)), wait)
+        return self._finish(Pending(self._core().assign(tid, k, v)), wait)
 
     # -- optimizer state (checkpoints)
     def pull_state(self, table: str, keys: ArrayLike, timeout: Optional[float] = None) -> Rows:
@@ -334,7 +348,7 @@ class Worker(Unwaited):
     def pull_state_async(self, table: str, keys: ArrayLike) -> Pending:
         """Start pulling the optimizer state of ``keys``' rows; ``wait()`` gives Rows (on the CPU)."""
         tid, s = self._id(table, False)
-        return Pending(self._w.pull_state(tid, _keys(keys)), lambda o: Rows(o, table, s.dim))
+        return Pending(self._core().pull_state(tid, _keys(keys)), lambda o: Rows(o, table, s.dim))
 
     def assign_state(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of rows [n, dim] (their values stay; an
@@ -346,13 +360,13 @@ class Worker(Unwaited):
             raise _BadRequest("assign_state to %r: %d keys need %d floats, got %d"
                               % (table, k.size, k.size * s.dim, v.size))
         _check_state("assign_state", table, v)
-        return self._finish(Pending(self._w.assign_state(tid, k, v)), wait)
+        return self._finish(Pending(self._core().assign_state(tid, k, v)), wait)
 
     # -- dense tables
     def pull_dense_async(self, table: str) -> Pending:
         """Start pulling a whole dense table; ``wait()`` gives DenseValues."""
         tid, s = self._id(table, True)
-        op = self._w.pull_dense(tid)
+        op = self._core().pull_dense(tid)
         return Pending(op, lambda o: DenseValues(o, s.rows))
 
     def pull_dense(self, table: str, timeout: Optional[float] = None) -> Any:
@@ -365,7 +379,7 @@ class Worker(Unwaited):
         g = _floats(grads)
         if g.size != s.rows:
             raise _BadRequest("push_dense to %r: it holds %d floats, got %d" % (table, s.rows, g.size))
-        return self._finish(Pending(self._w.push_dense(tid, g)), wait)
+        return self._finish(Pending(self._core().push_dense(tid, g)), wait)
 
     def assign_dense(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Overwrite the whole dense table ([size] floats; its optimizer state restarts)."""
@@ -373,13 +387,13 @@ class Worker(Unwaited):
         v = _floats(values)
         if v.size != s.rows:
             raise _BadRequest("assign_dense to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
-        return self._finish(Pending(self._w.assign_dense(tid, v)), wait)
+        return self._finish(Pending(self._core().assign_dense(tid, v)), wait)
 
     def pull_dense_state(self, table: str, timeout: Optional[float] = None) -> Any:
         """The optimizer state of a whole dense table (Adagrad's accumulators),
         [size] float32, as ``pull_dense`` gives values. BadRequest for SGD."""
         tid, s = self._id(table, True)
-        return Pending(self._w.pull_dense_state(tid), lambda o: DenseValues(o, s.rows)).wait(timeout).values
+        return Pending(self._core().pull_dense_state(tid), lambda o: DenseValues(o, s.rows)).wait(timeout).values
 
     def assign_dense_state(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of a whole dense table ([size] floats, never
@@ -389,7 +403,7 @@ class Worker(Unwaited):
         if v.size != s.rows:
             raise _BadRequest("assign_dense_state to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
         _check_state("assign_dense_state", table, v)
-        return self._finish(Pending(self._w.assign_dense_state(tid, v)), wait)
+        return self._finish(Pending(self._core().assign_dense_state(tid, v)), wait)
 
     # -- completion: _finish() and synchronize() come from Unwaited
 

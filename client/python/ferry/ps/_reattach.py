@@ -1,0 +1,69 @@
+"""ferry.ps.Worker after its own ferryd went away (an upgrade's
+``systemctl restart ferryd``, a crash).
+
+The operations in flight then end ``DaemonGone``. The worker's next
+operation attaches to ferryd again, once it is back, and opens every shard
+again (a shard that was attached to that ferryd went with it and must be
+started again, as its systemd unit does); that operation, and the ones after
+it, go on as before. Until ferryd answers, each operation fails
+``DaemonGone`` at once: attaching is tried again at most every 100 ms,
+doubling to 2 s while it fails.
+
+Rows pulled before stay readable: their operations keep the earlier
+attachment (and its shared memory) until the last of them is gone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ferry._errors import Error, by_status
+
+_DaemonGone = by_status("DaemonGone")
+_FIRST_PAUSE, _MAX_PAUSE = 0.1, 2.0
+
+
+class Reattach:
+    """Mixin; the class sets ``self._w`` (the extension worker) and calls
+    ``_reattach_init(make)`` with what makes a new one, in its constructor."""
+
+    _w: Any
+
+    def _reattach_init(self, make: Callable[[], Any]) -> None:
+        self._make_core = make
+        self._reattach_lock = threading.Lock()
+        self._retry_at = 0.0
+        self._pause = _FIRST_PAUSE
+        self._last_failure: Optional[Error] = None
+        self.reattached = 0  # how many times this worker attached again after its ferryd went away
+
+    def _core(self) -> Any:
+        """The extension worker to start an operation on: a new one, attached
+        to ferryd again, when the current one's ferryd went away."""
+        w = self._w
+        if not w.daemon_gone:
+            return w
+        with self._reattach_lock:
+            if self._w is not w:  # another thread attached again meanwhile
+                return self._w
+            now = time.monotonic()
+            if now < self._retry_at:
+                raise _DaemonGone("this worker's ferryd went away, and attaching again failed (%s); the next try "
+                                  "is in %.1f s, at an operation then" % (self._last_failure, self._retry_at - now))
+            try:
+                new = self._make_core()
+            except Error as e:
+                self._last_failure = e
+                self._retry_at = time.monotonic() + self._pause
+                self._pause = min(_MAX_PAUSE, self._pause * 2)
+                raise type(e)("this worker's ferryd went away, and attaching again failed: %s" % e) from None
+            self._w = new
+            self._retry_at, self._pause, self._last_failure = 0.0, _FIRST_PAUSE, None
+            self.reattached += 1
+            self._attached_again()
+            return new
+
+    def _attached_again(self) -> None:
+        """After a new attachment: what the class set up on the old one (a GPU registration)."""
