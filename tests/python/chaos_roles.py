@@ -106,9 +106,12 @@ class Caller:
     def save(self, force=False):
         if force or time.monotonic() - self.saved > 0.2:
             with open(self.out + ".tmp", "w") as f:
-                json.dump(dict(self.counts, pid=self.pid), f)
+                json.dump(dict(self.counts, pid=self.pid, **self.extra()), f)
             os.replace(self.out + ".tmp", self.out)
             self.saved = time.monotonic()
+
+    def extra(self):
+        return {}
 
     def finish(self):
         h, req, resp, size, byte, target = self.in_flight.pop(0)
@@ -185,10 +188,14 @@ class PsWorker(Caller):
             try:
                 self.w = ps.Worker(self.tables, 2, socket, target=target, timeout=3)
                 break
-            except (ferry.ServiceNotFound, ferry.PeerUnreachable, ferry.PeerReset, ferry.ServiceGone, ferry.Timeout):
+            except (ferry.ServiceNotFound, ferry.PeerUnreachable, ferry.PeerReset, ferry.ServiceGone, ferry.Timeout,
+                    ferry.DaemonGone):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+    def extra(self):
+        return {"reattached": self.w.reattached}  # attached again after ferryd A restarted
 
     def one(self):
         np = self.np
@@ -206,7 +213,7 @@ class PsWorker(Caller):
                 self.w.synchronize()
             self.count("ok")
         except ferry.Error as e:
-            if e.status not in ALLOWED:
+            if e.status not in ALLOWED and e.status != "DaemonGone":  # ferryd A restarted: the worker goes on
                 print("UNEXPECTED status %s: %s" % (e.status, e), flush=True)
                 os._exit(5)
             self.count(e.status)

@@ -14,9 +14,10 @@ exits non-zero otherwise and the test fails at once); after the chaos every
 caller must complete calls again (recovery), daemon A must still run,
 and it must count no client once all are gone. The ps test does the same
 for half the time with three ferry.ps workers on A and two shard servers
-on B: every pull and push completes (rows of the right shape, finite) or
-fails with such a status within 30 s, and afterwards every worker, the same
-Worker object, completes operations again.
+on B, and kills ferryd A once and starts it again in its directory: every
+pull and push completes (rows of the right shape, finite) or fails with
+such a status within 30 s, and afterwards every worker, the same Worker
+object, completes operations again.
 """
 
 import json
@@ -113,7 +114,8 @@ class Chaos:
         self.a = start_daemon(listen="127.0.0.1:%d" % free_port(), extra=self.engines)
         self.b_listen = "127.0.0.1:%d" % free_port()
         self.b = start_daemon(listen=self.b_listen, extra=self.engines)
-        self.events = {"kill": 0, "stop": 0, "stop B": 0, "restart B": 0}
+        self.events = {"kill": 0, "stop": 0, "stop B": 0, "restart B": 0, "restart A": 0}
+        self.restart_a_at = None  # a fraction of the run: ferryd A killed and started again in its directory
 
     def start_b_side(self):
         for name, args in self.b_side.items():
@@ -148,7 +150,10 @@ class Chaos:
             self.check_daemons()
             roll = rng.random()
             halfway = now > end - seconds / 2
-            if (roll < 0.04 and now - b_restarted_at > 8) or (halfway and self.events["restart B"] == 0):
+            if self.restart_a_at is not None and not self.events["restart A"] and \
+                    now > end - seconds * (1 - self.restart_a_at):
+                self.restart_a()
+            elif (roll < 0.04 and now - b_restarted_at > 8) or (halfway and self.events["restart B"] == 0):
                 b_restarted_at = now
                 self.restart_b(stopped)
             elif roll < 0.07:
@@ -170,6 +175,12 @@ class Chaos:
         for name in stopped:
             cast.signal(name, signal.SIGCONT)
         print("events", self.events)
+
+    def restart_a(self):
+        # The callers' ferryd killed and started again in its directory (an
+        # upgrade's restart): its clients that can carry on, do.
+        self.events["restart A"] += 1
+        self.a.restart()
 
     def check_daemons(self):
         assert self.a.proc.poll() is None, "ferryd A died:\n" + self.a.tail()
@@ -199,7 +210,7 @@ class Chaos:
         totals = {}
         for out in progress_files.values():
             for k, v in progress(out).items():
-                if k != "pid":
+                if k not in ("pid", "reattached"):
                     totals[k] = totals.get(k, 0) + v
         print("totals", totals)
         deadline = time.monotonic() + 10
@@ -234,19 +245,27 @@ def test_every_call_completes_through_kills_stops_and_a_peer_restart(tmp_path):
 def test_every_ps_operation_completes_through_shard_and_peer_restarts(tmp_path):
     # ferry.ps workers on A, two shard servers on B: a shard killed, stopped
     # or gone with its ferryd is found again by the same workers once it is
-    # started again (the worker opens its target again).
+    # started again (the worker opens its target again), and the workers'
+    # own ferryd A restarted once is attached to again.
     import ferry.ps as ps
     tables = json.dumps([ps.Embedding("emb", rows=50_000, dim=16, optimizer=ps.Adagrad(lr=0.1)).to_dict()])
     cast = Cast(str(tmp_path))
     shards = {"shard%d" % i: (lambda sock, i=i: ("shard", sock, tables, "%d/2" % i)) for i in range(2)}
     chaos = Chaos(cast, shards, (0, 1))  # python3 -m ferry.ps.server exits 1: "ferryd went away"
     try:
+        chaos.restart_a_at = 0.7  # the workers' own ferryd restarts once: the same Worker objects go on
         chaos.start_b_side()
         workers = {"w%d" % i: str(tmp_path / ("w%d.json" % i)) for i in range(3)}
         for name, out in workers.items():
             cast.start(name, "ps", chaos.a.socket, chaos.b_listen, tables, out)
         chaos.run(CHAOS_S / 2)
         chaos.recovered(workers, at_least=3)
+        # Once more with every worker's Worker made and nothing else going on:
+        # each of them must attach again.
+        chaos.restart_a()
+        chaos.recovered(workers, at_least=3)
+        reattached = {name: progress(out).get("reattached") for name, out in workers.items()}
+        assert all(n and n >= 1 for n in reattached.values()), reattached
         assert chaos.finish(workers)["ok"] > 20
     finally:
         chaos.close()
