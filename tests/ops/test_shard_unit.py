@@ -26,11 +26,14 @@ def instance_copy():
 
 
 def test_directives():
-    for d in ["Type=notify", "NotifyAccess=main", "After=ferryd.service", "Requires=ferryd.service",
-              "PartOf=ferryd.service", "EnvironmentFile=/etc/ferry/ps-shard-%i.conf", "Restart=on-failure",
+    for d in ["Type=notify", "NotifyAccess=main", "After=ferryd.service", "Wants=ferryd.service",
+              "EnvironmentFile=/etc/ferry/ps-shard-%i.conf", "Restart=on-failure",
               "StateDirectory=ferry-ps/%i", "ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes",
               "WantedBy=multi-user.target"]:
         check(re.search("^" + re.escape(d) + "$", TEXT, re.M), "unit lacks %s" % d)
+    # A restart of ferryd must leave the shard, and the rows it holds, running: it attaches again.
+    for d in ["Requires=", "PartOf=", "BindsTo="]:
+        check(not re.search("^" + re.escape(d), TEXT, re.M), "unit has %s: restarting ferryd would restart the shard" % d)
     m = re.search(r"^ExecStart=(\S+) -m ferry\.ps\.server --socket /run/ferry/ferryd\.sock \$FERRY_PS_SHARD_ARGS$",
                   TEXT, re.M)
     check(m, "ExecStart is not the shard server on ferryd's socket")

@@ -102,11 +102,13 @@ class Caller:
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
+        if what == "ok":
+            self.last_ok = time.monotonic()  # CLOCK_MONOTONIC: the test's clock too
 
     def save(self, force=False):
         if force or time.monotonic() - self.saved > 0.2:
             with open(self.out + ".tmp", "w") as f:
-                json.dump(dict(self.counts, pid=self.pid, **self.extra()), f)
+                json.dump(dict(self.counts, pid=self.pid, last_ok=getattr(self, "last_ok", 0.0), **self.extra()), f)
             os.replace(self.out + ".tmp", self.out)
             self.saved = time.monotonic()
 

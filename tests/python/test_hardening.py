@@ -112,27 +112,29 @@ def test_state_sees_the_daemon_die_without_polling(daemon):
     assert took < 0.1, "DaemonGone only after %.3f s" % took
 
 
-def shard_process(daemon, tables, spec="0/1"):
+def shard_process(daemon, tables, spec="0/1", *extra):
     tj = json.dumps([t.to_dict() for t in tables])
     return subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
-                             "--shard", spec], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--shard", spec, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_shard_server_exits_when_its_ferryd_goes_away(daemon):
+def test_shard_server_exits_when_its_ferryd_stays_away(daemon):
+    # --reattach-s 1: it tries to attach again for a second, then exits 1
+    # for its supervisor (an old package served on, unattached, for ever).
     tables = [ps.Embedding("emb", rows=100, dim=4)]
-    p = shard_process(daemon, tables)
+    p = shard_process(daemon, tables, "0/1", "--reattach-s", "1")
     try:
         assert p.stdout.readline().startswith("ready ")
         with ps.Worker(tables, 1, daemon.socket) as w:
             w.pull("emb", [1, 2, 3])
         daemon.kill()
-        out, err = p.communicate(timeout=10)  # on the old package it served on, forever
+        out, err = p.communicate(timeout=15)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert p.returncode != 0
-    assert "ferryd went away" in err and "DaemonGone" in err
+    assert p.returncode == 1
+    assert "ferryd went away (DaemonGone) and was not back within --reattach-s 1 s" in err, err
     assert '"result": "DaemonGone"' in out
 
 
@@ -179,7 +181,7 @@ def test_a_worker_finds_a_shard_whose_ferryd_restarted(daemon):
     listen = "127.0.0.1:%d" % free_port()
     b = start_daemon(listen=listen)
     tables = [ps.Embedding("emb", rows=100, dim=4)]
-    p = shard_process(b, tables)
+    p = shard_process(b, tables, "0/1", "--reattach-s", "0")  # its ferryd comes back in another directory
     try:
         assert p.stdout.readline().startswith("ready ")
         with ps.Worker(tables, 1, daemon.socket, target=listen, timeout=5) as w:
@@ -211,54 +213,58 @@ def test_a_worker_finds_a_shard_whose_ferryd_restarted(daemon):
         b.stop()
 
 
-def test_a_worker_carries_on_after_its_ferryd_restarts(daemon):
-    # ferryd restarted under a training process (an upgrade's `systemctl
-    # restart ferryd`): the operation in flight ends DaemonGone, those while
-    # ferryd is down fail at once; once ferryd is back (and the shard that
-    # went with it, as its unit would start it again) the same Worker
-    # attaches again at its next operation. Rows pulled before stay readable.
-    tables = [ps.Embedding("emb", rows=100, dim=4)]
+def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
+    # ferryd restarted under a training job (an upgrade's `systemctl restart
+    # ferryd`): the pull in flight ends DaemonGone, the worker's operations
+    # while ferryd is down fail at once; the shard keeps its rows and serves
+    # them on the new ferryd, and the same Worker attaches again at its next
+    # operation. Rows pulled before stay readable.
+    tables = [ps.Embedding("emb", rows=100, dim=4, optimizer=ps.SGD(lr=1.0))]
     p = shard_process(daemon, tables)
     try:
         assert p.stdout.readline().startswith("ready ")
         with ps.Worker(tables, 1, daemon.socket, timeout=5) as w:
             before = w.pull("emb", [1, 2, 3])
             first = before.gather().clone()
-            unwaited = w.push("emb", [4], np.ones((1, 4), np.float32), wait=False)
-            unwaited.wait(10)
+            w.push("emb", [4], np.ones((1, 4), np.float32))
+            pushed = w.pull("emb", [4]).gather().clone()  # the initial value less the gradient
             p.send_signal(signal.SIGSTOP)  # the next pull stays in flight
             in_flight = w.pull_async("emb", [1, 2, 3])
             daemon.kill()
             with pytest.raises(ferry.DaemonGone, match="pull failed: DaemonGone .*attaches again at its next operation"):
                 in_flight.wait(10)
-            p.kill()  # it would go with its ferryd; stopped, it cannot
-            p.wait(10)
+            p.send_signal(signal.SIGCONT)
             for _ in range(2):  # nothing listens: each fails at once
                 t0 = time.monotonic()
                 with pytest.raises(ferry.DaemonGone, match="ferryd went away, and attaching again failed"):
                     w.pull("emb", [1, 2, 3])
                 assert time.monotonic() - t0 < 3
             daemon.restart()
-            p = shard_process(daemon, tables)
-            assert p.stdout.readline().startswith("ready ")
-            deadline = time.monotonic() + 15
-            while True:  # a failed attach waits up to 2 s before the next
+            deadline = time.monotonic() + 20
+            while True:  # the shard attaches again within 2 s; a failed attach here waits up to 2 s
                 try:
-                    again = w.pull("emb", [1, 2, 3]).gather()
+                    again = w.pull("emb", [1, 2, 3, 4]).gather()
                     break
-                except ferry.DaemonGone:
-                    assert time.monotonic() < deadline, "the worker never attached again"
+                except (ferry.DaemonGone, ferry.ServiceNotFound):
+                    assert time.monotonic() < deadline, "the worker never found its shard again"
                     time.sleep(0.05)
             assert w.reattached == 1
-            assert torch.equal(again, first)  # a new shard: the tables' initial values
+            assert torch.equal(again[:3], first)
+            assert torch.equal(again[3:], pushed)  # the shard's rows survived the restart
             assert torch.equal(before.gather(), first)  # the old attachment's rows, still mapped
             pending = [w.pull_async("emb", [5]), w.pull_async("emb", [6, 7])]
             with pytest.raises(ferry.DaemonGone):  # waited with ops of the old attachment: each its own outcome
                 w.wait_all(pending + [in_flight], 10)
             assert [tuple(r.wait(0).rows.shape) for r in pending] == [(1, 4), (2, 4)]
-            w.push("emb", [1], np.ones((1, 4), np.float32))
+            w.push("emb", [4], np.ones((1, 4), np.float32))
             w.synchronize()
-            assert w.live_ops >= 1  # `before` and the pulls above hold rows
+            assert torch.equal(w.pull("emb", [4]).gather(), pushed - 1)
+        assert p.poll() is None, "the shard exited"
+        p.terminate()
+        out, err = p.communicate(timeout=15)
+        assert p.returncode == 0, err
+        assert "ferryd went away and is back: serving ps-shard-0 again, with its rows (1 time)" in err, (out, err)
+        assert '"reattached": 1' in out, out
     finally:
         if p.poll() is None:
             p.kill()
@@ -354,7 +360,7 @@ def test_a_worker_says_when_no_ferryd_answers_at_a_shards_address(daemon):
 
 
 def test_in_process_shard_server_stops_running_when_ferryd_goes_away(daemon):
-    server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket).start()
+    server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket, reattach_s=0).start()
     assert server.running
     daemon.kill()
     deadline = time.monotonic() + 5
@@ -362,7 +368,21 @@ def test_in_process_shard_server_stops_running_when_ferryd_goes_away(daemon):
         time.sleep(0.01)
     assert not server.running
     assert server.counters()["result"] == "DaemonGone"
+    assert server.reattached == 0
     server.stop()
+
+
+def test_in_process_shard_server_stop_ends_its_wait_for_ferryd(daemon):
+    # Waiting to attach again (reattach_s, default 60 s), stop() ends it at once.
+    server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket).start()
+    daemon.kill()
+    time.sleep(0.3)
+    assert server.running  # waiting for ferryd, its rows kept
+    t0 = time.monotonic()
+    server.stop()
+    assert time.monotonic() - t0 < 2
+    assert not server.running
+    assert server.counters()["result"] == "Ok"
 
 
 @pytest.fixture

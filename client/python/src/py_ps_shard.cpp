@@ -1,11 +1,15 @@
 // ferry._ferry.ps: tables, placement and init functions, and shard servers
 // (a Shard served over ferry on a thread of this process, GIL-free).
 #include <fcntl.h>
+#include <poll.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -21,13 +25,20 @@ using namespace pybind11::literals;
 
 namespace {
 
-// One shard served on a thread of this process until stop().
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kFirstPause{100}, kMaxPause{2000};
+
+// One shard served on a thread of this process until stop(). When ferryd
+// goes away the rows stay: for up to reattach_ms the thread attaches again
+// (at most every 100 ms, doubling to 2 s) and serves the same Shard on the
+// new ferryd; 0: the loop ends with DaemonGone at once.
 class ShardHost {
  public:
   ShardHost(const std::vector<ps::TableSpec>& tables, std::uint32_t index, std::uint32_t shards,
             const std::string& socket, std::uint32_t pool, std::uint32_t max_count, bool busy_poll,
             const std::string& prefix, bool allow_non_finite, const std::string& checkpoint_dir,
-            const std::string& restore, std::uint32_t save_stall_ms) {
+            const std::string& restore, std::uint32_t save_stall_ms, std::uint32_t reattach_ms)
+      : reattach_(reattach_ms) {
     ps::ShardSpec spec;
     spec.index = index;
     spec.shards = shards;
@@ -43,17 +54,17 @@ class ShardHost {
       made = ps::Shard::create(spec, &shard_);
     }
     if (made.failed()) raise(made.status(), made.message());
-    ps::ShardServerOptions o;
-    o.socket = socket;
-    o.pool = pool;
-    o.busy_poll = busy_poll;
-    o.service_prefix = prefix;
+    options_.socket = socket;
+    options_.pool = pool;
+    options_.busy_poll = busy_poll;
+    options_.service_prefix = prefix;
     Error started;
     {
       pyb::gil_scoped_release nogil;
-      started = ps::ShardServer::start(*shard_, o, &server_);
+      started = ps::ShardServer::start(*shard_, options_, &server_);
     }
     if (started.failed()) raise(started.status(), "shard " + std::to_string(index) + ": " + started.message());
+    service_ = server_->service();
     if (::pipe2(stop_, O_CLOEXEC) != 0) raise(Status::NoMemory, "shard: no pipe for its stop signal");
   }
 
@@ -66,8 +77,11 @@ class ShardHost {
   void start() {
     if (thread_.joinable() || stopped_) raise(Status::BadRequest, "the shard server was already started");
     thread_ = std::thread([this] {
-      result_ = server_->run(stop_[0]);
-      finished_.store(true, std::memory_order_release);  // ferryd went away, or stop()
+      for (;;) {
+        result_ = server_->run(stop_[0]);
+        if (result_ != Status::DaemonGone || !attach_again()) break;
+      }
+      finished_.store(true, std::memory_order_release);  // ferryd went away for good, or stop()
     });
   }
 
@@ -76,15 +90,28 @@ class ShardHost {
     halt();
   }
 
-  // False once the serving loop ended, whether stop() ended it or ferryd went away.
+  // False once the serving loop ended, whether stop() ended it or ferryd
+  // went away (and did not come back within reattach_ms).
   bool running() const { return thread_.joinable() && !stopped_ && !finished_.load(std::memory_order_acquire); }
-  const std::string& service() const { return server_->service(); }
+  const std::string& service() const { return service_; }
+  std::uint64_t reattached() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return reattached_;
+  }
 
   // A snapshot, while serving too; "result" is "Running" until the loop ended.
   pyb::dict counters() const {
     const bool serving = running();
     const ps::ShardCounters c = shard_->counters();
-    const ps::ShardServerCounters s = server_->counters();
+    ps::ShardServerCounters s;
+    std::uint64_t reattached = 0;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      s = server_ ? server_->counters() : ps::ShardServerCounters{};
+      s.waited += before_.waited;
+      s.refusals += before_.refusals;
+      reattached = reattached_;
+    }
     pyb::dict d;
     d["requests"] = c.requests;
     d["rejected"] = c.rejected;
@@ -99,6 +126,7 @@ class ShardHost {
     d["save_failed"] = c.save_failed;
     d["waited"] = s.waited;
     d["refusals"] = s.refusals;
+    d["reattached"] = reattached;
     d["result"] = serving ? std::string("Running") : std::string(to_string(result_));
     return d;
   }
@@ -128,6 +156,38 @@ class ShardHost {
   }
 
  private:
+  // On the serving thread after ferryd went away: true once the same
+  // shard serves again over a new attachment; false when stop() came, or
+  // reattach_ms passed (result_ stays DaemonGone).
+  bool attach_again() {
+    if (reattach_.count() == 0) return false;
+    {
+      std::lock_guard<std::mutex> g(mu_);  // the old attachment goes first: its service name is freed
+      const ps::ShardServerCounters c = server_->counters();
+      before_.waited += c.waited;
+      before_.refusals += c.refusals;
+      server_.reset();
+    }
+    const Clock::time_point deadline = Clock::now() + reattach_;
+    std::chrono::milliseconds pause = kFirstPause;
+    for (;;) {
+      pollfd p{stop_[0], POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(pause.count())) > 0) {
+        result_ = Status::Ok;  // stop() while waiting for ferryd
+        return false;
+      }
+      std::unique_ptr<ps::ShardServer> next;
+      if (const Error e = ps::ShardServer::start(*shard_, options_, &next); !e.failed()) {
+        std::lock_guard<std::mutex> g(mu_);
+        server_ = std::move(next);
+        ++reattached_;
+        return true;
+      }
+      if (Clock::now() >= deadline) return false;
+      pause = std::min(kMaxPause, pause * 2);
+    }
+  }
+
   void halt() {
     if (stop_[1] >= 0) {
       ::close(stop_[1]);
@@ -138,7 +198,13 @@ class ShardHost {
   }
 
   std::unique_ptr<ps::Shard> shard_;
-  std::unique_ptr<ps::ShardServer> server_;
+  ps::ShardServerOptions options_;
+  std::chrono::milliseconds reattach_;
+  std::string service_;
+  mutable std::mutex mu_;                    // server_ while the serving thread replaces it
+  std::unique_ptr<ps::ShardServer> server_;  // null while ferryd is away
+  ps::ShardServerCounters before_;           // the earlier attachments' counters
+  std::uint64_t reattached_ = 0;
   std::thread thread_;
   int stop_[2] = {-1, -1};
   bool stopped_ = false;
@@ -239,14 +305,16 @@ constructing it attaches to ferryd and serves PREFIX<index>; start() begins
 answering (GIL-free), stop() ends it. counters() and find() after stop().)")
       .def(pyb::init<const std::vector<ps::TableSpec>&, std::uint32_t, std::uint32_t, const std::string&, std::uint32_t,
                      std::uint32_t, bool, const std::string&, bool, const std::string&, const std::string&,
-                     std::uint32_t>(),
+                     std::uint32_t, std::uint32_t>(),
            "tables"_a, "index"_a, "shards"_a, "socket"_a = "", "pool"_a = 64, "max_count"_a = 65536,
            "busy_poll"_a = false, "service_prefix"_a = "ps-shard-", "allow_non_finite"_a = false,
-           "checkpoint_dir"_a = "", "restore"_a = "", "save_stall_ms"_a = 60000)
+           "checkpoint_dir"_a = "", "restore"_a = "", "save_stall_ms"_a = 60000, "reattach_ms"_a = 0)
       .def("start", &ShardHost::start)
       .def("stop", &ShardHost::stop)
       .def_property_readonly("running", &ShardHost::running)
       .def_property_readonly("service", &ShardHost::service)
+      .def_property_readonly("reattached", &ShardHost::reattached,
+                             "How many times it attached again after its ferryd went away.")
       .def("counters", &ShardHost::counters)
       .def("usage", &ShardHost::usage, "Rows and bytes each table holds on this shard, by table id.")
       .def("find", &ShardHost::find, "table"_a, "key"_a);

@@ -93,7 +93,7 @@ class ShardServer:
     def __init__(self, tables: Sequence[TableSpec], index: int, shards: int, socket: str = "", pool: int = 64,
                  max_count: int = 65536, busy_poll: bool = False, service_prefix: str = "ps-shard-",
                  allow_non_finite: bool = False, checkpoint_dir: str = "", restore: str = "",
-                 save_stall_ms: int = 60000) -> None: ...
+                 save_stall_ms: int = 60000, reattach_ms: int = 0) -> None: ...
     def start(self) -> None:
         """Begin answering (GIL-free)."""
     def stop(self) -> None:
@@ -104,6 +104,9 @@ class ShardServer:
     @property
     def service(self) -> str:
         """The service name it serves (PREFIX<index>)."""
+    @property
+    def reattached(self) -> int:
+        """How many times it attached again after its ferryd went away."""
     def counters(self) -> Dict[str, Union[int, str]]:
         """Requests served and refused, pulls, pushes, assigns, save steps, keys; "result" ("Running" while serving)."""
     def usage(self) -> Dict[int, Dict[str, int]]:

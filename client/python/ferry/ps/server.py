@@ -85,6 +85,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--save-stall-s", type=float, default=60.0, metavar="SECONDS",
                     help="fail a save whose writer sits this long in one filesystem call (a disk that hangs), "
                          "and refuse saves until that call returns; 0: no limit (default 60)")
+    ap.add_argument("--reattach-s", type=float, default=60.0, metavar="SECONDS",
+                    help="when ferryd goes away, keep the rows and attach again for this long (0: exit at once)")
     ap.add_argument("--metrics", default=None, metavar="HOST:PORT",
                     help="serve this shard's counters and table usage for Prometheus at http://HOST:PORT/metrics")
     ap.add_argument("--store", default=None, help="HOST:PORT of a torch.distributed TCPStore to publish this shard in")
@@ -98,6 +100,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.error("--restore NAME needs --checkpoint-dir, the directory NAME is in")
     if not 0 <= a.save_stall_s <= 86400:
         ap.error("--save-stall-s: from 0 (no limit) to 86400 seconds, got %r" % a.save_stall_s)
+    if not 0 <= a.reattach_s <= 86400:
+        ap.error("--reattach-s: from 0 (exit at once) to 86400 seconds, got %r" % a.reattach_s)
     metrics = None
     if a.metrics:
         where = _metrics.parse_address(a.metrics)
@@ -125,10 +129,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("ready %s" % server.service, flush=True)
         _notify("READY=1\nSTATUS=serving %s (shard %d of %d)" % (server.service, index, shards))
 
+    def reattached(server):
+        print("ferry.ps.server: shard %d/%d: ferryd went away and is back: serving %s again, with its rows "
+              "(%d time%s)" % (index, shards, server.service, server.reattached,
+                               "" if server.reattached == 1 else "s"), file=sys.stderr, flush=True)
+        _notify("STATUS=serving %s (shard %d of %d; attached again %d times after ferryd restarted)"
+                % (server.service, index, shards, server.reattached))
+
     try:
-        counters = serve(tables, index, shards, a.socket, ready=ready, pool=a.pool, max_count=a.max_count,
-                         busy_poll=a.busy_poll, service_prefix=a.service_prefix, allow_non_finite=a.allow_non_finite,
-                         checkpoint_dir=a.checkpoint_dir, restore=a.restore, save_stall_s=a.save_stall_s)
+        counters = serve(tables, index, shards, a.socket, ready=ready, reattached=reattached, pool=a.pool,
+                         max_count=a.max_count, busy_poll=a.busy_poll, service_prefix=a.service_prefix,
+                         allow_non_finite=a.allow_non_finite, checkpoint_dir=a.checkpoint_dir, restore=a.restore,
+                         save_stall_s=a.save_stall_s, reattach_s=a.reattach_s)
     except (Error, ValueError) as e:
         # A table the shard refuses, no ferryd, a service already served: one line, not a traceback.
         print("ferry.ps.server: shard %d/%d: %s" % (index, shards, e), file=sys.stderr, flush=True)
@@ -139,8 +151,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _notify("STOPPING=1")
     print("served %s" % json.dumps(counters), flush=True)
     if counters.get("result") != "Ok":
-        print("ferry.ps.server: shard %d/%d: ferryd went away (%s); exiting so that a supervisor restarts it "
-              "once ferryd is back" % (index, shards, counters.get("result")), file=sys.stderr, flush=True)
+        print("ferry.ps.server: shard %d/%d: ferryd went away (%s) and was not back within --reattach-s %g s; "
+              "exiting so that a supervisor restarts it once ferryd is back"
+              % (index, shards, counters.get("result"), a.reattach_s), file=sys.stderr, flush=True)
         return 1
     return 0
 

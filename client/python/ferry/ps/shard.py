@@ -26,11 +26,15 @@ def default_max_count(specs: Sequence[Any]) -> int:
     return max(1, (MAX_MESSAGE_BYTES - 64) // (8 + 4 * widest))
 
 
-def _stall_ms(seconds: float) -> int:
-    """save_stall_s in milliseconds; ValueError unless 0 <= seconds <= 86400."""
+def _ms(name: str, seconds: float, zero: str) -> int:
+    """Seconds in milliseconds; ValueError unless 0 <= seconds <= 86400."""
     if not 0 <= seconds <= 86400:
-        raise ValueError("save_stall_s: from 0 (no limit) to 86400 seconds, got %r" % (seconds,))
+        raise ValueError("%s: from 0 (%s) to 86400 seconds, got %r" % (name, zero, seconds))
     return int(round(seconds * 1000)) or (1 if seconds > 0 else 0)
+
+
+def _stall_ms(seconds: float) -> int:
+    return _ms("save_stall_s", seconds, "no limit")
 
 
 class ShardServer:
@@ -45,20 +49,25 @@ class ShardServer:
     ``save_stall_s``: a save whose writer sits this long in one filesystem
     call (a disk or network filesystem that hangs) fails IoFailed, and
     saves are refused IoFailed until that call returns; 0: wait however
-    long it takes."""
+    long it takes. ``reattach_s``: when its ferryd goes away (restarted for
+    an upgrade, or crashed) the shard keeps its rows and, for this long,
+    attaches again (at most every 100 ms, doubling to 2 s) and serves them
+    on the new ferryd; 0: it stops serving at once (``running`` turns False,
+    ``counters()["result"]`` says DaemonGone)."""
 
     def __init__(self, tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
                  pool: int = 64, max_count: Optional[int] = None, busy_poll: bool = False,
                  service_prefix: str = "ps-shard-", allow_non_finite: bool = False,
                  checkpoint_dir: Optional[str] = None, restore: Optional[str] = None,
-                 save_stall_s: float = 60.0) -> None:
+                 save_stall_s: float = 60.0, reattach_s: float = 60.0) -> None:
         self.tables = _tables.table_list(tables)
         specs = _tables.specs(self.tables)
         if max_count is None:
             max_count = default_max_count(specs)
         self._s = _ps.ShardServer(specs, index, shards, socket or "", pool, max_count, busy_poll, service_prefix,
                                   allow_non_finite, os.fspath(checkpoint_dir) if checkpoint_dir else "",
-                                  restore or "", _stall_ms(save_stall_s))
+                                  restore or "", _stall_ms(save_stall_s),
+                                  _ms("reattach_s", reattach_s, "stop serving at once"))
         self.index, self.shards = index, shards
         self.max_count = max_count  # keys (or elements) per request it accepts: workers must not send more
 
@@ -69,9 +78,15 @@ class ShardServer:
 
     @property
     def running(self) -> bool:
-        """True while serving; False after stop() or once ferryd went away
+        """True while serving (or waiting for its ferryd to come back); False
+        after stop() or once ferryd went away for longer than reattach_s
         (counters()["result"] then says DaemonGone)."""
         return self._s.running
+
+    @property
+    def reattached(self) -> int:
+        """How many times it attached again, and served its rows on, after its ferryd went away."""
+        return int(self._s.reattached)
 
     def start(self) -> "ShardServer":
         """Begin answering (a C++ thread, GIL-free); returns self."""
@@ -111,22 +126,32 @@ class ShardServer:
 
 
 def serve(tables: Sequence[_tables.Table], index: int, shards: int, socket: Optional[str] = None, *,
-          ready: Optional[Callable[[ShardServer], None]] = None, **options: Any) -> Dict[str, Any]:
-    """Serve a shard until SIGINT or SIGTERM, or until ferryd goes away;
-    ready(server) is called once serving. Returns the counters, whose
-    "result" is "Ok" after a signal and the daemon's status (DaemonGone)
-    when it went away; "tables" holds usage()."""
+          ready: Optional[Callable[[ShardServer], None]] = None,
+          reattached: Optional[Callable[[ShardServer], None]] = None, **options: Any) -> Dict[str, Any]:
+    """Serve a shard until SIGINT or SIGTERM, or until ferryd goes away for
+    longer than ``reattach_s``; ready(server) is called once serving,
+    reattached(server) each time it serves again on a restarted ferryd.
+    Returns the counters, whose "result" is "Ok" after a signal and the
+    daemon's status (DaemonGone) when it went away; "tables" holds usage()."""
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with ShardServer(tables, index, shards, socket, **options) as server:
             if ready:
                 ready(server)
-            # The serving loop ends by itself when ferryd goes away: a shard
-            # that stayed would leave its workers with ServiceNotFound once a
-            # new ferryd starts, so it ends too (a supervisor restarts it).
-            while server.running and not stop.wait(0.05):
-                pass
+            # The serving loop ends by itself when ferryd went away and did
+            # not come back in time: a shard that stayed would leave its
+            # workers with ServiceNotFound once a new ferryd starts, so it
+            # ends too (a supervisor restarts it).
+            seen = 0
+            while True:
+                if reattached is not None and server.reattached != seen:
+                    seen = server.reattached
+                    reattached(server)
+                if not server.running or stop.wait(0.05):
+                    break
+            if reattached is not None and server.reattached != seen:  # in the last 50 ms
+                reattached(server)
         counters = server.counters()
         counters["tables"] = server.usage()
         return counters
