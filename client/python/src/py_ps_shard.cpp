@@ -161,13 +161,15 @@ class ShardHost {
   // reattach_ms passed (result_ stays DaemonGone).
   bool attach_again() {
     if (reattach_.count() == 0) return false;
+    std::unique_ptr<ps::ShardServer> old;
     {
-      std::lock_guard<std::mutex> g(mu_);  // the old attachment goes first: its service name is freed
+      std::lock_guard<std::mutex> g(mu_);
       const ps::ShardServerCounters c = server_->counters();
       before_.waited += c.waited;
       before_.refusals += c.refusals;
-      server_.reset();
+      old = std::move(server_);
     }
+    old.reset();  // the old attachment goes first (outside the lock counters() takes): its service name is freed
     const Clock::time_point deadline = Clock::now() + reattach_;
     std::chrono::milliseconds pause = kFirstPause;
     for (;;) {
