@@ -228,6 +228,8 @@ def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
             first = before.gather().clone()
             w.push("emb", [4], np.ones((1, 4), np.float32))
             pushed = w.pull("emb", [4]).gather().clone()  # the initial value less the gradient
+            step = w.pull("emb", [8, 9])  # a training step's pull, whose push comes after the restart
+            step_rows = step.rows.clone()
             p.send_signal(signal.SIGSTOP)  # the next pull stays in flight
             in_flight = w.pull_async("emb", [1, 2, 3])
             daemon.kill()
@@ -259,6 +261,9 @@ def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
             w.push("emb", [4], np.ones((1, 4), np.float32))
             w.synchronize()
             assert torch.equal(w.pull("emb", [4]).gather(), pushed - 1)
+            w.push_rows(step, torch.ones(2, 4), wait=True)  # rows of the old attachment: pushed by their keys
+            after = w.pull("emb", [8, 9])
+            assert torch.equal(after.rows[after.index], step_rows[step.index] - 1)
         assert p.poll() is None, "the shard exited"
         p.terminate()
         out, err = p.communicate(timeout=15)

@@ -571,6 +571,9 @@ once and their gradients summed. Thread safe (operations are serialised).)")
             if (st != Status::Ok) raise(st, "commit(): not a prepared push");
           },
           "op"_a, "Send a prepared push.")
+      .def(
+          "owns", [](const std::shared_ptr<WorkerCore>& c, const PsOp& op) { return op.core == c; }, "op"_a,
+          "Whether op was started by this worker (not by the one before it attached again).")
       .def("wait_all", &wait_all, "ops"_a, "timeout"_a = pyb::none(),
            "Wait for every one of ops (one GIL release per worker they belong to); raises the first failure in "
            "list order.")

@@ -183,6 +183,8 @@ class Worker:
         """push_rows' requests made in the arena, the gradient still to fill (Op.prepared())."""
     def commit(self, op: Op) -> None:
         """Send a prepared push."""
+    def owns(self, op: Op) -> bool:
+        """Whether op was started by this worker (not by the one before it attached again)."""
     def wait_all(self, ops: Sequence[Op], timeout: Optional[float] = None) -> None:
         """Wait for every one of ops (one GIL release per worker they belong to); raises the first failure."""
     @property

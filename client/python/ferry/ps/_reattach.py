@@ -65,5 +65,18 @@ class Reattach:
             self._attached_again()
             return new
 
+    def _start(self, name: str, *args: Any) -> Any:
+        """Operation ``name`` of the extension worker, started. One refused
+        because ferryd had just gone (before the worker's look at its socket
+        said so) never left this process: it is started once more, after
+        attaching again."""
+        w = self._core()
+        try:
+            return getattr(w, name)(*args)
+        except Error as e:
+            if e.status != "DaemonGone" or not w.daemon_gone:
+                raise
+        return getattr(self._core(), name)(*args)
+
     def _attached_again(self) -> None:
         """After a new attachment: what the class set up on the old one (a GPU registration)."""

@@ -22,7 +22,7 @@ from typing import Any, Callable, Generator, List, Optional, Sequence
 import numpy as np
 
 from ferry import _ferry
-from ferry._errors import by_status
+from ferry._errors import Error, by_status
 from ferry.ps import tables as _tables
 from ferry.ps._reattach import Reattach
 from ferry.ps._unwaited import Unwaited
@@ -281,7 +281,7 @@ class Worker(Reattach, Unwaited):
     def pull_async(self, table: str, keys: ArrayLike) -> Pending:
         """Start pulling the rows of ``keys``; ``wait()`` gives Rows."""
         tid, s = self._id(table, False)
-        op = self._core().pull(tid, _keys(keys))
+        op = self._start("pull", tid, _keys(keys))
         return Pending(op, lambda o: self._rows(o, table, s.dim))
 
     def _rows(self, op: Any, table: str, dim: int) -> Rows:
@@ -318,15 +318,24 @@ class Worker(Reattach, Unwaited):
         g = _floats(grads)
         if g.size != k.size * s.dim:
             raise _BadRequest("push to %r: %d keys need %d gradient floats, got %d" % (table, k.size, k.size * s.dim, g.size))
-        return self._finish(Pending(self._core().push(tid, k, g)), wait)
+        return self._finish(Pending(self._start("push", tid, k, g)), wait)
 
     def push_rows(self, rows: Rows, grads: ArrayLike, wait: bool = False) -> Optional[Pending]:
         """Gradients [u, dim] for the rows of an earlier pull, in its row order
         (a CUDA tensor goes from the GPU straight into the request buffers)."""
+        if not self._w.owns(rows.op) or self._w.daemon_gone:
+            # Pulled before this worker's ferryd restarted: the same gradient as a push of the rows' keys.
+            return self.push(rows.table, rows.keys, grads, wait)
         if self._cuda is not None and torch is not None and isinstance(grads, torch.Tensor) and grads.is_cuda:
             return self._finish(Pending(self._cuda.push_rows(rows, grads)), wait)
         g = _floats(grads)
-        return self._finish(Pending(self._w.push_rows(rows.op, g)), wait)  # the pull's attachment
+        try:
+            op = self._w.push_rows(rows.op, g)
+        except Error as e:
+            if e.status != "DaemonGone" or not self._w.daemon_gone:
+                raise
+            return self.push(rows.table, rows.keys, g, wait)  # ferryd went just now: nothing of it left
+        return self._finish(Pending(op), wait)
 
     def assign(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Overwrite rows (their optimizer state restarts); the last value of a duplicate wins."""
@@ -335,7 +344,7 @@ class Worker(Reattach, Unwaited):
         v = _floats(values)
         if v.size != k.size * s.dim:
             raise _BadRequest("assign to %r: %d keys need %d floats, got %d" % (table, k.size, k.size * s.dim, v.size))
-        return self._finish(Pending(self._core().assign(tid, k, v)), wait)
+        return self._finish(Pending(self._start("assign", tid, k, v)), wait)
 
     # -- optimizer state (checkpoints)
     def pull_state(self, table: str, keys: ArrayLike, timeout: Optional[float] = None) -> Rows:
@@ -348,7 +357,7 @@ class Worker(Reattach, Unwaited):
     def pull_state_async(self, table: str, keys: ArrayLike) -> Pending:
         """Start pulling the optimizer state of ``keys``' rows; ``wait()`` gives Rows (on the CPU)."""
         tid, s = self._id(table, False)
-        return Pending(self._core().pull_state(tid, _keys(keys)), lambda o: Rows(o, table, s.dim))
+        return Pending(self._start("pull_state", tid, _keys(keys)), lambda o: Rows(o, table, s.dim))
 
     def assign_state(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of rows [n, dim] (their values stay; an
@@ -360,13 +369,13 @@ class Worker(Reattach, Unwaited):
             raise _BadRequest("assign_state to %r: %d keys need %d floats, got %d"
                               % (table, k.size, k.size * s.dim, v.size))
         _check_state("assign_state", table, v)
-        return self._finish(Pending(self._core().assign_state(tid, k, v)), wait)
+        return self._finish(Pending(self._start("assign_state", tid, k, v)), wait)
 
     # -- dense tables
     def pull_dense_async(self, table: str) -> Pending:
         """Start pulling a whole dense table; ``wait()`` gives DenseValues."""
         tid, s = self._id(table, True)
-        op = self._core().pull_dense(tid)
+        op = self._start("pull_dense", tid)
         return Pending(op, lambda o: DenseValues(o, s.rows))
 
     def pull_dense(self, table: str, timeout: Optional[float] = None) -> Any:
@@ -379,7 +388,7 @@ class Worker(Reattach, Unwaited):
         g = _floats(grads)
         if g.size != s.rows:
             raise _BadRequest("push_dense to %r: it holds %d floats, got %d" % (table, s.rows, g.size))
-        return self._finish(Pending(self._core().push_dense(tid, g)), wait)
+        return self._finish(Pending(self._start("push_dense", tid, g)), wait)
 
     def assign_dense(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Overwrite the whole dense table ([size] floats; its optimizer state restarts)."""
@@ -387,13 +396,13 @@ class Worker(Reattach, Unwaited):
         v = _floats(values)
         if v.size != s.rows:
             raise _BadRequest("assign_dense to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
-        return self._finish(Pending(self._core().assign_dense(tid, v)), wait)
+        return self._finish(Pending(self._start("assign_dense", tid, v)), wait)
 
     def pull_dense_state(self, table: str, timeout: Optional[float] = None) -> Any:
         """The optimizer state of a whole dense table (Adagrad's accumulators),
         [size] float32, as ``pull_dense`` gives values. BadRequest for SGD."""
         tid, s = self._id(table, True)
-        return Pending(self._core().pull_dense_state(tid), lambda o: DenseValues(o, s.rows)).wait(timeout).values
+        return Pending(self._start("pull_dense_state", tid), lambda o: DenseValues(o, s.rows)).wait(timeout).values
 
     def assign_dense_state(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of a whole dense table ([size] floats, never
@@ -403,7 +412,7 @@ class Worker(Reattach, Unwaited):
         if v.size != s.rows:
             raise _BadRequest("assign_dense_state to %r: it holds %d floats, got %d" % (table, s.rows, v.size))
         _check_state("assign_dense_state", table, v)
-        return self._finish(Pending(self._core().assign_dense_state(tid, v)), wait)
+        return self._finish(Pending(self._start("assign_dense_state", tid, v)), wait)
 
     # -- completion: _finish() and synchronize() come from Unwaited
 
