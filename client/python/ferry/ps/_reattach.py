@@ -3,9 +3,9 @@
 
 The operations in flight then end ``DaemonGone``. The worker's next
 operation attaches to ferryd again, once it is back, and opens every shard
-again (a shard that was attached to that ferryd went with it and must be
-started again, as its systemd unit does); that operation, and the ones after
-it, go on as before. Until ferryd answers, each operation fails
+again (a Python shard server attached to that ferryd attaches again too,
+with its rows: ferry.ps.ShardServer's reattach_s); that operation, and the
+ones after it, go on as before. Until ferryd answers, each operation fails
 ``DaemonGone`` at once: attaching is tried again at most every 100 ms,
 doubling to 2 s while it fails.
 
