@@ -276,6 +276,43 @@ def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
             p.wait()
 
 
+def test_a_training_loop_goes_on_across_a_ferryd_restart(daemon):
+    # The README's loop (an EmbeddingBag on ferry.ps, an in-process shard),
+    # ferryd restarted in the middle: the loop goes on with the same objects,
+    # catching DaemonGone around a step if one fails, and learns.
+    from ferry.ps.torch import EmbeddingBag
+    torch.manual_seed(0)
+    tables = [ps.Embedding("emb", rows=1000, dim=8, optimizer=ps.Adagrad(lr=0.3))]
+    shard = ps.ShardServer(tables, 0, 1, daemon.socket).start()
+    worker = ps.Worker(tables, 1, daemon.socket, timeout=5)
+    try:
+        bag = EmbeddingBag(worker, "emb", mode="sum")
+        head = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        losses, failed = [], 0
+        for step in range(80):
+            if step == 40:
+                daemon.restart()
+            ids = torch.randint(0, 200, (64, 4))
+            y = ((ids % 2).sum(1) >= 2).float()
+            try:
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(head(bag(ids)).squeeze(1), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                worker.synchronize()
+                losses.append(loss.item())
+            except ferry.DaemonGone:
+                failed += 1
+        assert worker.reattached == 1 and shard.reattached == 1
+        assert failed <= 2 and len(losses) >= 78
+        assert sum(losses[-10:]) < sum(losses[:10]) * 0.8, losses  # it learned, across the restart
+        assert shard.running
+    finally:
+        worker.close()
+        shard.stop()
+
+
 def run_shard_server(socket, tables_arg, shard="0/1"):
     return subprocess.run([sys.executable, "-m", "ferry.ps.server", "--socket", socket, "--tables", tables_arg,
                            "--shard", shard], capture_output=True, text=True, timeout=60)
