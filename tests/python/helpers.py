@@ -6,6 +6,9 @@
                                     writing the payload it saw to OUT (hex)
   shard SOCKET TABLES_JSON I/N      a ferry.ps shard (python3 -m ferry.ps.server)
 Each prints 'ready ...' once serving and stops on SIGTERM.
+  signalled SOCKET ROUNDS           ferry.ps.serve() ROUNDS times in this
+                                    process, sent SIGTERM at every call of
+                                    its loop; prints 'stopped ROUNDS'
 """
 
 import signal
@@ -47,6 +50,29 @@ def serve(socket, service, delay_ms="0", out=None):
             answers = [a for a in answers if not a[0].done()]
 
 
+def signalled(socket, rounds):
+    """serve() sent SIGTERM at every call its main thread makes once it
+    serves (a profile hook sends them), ROUNDS times: however the signals
+    fall on its loop, each round must end, none may hang."""
+    import os
+    from ferry import ps
+    from ferry.ps import shard
+    tables = [ps.Embedding("t", rows=10, dim=4)]
+    pid = os.getpid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # what serve() puts back: the signals sent after it
+
+    def ready(_server):
+        sys.setprofile(lambda *_: os.kill(pid, signal.SIGTERM))
+
+    for i in range(int(rounds)):
+        try:
+            counters = shard.serve(tables, 0, 1, socket, ready=ready, service_prefix="signalled-%d-" % i)
+        finally:
+            sys.setprofile(None)
+        assert counters["result"] == "Ok", counters
+    print("stopped", rounds, flush=True)
+
+
 def main():
     role, args = sys.argv[1], sys.argv[2:]
     if role == "serve":
@@ -56,6 +82,8 @@ def main():
     elif role == "shard":
         from ferry.ps import server
         sys.exit(server.main(["--socket", args[0], "--tables", args[1], "--shard", args[2]] + args[3:]))
+    elif role == "signalled":
+        signalled(*args)
     else:
         sys.exit("unknown role " + role)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ferry import _ferry
@@ -133,8 +133,11 @@ def serve(tables: Sequence[_tables.Table], index: int, shards: int, socket: Opti
     reattached(server) each time it serves again on a restarted ferryd.
     Returns the counters, whose "result" is "Ok" after a signal and the
     daemon's status (DaemonGone) when it went away; "tables" holds usage()."""
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    # The handler only sets a flag: one that took a lock (Event.set) could
+    # run while the main thread holds that same lock inside Event.wait, and
+    # wait for itself for ever (seen: a shard that never exited on SIGTERM).
+    stopping: List[int] = []
+    previous = {s: signal.signal(s, lambda *_: stopping.append(1)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with ShardServer(tables, index, shards, socket, **options) as server:
             if ready:
@@ -144,12 +147,11 @@ def serve(tables: Sequence[_tables.Table], index: int, shards: int, socket: Opti
             # workers with ServiceNotFound once a new ferryd starts, so it
             # ends too (a supervisor restarts it).
             seen = 0
-            while True:
+            while not stopping and server.running:
                 if reattached is not None and server.reattached != seen:
                     seen = server.reattached
                     reattached(server)
-                if not server.running or stop.wait(0.05):
-                    break
+                time.sleep(0.05)  # so a signal stops it within 50 ms
             if reattached is not None and server.reattached != seen:  # in the last 50 ms
                 reattached(server)
         counters = server.counters()
