@@ -319,3 +319,37 @@ def test_the_checkpoint_benchmark_runs_every_arm(daemon):
     for phase in ("idle", "saving"):
         r = report["pulls"][phase]
         assert r["pulls"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"], (phase, report)
+
+
+def test_a_save_after_a_ferryd_restart_attaches_again_and_saves_the_rows_kept(daemon, tmp_path):
+    """ferryd restarted under the job: the shard keeps its rows, and a save as
+    the worker's first operation after it attaches again and saves them."""
+    import select
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    shard = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d))
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket, timeout=30) as w:
+            train(w, 4)
+            before = snapshot(w)
+            daemon.restart()
+            deadline = time.monotonic() + 30
+            seen = ""
+            while "is back" not in seen:  # the shard's line once it serves on the new ferryd
+                assert time.monotonic() < deadline, "the shard did not attach again: " + seen
+                if select.select([shard.stderr], [], [], 1)[0]:
+                    seen += shard.stderr.readline()
+            saved = ps.save_shards(w, "after-restart")
+            assert w.reattached == 1
+            assert sum(saved["head"]) == 300 and sum(saved["big"]) > 0
+            for k, v in snapshot(w).items():  # the rows the shard kept across the restart
+                assert np.array_equal(v, before[k]), k
+    finally:
+        stop([shard])
+    restored = start_shard(daemon, 0, 1, "--checkpoint-dir", str(d), "--restore", "after-restart")
+    try:
+        with ps.Worker(TABLES, 1, daemon.socket) as w:
+            for k, v in snapshot(w).items():
+                assert np.array_equal(v, before[k]), k
+    finally:
+        stop([restored])

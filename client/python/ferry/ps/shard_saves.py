@@ -58,7 +58,7 @@ def save_shards(worker: Any, name: str, tables: Optional[Sequence[str]] = None, 
         first = [0] * worker.shards
         rows = [0] * worker.shards
         while any(f != SKIP for f in first):
-            op = worker._core().save(spec.id, name, first, step)
+            op = worker._start("save", spec.id, name, first, step)  # attaching again first where ferryd restarted
             try:
                 op.wait(timeout)
                 wrote = op.saved()
