@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/ps/shard_link.h"
+#include "ferry/retry_pause.h"
 
 namespace ferry::ps {
 
@@ -25,7 +26,6 @@ namespace {
 constexpr std::size_t kBatch = 64;
 constexpr std::uint32_t kNoFlight = ~std::uint32_t{0};
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kFirstPause{100}, kMaxPause{2000};
 // A reopen waits this long at most: it runs on the worker's submitting thread.
 constexpr std::chrono::milliseconds kReopenTimeout{2000};
 
@@ -37,12 +37,14 @@ bool endpoint_dead(Status s) noexcept {
 
 // One shard's endpoint, and whether it must be opened again first.
 struct ShardEndpoint {
+  ShardEndpoint(std::string t, EndpointId e) : target(std::move(t)), endpoint(e) {}
+
   std::string target;
   EndpointId endpoint = 0;
   bool dead = false;
-  Status last = Status::Ok;            // while dead: what the last reopen said
-  Clock::time_point retry_at{};        // while dead: no reopen before this
-  std::chrono::milliseconds pause{0};  // the next failure's pause
+  Status last = Status::Ok;      // while dead: what the last reopen said
+  Clock::time_point retry_at{};  // while dead: no reopen before this
+  RetryPause pause;              // while dead: after the next failed reopen
 };
 
 class FerryLink final : public ShardLink {
@@ -148,7 +150,7 @@ class FerryLink final : public ShardLink {
     s.dead = true;
     s.last = why;
     s.retry_at = Clock::time_point{};  // the next call tries at once
-    s.pause = kFirstPause;
+    s.pause.reset();
   }
 
   Status reopen(ShardEndpoint& s) noexcept {
@@ -157,8 +159,7 @@ class FerryLink final : public ShardLink {
     Result<EndpointId> ep = client_->open(s.target, kReopenTimeout);
     if (!ep) {
       s.last = ep.status;
-      s.retry_at = Clock::now() + s.pause;
-      s.pause = std::min(kMaxPause, s.pause * 2);
+      s.retry_at = Clock::now() + s.pause.next();
       return ep.status;
     }
     // Calls still in flight on the old endpoint end Cancelled; none waits for it.
@@ -229,7 +230,7 @@ Error connect_ferry(const FerryLinkOptions& o, std::unique_ptr<ShardLink>* out) 
             "max-channels close idle channels)";
       return Error(ep.status, std::move(why));
     }
-    endpoints.push_back(ShardEndpoint{target, ep.value});
+    endpoints.emplace_back(target, ep.value);
   }
   *out = std::make_unique<FerryLink>(std::move(attached.value), std::move(endpoints), o);
   return {};

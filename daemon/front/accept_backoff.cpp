@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,13 +19,11 @@ std::chrono::milliseconds AcceptBackoff::on_failure(int err) {
     spdlog::warn(
         "{}: accept failed: {} ({} time{} since the last such line); pausing accepts for {} ms. Descriptors: see "
         "max-clients, control-max-connections and the process's limit (LimitNOFILE=)",
-        listener_, std::strerror(err), unlogged_, unlogged_ == 1 ? "" : "s", wait_.count());
+        listener_, std::strerror(err), unlogged_, unlogged_ == 1 ? "" : "s", wait_.peek().count());
     last_log_ = now;
     unlogged_ = 0;
   }
-  const auto wait = wait_;
-  wait_ = std::min(wait_ * 2, kMaxWait);
-  return wait;
+  return wait_.next();
 }
 
 }  // namespace ferry::daemon

@@ -11,12 +11,12 @@
 #include <cstdint>
 #include <string>
 
+#include "ferry/retry_pause.h"
+
 namespace ferry::daemon {
 
 class AcceptBackoff {
  public:
-  static constexpr std::chrono::milliseconds kFirstWait{100};
-  static constexpr std::chrono::milliseconds kMaxWait{2000};
   static constexpr std::chrono::seconds kLogEvery{10};
 
   explicit AcceptBackoff(std::string listener) : listener_(std::move(listener)) {}
@@ -27,14 +27,14 @@ class AcceptBackoff {
   // Records a failure; returns how long the listener waits before it tries
   // again. Logs (warn) at most once per kLogEvery.
   [[nodiscard]] std::chrono::milliseconds on_failure(int err);
-  // A connection was accepted: the next failure waits kFirstWait again.
-  void on_success() noexcept { wait_ = kFirstWait; }
+  // A connection was accepted: the next failure waits 100 ms again.
+  void on_success() noexcept { wait_.reset(); }
 
   std::uint64_t failures() const noexcept { return failures_; }
 
  private:
   std::string listener_;
-  std::chrono::milliseconds wait_ = kFirstWait;
+  RetryPause wait_;
   std::chrono::steady_clock::time_point last_log_{};
   std::uint64_t failures_ = 0;
   std::uint64_t unlogged_ = 0;

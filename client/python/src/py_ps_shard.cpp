@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_server.h"
+#include "ferry/retry_pause.h"
 #include "py_ps.h"
 
 namespace ferry::py {
@@ -26,7 +27,6 @@ using namespace pybind11::literals;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kFirstPause{100}, kMaxPause{2000};
 
 // One shard served on a thread of this process until stop(). When ferryd
 // goes away the rows stay: for up to reattach_ms the thread attaches again
@@ -171,10 +171,10 @@ class ShardHost {
     }
     old.reset();  // the old attachment goes first (outside the lock counters() takes): its service name is freed
     const Clock::time_point deadline = Clock::now() + reattach_;
-    std::chrono::milliseconds pause = kFirstPause;
+    RetryPause pause;
     for (;;) {
       pollfd p{stop_[0], POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(pause.count())) > 0) {
+      if (::poll(&p, 1, static_cast<int>(pause.next().count())) > 0) {
         result_ = Status::Ok;  // stop() while waiting for ferryd
         return false;
       }
@@ -186,7 +186,6 @@ class ShardHost {
         return true;
       }
       if (Clock::now() >= deadline) return false;
-      pause = std::min(kMaxPause, pause * 2);
     }
   }
 
