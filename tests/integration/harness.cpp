@@ -33,16 +33,20 @@ bool path_exists(const std::string& path) {
 
 Daemon::Daemon() : Daemon(std::vector<std::string>{}) {}
 
-Daemon::Daemon(const std::vector<std::string>& extra_args) {
-  const std::string ferryd = required_env("FERRYD");
+Daemon::Daemon(const std::vector<std::string>& extra_args) : args_(extra_args) {
   char tmpl[] = "/tmp/ferry-itest-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
+  launch();
+}
+
+void Daemon::launch() {
+  const std::string ferryd = required_env("FERRYD");
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
     std::vector<const char*> argv{ferryd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "warn"};
-    for (const std::string& a : extra_args) argv.push_back(a.c_str());
+    for (const std::string& a : args_) argv.push_back(a.c_str());
     argv.push_back(nullptr);
     ::execv(ferryd.c_str(), const_cast<char* const*>(argv.data()));
     std::fprintf(stderr, "exec %s: %s\n", ferryd.c_str(), std::strerror(errno));
@@ -56,6 +60,12 @@ Daemon::Daemon(const std::vector<std::string>& extra_args) {
     }
     std::this_thread::sleep_for(5ms);  // polling a file system condition, with a deadline
   }
+}
+
+void Daemon::restart() {
+  kill_hard();
+  for (const std::string& path : {socket(), control()}) ::unlink(path.c_str());  // what the killed one left
+  launch();
 }
 
 Daemon::~Daemon() {

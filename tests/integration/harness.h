@@ -34,6 +34,9 @@ class Daemon {
   pid_t pid() const { return pid_; }
   bool alive();      // not exited yet
   void kill_hard();  // SIGKILL + reap
+  // kill_hard(), then a new ferryd in the same directory with the same
+  // flags (the same socket paths), up when it returns: a restart under its clients.
+  void restart();
   // `ferryctl --control DIR/control.sock status --json` -> "clients", or -1.
   long clients() const;
   // The same status -> the first number keyed `key` (e.g. a counter: "calls"), or -1.
@@ -47,6 +50,9 @@ class Daemon {
   bool wait_clients_at_most(long most, std::chrono::milliseconds within) const;
 
  private:
+  void launch();
+
+  std::vector<std::string> args_;
   std::string dir_;
   pid_t pid_ = -1;
 };

@@ -14,6 +14,10 @@
                             shards on B, --target B
   bench-json-ferry / -tcp   `ferry-ps bench --json` prints the contract fields
                             with coherent values and writes the latency dump
+  server-reattach           `ferry-ps server` keeps serving across a ferryd
+                            restart (it says so; a worker started after it
+                            runs); with --reattach-s 0 it exits 1 at once,
+                            with --reattach-s 1 after that second
   options                   the command line (boost.program_options) refuses
                             abbreviations, stray words, bad values and unknown
                             commands with exit 2 and a message
@@ -100,6 +104,56 @@ def check_bench_json(p, transport, dump):
         fail("latency dump does not hold 80 pull and 80 push samples")
 
 
+def server_reattach(a, daemons):
+    need_ferryd(a.ferryd)
+    d = start(a.ferryd)
+    daemons.append(d)
+    shape = ["--keys", "1000", "--dim", "4"]
+
+    def server(*extra):
+        p = subprocess.Popen([a.ps, "server", "--shard", "0/1", "--socket", d.socket] + shape + list(extra),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not p.stdout.readline().startswith("ready ps-shard-0"):
+            p.kill()
+            fail("ferry-ps server did not start: %s" % (p.communicate(timeout=10),))
+        return p
+
+    def worker():
+        return run([a.ps, "worker", "--worker-id", "0", "--shards", "1", "--iters", "5", "--socket", d.socket] + shape,
+                   timeout=60)
+
+    p = server()
+    try:
+        if worker().returncode != 0:
+            fail("a worker against the server failed")
+        d.restart()
+        line = p.stderr.readline()  # blocks until the server says it serves again (the test's timeout bounds it)
+        if "ferryd went away and is back: serving ps-shard-0 again, with its rows (1 time)" not in line:
+            fail("the server did not say it serves again: %r" % line)
+        if worker().returncode != 0:
+            fail("a worker after the restart failed")
+        p.terminate()
+        out, err = p.communicate(timeout=30)
+        if p.returncode != 0 or "served " not in out:
+            fail("the server did not stop cleanly: exit %d, %r %r" % (p.returncode, out, err))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for window, said in (("0", "ferryd went away (DaemonGone)\n"),
+                         ("1", "ferryd went away (DaemonGone) and was not back within --reattach-s 1 s")):
+        p = server("--reattach-s", window)
+        d.kill()
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail("--reattach-s %s: the server did not exit once ferryd stayed away" % window)
+        if p.returncode != 1 or said not in err:
+            fail("--reattach-s %s: exit %d, stderr %r" % (window, p.returncode, err))
+        d.restart()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ps", required=True)
@@ -159,12 +213,15 @@ def main():
                 cmd += ["--socket", d.socket]
             check_bench_json(run(cmd), transport, dump)
             shutil.rmtree(tmp, ignore_errors=True)
+        elif case == "server-reattach":
+            server_reattach(a, daemons)
         elif case == "options":
             bad = [(["bench", "--worker", "2"], "unrecognised option '--worker'"),
                    (["bench", "--workers", "2", "stray"], "too many positional"),
                    (["bench", "--workers", "-1"], "bad value '-1' for --workers"),
                    (["bench", "--transport", "udp"], "bad value 'udp' for --transport"),
                    (["server", "--shard", "2/2"], "bad value '2' for --shard"),
+                   (["server", "--shard", "0/1", "--reattach-s", "86401"], "bad value '86401' for --reattach-s"),
                    (["bench", "--dim"], "--dim"),
                    (["fly"], "unknown command 'fly'")]
             for args, want in bad:

@@ -5,6 +5,9 @@
 // judges callers by the uid ferryd recorded at their attach, which ferryd
 // now passes with each request: this process's uid may push where it is
 // listed and is refused Forbidden (PermissionDenied) where it is not.
+// ShardService keeps the rows when its ferryd is killed, attaches to the
+// restarted one and serves them on; without a reattach window it ends
+// DaemonGone at once, and a stop while it waits for ferryd ends it Ok.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include "ferry/ps/shard.h"
 #include "ferry/ps/shard_link.h"
 #include "ferry/ps/shard_server.h"
+#include "ferry/ps/shard_service.h"
 #include "ferry/ps/worker.h"
 #include "tests/integration/harness.h"
 #include "tests/ps/made.h"
@@ -60,7 +64,126 @@ struct Served {
   }
 };
 
+// A ShardService on a thread of its own until the destructor stops it.
+struct Service {
+  std::unique_ptr<Shard> shard;
+  std::unique_ptr<ShardService> service;
+  std::thread thread;
+  std::atomic<Status> result{Status::Busy};
+  std::atomic<int> told{0};  // on_reattached calls
+  int stop[2] = {-1, -1};
+
+  Service(const ShardSpec& spec, const std::string& socket, std::chrono::milliseconds reattach)
+      : shard(made_shard(spec)) {
+    ShardServiceOptions o;
+    o.server.socket = socket;
+    o.reattach = reattach;
+    o.on_reattached = [this] { told.fetch_add(1); };
+    const Error started = ShardService::start(*shard, std::move(o), &service);
+    INFO(started.message());
+    REQUIRE(started.ok());
+    REQUIRE(::pipe2(stop, O_CLOEXEC) == 0);
+    thread = std::thread([this] { result.store(service->run(stop[0])); });
+  }
+  void end() {
+    if (stop[1] >= 0) ::close(stop[1]);
+    stop[1] = -1;
+    if (thread.joinable()) thread.join();
+  }
+  ~Service() {
+    end();
+    if (stop[0] >= 0) ::close(stop[0]);
+  }
+  // Waits up to `within` for run() to return; its result (Busy: still running).
+  Status ended_within(std::chrono::milliseconds within) {
+    const auto t0 = Clock::now();
+    while (result.load() == Status::Busy && Clock::now() - t0 < within) std::this_thread::sleep_for(5ms);
+    return result.load();
+  }
+};
+
+// A worker on `socket`'s ferryd for one table of dim 2.
+std::unique_ptr<Worker> worker_on(const std::string& socket, const ShardSpec& spec) {
+  FerryLinkOptions f;
+  f.socket = socket;
+  std::unique_ptr<ShardLink> link;
+  const Error connected = connect_ferry(f, &link);
+  INFO(connected.message());
+  REQUIRE(connected.ok());
+  WorkerOptions wo;
+  wo.tables = spec.tables;
+  return made_worker(std::move(link), wo);
+}
+
+std::vector<float> pulled(Worker& w, const std::vector<Key>& keys) {
+  const auto p = w.pull(0, keys);
+  REQUIRE(p);
+  REQUIRE(w.wait(p.value, 5s) == Status::Ok);
+  const PulledRows r = w.rows(p.value);
+  std::vector<float> out;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto row = static_cast<std::size_t>(r.index[i]);
+    out.insert(out.end(), r.rows.begin() + static_cast<std::ptrdiff_t>(2 * row),
+               r.rows.begin() + static_cast<std::ptrdiff_t>(2 * row + 2));
+  }
+  w.release(p.value);
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("shard service: the same rows served again on a restarted ferryd") {
+  Daemon d;
+  ShardSpec spec{0, 1, {table(0, {})}, 64};
+  Service s(spec, d.socket(), 20s);
+  const std::vector<Key> keys{1, 2, 3};
+  std::vector<float> before;
+  {
+    const auto w = worker_on(d.socket(), spec);
+    auto tk = w->push(0, std::vector<Key>{1, 2}, std::vector<float>(4, 0.5f));
+    REQUIRE(tk.status == Status::Ok);
+    REQUIRE(w->wait(tk.value, 5s) == Status::Ok);
+    w->release(tk.value);
+    before = pulled(*w, keys);
+  }
+  d.restart();
+  const auto t0 = Clock::now();
+  while (s.service->reattached() == 0 && Clock::now() - t0 < 10s) std::this_thread::sleep_for(10ms);
+  REQUIRE(s.service->reattached() == 1);
+  CHECK(s.told.load() == 1);
+  CHECK(s.result.load() == Status::Busy);  // still serving
+  {
+    const auto w = worker_on(d.socket(), spec);
+    CHECK(pulled(*w, keys) == before);  // the pushed rows and an untouched one, as before the restart
+  }
+  CHECK(s.shard->counters().pulls == 2);  // counted over both attachments
+  s.end();
+  CHECK(s.result.load() == Status::Ok);
+}
+
+TEST_CASE("shard service: no reattach window ends DaemonGone at once") {
+  auto d = std::make_unique<Daemon>();
+  Service s(ShardSpec{0, 1, {table(0, {})}, 64}, d->socket(), 0ms);
+  std::this_thread::sleep_for(100ms);  // serving
+  d->kill_hard();
+  CHECK(s.ended_within(5s) == Status::DaemonGone);
+  CHECK(s.service->reattached() == 0);
+}
+
+TEST_CASE("shard service: gives up DaemonGone after its window, and a stop while it waits ends Ok") {
+  auto d = std::make_unique<Daemon>();
+  Service gives_up(ShardSpec{0, 1, {table(0, {})}, 64}, d->socket(), 300ms);
+  Service stopped(ShardSpec{1, 2, {table(0, {})}, 64}, d->socket(), 30s);
+  std::this_thread::sleep_for(100ms);  // both serving
+  const auto t0 = Clock::now();
+  d->kill_hard();
+  CHECK(gives_up.ended_within(5s) == Status::DaemonGone);
+  CHECK(Clock::now() - t0 >= 300ms);
+  CHECK(stopped.result.load() == Status::Busy);  // still waiting for ferryd
+  stopped.end();
+  CHECK(stopped.result.load() == Status::Ok);
+  CHECK(stopped.service->reattached() == 0);
+}
 
 TEST_CASE("shard server: run() ends DaemonGone when its ferryd is killed") {
   auto d = std::make_unique<Daemon>();

@@ -44,6 +44,7 @@ int run_server(const PsOptions& o) {
   spec.listen = o.listen.empty() ? "127.0.0.1:0" : o.listen;
   spec.pool = o.shard_pool != 0 ? o.shard_pool : 64;
   spec.busy_poll = o.busy_poll;
+  spec.reattach_ms = o.reattach_s * 1000;
   spec.stop_fd = stop[0];
   spec.ready = [&](const std::string& info) {
     std::printf("ready %s %s\n", shard_service("ps-shard-", o.shard_index).c_str(), info.c_str());

@@ -36,6 +36,7 @@ constexpr const char* kUsage = R"(usage:
                   with a sequential in-process reference; exit 0 only when all match)
   ferry-ps server --shard i/n --keys K --dim D [--transport ferry|tcp] [--socket PATH]
                   [--listen HOST:PORT] [--batch B] [--dense F] [--lr LR] [--shard-pool N]
+                  [--reattach-s S]
   ferry-ps worker --worker-id W --shards M --keys K --dim D --iters I [--transport ferry|tcp]
                   [--socket PATH] [--target HOST:PORT] [--shard-addrs A,B,...]
 
@@ -55,7 +56,9 @@ summed before the push.
 cpu_us_per_op over workers + shards + daemons, rss_kb). --latency-dump FILE writes
 "pull|push <microseconds>" lines. --shard-pool N: response buffers of each ferry shard,
 replies in flight at once; requests beyond wait in the shard (default 2 x workers + 4,
-server 64). --fault-skip-push IT (tests): worker 0 drops that push.
+server 64). --reattach-s S (server, ferry): when its ferryd goes away, keep the rows and
+attach again for S seconds, then serve them on the new ferryd (default 60; 0: exit at
+once). --fault-skip-push IT (tests): worker 0 drops that push.
 )";
 
 // Unsigned decimal in [min, max]; program_options' own conversion accepts "-1".
@@ -100,6 +103,7 @@ po::options_description describe() {
       "server-socket", text(), "shards' ferryd")("target", text(), "shards' HOST:PORT (ferry) or host (tcp)")(
       "listen", text(), "server --transport tcp: HOST:PORT")("latency-dump", text(), "FILE")(
       "worker-netns", text(), "NS")("shard-netns", text(), "NS")("shard-pool", text(), "response buffers per shard")(
+      "reattach-s", text(), "server: seconds to attach again after ferryd went away")(
       "fault-skip-push", text(), "tests: worker 0 drops this push")("worker-id", text(), "worker: its number")(
       "shard", text(), "server: i/n")("rate", text(), "bench: offered ops/s over all workers (open loop)")(
       "shard-addrs", text(), "worker --transport tcp: A,B,...");
@@ -143,6 +147,7 @@ void apply_options(const po::variables_map& vm, PsOptions* o) {
   if (has("worker-netns")) o->worker_netns = str("worker-netns");
   if (has("shard-netns")) o->shard_netns = str("shard-netns");
   if (has("shard-pool")) o->shard_pool = u32("shard-pool", 1, 4096);
+  if (has("reattach-s")) o->reattach_s = u32("reattach-s", 0, 86400);
   if (has("fault-skip-push")) o->fault_skip_push = u32("fault-skip-push", 0, UINT32_MAX - 1);
   if (has("worker-id")) o->worker_id = u32("worker-id", 0, 1u << 20);
   if (has("shard")) {

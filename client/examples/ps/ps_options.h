@@ -31,7 +31,8 @@ struct PsOptions {
   std::vector<std::string> shard_addresses;  // worker --transport tcp
   bool json = false;
   bool busy_poll = false;
-  std::uint32_t shard_pool = 0;  // ferry shards' response buffers; 0: 2 x workers + 4 (bench/check), 64 (server)
+  std::uint32_t shard_pool = 0;   // ferry shards' response buffers; 0: 2 x workers + 4 (bench/check), 64 (server)
+  std::uint32_t reattach_s = 60;  // server: seconds to attach again after ferryd went away (0: exit at once)
   std::string latency_dump;
   // bench: offered ops/s over all workers (open loop, Poisson arrivals per
   // worker; latency from each op's intended start); 0: closed loop.

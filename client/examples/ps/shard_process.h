@@ -1,5 +1,5 @@
 // A ferry-ps shard process's body over either transport: builds the Shard,
-// serves it (ShardServer over ferry, or the TCP loop) until stop_fd is
+// serves it (ShardService over ferry, or the TCP loop) until stop_fd is
 // readable, then says on stderr how many requests had to wait for a
 // response buffer and how many Replies were refused and sent again (ferry),
 // when any were: the tests read those lines.
@@ -20,6 +20,9 @@ struct ShardProcessSpec {
   std::string listen;  // tcp: HOST:PORT ("127.0.0.1:0" lets the OS pick)
   std::uint32_t pool = 16;
   bool busy_poll = false;
+  // ferry: how long to attach again after ferryd went away, serving the
+  // same rows on the new one (ps::ShardService); 0: end at once.
+  std::uint32_t reattach_ms = 0;
   int stop_fd = -1;
   // Set-up only: called once serving (info: the bound HOST:PORT for tcp), or with the reason it cannot.
   std::function<void(const std::string& info)> ready;

@@ -1,22 +1,18 @@
 // ferry._ferry.ps: tables, placement and init functions, and shard servers
 // (a Shard served over ferry on a thread of this process, GIL-free).
 #include <fcntl.h>
-#include <poll.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
 #include "errors.h"
 #include "ferry/ps/shard.h"
-#include "ferry/ps/shard_server.h"
-#include "ferry/retry_pause.h"
+#include "ferry/ps/shard_service.h"
 #include "py_ps.h"
 
 namespace ferry::py {
@@ -26,19 +22,14 @@ using namespace pybind11::literals;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// One shard served on a thread of this process until stop(). When ferryd
-// goes away the rows stay: for up to reattach_ms the thread attaches again
-// (at most every 100 ms, doubling to 2 s) and serves the same Shard on the
-// new ferryd; 0: the loop ends with DaemonGone at once.
+// One shard served on a thread of this process until stop(), across
+// restarts of its ferryd for up to reattach_ms (ps::ShardService).
 class ShardHost {
  public:
   ShardHost(const std::vector<ps::TableSpec>& tables, std::uint32_t index, std::uint32_t shards,
             const std::string& socket, std::uint32_t pool, std::uint32_t max_count, bool busy_poll,
             const std::string& prefix, bool allow_non_finite, const std::string& checkpoint_dir,
-            const std::string& restore, std::uint32_t save_stall_ms, std::uint32_t reattach_ms)
-      : reattach_(reattach_ms) {
+            const std::string& restore, std::uint32_t save_stall_ms, std::uint32_t reattach_ms) {
     ps::ShardSpec spec;
     spec.index = index;
     spec.shards = shards;
@@ -54,17 +45,18 @@ class ShardHost {
       made = ps::Shard::create(spec, &shard_);
     }
     if (made.failed()) raise(made.status(), made.message());
-    options_.socket = socket;
-    options_.pool = pool;
-    options_.busy_poll = busy_poll;
-    options_.service_prefix = prefix;
+    ps::ShardServiceOptions o;
+    o.server.socket = socket;
+    o.server.pool = pool;
+    o.server.busy_poll = busy_poll;
+    o.server.service_prefix = prefix;
+    o.reattach = std::chrono::milliseconds(reattach_ms);
     Error started;
     {
       pyb::gil_scoped_release nogil;
-      started = ps::ShardServer::start(*shard_, options_, &server_);
+      started = ps::ShardService::start(*shard_, std::move(o), &service_);
     }
     if (started.failed()) raise(started.status(), "shard " + std::to_string(index) + ": " + started.message());
-    service_ = server_->service();
     if (::pipe2(stop_, O_CLOEXEC) != 0) raise(Status::NoMemory, "shard: no pipe for its stop signal");
   }
 
@@ -77,10 +69,7 @@ class ShardHost {
   void start() {
     if (thread_.joinable() || stopped_) raise(Status::BadRequest, "the shard server was already started");
     thread_ = std::thread([this] {
-      for (;;) {
-        result_ = server_->run(stop_[0]);
-        if (result_ != Status::DaemonGone || !attach_again()) break;
-      }
+      result_ = service_->run(stop_[0]);
       finished_.store(true, std::memory_order_release);  // ferryd went away for good, or stop()
     });
   }
@@ -93,25 +82,14 @@ class ShardHost {
   // False once the serving loop ended, whether stop() ended it or ferryd
   // went away (and did not come back within reattach_ms).
   bool running() const { return thread_.joinable() && !stopped_ && !finished_.load(std::memory_order_acquire); }
-  const std::string& service() const { return service_; }
-  std::uint64_t reattached() const {
-    std::lock_guard<std::mutex> g(mu_);
-    return reattached_;
-  }
+  const std::string& service() const { return service_->service(); }
+  std::uint64_t reattached() const { return service_->reattached(); }
 
   // A snapshot, while serving too; "result" is "Running" until the loop ended.
   pyb::dict counters() const {
     const bool serving = running();
     const ps::ShardCounters c = shard_->counters();
-    ps::ShardServerCounters s;
-    std::uint64_t reattached = 0;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      s = server_ ? server_->counters() : ps::ShardServerCounters{};
-      s.waited += before_.waited;
-      s.refusals += before_.refusals;
-      reattached = reattached_;
-    }
+    const ps::ShardServerCounters s = service_->counters();
     pyb::dict d;
     d["requests"] = c.requests;
     d["rejected"] = c.rejected;
@@ -126,7 +104,7 @@ class ShardHost {
     d["save_failed"] = c.save_failed;
     d["waited"] = s.waited;
     d["refusals"] = s.refusals;
-    d["reattached"] = reattached;
+    d["reattached"] = service_->reattached();
     d["result"] = serving ? std::string("Running") : std::string(to_string(result_));
     return d;
   }
@@ -156,39 +134,6 @@ class ShardHost {
   }
 
  private:
-  // On the serving thread after ferryd went away: true once the same
-  // shard serves again over a new attachment; false when stop() came, or
-  // reattach_ms passed (result_ stays DaemonGone).
-  bool attach_again() {
-    if (reattach_.count() == 0) return false;
-    std::unique_ptr<ps::ShardServer> old;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      const ps::ShardServerCounters c = server_->counters();
-      before_.waited += c.waited;
-      before_.refusals += c.refusals;
-      old = std::move(server_);
-    }
-    old.reset();  // the old attachment goes first (outside the lock counters() takes): its service name is freed
-    const Clock::time_point deadline = Clock::now() + reattach_;
-    RetryPause pause;
-    for (;;) {
-      pollfd p{stop_[0], POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(pause.next().count())) > 0) {
-        result_ = Status::Ok;  // stop() while waiting for ferryd
-        return false;
-      }
-      std::unique_ptr<ps::ShardServer> next;
-      if (const Error e = ps::ShardServer::start(*shard_, options_, &next); !e.failed()) {
-        std::lock_guard<std::mutex> g(mu_);
-        server_ = std::move(next);
-        ++reattached_;
-        return true;
-      }
-      if (Clock::now() >= deadline) return false;
-    }
-  }
-
   void halt() {
     if (stop_[1] >= 0) {
       ::close(stop_[1]);
@@ -199,13 +144,7 @@ class ShardHost {
   }
 
   std::unique_ptr<ps::Shard> shard_;
-  ps::ShardServerOptions options_;
-  std::chrono::milliseconds reattach_;
-  std::string service_;
-  mutable std::mutex mu_;                    // server_ while the serving thread replaces it
-  std::unique_ptr<ps::ShardServer> server_;  // null while ferryd is away
-  ps::ShardServerCounters before_;           // the earlier attachments' counters
-  std::uint64_t reattached_ = 0;
+  std::unique_ptr<ps::ShardService> service_;
   std::thread thread_;
   int stop_[2] = {-1, -1};
   bool stopped_ = false;
