@@ -102,7 +102,7 @@ struct Service {
   }
 };
 
-// A worker on `socket`'s ferryd for one table of dim 2.
+// A worker on `socket`'s ferryd for the shard's tables.
 std::unique_ptr<Worker> worker_on(const std::string& socket, const ShardSpec& spec) {
   FerryLinkOptions f;
   f.socket = socket;
@@ -203,15 +203,7 @@ TEST_CASE("shard server: access lists judge the caller by the uid ferryd saw at 
   const std::uint32_t me = static_cast<std::uint32_t>(::getuid());
   ShardSpec spec{0, 1, {table(0, {me}), table(1, {me + 1, kRemoteCaller}), table(2, {})}, 64};
   Served s(spec, d.socket());
-  FerryLinkOptions f;
-  f.socket = d.socket();
-  std::unique_ptr<ShardLink> link;
-  const Error connected = connect_ferry(f, &link);
-  INFO(connected.message());
-  REQUIRE(connected.ok());
-  WorkerOptions wo;
-  wo.tables = spec.tables;
-  const auto w_made = made_worker(std::move(link), wo);
+  const auto w_made = worker_on(d.socket(), spec);
   Worker& w = *w_made;
   const std::vector<Key> keys{1, 2};
   const std::vector<float> g(4, 1.0f);
