@@ -127,9 +127,14 @@ def server_reattach(a, daemons):
         if worker().returncode != 0:
             fail("a worker against the server failed")
         d.restart()
-        line = p.stderr.readline()  # blocks until the server says it serves again (the test's timeout bounds it)
-        if "ferryd went away and is back: serving ps-shard-0 again, with its rows (1 time)" not in line:
-            fail("the server did not say it serves again: %r" % line)
+        said = ""
+        while "is back" not in said:  # blocks until the server says it serves again (the test's timeout bounds it)
+            line = p.stderr.readline()
+            if not line:
+                fail("the server exited instead of serving again: %r" % said)
+            said += line
+        if "ferryd went away and is back: serving ps-shard-0 again, with its rows (1 time)" not in said:
+            fail("the server did not say it serves again: %r" % said)
         if worker().returncode != 0:
             fail("a worker after the restart failed")
         p.terminate()

@@ -334,11 +334,13 @@ def test_a_save_after_a_ferryd_restart_attaches_again_and_saves_the_rows_kept(da
             before = snapshot(w)
             daemon.restart()
             deadline = time.monotonic() + 30
-            seen = ""
-            while "is back" not in seen:  # the shard's line once it serves on the new ferryd
-                assert time.monotonic() < deadline, "the shard did not attach again: " + seen
-                if select.select([shard.stderr], [], [], 1)[0]:
-                    seen += shard.stderr.readline()
+            seen = b""
+            while b"is back" not in seen:  # the shard's line once it serves on the new ferryd
+                assert time.monotonic() < deadline, "the shard did not attach again: %r" % seen
+                if select.select([shard.stderr], [], [], 1)[0]:  # the pipe itself: no text buffer to hide lines
+                    chunk = os.read(shard.stderr.fileno(), 4096)
+                    assert chunk, "the shard exited: %r" % seen
+                    seen += chunk
             saved = ps.save_shards(w, "after-restart")
             assert w.reattached == 1
             assert sum(saved["head"]) == 300 and sum(saved["big"]) > 0
