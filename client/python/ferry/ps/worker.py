@@ -326,15 +326,15 @@ class Worker(Reattach, Unwaited):
         if not self._w.owns(rows.op) or self._w.daemon_gone:
             # Pulled before this worker's ferryd restarted: the same gradient as a push of the rows' keys.
             return self.push(rows.table, rows.keys, grads, wait)
-        if self._cuda is not None and torch is not None and isinstance(grads, torch.Tensor) and grads.is_cuda:
-            return self._finish(Pending(self._cuda.push_rows(rows, grads)), wait)
-        g = _floats(grads)
         try:
-            op = self._w.push_rows(rows.op, g)
+            if self._cuda is not None and torch is not None and isinstance(grads, torch.Tensor) and grads.is_cuda:
+                op = self._cuda.push_rows(rows, grads)
+            else:
+                op = self._w.push_rows(rows.op, _floats(grads))
         except Error as e:
             if e.status != "DaemonGone" or not self._w.daemon_gone:
                 raise
-            return self.push(rows.table, rows.keys, g, wait)  # ferryd went just now: nothing of it left
+            return self.push(rows.table, rows.keys, grads, wait)  # ferryd went just now: nothing of it left
         return self._finish(Pending(op), wait)
 
     def assign(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
