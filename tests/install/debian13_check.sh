@@ -89,7 +89,7 @@ export FERRYD=/usr/local/bin/ferryd FERRYCTL=/usr/local/bin/ferryctl OMP_NUM_THR
 export USE_LIBUV=0
 cd /src/tests/python
 timeout 1200 /venv/bin/python -m pytest -q -p no:cacheprovider -o console_output_style=classic \
-  test_binding.py test_ps.py test_arrays.py test_training.py test_examples.py test_hardening.py test_sizes.py \
+  test_binding.py test_ps.py test_arrays.py test_training.py test_examples.py test_hardening.py test_restart.py test_sizes.py \
   test_modules.py test_checkpoint.py test_table_files.py test_shard_saves.py test_gpu_train.py \
   -k 'not test_meson_install_puts_the_package_on_debian_pythons_path and not test_ps_bench_entry_finds_its_examples_after_meson_install' \
   >/tmp/pytest.log 2>&1 ||

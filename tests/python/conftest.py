@@ -6,6 +6,7 @@ Run by meson (suite 'python') as ``/usr/bin/python3 -m pytest`` with
 PYTHONPATH=build/client/python and FERRYD / FERRYCTL set.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -117,3 +118,10 @@ def alarm():
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, previous)
+
+
+def shard_process(daemon, tables, spec="0/1", *extra):
+    """`python3 -m ferry.ps.server` serving shard SPEC of tables on daemon; it prints 'ready ...' when serving."""
+    tj = json.dumps([t.to_dict() for t in tables])
+    return subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
+                             "--shard", spec, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,9 +1,8 @@
 """Hardening, second pass through the Python package: a forked
 child cannot use its parent's client and the parent goes on; a client sees
-its daemon's death without polling; the shard server exits when its ferryd
-goes away, and refuses a bad command line in one line; a worker finds a
-shard started again; a table list that
-cannot be is refused before anything starts; non-integer keys are a
+its daemon's death without polling; the shard server refuses a bad
+command line in one line and tells systemd it is ready and stopping; a
+table list that cannot be is refused before anything starts; non-integer keys are a
 TypeError; non-finite gradients, pushes outside a table's access list and
 rows past max_rows are refused; a pull of keys never pushed creates no
 row."""
@@ -22,6 +21,7 @@ import torch
 
 import ferry
 import ferry.ps as ps
+from conftest import shard_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -112,207 +112,6 @@ def test_state_sees_the_daemon_die_without_polling(daemon):
     assert took < 0.1, "DaemonGone only after %.3f s" % took
 
 
-def shard_process(daemon, tables, spec="0/1", *extra):
-    tj = json.dumps([t.to_dict() for t in tables])
-    return subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
-                             "--shard", spec, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def test_shard_server_exits_when_its_ferryd_stays_away(daemon):
-    # --reattach-s 1: it tries to attach again for a second, then exits 1
-    # for its supervisor (an old package served on, unattached, for ever).
-    tables = [ps.Embedding("emb", rows=100, dim=4)]
-    p = shard_process(daemon, tables, "0/1", "--reattach-s", "1")
-    try:
-        assert p.stdout.readline().startswith("ready ")
-        with ps.Worker(tables, 1, daemon.socket) as w:
-            w.pull("emb", [1, 2, 3])
-        daemon.kill()
-        out, err = p.communicate(timeout=15)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 1
-    assert "ferryd went away (DaemonGone) and was not back within --reattach-s 1 s" in err, err
-    assert '"result": "DaemonGone"' in out
-
-
-def test_a_worker_finds_a_shard_started_again(daemon):
-    # The operation that sees the shard go fails naming it; once the shard
-    # is started again, the same Worker's operations find it (before, every
-    # later one failed ServiceGone until a new Worker was made).
-    tables = [ps.Embedding("emb", rows=100, dim=4)]
-    p = shard_process(daemon, tables)
-    try:
-        assert p.stdout.readline().startswith("ready ")
-        with ps.Worker(tables, 1, daemon.socket, timeout=5) as w:
-            first = w.pull("emb", [1, 2, 3]).gather().clone()
-            p.kill()
-            p.wait()
-            with pytest.raises((ferry.ServiceGone, ferry.PeerReset), match="shard 0"):
-                w.pull("emb", [1, 2, 3])
-            with pytest.raises(ferry.ServiceNotFound,  # nothing serves it yet
-                               match="pull not started: ServiceNotFound [(]shard 0: 'ps-shard-0' is not served now"):
-                w.pull("emb", [1, 2, 3])
-            p = shard_process(daemon, tables)
-            assert p.stdout.readline().startswith("ready ")
-            deadline = time.monotonic() + 10
-            while True:  # a failed reopen waits up to 2 s before the next
-                try:
-                    again = w.pull("emb", [1, 2, 3]).gather()
-                    break
-                except ferry.ServiceNotFound:
-                    assert time.monotonic() < deadline, "the worker never found the shard again"
-                    time.sleep(0.05)
-            assert torch.equal(again, first)  # a new shard: the tables' initial values
-            w.push("emb", [1], np.ones((1, 4), np.float32))
-            w.synchronize()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-def test_a_worker_finds_a_shard_whose_ferryd_restarted(daemon):
-    # The shard behind another ferryd: that ferryd and the shard die and are
-    # started again on the same port; the worker's next operations find them.
-    from conftest import free_port, start_daemon
-    listen = "127.0.0.1:%d" % free_port()
-    b = start_daemon(listen=listen)
-    tables = [ps.Embedding("emb", rows=100, dim=4)]
-    p = shard_process(b, tables, "0/1", "--reattach-s", "0")  # its ferryd comes back in another directory
-    try:
-        assert p.stdout.readline().startswith("ready ")
-        with ps.Worker(tables, 1, daemon.socket, target=listen, timeout=5) as w:
-            first = w.pull("emb", [7]).gather().clone()
-            b.kill()
-            p.wait(10)
-            with pytest.raises((ferry.PeerReset, ferry.ServiceGone, ferry.PeerUnreachable, ferry.EndpointClosed)):
-                w.pull("emb", [7])
-            with pytest.raises(ferry.PeerUnreachable, match="[(]shard 0: '%s/ps-shard-0': its ferryd does not answer"
-                               % listen):
-                w.pull("emb", [7])
-            b.stop()
-            b = start_daemon(listen=listen)
-            p = shard_process(b, tables)
-            assert p.stdout.readline().startswith("ready ")
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    again = w.pull("emb", [7]).gather()
-                    break
-                except (ferry.PeerUnreachable, ferry.PeerReset, ferry.ServiceNotFound):
-                    assert time.monotonic() < deadline, "the worker never found the shard again"
-                    time.sleep(0.05)
-            assert torch.equal(again, first)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        b.stop()
-
-
-def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
-    # ferryd restarted under a training job (an upgrade's `systemctl restart
-    # ferryd`): the pull in flight ends DaemonGone, the worker's operations
-    # while ferryd is down fail at once; the shard keeps its rows and serves
-    # them on the new ferryd, and the same Worker attaches again at its next
-    # operation. Rows pulled before stay readable.
-    tables = [ps.Embedding("emb", rows=100, dim=4, optimizer=ps.SGD(lr=1.0))]
-    p = shard_process(daemon, tables)
-    try:
-        assert p.stdout.readline().startswith("ready ")
-        with ps.Worker(tables, 1, daemon.socket, timeout=5) as w:
-            before = w.pull("emb", [1, 2, 3])
-            first = before.gather().clone()
-            w.push("emb", [4], np.ones((1, 4), np.float32))
-            pushed = w.pull("emb", [4]).gather().clone()  # the initial value less the gradient
-            step = w.pull("emb", [8, 9])  # a training step's pull, whose push comes after the restart
-            step_rows = step.rows.clone()
-            p.send_signal(signal.SIGSTOP)  # the next pull stays in flight
-            in_flight = w.pull_async("emb", [1, 2, 3])
-            daemon.kill()
-            with pytest.raises(ferry.DaemonGone, match="pull failed: DaemonGone .*attaches again at its next operation"):
-                in_flight.wait(10)
-            p.send_signal(signal.SIGCONT)
-            for _ in range(2):  # nothing listens: each fails at once
-                t0 = time.monotonic()
-                with pytest.raises(ferry.DaemonGone, match="ferryd went away, and attaching again failed"):
-                    w.pull("emb", [1, 2, 3])
-                assert time.monotonic() - t0 < 3
-            daemon.restart()
-            deadline = time.monotonic() + 20
-            while True:  # the shard attaches again within 2 s; a failed attach here waits up to 2 s
-                try:
-                    again = w.pull("emb", [1, 2, 3, 4]).gather()
-                    break
-                except (ferry.DaemonGone, ferry.ServiceNotFound):
-                    assert time.monotonic() < deadline, "the worker never found its shard again"
-                    time.sleep(0.05)
-            assert w.reattached == 1
-            assert torch.equal(again[:3], first)
-            assert torch.equal(again[3:], pushed)  # the shard's rows survived the restart
-            assert torch.equal(before.gather(), first)  # the old attachment's rows, still mapped
-            pending = [w.pull_async("emb", [5]), w.pull_async("emb", [6, 7])]
-            with pytest.raises(ferry.DaemonGone):  # waited with ops of the old attachment: each its own outcome
-                w.wait_all(pending + [in_flight], 10)
-            assert [tuple(r.wait(0).rows.shape) for r in pending] == [(1, 4), (2, 4)]
-            w.push("emb", [4], np.ones((1, 4), np.float32))
-            w.synchronize()
-            assert torch.equal(w.pull("emb", [4]).gather(), pushed - 1)
-            w.push_rows(step, torch.ones(2, 4), wait=True)  # rows of the old attachment: pushed by their keys
-            after = w.pull("emb", [8, 9])
-            assert torch.equal(after.rows[after.index], step_rows[step.index] - 1)
-        assert p.poll() is None, "the shard exited"
-        p.terminate()
-        out, err = p.communicate(timeout=15)
-        assert p.returncode == 0, err
-        assert "ferryd went away and is back: serving ps-shard-0 again, with its rows (1 time)" in err, (out, err)
-        assert '"reattached": 1' in out, out
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-def test_a_training_loop_goes_on_across_a_ferryd_restart(daemon):
-    # The README's loop (an EmbeddingBag on ferry.ps, an in-process shard),
-    # ferryd restarted in the middle: the loop goes on with the same objects,
-    # catching DaemonGone around a step if one fails, and learns.
-    from ferry.ps.torch import EmbeddingBag
-    torch.manual_seed(0)
-    tables = [ps.Embedding("emb", rows=1000, dim=8, optimizer=ps.Adagrad(lr=0.3))]
-    shard = ps.ShardServer(tables, 0, 1, daemon.socket).start()
-    worker = ps.Worker(tables, 1, daemon.socket, timeout=5)
-    try:
-        bag = EmbeddingBag(worker, "emb", mode="sum")
-        head = torch.nn.Linear(8, 1)
-        opt = torch.optim.SGD(head.parameters(), lr=0.1)
-        losses, failed = [], 0
-        for step in range(80):
-            if step == 40:
-                daemon.restart()
-            ids = torch.randint(0, 200, (64, 4))
-            y = ((ids % 2).sum(1) >= 2).float()
-            try:
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(head(bag(ids)).squeeze(1), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                worker.synchronize()
-                losses.append(loss.item())
-            except ferry.DaemonGone:
-                failed += 1
-        assert worker.reattached == 1 and shard.reattached == 1
-        assert failed <= 2 and len(losses) >= 78
-        assert sum(losses[-10:]) < sum(losses[:10]) * 0.8, losses  # it learned, across the restart
-        assert shard.running
-    finally:
-        worker.close()
-        shard.stop()
-
-
 def run_shard_server(socket, tables_arg, shard="0/1"):
     return subprocess.run([sys.executable, "-m", "ferry.ps.server", "--socket", socket, "--tables", tables_arg,
                            "--shard", shard], capture_output=True, text=True, timeout=60)
@@ -399,32 +198,6 @@ def test_a_worker_says_when_no_ferryd_answers_at_a_shards_address(daemon):
         with pytest.raises(ferry.PeerUnreachable, match="shard 0 of 1: open '127.0.0.1:%d/ps-shard-0': "
                            "PeerUnreachable [(]no ferryd answered at that address" % port):
             ps.Worker(tables, 1, daemon.socket, shard_targets=["127.0.0.1:%d/ps-shard-0" % port], timeout=2)
-
-
-def test_in_process_shard_server_stops_running_when_ferryd_goes_away(daemon):
-    server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket, reattach_s=0).start()
-    assert server.running
-    daemon.kill()
-    deadline = time.monotonic() + 5
-    while server.running and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not server.running
-    assert server.counters()["result"] == "DaemonGone"
-    assert server.reattached == 0
-    server.stop()
-
-
-def test_in_process_shard_server_stop_ends_its_wait_for_ferryd(daemon):
-    # Waiting to attach again (reattach_s, default 60 s), stop() ends it at once.
-    server = ps.ShardServer([ps.Embedding("emb", rows=10, dim=2)], 0, 1, daemon.socket).start()
-    daemon.kill()
-    time.sleep(0.3)
-    assert server.running  # waiting for ferryd, its rows kept
-    t0 = time.monotonic()
-    server.stop()
-    assert time.monotonic() - t0 < 2
-    assert not server.running
-    assert server.counters()["result"] == "Ok"
 
 
 @pytest.fixture
