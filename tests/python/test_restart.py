@@ -113,10 +113,11 @@ def test_a_worker_finds_a_shard_whose_ferryd_restarted(daemon):
 
 def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
     # ferryd restarted under a training job (an upgrade's `systemctl restart
-    # ferryd`): the pull in flight ends DaemonGone, the worker's operations
-    # while ferryd is down fail at once; the shard keeps its rows and serves
-    # them on the new ferryd, and the same Worker attaches again at its next
-    # operation. Rows pulled before stay readable.
+    # ferryd`): the push in flight ends DaemonGone (whether it was applied is
+    # unknown), the pull in flight waits and is issued again once ferryd is
+    # back, the worker's new operations while ferryd is down fail at once;
+    # the shard keeps its rows and serves them on the new ferryd, and the
+    # same Worker attaches again. Rows pulled before stay readable.
     tables = [ps.Embedding("emb", rows=100, dim=4, optimizer=ps.SGD(lr=1.0))]
     p = shard_process(daemon, tables)
     try:
@@ -128,34 +129,29 @@ def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
             pushed = w.pull("emb", [4]).gather().clone()  # the initial value less the gradient
             step = w.pull("emb", [8, 9])  # a training step's pull, whose push comes after the restart
             step_rows = step.rows.clone()
-            p.send_signal(signal.SIGSTOP)  # the next pull stays in flight
+            p.send_signal(signal.SIGSTOP)  # the next operations stay in flight
             in_flight = w.pull_async("emb", [1, 2, 3])
+            pushing = w.push("emb", [50], np.ones((1, 4), np.float32), wait=False)
             daemon.kill()
-            with pytest.raises(ferry.DaemonGone, match="pull failed: DaemonGone .*attaches again at its next operation"):
-                in_flight.wait(10)
+            with pytest.raises(ferry.DaemonGone, match="push failed: DaemonGone .*attaches again at its next operation"):
+                pushing.wait(10)
+            with pytest.raises(ferry.DaemonGone, match="push failed: DaemonGone"):
+                w.synchronize()  # the push nobody waited for reports it too
+            with pytest.raises(ferry.Timeout, match="pull still in flight .* issued again once ferryd is back"):
+                in_flight.wait(0.3)  # the read waits for ferryd
             p.send_signal(signal.SIGCONT)
-            for _ in range(2):  # nothing listens: each fails at once
+            for _ in range(2):  # nothing listens: a new operation fails at once
                 t0 = time.monotonic()
                 with pytest.raises(ferry.DaemonGone, match="ferryd went away, and attaching again failed"):
                     w.pull("emb", [1, 2, 3])
                 assert time.monotonic() - t0 < 3
             daemon.restart()
-            deadline = time.monotonic() + 20
-            while True:  # the shard attaches again within 2 s; a failed attach here waits up to 2 s
-                try:
-                    again = w.pull("emb", [1, 2, 3, 4]).gather()
-                    break
-                except (ferry.DaemonGone, ferry.ServiceNotFound):
-                    assert time.monotonic() < deadline, "the worker never found its shard again"
-                    time.sleep(0.05)
+            assert torch.equal(in_flight.wait(20).gather(), first)  # issued again, once ferryd and the shard were back
             assert w.reattached == 1
+            again = w.pull("emb", [1, 2, 3, 4]).gather()
             assert torch.equal(again[:3], first)
             assert torch.equal(again[3:], pushed)  # the shard's rows survived the restart
             assert torch.equal(before.gather(), first)  # the old attachment's rows, still mapped
-            pending = [w.pull_async("emb", [5]), w.pull_async("emb", [6, 7])]
-            with pytest.raises(ferry.DaemonGone):  # waited with ops of the old attachment: each its own outcome
-                w.wait_all(pending + [in_flight], 10)
-            assert [tuple(r.wait(0).rows.shape) for r in pending] == [(1, 4), (2, 4)]
             w.push("emb", [4], np.ones((1, 4), np.float32))
             w.synchronize()
             assert torch.equal(w.pull("emb", [4]).gather(), pushed - 1)
@@ -168,6 +164,75 @@ def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
         assert p.returncode == 0, err
         assert "ferryd went away and is back: serving ps-shard-0 again, with its rows (1 time)" in err, (out, err)
         assert '"reattached": 1' in out, out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_every_read_in_flight_is_issued_again_once_ferryd_is_back(daemon):
+    # Pulls of rows, of a dense table and of optimizer state, waited for
+    # alone, with wait_all (beside a push, which fails) and with await: each
+    # gives what it would have given had ferryd never gone.
+    import asyncio
+    tables = [ps.Embedding("emb", rows=100, dim=4, optimizer=ps.Adagrad(lr=0.5)),
+              ps.Dense("bias", size=6, optimizer=ps.Adagrad(lr=0.5))]
+    p = shard_process(daemon, tables)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        with ps.Worker(tables, 1, daemon.socket, timeout=20) as w:
+            w.push("emb", [3, 4], np.ones((2, 4), np.float32))
+            w.push_dense("bias", np.ones(6, np.float32))
+            want = {"rows": w.pull("emb", [4, 3, 4]).gather().clone(), "dense": w.pull_dense("bias").clone(),
+                    "state": w.pull_state("emb", [3]).gather().clone()}
+            p.send_signal(signal.SIGSTOP)
+            alone = w.pull_async("emb", [4, 3, 4])
+            together = [w.pull_async("emb", [4, 3, 4]), w.pull_dense_async("bias")]
+            lost = w.push("emb", [7], np.ones((1, 4), np.float32), wait=False)
+            awaited = w.pull_async("emb", [4, 3, 4])
+            state = w.pull_state_async("emb", [3])
+            daemon.kill()
+            time.sleep(0.3)  # every one of them failed in flight by now
+            p.send_signal(signal.SIGCONT)
+            daemon.restart()
+            assert torch.equal(alone.wait(20).gather(), want["rows"])
+            with pytest.raises(ferry.DaemonGone, match="push failed"):
+                w.wait_all(together + [lost], 20)
+            assert torch.equal(together[0].wait(0).gather(), want["rows"])
+            assert torch.equal(together[1].wait(0).values, want["dense"])
+
+            async def read():
+                return await awaited
+
+            assert torch.equal(asyncio.run(read()).gather(), want["rows"])
+            assert torch.equal(state.wait(20).gather(), want["state"])
+            assert w.reattached == 1
+            with pytest.raises(ferry.DaemonGone):
+                w.synchronize()  # the lost push, reported where nobody waited for it
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_read_in_flight_fails_once_ferryd_stays_away_past_the_timeout(daemon):
+    tables = [ps.Embedding("emb", rows=100, dim=4)]
+    p = shard_process(daemon, tables)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        w = ps.Worker(tables, 1, daemon.socket, timeout=1)
+        p.send_signal(signal.SIGSTOP)
+        pending = w.pull_async("emb", [1])
+        daemon.kill()
+        t0 = time.monotonic()
+        with pytest.raises(ferry.DaemonGone, match="could not be issued again within the worker's timeout, 1.0 s: "
+                                                   ".*attaching again failed"):
+            pending.wait()
+        assert 0.9 < time.monotonic() - t0 < 5
+        with pytest.raises(ferry.DaemonGone, match="could not be issued again"):
+            pending.wait()  # the same outcome, at once
+        p.kill()
+        w.close()
     finally:
         if p.poll() is None:
             p.kill()

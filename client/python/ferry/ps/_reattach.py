@@ -9,6 +9,13 @@ ones after it, go on as before. Until ferryd answers, each operation fails
 ``DaemonGone`` at once: attaching is tried again at most every 100 ms,
 doubling to 2 s while it fails.
 
+A read in flight then (a pull, a dense pull, their optimizer state's) is
+not lost: it is idempotent, so its wait issues it again once ferryd is back,
+for up to the worker's ``timeout`` seconds from the failure, and gives the
+rows as if nothing had happened (``Again``). A write in flight (a push, an
+assign) fails ``DaemonGone``: whether its shard applied it is unknown, and
+the caller decides.
+
 Rows pulled before stay readable: their operations keep the earlier
 attachment (and its shared memory) until the last of them is gone.
 """
@@ -23,6 +30,8 @@ from ferry._errors import Error, by_status
 
 _DaemonGone = by_status("DaemonGone")
 _FIRST_PAUSE, _MAX_PAUSE = 0.1, 2.0
+# What a new attachment meets while ferryd, or a shard attached to it, is not back yet.
+_NOT_BACK = ("DaemonGone", "ServiceNotFound")
 
 
 class Reattach:
@@ -30,6 +39,7 @@ class Reattach:
     ``_reattach_init(make)`` with what makes a new one, in its constructor."""
 
     _w: Any
+    _timeout: float
 
     def _reattach_init(self, make: Callable[[], Any]) -> None:
         self._make_core = make
@@ -80,3 +90,35 @@ class Reattach:
 
     def _attached_again(self) -> None:
         """After a new attachment: what the class set up on the old one (a GPU registration)."""
+
+
+class Again:
+    """A read (``name`` of the extension worker, with ``args``) whose try
+    in flight failed ``DaemonGone``: ``next()`` starts it on a new
+    attachment once ferryd and the shards are back, for up to the worker's
+    timeout from the first failure. The args (the keys) are sent again as
+    they are then: like any operation in flight, the caller leaves them
+    alone until its wait returns."""
+
+    __slots__ = ("worker", "what", "name", "args", "until")
+
+    def __init__(self, worker: Reattach, what: str, name: str, *args: Any) -> None:
+        self.worker, self.what, self.name, self.args = worker, what, name, args
+        self.until: Optional[float] = None
+
+    def next(self) -> Any:
+        """The operation started again, or None while ferryd or a shard is
+        not back (try later); DaemonGone once the time is up."""
+        now = time.monotonic()
+        if self.until is None:
+            self.until = now + self.worker._timeout
+        try:
+            return self.worker._start(self.name, *self.args)
+        except Error as e:
+            if e.status not in _NOT_BACK:
+                raise
+            if now < self.until:
+                return None
+            raise _DaemonGone("%s failed: DaemonGone (this host's ferryd went away with it in flight, and it could "
+                              "not be issued again within the worker's timeout, %.1f s: %s)"
+                              % (self.what, self.worker._timeout, e)) from None

@@ -17,6 +17,7 @@ can never be sent (``ferry.ResponseTooLarge``).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Generator, List, Optional, Sequence
 
 import numpy as np
@@ -24,11 +25,13 @@ import numpy as np
 from ferry import _ferry
 from ferry._errors import Error, by_status
 from ferry.ps import tables as _tables
-from ferry.ps._reattach import Reattach
+from ferry.ps._reattach import Again, Reattach
 from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
 _BadRequest = by_status("BadRequest")  # also a ValueError
+_Timeout = by_status("Timeout")
+_AGAIN_PAUSE = 0.05  # between tries to issue a read again while ferryd is not back
 
 try:
     import torch
@@ -74,6 +77,11 @@ def _floats(values: ArrayLike) -> np.ndarray:
 def _check_state(call: str, table: str, values: np.ndarray) -> None:
     if values.size and float(values.min()) < 0:
         raise _BadRequest("%s to %r: Adagrad's state is a sum of squares, never negative" % (call, table))
+
+
+def _left(deadline: Optional[float]) -> Optional[float]:
+    """Seconds until deadline (a time.monotonic()), never negative; None for none."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _wake(fut: Any) -> None:
@@ -141,15 +149,18 @@ class Rows:
 
 class Pending:
     """An operation in flight. ``wait()`` (or ``await``) gives its result: the
-    Rows of a pull, the tensor of a dense pull, None for a push."""
+    Rows of a pull, the tensor of a dense pull, None for a push. A read
+    whose ferryd went away in flight is issued again once ferryd is back
+    (ferry/ps/_reattach.py); the wait goes on meanwhile."""
 
-    __slots__ = ("op", "_finish", "_result", "_done")
+    __slots__ = ("op", "_finish", "_result", "_done", "_again")
 
-    def __init__(self, op: Any, finish: Optional[Callable[[Any], Any]] = None) -> None:
+    def __init__(self, op: Any, finish: Optional[Callable[[Any], Any]] = None, again: Optional[Again] = None) -> None:
         self.op = op
         self._finish = finish
         self._done = False
         self._result: Any = None
+        self._again = again
 
     def __repr__(self) -> str:
         return "<ferry.ps.Pending: %s>" % ("done" if self._done else (self.op.status or "in flight"))
@@ -160,10 +171,35 @@ class Pending:
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until done (timeout in seconds); the result, or the operation's ferry.Error."""
-        if not self._done:
-            self.op.wait(timeout)
-            self._settle()
+        if self._done:
+            return self._result
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                self.op.wait(_left(deadline))
+                break
+            except Error as e:
+                if self._again is None or e.status != "DaemonGone":
+                    raise
+            while not self._issue_again():
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise _Timeout("%s still in flight after the wait's timeout: its ferryd went away, and it "
+                                   "waits to be issued again once ferryd is back" % self._again.what)
+                time.sleep(_AGAIN_PAUSE if deadline is None else max(0.0, min(_AGAIN_PAUSE, deadline - time.monotonic())))
+        self._settle()
         return self._result
+
+    def _issue_again(self) -> bool:
+        """Whether the read was issued again (a new ``op``); False while ferryd is not back."""
+        assert self._again is not None
+        op = self._again.next()
+        if op is None:
+            return False
+        self.op = op
+        return True
+
+    def _failed_daemon_gone(self) -> bool:
+        return self._again is not None and self.op.status == "DaemonGone"
 
     def _settle(self) -> None:
         self._result = self._finish(self.op) if self._finish else None
@@ -175,21 +211,25 @@ class Pending:
     async def _await(self) -> Any:
         import asyncio
         loop = asyncio.get_running_loop()
-        fd = self.op.fileno()
-        while not self.done():
-            if fd < 0:  # a busy-polling worker has no fd
-                await asyncio.sleep(0)
-                continue
-            fut: "asyncio.Future[None]" = loop.create_future()
-            loop.add_reader(fd, _wake, fut)
-            try:
-                if self.done():  # done() collected completions: the fd may not fire for them
-                    break
-                # Bounded: another waiter on this fd may have collected ours.
-                await asyncio.wait([fut], timeout=0.05)
-            finally:
-                loop.remove_reader(fd)
-        return self.wait(0)
+        while True:
+            fd = self.op.fileno()
+            while not self.done():
+                if fd < 0:  # a busy-polling worker has no fd
+                    await asyncio.sleep(0)
+                    continue
+                fut: "asyncio.Future[None]" = loop.create_future()
+                loop.add_reader(fd, _wake, fut)
+                try:
+                    if self.done():  # done() collected completions: the fd may not fire for them
+                        break
+                    # Bounded: another waiter on this fd may have collected ours.
+                    await asyncio.wait([fut], timeout=0.05)
+                finally:
+                    loop.remove_reader(fd)
+            if self._done or not self._failed_daemon_gone():
+                return self.wait(0)
+            while not self._issue_again():  # ferryd went away: the read again, once it is back
+                await asyncio.sleep(_AGAIN_PAUSE)
 
 
 class DenseValues:
@@ -223,10 +263,11 @@ class Worker(Reattach, Unwaited):
     ``HOST:PORT/SERVICE`` when they are not all behind ``target``
     (``from_env()`` fills it from the store).
 
-    When this host's ferryd restarts, the operations in flight fail
-    ``ferry.DaemonGone``; the next operation attaches to it again and opens
-    the shards again, and this worker goes on (``reattached`` counts the
-    times; see ferry/ps/_reattach.py).
+    When this host's ferryd restarts, the pushes and assigns in flight fail
+    ``ferry.DaemonGone`` and the pulls in flight are issued again once it is
+    back; the next operation attaches to it again and opens the shards
+    again, and this worker goes on (``reattached`` counts the times; see
+    ferry/ps/_reattach.py).
     """
 
     def __init__(self, tables: Sequence[_tables.Table], shards: int, socket: Optional[str] = None,
@@ -240,6 +281,7 @@ class Worker(Reattach, Unwaited):
         self.shards = shards
         args = (self._specs, shards, socket or "", target or "", name or "ferry ps worker", timeout, busy_poll,
                 service_prefix, tx_bytes, max_ops, max_count or 0, max_calls, list(shard_targets or []))
+        self._timeout = timeout
         self._w = _ps.Worker(*args)
         self._reattach_init(lambda: _ps.Worker(*args))  # after this host's ferryd restarted (_reattach.py)
         self._unwaited: List[Pending] = []  # pushes started with wait=False, reaped as they finish
@@ -279,10 +321,13 @@ class Worker(Reattach, Unwaited):
 
     # -- embedding tables
     def pull_async(self, table: str, keys: ArrayLike) -> Pending:
-        """Start pulling the rows of ``keys``; ``wait()`` gives Rows."""
+        """Start pulling the rows of ``keys``; ``wait()`` gives Rows. Leave
+        ``keys`` as they are until then: a pull in flight when ferryd
+        restarts is issued again, with them, once ferryd is back."""
         tid, s = self._id(table, False)
-        op = self._start("pull", tid, _keys(keys))
-        return Pending(op, lambda o: self._rows(o, table, s.dim))
+        k = _keys(keys)
+        return Pending(self._start("pull", tid, k), lambda o: self._rows(o, table, s.dim),
+                       Again(self, "pull", "pull", tid, k))
 
     def _rows(self, op: Any, table: str, dim: int) -> Rows:
         r = Rows(op, table, dim)
@@ -306,7 +351,15 @@ class Worker(Reattach, Unwaited):
         """Wait for every one of ``pending`` with one GIL release; raises the first failure."""
         ops = [p.op for p in pending if not p._done]
         if ops:
-            self._w.wait_all(ops, timeout)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            try:
+                self._w.wait_all(ops, timeout)
+            except Error as e:
+                if e.status != "DaemonGone" or not any(p._failed_daemon_gone() for p in pending):
+                    raise
+                for p in pending:  # ferryd went away: each its own outcome, the reads issued again
+                    p.wait(_left(deadline))
+                return
         for p in pending:
             if not p._done:
                 p._settle()
@@ -357,7 +410,9 @@ class Worker(Reattach, Unwaited):
     def pull_state_async(self, table: str, keys: ArrayLike) -> Pending:
         """Start pulling the optimizer state of ``keys``' rows; ``wait()`` gives Rows (on the CPU)."""
         tid, s = self._id(table, False)
-        return Pending(self._start("pull_state", tid, _keys(keys)), lambda o: Rows(o, table, s.dim))
+        k = _keys(keys)
+        return Pending(self._start("pull_state", tid, k), lambda o: Rows(o, table, s.dim),
+                       Again(self, "pull", "pull_state", tid, k))
 
     def assign_state(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of rows [n, dim] (their values stay; an
@@ -375,8 +430,8 @@ class Worker(Reattach, Unwaited):
     def pull_dense_async(self, table: str) -> Pending:
         """Start pulling a whole dense table; ``wait()`` gives DenseValues."""
         tid, s = self._id(table, True)
-        op = self._start("pull_dense", tid)
-        return Pending(op, lambda o: DenseValues(o, s.rows))
+        return Pending(self._start("pull_dense", tid), lambda o: DenseValues(o, s.rows),
+                       Again(self, "pull", "pull_dense", tid))
 
     def pull_dense(self, table: str, timeout: Optional[float] = None) -> Any:
         """The whole dense table, [size] float32, zero copy."""
@@ -402,7 +457,8 @@ class Worker(Reattach, Unwaited):
         """The optimizer state of a whole dense table (Adagrad's accumulators),
         [size] float32, as ``pull_dense`` gives values. BadRequest for SGD."""
         tid, s = self._id(table, True)
-        return Pending(self._start("pull_dense_state", tid), lambda o: DenseValues(o, s.rows)).wait(timeout).values
+        return Pending(self._start("pull_dense_state", tid), lambda o: DenseValues(o, s.rows),
+                       Again(self, "pull", "pull_dense_state", tid)).wait(timeout).values
 
     def assign_dense_state(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of a whole dense table ([size] floats, never
