@@ -27,7 +27,8 @@ struct ShardServiceOptions {
   // DaemonGone at once, as ShardServer::run does.
   std::chrono::milliseconds reattach{60000};
   // Called on run()'s thread each time the shard serves again on a new
-  // ferryd (reattached() already counts it).
+  // ferryd (reattached() already counts it). It must not throw: run() is
+  // noexcept, so an exception leaving it ends the process.
   std::function<void()> on_reattached;
 };
 
