@@ -34,6 +34,13 @@ _FIRST_PAUSE, _MAX_PAUSE = 0.1, 2.0
 _NOT_BACK = ("DaemonGone", "ServiceNotFound")
 
 
+def refused_as_gone(e: Error, w: Any) -> bool:
+    """Whether ``e``, raised by starting an operation on the extension
+    worker ``w``, is its refusal because ``w``'s ferryd had just gone:
+    nothing of the operation left this process."""
+    return e.status == "DaemonGone" and bool(w.daemon_gone)
+
+
 class Reattach:
     """Mixin; the class sets ``self._w`` (the extension worker) and calls
     ``_reattach_init(make)`` with what makes a new one, in its constructor."""
@@ -84,7 +91,7 @@ class Reattach:
         try:
             return getattr(w, name)(*args)
         except Error as e:
-            if e.status != "DaemonGone" or not w.daemon_gone:
+            if not refused_as_gone(e, w):
                 raise
         return getattr(self._core(), name)(*args)
 

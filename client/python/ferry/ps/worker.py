@@ -25,7 +25,7 @@ import numpy as np
 from ferry import _ferry
 from ferry._errors import Error, by_status
 from ferry.ps import tables as _tables
-from ferry.ps._reattach import Again, Reattach
+from ferry.ps._reattach import Again, Reattach, refused_as_gone
 from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
@@ -376,16 +376,17 @@ class Worker(Reattach, Unwaited):
     def push_rows(self, rows: Rows, grads: ArrayLike, wait: bool = False) -> Optional[Pending]:
         """Gradients [u, dim] for the rows of an earlier pull, in its row order
         (a CUDA tensor goes from the GPU straight into the request buffers)."""
-        if not self._w.owns(rows.op) or self._w.daemon_gone:
+        w = self._w
+        if not w.owns(rows.op) or w.daemon_gone:
             # Pulled before this worker's ferryd restarted: the same gradient as a push of the rows' keys.
             return self.push(rows.table, rows.keys, grads, wait)
         try:
             if self._cuda is not None and torch is not None and isinstance(grads, torch.Tensor) and grads.is_cuda:
                 op = self._cuda.push_rows(rows, grads)
             else:
-                op = self._w.push_rows(rows.op, _floats(grads))
+                op = w.push_rows(rows.op, _floats(grads))
         except Error as e:
-            if e.status != "DaemonGone" or not self._w.daemon_gone:
+            if not refused_as_gone(e, w):
                 raise
             return self.push(rows.table, rows.keys, grads, wait)  # ferryd went just now: nothing of it left
         return self._finish(Pending(op), wait)
