@@ -18,20 +18,19 @@ can never be sent (``ferry.ResponseTooLarge``).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Generator, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
 from ferry import _ferry
 from ferry._errors import Error, by_status
 from ferry.ps import tables as _tables
+from ferry.ps._pending import Pending, seconds_left
 from ferry.ps._reattach import Again, Reattach, refused_as_gone
 from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
 _BadRequest = by_status("BadRequest")  # also a ValueError
-_Timeout = by_status("Timeout")
-_AGAIN_PAUSE = 0.05  # between tries to issue a read again while ferryd is not back
 
 try:
     import torch
@@ -77,17 +76,6 @@ def _floats(values: ArrayLike) -> np.ndarray:
 def _check_state(call: str, table: str, values: np.ndarray) -> None:
     if values.size and float(values.min()) < 0:
         raise _BadRequest("%s to %r: Adagrad's state is a sum of squares, never negative" % (call, table))
-
-
-def _left(deadline: Optional[float]) -> Optional[float]:
-    """Seconds until deadline (a time.monotonic()), never negative; None for none."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-def _wake(fut: Any) -> None:
-    """An fd reader's callback: resolve the future its waiter sleeps on, once."""
-    if not fut.done():
-        fut.set_result(None)
 
 
 def _view(op: Any, count: int, shape: tuple) -> Any:
@@ -145,91 +133,6 @@ class Rows:
         return "<ferry.ps.Rows of %r: %d keys, %d rows x %d%s>" % (
             self.table, len(self.index), self.rows.shape[0], self.rows.shape[1],
             ", zero copy" if self.zero_copy else ", in process memory")
-
-
-class Pending:
-    """An operation in flight. ``wait()`` (or ``await``) gives its result: the
-    Rows of a pull, the tensor of a dense pull, None for a push. A read
-    whose ferryd went away in flight is issued again once ferryd is back
-    (ferry/ps/_reattach.py); the wait goes on meanwhile."""
-
-    __slots__ = ("op", "_finish", "_result", "_done", "_again")
-
-    def __init__(self, op: Any, finish: Optional[Callable[[Any], Any]] = None, again: Optional[Again] = None) -> None:
-        self.op = op
-        self._finish = finish
-        self._done = False
-        self._result: Any = None
-        self._again = again
-
-    def __repr__(self) -> str:
-        return "<ferry.ps.Pending: %s>" % ("done" if self._done else (self.op.status or "in flight"))
-
-    def done(self) -> bool:
-        """Whether the operation finished (collects completions first)."""
-        return self._done or bool(self.op.done())
-
-    def wait(self, timeout: Optional[float] = None) -> Any:
-        """Block until done (timeout in seconds); the result, or the operation's ferry.Error."""
-        if self._done:
-            return self._result
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                self.op.wait(_left(deadline))
-                break
-            except Error as e:
-                if self._again is None or e.status != "DaemonGone":
-                    raise
-            while not self._issue_again():
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise _Timeout("%s still in flight after the wait's timeout: its ferryd went away, and it "
-                                   "waits to be issued again once ferryd is back" % self._again.what)
-                time.sleep(_AGAIN_PAUSE if deadline is None else max(0.0, min(_AGAIN_PAUSE, deadline - time.monotonic())))
-        self._settle()
-        return self._result
-
-    def _issue_again(self) -> bool:
-        """Whether the read was issued again (a new ``op``); False while ferryd is not back."""
-        assert self._again is not None
-        op = self._again.next()
-        if op is None:
-            return False
-        self.op = op
-        return True
-
-    def _failed_daemon_gone(self) -> bool:
-        return self._again is not None and self.op.status == "DaemonGone"
-
-    def _settle(self) -> None:
-        self._result = self._finish(self.op) if self._finish else None
-        self._done = True
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return self._await().__await__()
-
-    async def _await(self) -> Any:
-        import asyncio
-        loop = asyncio.get_running_loop()
-        while True:
-            fd = self.op.fileno()
-            while not self.done():
-                if fd < 0:  # a busy-polling worker has no fd
-                    await asyncio.sleep(0)
-                    continue
-                fut: "asyncio.Future[None]" = loop.create_future()
-                loop.add_reader(fd, _wake, fut)
-                try:
-                    if self.done():  # done() collected completions: the fd may not fire for them
-                        break
-                    # Bounded: another waiter on this fd may have collected ours.
-                    await asyncio.wait([fut], timeout=0.05)
-                finally:
-                    loop.remove_reader(fd)
-            if self._done or not self._failed_daemon_gone():
-                return self.wait(0)
-            while not self._issue_again():  # ferryd went away: the read again, once it is back
-                await asyncio.sleep(_AGAIN_PAUSE)
 
 
 class DenseValues:
@@ -358,7 +261,7 @@ class Worker(Reattach, Unwaited):
                 if e.status != "DaemonGone" or not any(p._failed_daemon_gone() for p in pending):
                     raise
                 for p in pending:  # ferryd went away: each its own outcome, the reads issued again
-                    p.wait(_left(deadline))
+                    p.wait(seconds_left(deadline))
                 return
         for p in pending:
             if not p._done:
