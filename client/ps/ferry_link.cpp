@@ -28,6 +28,9 @@ constexpr std::uint32_t kNoFlight = ~std::uint32_t{0};
 using Clock = std::chrono::steady_clock;
 // A reopen waits this long at most: it runs on the worker's submitting thread.
 constexpr std::chrono::milliseconds kReopenTimeout{2000};
+// So does a link made again after ferryd went away (ferry_relink), for each
+// shard's open: a shard not attached to the new ferryd yet is found later.
+constexpr std::chrono::milliseconds kRelinkOpenTimeout{500};
 
 // Whether a call that ended so leaves its endpoint of no more use.
 bool endpoint_dead(Status s) noexcept {
@@ -234,6 +237,11 @@ Error connect_ferry(const FerryLinkOptions& o, std::unique_ptr<ShardLink>* out) 
   }
   *out = std::make_unique<FerryLink>(std::move(attached.value), std::move(endpoints), o);
   return {};
+}
+
+std::function<Error(std::unique_ptr<ShardLink>*)> ferry_relink(FerryLinkOptions options) {
+  options.open_timeout = std::min(options.open_timeout, kRelinkOpenTimeout);
+  return [options = std::move(options)](std::unique_ptr<ShardLink>* out) { return connect_ferry(options, out); };
 }
 
 }  // namespace ferry::ps

@@ -13,6 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kDoneBatch = 64;
 constexpr std::uint32_t kMaxOps = 1u << 16;  // the slot number's 16 bits
+constexpr std::chrono::milliseconds kNoWait{0};
 
 }  // namespace
 
@@ -49,11 +50,12 @@ Worker::~Worker() {
   while (calls_ != 0 && link_->state() == Status::Ok && Clock::now() < deadline)
     progress(std::chrono::milliseconds(50));
   for (auto& op : ops_) {
+    if (op->state == Op::State::Free) continue;
     for (Chunk& c : op->chunks) {
-      if (c.request) link_->free(c.request);
-      if (c.staged) link_->free(c.staged);
+      if (c.request) op->link->free(c.request);
+      if (c.staged) op->link->free(c.staged);
     }
-    if (op->block) link_->free(op->block);
+    if (op->block) op->link->free(op->block);
   }
 }
 
@@ -70,6 +72,12 @@ Worker::Op* Worker::find(Ticket t) noexcept {
 const Worker::Op* Worker::find(Ticket t) const noexcept { return const_cast<Worker*>(this)->find(t); }
 
 Result<Ticket> Worker::begin(const TableSpec& t, Op** out) noexcept {
+  if (options_.relink && link_->state() == Status::DaemonGone) {
+    if (const Status st = relink(); st != Status::Ok) {
+      last_refusal_ = OpError{st, PsStatus::Ok, 0};
+      return Result<Ticket>::fail(st);
+    }
+  }
   std::uint32_t slot;
   if (!free_ops_.empty()) {
     slot = free_ops_.back();
@@ -86,6 +94,7 @@ Result<Ticket> Worker::begin(const TableSpec& t, Op** out) noexcept {
   op.state = Op::State::Flight;
   op.released = false;
   op.table = &t;
+  op.link = link_.get();
   op.opt_state = false;
   op.error = OpError{};
   op.outstanding = 0;
@@ -127,10 +136,11 @@ void Worker::on_done(const LinkDone& d) noexcept {
 
 void Worker::expire() noexcept {
   const auto now = Clock::now();
-  const Status link = link_->state();
+  const Status current = link_->state();
   for (auto& p : ops_) {
     Op& op = *p;
     if (op.state != Op::State::Flight) continue;
+    const Status link = op.link == link_.get() ? current : op.link->state();
     if (link != Status::Ok && op.outstanding == 0) {
       op.state = Op::State::Done;
       op.error.status = link;
@@ -142,11 +152,20 @@ void Worker::expire() noexcept {
   }
 }
 
-std::size_t Worker::progress(std::chrono::milliseconds timeout) noexcept {
-  const std::size_t n = link_->wait(scratch_->done, timeout);
+std::size_t Worker::collect(ShardLink& link, std::chrono::milliseconds timeout) noexcept {
+  const std::size_t n = link.wait(scratch_->done, timeout);
   for (std::size_t i = 0; i < n; ++i) on_done(scratch_->done[i]);
+  return n;
+}
+
+std::size_t Worker::progress(std::chrono::milliseconds timeout) noexcept {
+  std::size_t n = 0;
+  // Earlier links (ferryd went away): whatever of theirs is left to come, DaemonGone.
+  for (std::size_t i = 0; i < scratch_->retired.size(); ++i) n += collect(*scratch_->retired[i], kNoWait);
+  n += collect(*link_, n != 0 ? kNoWait : timeout);
   if (!sending_.empty()) pump();  // answered calls gave back memory and call slots
   expire();
+  if (scratch_->drop_due) drop_retired();
   return n;
 }
 
@@ -198,6 +217,7 @@ void Worker::release(Ticket t) noexcept {
     op->error.status = Status::Cancelled;
   }
   if (op->outstanding == 0 && op->state != Op::State::Flight) recycle(*op);
+  if (scratch_->drop_due) drop_retired();  // that was the last operation of an earlier link
 }
 
 namespace {
@@ -212,11 +232,11 @@ void trim(V& v) {
 
 void Worker::recycle(Op& op) noexcept {
   for (Chunk& c : op.chunks) {
-    if (c.request) link_->free(c.request);
-    if (c.staged) link_->free(c.staged);
+    if (c.request) op.link->free(c.request);
+    if (c.staged) op.link->free(c.staged);
   }
   op.chunks.clear();
-  if (op.block) link_->free(op.block);
+  if (op.block) op.link->free(op.block);
   op.block = Buffer{};
   op.heap.reset();
   trim(op.chunks);
@@ -228,6 +248,45 @@ void Worker::recycle(Op& op) noexcept {
   if (op.generation >= (1u << 24)) op.generation = 1;  // a tag (ticket << 8) stays under 2^48
   --live_;
   free_ops_.push_back(op.slot);
+  if (op.link != link_.get()) scratch_->drop_due = true;  // maybe its link's last: drop_retired()
+}
+
+// A new link once ferryd is back (WorkerOptions::relink); the failure's
+// status while it is not, tried again after a pause that doubles to 2 s.
+Status Worker::relink() noexcept {
+  Scratch& x = *scratch_;
+  if (Clock::now() < x.relink_at) return x.relink_failure;
+  std::unique_ptr<ShardLink> next;
+  const Error made = options_.relink(&next);
+  Status failure = made.status();
+  if (!made.failed() && (!next || next->shards() != shards_)) failure = Status::BadRequest;  // not the same shards
+  if (failure != Status::Ok) {
+    x.relink_failure = failure;
+    x.relink_at = Clock::now() + x.relink_pause.next();
+    return failure;
+  }
+  // Every call still in flight on the old link completes now (DaemonGone):
+  // collected here (progress() takes what a batch left).
+  while (collect(*link_, kNoWait) != 0) {
+  }
+  expire();
+  x.retired.push_back(std::move(link_));
+  link_ = std::move(next);
+  x.relink_pause.reset();
+  x.relink_at = {};
+  ++reattached_;
+  drop_retired();
+  return Status::Ok;
+}
+
+// Destroys the earlier links no operation holds any more (their memory with them).
+void Worker::drop_retired() noexcept {
+  scratch_->drop_due = false;
+  auto& retired = scratch_->retired;
+  std::erase_if(retired, [this](const std::unique_ptr<ShardLink>& l) {
+    return std::none_of(ops_.begin(), ops_.end(),
+                        [&](const auto& op) { return op->state != Op::State::Free && op->link == l.get(); });
+  });
 }
 
 }  // namespace ferry::ps

@@ -12,6 +12,7 @@
 
 #include "client/ps/key_index.h"
 #include "ferry/ps/worker.h"
+#include "ferry/retry_pause.h"
 
 namespace ferry::ps {
 
@@ -39,6 +40,7 @@ struct Worker::Op {
   ps::Op wire = ps::Op::Pull;
   bool opt_state = false;  // the rows' optimizer state, not their values (Header::flags kFlagState)
   const TableSpec* table = nullptr;
+  ShardLink* link = nullptr;  // the link it began on: its buffers are that link's, its calls go there
   OpError error;
   std::uint32_t outstanding = 0;                   // calls whose LinkDone has not come back
   std::chrono::steady_clock::time_point deadline;  // pushed forward whenever a call of it is answered
@@ -74,6 +76,15 @@ struct Worker::Scratch {
   std::vector<std::uint8_t> seen;    // push: per distinct number, gradient written yet
   std::vector<std::uint32_t> fill;   // per shard
   std::vector<LinkDone> done;
+  // Attaching again after ferryd went away (WorkerOptions::relink): the
+  // links replaced, each kept while an operation that began on it is
+  // (its buffers, rows a caller reads); when the next try may be, and what
+  // the last one said.
+  std::vector<std::unique_ptr<ShardLink>> retired;
+  RetryPause relink_pause;
+  std::chrono::steady_clock::time_point relink_at{};
+  Status relink_failure = Status::Ok;
+  bool drop_due = false;  // an operation of an earlier link was recycled: drop_retired()
 };
 
 // A ticket is (generation << 16 | slot), under 2^40; a call's tag adds the

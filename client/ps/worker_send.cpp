@@ -53,7 +53,7 @@ std::uint32_t default_max_count(std::span<const TableSpec> tables, std::size_t m
 }
 
 std::uint32_t Worker::rows_per_request(const Op& op) const noexcept {
-  const std::uint64_t max = link_->max_message_bytes();
+  const std::uint64_t max = op.link->max_message_bytes();
   const std::uint64_t dim = op.table->dim;
   const bool pull = op.wire == ps::Op::Pull;
   const std::uint64_t per_row = (op.table->kind == TableKind::Embedding ? 8 : 0) + (pull ? 0 : 4 * dim);
@@ -103,7 +103,7 @@ Status Worker::plan(Op& op) noexcept {
 Status Worker::place_rows(Op& op) noexcept {
   if (op.chunks.empty() || op.wire != ps::Op::Pull) return Status::Ok;
   const std::size_t floats = std::size_t{op.rows} * op.table->dim;
-  op.block = 4 * floats <= link_->max_message_bytes() ? link_->alloc(4 * floats) : link_->alloc_span(4 * floats);
+  op.block = 4 * floats <= op.link->max_message_bytes() ? op.link->alloc(4 * floats) : op.link->alloc_span(4 * floats);
   if (op.block) return Status::Ok;
   op.staged = true;
   op.heap.reset(new (std::nothrow) float[floats]);
@@ -138,7 +138,7 @@ Result<Ticket> Worker::submit(Op& op, Ticket ticket) noexcept {
 // when the arena has no room for it now.
 bool Worker::place_acks(Op& op) noexcept {
   const auto acks = static_cast<std::uint32_t>(std::min<std::size_t>(op.chunks.size(), kMaxAcks));
-  op.block = link_->alloc(kAckBytes * acks);
+  op.block = op.link->alloc(kAckBytes * acks);
   if (!op.block) return false;
   op.free_acks.resize(acks);
   for (std::uint32_t i = 0; i < acks; ++i) op.free_acks[i] = static_cast<std::uint16_t>(acks - 1 - i);
@@ -164,7 +164,7 @@ Buffer Worker::encode(Op& op, std::uint32_t c) noexcept {
   const Chunk& ch = op.chunks[c];
   const TableSpec& t = *op.table;
   const std::size_t dim = t.dim;
-  Buffer request = link_->alloc(request_length(op, ch));
+  Buffer request = op.link->alloc(request_length(op, ch));
   if (!request) return request;
   if (op.wire == ps::Op::Save) {
     write_header(request.data, op, ch.count, ch.first, next_request_id_++);
@@ -203,9 +203,9 @@ bool Worker::send_chunk(Op& op, Ticket ticket, std::uint32_t c) noexcept {
   std::uint16_t ack = 0;
   const std::size_t bytes = response_bytes(op.wire, ch.count, dim);
   if (pull && op.staged) {
-    ch.staged = link_->alloc(bytes);
+    ch.staged = op.link->alloc(bytes);
     if (!ch.staged) {
-      link_->free(request);
+      op.link->free(request);
       return no_memory();
     }
     response = Buffer{ch.staged.data, static_cast<std::uint32_t>(bytes), ch.staged.offset};
@@ -217,12 +217,12 @@ bool Worker::send_chunk(Op& op, Ticket ticket, std::uint32_t c) noexcept {
     response = Buffer{op.block.data + kAckBytes * ack, kAckBytes, op.block.offset + kAckBytes * ack};
   }
   const auto len = static_cast<std::uint32_t>(request_length(op, ch));
-  const Status st = link_->call(ch.shard, request, len, response, make_tag(ticket, c));
+  const Status st = op.link->call(ch.shard, request, len, response, make_tag(ticket, c));
   if (st != Status::Ok) {
-    if (ch.staged) link_->free(ch.staged);
+    if (ch.staged) op.link->free(ch.staged);
     ch.staged = Buffer{};
     if (st == Status::Busy && prepared) return false;  // our ring is full: the same request goes later
-    link_->free(request);
+    op.link->free(request);
     ch.request = Buffer{};
     if (st != Status::Busy) fail(op, st, PsStatus::Ok, ch.shard);  // Busy: our ring is full, try later
     return false;
@@ -291,7 +291,7 @@ void Worker::finish_chunk(Op& op, std::uint32_t c, const LinkDone& d) noexcept {
   Chunk& ch = op.chunks[c];
   --op.outstanding;
   --calls_;
-  link_->free(ch.request);
+  op.link->free(ch.request);
   ch.request = Buffer{};
   ch.state = Chunk::State::Answered;
   const bool pull = op.wire == ps::Op::Pull;
@@ -318,7 +318,7 @@ void Worker::finish_chunk(Op& op, std::uint32_t c, const LinkDone& d) noexcept {
       if (++op.answered == op.chunks.size()) op.state = Op::State::Done;
     }
   }
-  if (ch.staged) link_->free(ch.staged);
+  if (ch.staged) op.link->free(ch.staged);
   ch.staged = Buffer{};
   if (!pull) op.free_acks.push_back(ch.ack);
 }

@@ -23,6 +23,7 @@
 #include "ferry/ps/worker.h"
 #include "tests/integration/harness.h"
 #include "tests/ps/made.h"
+#include "tests/ps/served.h"
 
 using namespace ferry;
 using namespace ferry::ps;
@@ -40,67 +41,6 @@ TableSpec table(TableId id, std::vector<std::uint32_t> push) {
   t.access.push = std::move(push);
   return t;
 }
-
-struct Served {
-  std::unique_ptr<Shard> shard;
-  std::unique_ptr<ShardServer> server;
-  std::thread thread;
-  std::atomic<Status> result{Status::Busy};
-  int stop[2] = {-1, -1};
-
-  Served(const ShardSpec& spec, const std::string& socket) : shard(made_shard(spec)) {
-    ShardServerOptions o;
-    o.socket = socket;
-    const Error started = ShardServer::start(*shard, o, &server);
-    INFO(started.message());
-    REQUIRE(started.ok());
-    REQUIRE(::pipe2(stop, O_CLOEXEC) == 0);
-    thread = std::thread([this] { result.store(server->run(stop[0])); });
-  }
-  ~Served() {
-    if (stop[1] >= 0) ::close(stop[1]);
-    if (thread.joinable()) thread.join();
-    if (stop[0] >= 0) ::close(stop[0]);
-  }
-};
-
-// A ShardService on a thread of its own until the destructor stops it.
-struct Service {
-  std::unique_ptr<Shard> shard;
-  std::unique_ptr<ShardService> service;
-  std::thread thread;
-  std::atomic<Status> result{Status::Busy};
-  std::atomic<int> told{0};  // on_reattached calls
-  int stop[2] = {-1, -1};
-
-  Service(const ShardSpec& spec, const std::string& socket, std::chrono::milliseconds reattach)
-      : shard(made_shard(spec)) {
-    ShardServiceOptions o;
-    o.server.socket = socket;
-    o.reattach = reattach;
-    o.on_reattached = [this] { told.fetch_add(1); };
-    const Error started = ShardService::start(*shard, std::move(o), &service);
-    INFO(started.message());
-    REQUIRE(started.ok());
-    REQUIRE(::pipe2(stop, O_CLOEXEC) == 0);
-    thread = std::thread([this] { result.store(service->run(stop[0])); });
-  }
-  void end() {
-    if (stop[1] >= 0) ::close(stop[1]);
-    stop[1] = -1;
-    if (thread.joinable()) thread.join();
-  }
-  ~Service() {
-    end();
-    if (stop[0] >= 0) ::close(stop[0]);
-  }
-  // Waits up to `within` for run() to return; its result (Busy: still running).
-  Status ended_within(std::chrono::milliseconds within) {
-    const auto t0 = Clock::now();
-    while (result.load() == Status::Busy && Clock::now() - t0 < within) std::this_thread::sleep_for(5ms);
-    return result.load();
-  }
-};
 
 // A worker on `socket`'s ferryd for the shard's tables.
 std::unique_ptr<Worker> worker_on(const std::string& socket, const ShardSpec& spec) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,11 @@ struct FerryLinkOptions {
 // Attaches and opens every shard into *out. On failure the Error's
 // status is the step's (attach, open) and its message says what failed.
 [[nodiscard]] FERRY_API Error connect_ferry(const FerryLinkOptions& options, std::unique_ptr<ShardLink>* out);
+
+// WorkerOptions::relink for a worker whose link connect_ferry(options)
+// made: the same link again, each shard's open waiting at most 500 ms (a
+// shard not back yet is tried again at a later operation).
+FERRY_API std::function<Error(std::unique_ptr<ShardLink>*)> ferry_relink(FerryLinkOptions options);
 
 // PREFIX<i>, and the target a worker opens for it ("SERVICE" or "HOST:PORT/SERVICE").
 FERRY_API std::string shard_service(std::string_view prefix, std::uint32_t shard);

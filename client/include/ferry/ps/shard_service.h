@@ -29,7 +29,7 @@ struct ShardServiceOptions {
   // Called on run()'s thread each time the shard serves again on a new
   // ferryd (reattached() already counts it). It must not throw: run() is
   // noexcept, so an exception leaving it ends the process.
-  std::function<void()> on_reattached;
+  std::function<void()> on_reattached{};
 };
 
 class FERRY_API ShardService {

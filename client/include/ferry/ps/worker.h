@@ -26,11 +26,23 @@
 // until release(); a failed operation's buffers are freed once every
 // shard's call has come back, never earlier (ferryd may still write them).
 //
+// After this host's ferryd went away (an upgrade's restart, a crash), the
+// operations in flight end DaemonGone. A worker given a way to make its
+// link again (WorkerOptions::relink, e.g. ferry_relink()) attaches again
+// at the start of its next operation, once ferryd and the shards are
+// back, and goes on (reattached() counts it); until then each operation is
+// refused at once with what the last try said (DaemonGone, ServiceNotFound),
+// tried at most every 100 ms doubling to 2 s. Rows pulled before stay
+// readable, and push_rows() of them works on the new link: the old link
+// and its memory stay until the last operation that began on it is
+// released. event_fd() and link() are the new link's from then on.
+//
 // Not thread safe: one thread at a time (the Python binding locks).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -58,6 +70,12 @@ struct WorkerOptions {
   // Calls in flight at once over all operations (their requests and staged
   // responses also need room in the arena: an operation waits for either).
   std::uint32_t max_calls = 256;
+  // Makes a new link to the same shards after ferryd went away (see the
+  // top of this file); empty: the worker stays with its link, and every
+  // operation fails DaemonGone from then on. It runs on the thread that
+  // starts an operation, so an open of a shard not back yet should not
+  // wait long (ferry_relink: at most 500 ms). It must not throw.
+  std::function<Error(std::unique_ptr<ShardLink>*)> relink{};
 };
 
 // The most keys one request may carry so that a push of the widest of
@@ -162,6 +180,8 @@ class FERRY_API Worker {
   std::uint32_t calls_in_flight() const noexcept { return calls_; }
   int event_fd() const noexcept { return link_->event_fd(); }
   ShardLink& link() noexcept { return *link_; }
+  // How many times it attached again after ferryd went away (WorkerOptions::relink).
+  std::uint64_t reattached() const noexcept { return reattached_; }
   // Operations holding memory (in flight or unreleased), for tests.
   std::uint32_t live_ops() const noexcept { return live_; }
 
@@ -195,6 +215,9 @@ class FERRY_API Worker {
   FERRY_LOCAL void on_done(const LinkDone& d) noexcept;
   FERRY_LOCAL void expire() noexcept;
   FERRY_LOCAL void recycle(Op& op) noexcept;
+  FERRY_LOCAL Status relink() noexcept;
+  FERRY_LOCAL std::size_t collect(ShardLink& link, std::chrono::milliseconds timeout) noexcept;
+  FERRY_LOCAL void drop_retired() noexcept;
 
   std::unique_ptr<ShardLink> link_;
   WorkerOptions options_;
@@ -208,6 +231,7 @@ class FERRY_API Worker {
   std::vector<Ticket> sending_;  // operations with requests not sent yet, oldest first
   OpError last_refusal_;
   std::uint32_t next_request_id_ = 1;
+  std::uint64_t reattached_ = 0;
   struct FERRY_LOCAL Scratch;
   std::unique_ptr<Scratch> scratch_;
 };
