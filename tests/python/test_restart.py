@@ -122,7 +122,7 @@ def test_a_worker_and_a_shard_carry_on_after_their_ferryd_restarts(daemon):
     p = shard_process(daemon, tables)
     try:
         assert p.stdout.readline().startswith("ready ")
-        with ps.Worker(tables, 1, daemon.socket, timeout=5) as w:
+        with ps.Worker(tables, 1, daemon.socket, timeout=10) as w:
             before = w.pull("emb", [1, 2, 3])
             first = before.gather().clone()
             w.push("emb", [4], np.ones((1, 4), np.float32))
