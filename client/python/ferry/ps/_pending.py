@@ -64,7 +64,8 @@ class Pending:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise _Timeout("%s still in flight after the wait's timeout: its ferryd went away, and it "
                                    "waits to be issued again once ferryd is back" % self._again.what)
-                time.sleep(_AGAIN_PAUSE if deadline is None else max(0.0, min(_AGAIN_PAUSE, deadline - time.monotonic())))
+                left = seconds_left(deadline)
+                time.sleep(_AGAIN_PAUSE if left is None else min(_AGAIN_PAUSE, left))
         self._settle()
         return self._result
 

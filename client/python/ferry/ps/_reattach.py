@@ -107,15 +107,18 @@ class Again:
     they are then: like any operation in flight, the caller leaves them
     alone until its wait returns."""
 
-    __slots__ = ("worker", "what", "name", "args", "until")
+    __slots__ = ("worker", "what", "name", "args", "until", "gave_up")
 
     def __init__(self, worker: Reattach, what: str, name: str, *args: Any) -> None:
         self.worker, self.what, self.name, self.args = worker, what, name, args
         self.until: Optional[float] = None
+        self.gave_up = ""  # once the time was up: why, raised again by every later wait
 
     def next(self) -> Any:
         """The operation started again, or None while ferryd or a shard is
         not back (try later); DaemonGone once the time is up."""
+        if self.gave_up:
+            raise _DaemonGone(self.gave_up)
         now = time.monotonic()
         if self.until is None:
             self.until = now + self.worker._timeout
@@ -126,6 +129,7 @@ class Again:
                 raise
             if now < self.until:
                 return None
-            raise _DaemonGone("%s failed: DaemonGone (this host's ferryd went away with it in flight, and it could "
-                              "not be issued again within the worker's timeout, %.1f s: %s)"
-                              % (self.what, self.worker._timeout, e)) from None
+            self.gave_up = ("%s failed: DaemonGone (this host's ferryd went away with it in flight, and it could "
+                            "not be issued again within the worker's timeout, %.1f s: %s)"
+                            % (self.what, self.worker._timeout, e))
+            raise _DaemonGone(self.gave_up) from None
