@@ -1,6 +1,7 @@
 // A shard served over a real ferryd on a thread of the test: Served
 // (ShardServer::run) and Service (ShardService::run, across restarts of
-// its ferryd), each stopped by its destructor through a pipe.
+// its ferryd), each stopped by its destructor through a pipe; and a
+// worker of those shards on the same ferryd.
 #pragma once
 
 #include <fcntl.h>
@@ -12,10 +13,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ferry/ps/shard.h"
+#include "ferry/ps/shard_link.h"
 #include "ferry/ps/shard_server.h"
 #include "ferry/ps/shard_service.h"
+#include "ferry/ps/worker.h"
 #include "tests/ps/made.h"
 
 namespace ferry::ps::test {
@@ -81,5 +85,21 @@ struct Service {
     return result.load();
   }
 };
+
+// A worker for `tables` on the ferryd at `socket` (the shards on it), with
+// `wo`'s other options; `relink`: it attaches again when that ferryd restarts.
+inline std::unique_ptr<Worker> ferry_worker(const std::string& socket, const std::vector<TableSpec>& tables,
+                                            bool relink = false, WorkerOptions wo = {}) {
+  FerryLinkOptions f;
+  f.socket = socket;
+  f.call_timeout = wo.timeout;
+  std::unique_ptr<ShardLink> link;
+  const Error connected = connect_ferry(f, &link);
+  INFO(connected.message());
+  REQUIRE(connected.ok());
+  wo.tables = tables;
+  if (relink) wo.relink = ferry_relink(f);
+  return made_worker(std::move(link), wo);
+}
 
 }  // namespace ferry::ps::test

@@ -42,19 +42,6 @@ TableSpec table(TableId id, std::vector<std::uint32_t> push) {
   return t;
 }
 
-// A worker on `socket`'s ferryd for the shard's tables.
-std::unique_ptr<Worker> worker_on(const std::string& socket, const ShardSpec& spec) {
-  FerryLinkOptions f;
-  f.socket = socket;
-  std::unique_ptr<ShardLink> link;
-  const Error connected = connect_ferry(f, &link);
-  INFO(connected.message());
-  REQUIRE(connected.ok());
-  WorkerOptions wo;
-  wo.tables = spec.tables;
-  return made_worker(std::move(link), wo);
-}
-
 std::vector<float> pulled(Worker& w, const std::vector<Key>& keys) {
   const auto p = w.pull(0, keys);
   REQUIRE(p);
@@ -79,7 +66,7 @@ TEST_CASE("shard service: the same rows served again on a restarted ferryd") {
   const std::vector<Key> keys{1, 2, 3};
   std::vector<float> before;
   {
-    const auto w = worker_on(d.socket(), spec);
+    const auto w = ferry_worker(d.socket(), spec.tables);
     auto tk = w->push(0, std::vector<Key>{1, 2}, std::vector<float>(4, 0.5f));
     REQUIRE(tk.status == Status::Ok);
     REQUIRE(w->wait(tk.value, 5s) == Status::Ok);
@@ -93,7 +80,7 @@ TEST_CASE("shard service: the same rows served again on a restarted ferryd") {
   CHECK(s.told.load() == 1);
   CHECK(s.result.load() == Status::Busy);  // still serving
   {
-    const auto w = worker_on(d.socket(), spec);
+    const auto w = ferry_worker(d.socket(), spec.tables);
     CHECK(pulled(*w, keys) == before);  // the pushed rows and an untouched one, as before the restart
   }
   CHECK(s.shard->counters().pulls == 2);  // counted over both attachments
@@ -143,7 +130,7 @@ TEST_CASE("shard server: access lists judge the caller by the uid ferryd saw at 
   const std::uint32_t me = static_cast<std::uint32_t>(::getuid());
   ShardSpec spec{0, 1, {table(0, {me}), table(1, {me + 1, kRemoteCaller}), table(2, {})}, 64};
   Served s(spec, d.socket());
-  const auto w_made = worker_on(d.socket(), spec);
+  const auto w_made = ferry_worker(d.socket(), spec.tables);
   Worker& w = *w_made;
   const std::vector<Key> keys{1, 2};
   const std::vector<float> g(4, 1.0f);

@@ -36,18 +36,9 @@ const ShardSpec kSpec{0, 1, {table()}, 64};
 
 // A worker on `socket`'s ferryd that attaches again when it goes away (or not).
 std::unique_ptr<Worker> worker_on(const std::string& socket, bool relink) {
-  FerryLinkOptions f;
-  f.socket = socket;
-  f.call_timeout = 5s;
-  std::unique_ptr<ShardLink> link;
-  const Error connected = connect_ferry(f, &link);
-  INFO(connected.message());
-  REQUIRE(connected.ok());
   WorkerOptions wo;
-  wo.tables = kSpec.tables;
   wo.timeout = 5s;
-  if (relink) wo.relink = ferry_relink(f);
-  return made_worker(std::move(link), wo);
+  return ferry_worker(socket, kSpec.tables, relink, wo);
 }
 
 // Row i of a completed pull, as it reads now.
