@@ -6,7 +6,7 @@ ferryd went away in flight is issued again here, once ferryd is back
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Generator, Optional
+from typing import Any, Callable, Generator, Optional, Tuple
 
 from ferry._errors import Error, by_status
 from ferry.ps._reattach import Again
@@ -32,14 +32,16 @@ class Pending:
     whose ferryd went away in flight is issued again once ferryd is back
     (ferry/ps/_reattach.py); the wait goes on meanwhile."""
 
-    __slots__ = ("op", "_finish", "_result", "_done", "_again")
+    __slots__ = ("op", "_finish", "_result", "_done", "_read", "_again")
 
-    def __init__(self, op: Any, finish: Optional[Callable[[Any], Any]] = None, again: Optional[Again] = None) -> None:
+    def __init__(self, op: Any, finish: Optional[Callable[[Any], Any]] = None,
+                 read: Optional[Tuple[Any, ...]] = None) -> None:
         self.op = op
         self._finish = finish
         self._done = False
         self._result: Any = None
-        self._again = again
+        self._read = read  # a read: (worker, name, *args), to start it again (Again)
+        self._again: Optional[Again] = None
 
     def __repr__(self) -> str:
         return "<ferry.ps.Pending: %s>" % ("done" if self._done else (self.op.status or "in flight"))
@@ -58,12 +60,12 @@ class Pending:
                 self.op.wait(seconds_left(deadline))
                 break
             except Error as e:
-                if self._again is None or e.status != "DaemonGone":
+                if self._read is None or e.status != "DaemonGone":
                     raise
             while not self._issue_again():
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise _Timeout("%s still in flight after the wait's timeout: its ferryd went away, and it "
-                                   "waits to be issued again once ferryd is back" % self._again.what)
+                    raise _Timeout("pull still in flight after the wait's timeout: its ferryd went away, and it "
+                                   "waits to be issued again once ferryd is back")
                 left = seconds_left(deadline)
                 time.sleep(_AGAIN_PAUSE if left is None else min(_AGAIN_PAUSE, left))
         self._settle()
@@ -71,7 +73,9 @@ class Pending:
 
     def _issue_again(self) -> bool:
         """Whether the read was issued again (a new ``op``); False while ferryd is not back."""
-        assert self._again is not None
+        assert self._read is not None
+        if self._again is None:
+            self._again = Again(*self._read)
         op = self._again.next()
         if op is None:
             return False
@@ -79,7 +83,7 @@ class Pending:
         return True
 
     def _failed_daemon_gone(self) -> bool:
-        return self._again is not None and self.op.status == "DaemonGone"
+        return self._read is not None and self.op.status == "DaemonGone"
 
     def _settle(self) -> None:
         self._result = self._finish(self.op) if self._finish else None

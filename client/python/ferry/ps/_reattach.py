@@ -105,12 +105,13 @@ class Again:
     attachment once ferryd and the shards are back, for up to the worker's
     timeout from the first failure. The args (the keys) are sent again as
     they are then: like any operation in flight, the caller leaves them
-    alone until its wait returns."""
+    alone until its wait returns. Made only after such a failure: a pull
+    keeps just the tuple ``(worker, name, *args)`` for it."""
 
-    __slots__ = ("worker", "what", "name", "args", "until", "gave_up")
+    __slots__ = ("worker", "name", "args", "until", "gave_up")
 
-    def __init__(self, worker: Reattach, what: str, name: str, *args: Any) -> None:
-        self.worker, self.what, self.name, self.args = worker, what, name, args
+    def __init__(self, worker: Reattach, name: str, *args: Any) -> None:
+        self.worker, self.name, self.args = worker, name, args
         self.until: Optional[float] = None
         self.gave_up = ""  # once the time was up: why, raised again by every later wait
 
@@ -129,7 +130,6 @@ class Again:
                 raise
             if now < self.until:
                 return None
-            self.gave_up = ("%s failed: DaemonGone (this host's ferryd went away with it in flight, and it could "
-                            "not be issued again within the worker's timeout, %.1f s: %s)"
-                            % (self.what, self.worker._timeout, e))
+            self.gave_up = ("pull failed: DaemonGone (this host's ferryd went away with it in flight, and it could "
+                            "not be issued again within the worker's timeout, %.1f s: %s)" % (self.worker._timeout, e))
             raise _DaemonGone(self.gave_up) from None

@@ -26,7 +26,7 @@ from ferry import _ferry
 from ferry._errors import Error, by_status
 from ferry.ps import tables as _tables
 from ferry.ps._pending import Pending, seconds_left
-from ferry.ps._reattach import Again, Reattach, refused_as_gone
+from ferry.ps._reattach import Reattach, refused_as_gone
 from ferry.ps._unwaited import Unwaited
 
 _ps = _ferry.ps
@@ -230,7 +230,7 @@ class Worker(Reattach, Unwaited):
         tid, s = self._id(table, False)
         k = _keys(keys)
         return Pending(self._start("pull", tid, k), lambda o: self._rows(o, table, s.dim),
-                       Again(self, "pull", "pull", tid, k))
+                       (self, "pull", tid, k))
 
     def _rows(self, op: Any, table: str, dim: int) -> Rows:
         r = Rows(op, table, dim)
@@ -316,7 +316,7 @@ class Worker(Reattach, Unwaited):
         tid, s = self._id(table, False)
         k = _keys(keys)
         return Pending(self._start("pull_state", tid, k), lambda o: Rows(o, table, s.dim),
-                       Again(self, "pull", "pull_state", tid, k))
+                       (self, "pull_state", tid, k))
 
     def assign_state(self, table: str, keys: ArrayLike, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of rows [n, dim] (their values stay; an
@@ -335,7 +335,7 @@ class Worker(Reattach, Unwaited):
         """Start pulling a whole dense table; ``wait()`` gives DenseValues."""
         tid, s = self._id(table, True)
         return Pending(self._start("pull_dense", tid), lambda o: DenseValues(o, s.rows),
-                       Again(self, "pull", "pull_dense", tid))
+                       (self, "pull_dense", tid))
 
     def pull_dense(self, table: str, timeout: Optional[float] = None) -> Any:
         """The whole dense table, [size] float32, zero copy."""
@@ -362,7 +362,7 @@ class Worker(Reattach, Unwaited):
         [size] float32, as ``pull_dense`` gives values. BadRequest for SGD."""
         tid, s = self._id(table, True)
         return Pending(self._start("pull_dense_state", tid), lambda o: DenseValues(o, s.rows),
-                       Again(self, "pull", "pull_dense_state", tid)).wait(timeout).values
+                       (self, "pull_dense_state", tid)).wait(timeout).values
 
     def assign_dense_state(self, table: str, values: ArrayLike, wait: bool = True) -> Optional[Pending]:
         """Set the optimizer state of a whole dense table ([size] floats, never
