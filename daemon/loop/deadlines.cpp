@@ -13,7 +13,10 @@ Deadlines::Deadlines(std::uint32_t delivery_timeout_ms, std::uint32_t peer_timeo
 
 std::uint64_t Deadlines::after(std::uint32_t timeout_ms) noexcept {
   if (timeout_ms == 0) return 0;  // no clock read for calls without one (and for every Send)
-  const std::uint64_t at = now() + std::uint64_t{timeout_ms} * 1'000'000;
+  // A fresh reading, not the turn's: the turn's may be older than the
+  // request (read before the ring was drained, or reused over idle turns
+  // by SpinClock), and the timeout would then end before it had passed.
+  const std::uint64_t at = fresh() + std::uint64_t{timeout_ms} * 1'000'000;
   note(at);
   return at;
 }

@@ -2,7 +2,10 @@
 // of each turn (start_turn): the turn's deadlines and timestamps take it
 // instead of reading the clock again (a syscall where the clocksource has
 // no vDSO path, as in the test VM: six reads a turn were ~15 us there). It
-// is stale by at most one turn; before the first turn it reads the clock.
+// is stale by at most one turn (by up to engine-clock-stride idle turns
+// where SpinClock reuses a reading); before the first turn it reads the
+// clock. Expiry compares with it, so a deadline is found late, never early;
+// a call's timeout (after()) reads the clock afresh, so it never starts early.
 //
 // Deadlines are not timers: a component notes the earliest time it must
 // look again (note()), and the engine sweeps the components that keep
@@ -42,8 +45,14 @@ class Deadlines {
 
   void start_turn(std::uint64_t now_ns) noexcept { turn_ns_ = now_ns; }
   std::uint64_t now() const noexcept { return turn_ns_ != 0 ? turn_ns_ : mono_ns(); }
+  // The clock read afresh (after()): the monotonic clock, or *simulated
+  // where a test drives the engine's time itself (use_clock).
+  std::uint64_t fresh() const noexcept { return simulated_ != nullptr ? *simulated_ : mono_ns(); }
+  void use_clock(const std::uint64_t* simulated) noexcept { simulated_ = simulated; }
 
-  // now + timeout (0: none, and no clock read), noted as a deadline.
+  // A promise of "not before": the clock read now (not the turn's, which
+  // may predate the request) + timeout (0: none, and no clock read), noted
+  // as a deadline. One clock read per call that has a timeout.
   std::uint64_t after(std::uint32_t timeout_ms) noexcept;
   // How long a delivery may wait for room at its receiver: the delivery
   // timeout, or a Call's own deadline if that is earlier (parked, staged).
@@ -70,6 +79,7 @@ class Deadlines {
   std::uint64_t turn_ns_ = 0;
   std::uint64_t next_ns_ = kNone;
   std::uint64_t last_sweep_ns_ = 0;
+  const std::uint64_t* simulated_ = nullptr;
 };
 
 }  // namespace ferry::daemon

@@ -113,6 +113,8 @@ struct Rig {
   std::uint32_t next_id = 1;
   std::uint64_t now = 1000 * kMs;
 
+  Rig(const Rig&) = delete;  // the datapath keeps &now
+  Rig& operator=(const Rig&) = delete;
   explicit Rig(std::uint64_t epoch, Config c = {}) : config(std::move(c)) {
     auto t = std::make_unique<RecordingTransport>();
     t->auto_complete_sends(true);
@@ -121,6 +123,7 @@ struct Rig {
     transports.name = "tcp";
     transports.lane_max_message = 1u << 20;
     dp = std::make_unique<Datapath>(config, counters, 0x5eed, epoch, group, 0, transports);
+    dp->deadlines.use_clock(&now);  // timeouts count on the test's clock
   }
 
   // `inline_ok` false: the client never counts inline deliveries released
