@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,9 +43,15 @@ Daemon::Daemon(const std::vector<std::string>& extra_args) : args_(extra_args) {
 
 void Daemon::launch() {
   const std::string ferryd = required_env("FERRYD");
+  // Never outlive a test binary that crashes or is killed (meson's timeout):
+  // the parent-death signal follows the forking thread, so only where that
+  // is the main thread, which outlives every Daemon made on it.
+  const pid_t parent = ::getpid();
+  const bool main_thread = ::gettid() == parent;
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    if (main_thread && (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)) ::_exit(126);
     std::vector<const char*> argv{ferryd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "warn"};
     for (const std::string& a : args_) argv.push_back(a.c_str());
     argv.push_back(nullptr);
