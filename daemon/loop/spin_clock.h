@@ -7,8 +7,11 @@
 // a stride of 16, 25 clock reads per call were left (docs/benchmarks/soft-roce-counts.md). While
 // the engine is in the yielding part of a spin, nothing it waits for is due
 // on a timer shorter than a few turns, so it reads the clock once per
-// `stride` idle turns and reuses the last reading in between; a turn with
-// work, and every turn before the engine starts yielding, reads it afresh.
+// `stride` idle turns and reuses the last reading in between; the turn
+// after one with work, and every turn before the engine starts yielding,
+// reads it afresh. So the first turn to find work after idle ones may run
+// on a reading up to `stride` turns old: deadlines found late, and a
+// call's timeout reads its own (loop/deadlines.h).
 #pragma once
 
 #include <cstdint>
