@@ -77,7 +77,18 @@ TEST_CASE("FERRY_FAULT_TCP parsing is strict") {
   auto q = rdma::parse_rdma_fault("qp-error-after=42");
   REQUIRE(q);
   CHECK(q.value.after == 42);
-  for (const char* bad : {"", "qp-error-after=", "qp-error-after=0", "qp-error=3", "qp-error-after=3 "})
+  CHECK(q.value.accept_after == 0);
+  auto a = rdma::parse_rdma_fault("accept-qp-fail-after=2");
+  REQUIRE(a);
+  CHECK(a.value.after == 0);
+  CHECK(a.value.accept_after == 2);
+  if constexpr (kFaultInjection) {
+    CHECK_FALSE(a.value.refuse_qp());  // the 1st request's QP is made
+    CHECK(a.value.refuse_qp());        // the 2nd's is not
+    CHECK_FALSE(a.value.refuse_qp());  // once
+  }
+  for (const char* bad : {"", "qp-error-after=", "qp-error-after=0", "qp-error=3", "qp-error-after=3 ",
+                          "accept-qp-fail-after=0", "accept-qp-fail-after=", "accept-qp-fail=1"})
     CHECK(rdma::parse_rdma_fault(bad).status == Status::BadRequest);
 #endif
 }

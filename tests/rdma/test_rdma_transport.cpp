@@ -1,16 +1,21 @@
 // RdmaTransport over real verbs (Soft-RoCE in the VM): rxe0/198.18.0.1 and
 // rxe1/198.18.0.2 in one process. Eager sends both ways with checksums and
 // a credit window (no RNR may ever happen), WriteImm, Read, close, connect
-// failure, a full listener's reasoned reject, and the QP attributes ferry
-// promises (rnr_retry 0).
+// failure, a full listener's reasoned reject, one that could not make a QP,
+// and the QP attributes ferry promises (rnr_retry 0).
 #include <sys/epoll.h>
 #include <sys/mman.h>
 
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <optional>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "tests/rdma/rdma_test_util.h"
+#include "transport/rdma/rdma_fault.h"
 #include "transport/wire/header.h"
 
 namespace ferry::transport::rdma::test {
@@ -475,6 +480,54 @@ TEST_CASE("rdma: a listener with no free slot rejects saying so: the dial ends B
 
   // A port nobody listens on is still PeerUnreachable: the reason is not a default.
   CHECK(p.b->connect(addr0, 1).status == Status::PeerUnreachable);
+}
+
+TEST_CASE("rdma: a listener that cannot make a QP rejects saying so; the dialler logs why", "[rdma]") {
+  const std::string addr0 = env_or("ADDR0", "198.18.0.1");
+  // The test-only switch (transport/rdma/rdma_fault.h): the first request's
+  // QP is not made. A tree without fault injection ignores it.
+  ::setenv(kRdmaFaultEnv, "accept-qp-fail-after=1", 1);
+  auto made = RdmaTransport::create(vm_config(env_or("RXE0", "rxe0"), addr0));
+  ::unsetenv(kRdmaFaultEnv);
+  REQUIRE(made.status == Status::Ok);
+  std::unique_ptr<RdmaTransport> a = std::move(made.value);
+  std::unique_ptr<RdmaTransport> b = make(env_or("RXE1", "rxe1"), env_or("ADDR1", "198.18.0.2"));
+  const auto port = a->listen(addr0, 0);
+  REQUIRE(port.status == Status::Ok);
+  auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  spdlog::default_logger()->sinks().push_back(log);
+  const auto dial = [&] {
+    auto d = b->connect_async(addr0, port.value);
+    REQUIRE(d.status == Status::Ok);
+    std::vector<Completion> got_a, got_b;
+    std::optional<Completion> end;
+    REQUIRE(pump_until(
+        {{a.get(), &got_a}, {b.get(), &got_b}},
+        [&] {
+          for (const Completion& c : got_b) {
+            if (c.conn == d.value && (c.kind == CompletionKind::Closed || c.kind == CompletionKind::Connected)) end = c;
+          }
+          got_b.clear();
+          return end.has_value();
+        },
+        std::chrono::seconds(30)));
+    return *end;
+  };
+  const Completion first = dial();
+  const Completion second = dial();
+  spdlog::default_logger()->sinks().pop_back();
+  bool said_why = false;
+  for (const std::string& line : log->last_formatted())
+    said_why |= line.find("could not make a QP") != std::string::npos;
+  if constexpr (kFaultInjection) {
+    CHECK(first.kind == CompletionKind::Closed);
+    CHECK(first.status == Status::PeerUnreachable);  // not reached, and not Busy: no slot will cure it
+    CHECK(said_why);
+  } else {
+    CHECK(first.kind == CompletionKind::Connected);
+    CHECK_FALSE(said_why);
+  }
+  CHECK(second.kind == CompletionKind::Connected);  // the switch fires once; the listener goes on
 }
 
 }  // namespace ferry::transport::rdma::test

@@ -28,11 +28,13 @@ std::uint64_t mono_ns() noexcept {
 
 }  // namespace
 
-RdmaConnector::RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events)
+RdmaConnector::RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events,
+                             RdmaFault& fault)
     : config_(config),
       conns_(conns),
       qps_(qps),
       events_(events),
+      fault_(fault),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {}
 
 RdmaConnector::~RdmaConnector() {
@@ -86,8 +88,9 @@ void RdmaConnector::handle_events() noexcept {
     const rdma_cm_event_type type = ev->event;
     rdma_cm_id* id = ev->id;
     const int status = ev->status;
-    const bool no_room =
-        type == RDMA_CM_EVENT_REJECTED && says_no_room(ev->param.conn.private_data, ev->param.conn.private_data_len);
+    const CmReject rejected = type == RDMA_CM_EVENT_REJECTED
+                                  ? cm_reject_reason(ev->param.conn.private_data, ev->param.conn.private_data_len)
+                                  : CmReject::Unknown;
     rdma_ack_cm_event(ev);
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
       on_connect_request(id);
@@ -97,7 +100,7 @@ void RdmaConnector::handle_events() noexcept {
     if (id == listen_id_ || slot >= conns_.size() || conns_[slot].id != id) continue;
     RdmaConnection& c = conns_[slot];
     if (c.state == ConnState::Connecting) {
-      on_connect_event(slot, type, status, no_room);
+      on_connect_event(slot, type, status, rejected);
       continue;
     }
     switch (type) {
@@ -164,12 +167,18 @@ void RdmaConnector::expire_silent() noexcept {
   arm_timer();
 }
 
+// Rejects a connection request saying why (cm_reject.h) and destroys its id.
+void RdmaConnector::reject(rdma_cm_id* id, CmReject why) noexcept {
+  const auto data = cm_reject_data(why);
+  rdma_reject(id, data.data(), static_cast<std::uint8_t>(data.size()));
+  rdma_destroy_id(id);
+}
+
 void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
   if (id->verbs != ctx_) {
     if (std::uint64_t skipped = 0; other_device_log_.allow(skipped))
       spdlog::warn("rdma: connect request on another device; rejected ({} more since the last such line)", skipped);
-    rdma_reject(id, nullptr, 0);
-    rdma_destroy_id(id);
+    reject(id, CmReject::OtherDevice);
     return;
   }
   sockaddr_storage from{};
@@ -180,15 +189,15 @@ void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
   if (slot < 0) {
     // Counted and logged (at most once per 10 s) by the guard; the reason
     // lets the dialler wait for room instead of taking us for unreachable.
-    rdma_reject(id, kNoRoomReject.data(), kNoRoomReject.size());
-    rdma_destroy_id(id);
+    reject(id, CmReject::NoRoom);
     return;
   }
   const auto s = static_cast<std::uint32_t>(slot);
   rdma_conn_param p;
-  if (qps_.setup(s, id, true) != Status::Ok) {
-    rdma_reject(id, nullptr, 0);
-    rdma_destroy_id(id);
+  const bool refused = fault_.refuse_qp();  // test-only (rdma_fault.h)
+  if (refused) spdlog::warn("rdma: FAULT INJECTED: no QP made for connection request #{}", fault_.accepts_seen);
+  if (refused || qps_.setup(s, id, true) != Status::Ok) {
+    reject(id, CmReject::NoQp);
     return;
   }
   qps_.conn_param(p, conns_[s].qp->qp_num);

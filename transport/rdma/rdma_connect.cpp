@@ -30,15 +30,16 @@ int ms_left(Clock::time_point deadline) {
 }
 
 // Waits for the next event on `ch` until the deadline; true when it is
-// `want`. Sets *no_room when the event was a reject for want of a slot.
-bool wait_event(rdma_event_channel* ch, rdma_cm_event_type want, Clock::time_point deadline, bool* no_room = nullptr) {
+// `want`. Sets *rejected to a REJECTED event's reason (cm_reject.h).
+bool wait_event(rdma_event_channel* ch, rdma_cm_event_type want, Clock::time_point deadline,
+                CmReject* rejected = nullptr) {
   for (;;) {
     rdma_cm_event* ev = nullptr;
     if (rdma_get_cm_event(ch, &ev) == 0) {
       const rdma_cm_event_type got = ev->event;
       const int status = ev->status;
-      if (no_room != nullptr && got == RDMA_CM_EVENT_REJECTED)
-        *no_room = says_no_room(ev->param.conn.private_data, ev->param.conn.private_data_len);
+      if (rejected != nullptr && got == RDMA_CM_EVENT_REJECTED)
+        *rejected = cm_reject_reason(ev->param.conn.private_data, ev->param.conn.private_data_len);
       rdma_ack_cm_event(ev);
       if (got == want) return true;
       spdlog::info("rdma: connect: got {} (status {}) while waiting for {}", rdma_event_str(got), status,
@@ -102,25 +103,26 @@ Result<ConnId> RdmaConnector::connect(std::string_view host, std::uint16_t port)
   ok = ok && rdma_resolve_route(id, std::max(ms_left(deadline), 1)) == 0 &&
        wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
   ok = ok && qps_.setup(slot, id, false) == Status::Ok;
-  bool no_room = false;
+  CmReject rejected = CmReject::Unknown;
   if (ok) {
     rdma_conn_param p;
     qps_.conn_param(p, c.qp->qp_num);
     // A QP made outside rdma_cm gets CONNECT_RESPONSE: ferry moves it to
     // RTS and confirms with rdma_establish.
-    ok = rdma_connect(id, &p) == 0 && wait_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, &no_room) &&
+    ok = rdma_connect(id, &p) == 0 && wait_event(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, &rejected) &&
          qps_.to_rts(slot) == Status::Ok && rdma_establish(id) == 0;
   }
   ok = ok && rdma_migrate_id(id, channel_) == 0;
   if (!ok) {
-    spdlog::info("rdma: connect {}:{} from {} failed{}", host, port, have_src ? config_.address : "any",
-                 no_room ? ": the peer has no free connection slot" : "");
+    spdlog::info("rdma: connect {}:{} from {} failed{}{}", host, port, have_src ? config_.address : "any",
+                 rejected != CmReject::Unknown ? ": " : "",
+                 rejected != CmReject::Unknown ? cm_reject_text(rejected) : "");
     if (c.qp != nullptr) ibv_destroy_qp(c.qp);
     c.qp = nullptr;
     c.id = nullptr;
     rdma_destroy_id(id);
     rdma_destroy_event_channel(ch);
-    return Result<ConnId>::fail(no_room ? Status::Busy : Status::PeerUnreachable);
+    return Result<ConnId>::fail(rejected == CmReject::NoRoom ? Status::Busy : Status::PeerUnreachable);
   }
   rdma_destroy_event_channel(ch);
   c.state = ConnState::Open;

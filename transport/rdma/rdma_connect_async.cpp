@@ -7,7 +7,8 @@
 // like connect() does (the first one to a new neighbour may only start ARP).
 // Any failure, or connect_timeout_ms without an answer, tears it down and
 // reports Closed with PeerUnreachable (Busy when the peer rejected it for
-// want of a slot, cm_reject.h); close() abandons it quietly.
+// want of a slot; the log says why a peer rejected it, cm_reject.h); close()
+// abandons it quietly.
 #include <algorithm>
 #include <cstring>
 
@@ -71,7 +72,8 @@ bool RdmaConnector::resolve_next(std::uint32_t slot) noexcept {
                            reinterpret_cast<sockaddr*>(&c.dst), t) == 0;
 }
 
-void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status, bool no_room) noexcept {
+void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status,
+                                     CmReject rejected) noexcept {
   RdmaConnection& c = conns_[slot];
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -116,8 +118,10 @@ void RdmaConnector::on_connect_event(std::uint32_t slot, rdma_cm_event_type type
       spdlog::debug("rdma: connection {} established", slot);
       return;
     default:
-      if (no_room) {
-        connect_failed(slot, "the peer has no free connection slot", Status::Busy);
+      if (type == RDMA_CM_EVENT_REJECTED && rejected != CmReject::Unknown) {
+        // A full peer is waited for (Busy); one that could not take it is not reached.
+        connect_failed(slot, cm_reject_text(rejected),
+                       rejected == CmReject::NoRoom ? Status::Busy : Status::PeerUnreachable);
         return;
       }
       spdlog::info("rdma: connection {}: {} (status {}) while connecting", slot, rdma_event_str(type), status);

@@ -14,9 +14,11 @@
 
 #include "ferry/result.h"
 #include "transport/log_limiter.h"
+#include "transport/rdma/cm_reject.h"
 #include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_connections.h"
 #include "transport/rdma/rdma_device_events.h"
+#include "transport/rdma/rdma_fault.h"
 #include "transport/rdma/rdma_qp.h"
 #include "transport/transport.h"
 
@@ -24,7 +26,9 @@ namespace ferry::transport::rdma {
 
 class RdmaConnector {
  public:
-  RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events);
+  // `fault`: the transport's test-only switch (rdma_fault.h), set after construction.
+  RdmaConnector(const RdmaConfig& config, ConnectionTable& conns, QpFactory& qps, DeviceEvents& events,
+                RdmaFault& fault);
   ~RdmaConnector();
   RdmaConnector(const RdmaConnector&) = delete;
   RdmaConnector& operator=(const RdmaConnector&) = delete;
@@ -64,8 +68,9 @@ class RdmaConnector {
   int admit(const AcceptGuard::Source& src) noexcept;
   void arm_timer() noexcept;
   bool resolve_next(std::uint32_t slot) noexcept;
-  // no_room: a REJECTED event that says the peer had no free slot (cm_reject.h).
-  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status, bool no_room) noexcept;
+  // rejected: a REJECTED event's reason (cm_reject.h), Unknown for any other event.
+  void on_connect_event(std::uint32_t slot, rdma_cm_event_type type, int status, CmReject rejected) noexcept;
+  void reject(rdma_cm_id* id, CmReject why) noexcept;
   void connect_failed(std::uint32_t slot, const char* why, Status closed_status) noexcept;
   const char* device_name() const noexcept;
 
@@ -73,6 +78,7 @@ class RdmaConnector {
   ConnectionTable& conns_;
   QpFactory& qps_;
   DeviceEvents& events_;
+  RdmaFault& fault_;
   ibv_context* ctx_ = nullptr;
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* listen_id_ = nullptr;

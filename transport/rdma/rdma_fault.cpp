@@ -14,10 +14,14 @@
 namespace ferry::transport::rdma {
 
 Result<RdmaFault> parse_rdma_fault(std::string_view spec) noexcept {
-  const auto after = parse_fault_count(spec, "qp-error-after=");
-  if (!after) return Result<RdmaFault>::fail(Status::BadRequest);
   RdmaFault f;
-  f.after = *after;
+  if (const auto after = parse_fault_count(spec, "qp-error-after=")) {
+    f.after = *after;
+  } else if (const auto accept = parse_fault_count(spec, "accept-qp-fail-after=")) {
+    f.accept_after = *accept;
+  } else {
+    return Result<RdmaFault>::fail(Status::BadRequest);
+  }
   return Result<RdmaFault>::ok(f);
 }
 
@@ -27,14 +31,16 @@ Result<RdmaFault> rdma_fault_from_env() {
   if (v == nullptr || *v == '\0') return Result<RdmaFault>::ok(RdmaFault{});
   auto f = parse_rdma_fault(v);
   if (!f) {
-    spdlog::error("rdma: {}='{}' is malformed: expected qp-error-after=N (N in 1..{})", kRdmaFaultEnv, v,
-                  kMaxFaultAfter);
+    spdlog::error("rdma: {}='{}' is malformed: expected qp-error-after=N or accept-qp-fail-after=N (N in 1..{})",
+                  kRdmaFaultEnv, v, kMaxFaultAfter);
     return f;
   }
-  spdlog::warn(
-      "rdma: TEST-ONLY FAULT INJECTION ARMED ({}={}): the QP of data WR #{} will be moved to "
-      "IBV_QPS_ERR",
-      kRdmaFaultEnv, v, f.value.after);
+  if (f.value.after != 0)
+    spdlog::warn("rdma: TEST-ONLY FAULT INJECTION ARMED ({}={}): the QP of data WR #{} will be moved to IBV_QPS_ERR",
+                 kRdmaFaultEnv, v, f.value.after);
+  else
+    spdlog::warn("rdma: TEST-ONLY FAULT INJECTION ARMED ({}={}): the QP for connection request #{} will not be made",
+                 kRdmaFaultEnv, v, f.value.accept_after);
   return f;
 }
 

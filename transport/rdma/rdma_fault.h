@@ -3,6 +3,7 @@
 // environment sets FERRY_FAULT_RDMA (the VM fault checks do):
 //
 //   FERRY_FAULT_RDMA=qp-error-after=N
+//   FERRY_FAULT_RDMA=accept-qp-fail-after=N
 //
 // After the Nth data WR this transport posts (counted from 1 over all its
 // connections: a SEND whose header type is Send, Call or Response, or an
@@ -14,6 +15,11 @@
 // PeerReset. Fires once. N: 1..10^12; anything else makes
 // RdmaTransport::create() fail with BadRequest and an error log. When set,
 // create() logs a warning that the switch is armed.
+//
+// accept-qp-fail-after=N: the QP for the Nth connection request this
+// transport takes (counted from 1, after admission) is not made, as if
+// ibv_create_qp had refused it; the request is rejected saying so
+// (cm_reject.h, NoQp). Fires once.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +40,17 @@ struct RdmaFault {
   std::uint64_t after = 0;  // 0: off
   std::uint64_t seen = 0;
   bool fired = false;
+  std::uint64_t accept_after = 0;  // accept-qp-fail-after; 0: off
+  std::uint64_t accepts_seen = 0;
 
   bool armed() const noexcept {
     if constexpr (!kFaultInjection) return false;
     return after != 0 && !fired;
+  }
+  // Whether the QP of the connection request being taken is refused (once).
+  bool refuse_qp() noexcept {
+    if constexpr (!kFaultInjection) return false;
+    return accept_after != 0 && ++accepts_seen == accept_after;
   }
   // Called by post_send while armed with the WRs it just posted: counts the
   // data WRs and moves the QP of the after-th to IBV_QPS_ERR.

@@ -59,7 +59,7 @@ RdmaTransport::RdmaTransport(const RdmaConfig& config)
     : config_(config),
       conns_(config_.max_connections, events_, admission(config_)),
       qps_(config_, conns_, gid_),
-      connector_(config_, conns_, qps_, events_) {}
+      connector_(config_, conns_, qps_, events_, fault_) {}
 
 Status RdmaTransport::init() {
   auto dev = pick_device(config_);
