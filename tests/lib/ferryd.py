@@ -6,11 +6,39 @@ scripts/lib/daemons.sh's ferry_start_daemon is for the shell; the ops
 tests' Daemon (tests/ops/opslib.py) stays their own, as it drives
 start-up itself (readiness notification, limits, signals).
 """
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+except (OSError, AttributeError):
+    _prctl = None
+
+
+def die_with_parent(then=None):
+    """A preexec_fn for Popen: the child is killed (SIGKILL) when this
+    process dies, so a test killed at its timeout or crashed leaves no
+    ferryd behind. The parent-death signal follows the thread that forks,
+    so it is asked for only from the main thread. `then` (another
+    preexec_fn) runs after it."""
+    parent = os.getpid()
+    main = threading.current_thread() is threading.main_thread()
+
+    def preexec():
+        if main and _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != parent:  # it died before the prctl
+                os._exit(126)
+        if then is not None:
+            then()
+    return preexec
 
 
 class FerrydFailed(RuntimeError):
@@ -57,7 +85,7 @@ class Ferryd:
 
     def _start(self, wait_listener, timeout):
         listen = self.listen
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
         port = int(listen.rsplit(":", 1)[1]) if listen and wait_listener else None
         deadline = time.monotonic() + timeout
         # A condition polled with a deadline, not a sleep.

@@ -9,6 +9,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from ferryd import die_with_parent  # noqa: E402
+
 SKIP = 77
 
 
@@ -58,7 +61,7 @@ class Daemon:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [ferryd, "--runtime-dir", self.rt, "--transport", "tcp"] + list(args),
-            stdout=self.log, stderr=subprocess.STDOUT, env=e, preexec_fn=preexec)
+            stdout=self.log, stderr=subprocess.STDOUT, env=e, preexec_fn=die_with_parent(preexec))
 
     def wait_ready(self, timeout=10.0):
         # "ready:" is logged after the signal handlers exist: a SIGTERM sent
