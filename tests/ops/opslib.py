@@ -1,6 +1,5 @@
 """Shared helpers for the ops tests: real ferryd processes, notify sockets,
 deadlines instead of sleeps. Every wait is bounded."""
-import json
 import os
 import signal
 import socket

@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from ferryd import Ferryd, FerrydFailed  # noqa: E402
+from ferryd import Ferryd, FerrydFailed, die_with_parent  # noqa: E402
 from ports import free_port  # noqa: E402  (a run of ports per ferryd: one per engine)
 
 import pytest
@@ -59,7 +59,8 @@ class Helper:
         e = dict(os.environ)
         e.update(env or {})
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "helpers.py"), role] + [str(a) for a in args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
+                                     preexec_fn=die_with_parent())
         self.lines = []
         deadline = time.monotonic() + 30
         while True:
@@ -124,4 +125,5 @@ def shard_process(daemon, tables, spec="0/1", *extra):
     """`python3 -m ferry.ps.server` serving shard SPEC of tables on daemon; it prints 'ready ...' when serving."""
     tj = json.dumps([t.to_dict() for t in tables])
     return subprocess.Popen([sys.executable, "-m", "ferry.ps.server", "--socket", daemon.socket, "--tables", tj,
-                             "--shard", spec, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--shard", spec, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=die_with_parent())
