@@ -449,7 +449,8 @@ constexpr ConfigKey kKeys[] = {
      .details = "Where the clock is a system call (a guest on the HPET or ACPI PM timer: no vDSO clock), every "
                 "clock read of a held spin is a syscall beside its yield. auto: 1 when the kernel's clocksource "
                 "is read in user space (tsc, kvm-clock, arch_sys_counter, Hyper-V's TSC page), 16 otherwise. "
-                "Deadlines are then seen up to that many turns late. Logged at start-up.",
+                "Deadlines are then seen up to that many turns late, never early: a call's timeout counts "
+                "from a clock read when its request is taken. Logged at start-up.",
      .access = number<&Config::engine_clock_stride>()},
 
     {.name = "heartbeat-ms", .section = kChannels, .kind = ValueKind::Number, .unit = Unit::Millis,
