@@ -486,11 +486,14 @@ TEST_CASE("rdma: a listener that cannot make a QP rejects saying so; the dialler
   const std::string addr0 = env_or("ADDR0", "198.18.0.1");
   // The test-only switch (transport/rdma/rdma_fault.h): the first request's
   // QP is not made. A tree without fault injection ignores it.
-  ::setenv(kRdmaFaultEnv, "accept-qp-fail-after=1", 1);
-  auto made = RdmaTransport::create(vm_config(env_or("RXE0", "rxe0"), addr0));
-  ::unsetenv(kRdmaFaultEnv);
-  REQUIRE(made.status == Status::Ok);
-  std::unique_ptr<RdmaTransport> a = std::move(made.value);
+  const auto refusing = [&] {
+    ::setenv(kRdmaFaultEnv, "accept-qp-fail-after=1", 1);
+    auto made = RdmaTransport::create(vm_config(env_or("RXE0", "rxe0"), addr0));
+    ::unsetenv(kRdmaFaultEnv);
+    REQUIRE(made.status == Status::Ok);
+    return std::move(made.value);
+  };
+  std::unique_ptr<RdmaTransport> a = refusing();
   std::unique_ptr<RdmaTransport> b = make(env_or("RXE1", "rxe1"), env_or("ADDR1", "198.18.0.2"));
   const auto port = a->listen(addr0, 0);
   REQUIRE(port.status == Status::Ok);
@@ -515,17 +518,43 @@ TEST_CASE("rdma: a listener that cannot make a QP rejects saying so; the dialler
   };
   const Completion first = dial();
   const Completion second = dial();
+
+  // connect() (blocking, on a helper thread while this one polls the
+  // listener), against a second listener that refuses its first QP.
+  std::unique_ptr<RdmaTransport> a2 = refusing();
+  const auto port2 = a2->listen(addr0, 0);
+  REQUIRE(port2.status == Status::Ok);
+  Result<ConnId> blocking;
+  std::atomic<bool> done{false};
+  b->release_owner();  // the helper thread dials; this one takes b back afterwards
+  std::thread th([&] {
+    blocking = b->connect(addr0, port2.value);
+    b->release_owner();
+    done = true;
+  });
+  std::vector<Completion> got_a2;
+  const bool returned = pump_until(
+      {{a2.get(), &got_a2}}, [&] { return done.load(); }, std::chrono::seconds(30));
+  th.join();
   spdlog::default_logger()->sinks().pop_back();
-  bool said_why = false;
-  for (const std::string& line : log->last_formatted())
-    said_why |= line.find("could not make a QP") != std::string::npos;
+  REQUIRE(returned);
+
+  std::size_t async_why = 0, blocking_why = 0;
+  const std::string blocking_dial = addr0 + ":" + std::to_string(port2.value) + " from";
+  for (const std::string& line : log->last_formatted()) {
+    if (line.find("could not make a QP") == std::string::npos) continue;
+    ++(line.find(blocking_dial) != std::string::npos ? blocking_why : async_why);
+  }
   if constexpr (kFaultInjection) {
     CHECK(first.kind == CompletionKind::Closed);
     CHECK(first.status == Status::PeerUnreachable);  // not reached, and not Busy: no slot will cure it
-    CHECK(said_why);
+    CHECK(async_why == 1);
+    CHECK(blocking.status == Status::PeerUnreachable);
+    CHECK(blocking_why == 1);
   } else {
     CHECK(first.kind == CompletionKind::Connected);
-    CHECK_FALSE(said_why);
+    CHECK(blocking.status == Status::Ok);
+    CHECK(async_why + blocking_why == 0);
   }
   CHECK(second.kind == CompletionKind::Connected);  // the switch fires once; the listener goes on
 }
