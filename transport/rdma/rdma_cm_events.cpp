@@ -194,9 +194,7 @@ void RdmaConnector::on_connect_request(rdma_cm_id* id) noexcept {
   }
   const auto s = static_cast<std::uint32_t>(slot);
   rdma_conn_param p;
-  const bool refused = fault_.refuse_qp();  // test-only (rdma_fault.h)
-  if (refused) spdlog::warn("rdma: FAULT INJECTED: no QP made for connection request #{}", fault_.accepts_seen);
-  if (refused || qps_.setup(s, id, true) != Status::Ok) {
+  if (fault_.refuse_qp() /* test-only (rdma_fault.h) */ || qps_.setup(s, id, true) != Status::Ok) {
     reject(id, CmReject::NoQp);
     return;
   }

@@ -1,5 +1,5 @@
-// FERRY_FAULT_RDMA (rdma_fault.h): parsing at create(), and the hook that
-// post_send calls while the fault is armed.
+// FERRY_FAULT_RDMA (rdma_fault.h): parsing at create(), the hook that
+// post_send calls while the fault is armed, and the logs of both switches.
 #include "transport/rdma/rdma_fault.h"
 
 #include <cerrno>
@@ -42,6 +42,10 @@ Result<RdmaFault> rdma_fault_from_env() {
     spdlog::warn("rdma: TEST-ONLY FAULT INJECTION ARMED ({}={}): the QP for connection request #{} will not be made",
                  kRdmaFaultEnv, v, f.value.accept_after);
   return f;
+}
+
+void RdmaFault::log_refused_qp() const noexcept {
+  spdlog::warn("rdma: FAULT INJECTED: no QP made for connection request #{}", accepts_seen);
 }
 
 void RdmaFault::inject(ConnectionTable& conns, std::span<const SendWr> posted) noexcept {

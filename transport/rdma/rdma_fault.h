@@ -47,14 +47,18 @@ struct RdmaFault {
     if constexpr (!kFaultInjection) return false;
     return after != 0 && !fired;
   }
-  // Whether the QP of the connection request being taken is refused (once).
+  // Whether the QP of the connection request being taken is refused (once);
+  // logs the injection when it is.
   bool refuse_qp() noexcept {
     if constexpr (!kFaultInjection) return false;
-    return accept_after != 0 && ++accepts_seen == accept_after;
+    if (accept_after == 0 || ++accepts_seen != accept_after) return false;
+    log_refused_qp();
+    return true;
   }
   // Called by post_send while armed with the WRs it just posted: counts the
   // data WRs and moves the QP of the after-th to IBV_QPS_ERR.
   void inject(ConnectionTable& conns, std::span<const SendWr> posted) noexcept;
+  void log_refused_qp() const noexcept;  // out of line, off the accept path's header
 };
 
 // Whether the fault counts this WR (see above).
