@@ -9,7 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "daemon/loop/mono_clock.h"
+#include "ferry/mono_clock.h"
 
 namespace ferry::daemon {
 

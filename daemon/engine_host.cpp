@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "daemon/engine.h"
-#include "daemon/loop/mono_clock.h"
+#include "ferry/mono_clock.h"
 
 namespace ferry::daemon {
 

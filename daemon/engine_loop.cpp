@@ -9,10 +9,10 @@
 #include <string>
 
 #include "daemon/engine.h"
-#include "daemon/loop/mono_clock.h"
 #include "daemon/loop/spin_clock.h"
 #include "daemon/loop/spin_policy.h"
 #include "daemon/loop/yield_watch.h"
+#include "ferry/mono_clock.h"
 #include "ferry_config.h"
 
 namespace ferry::daemon {

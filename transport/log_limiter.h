@@ -8,8 +8,9 @@
 // Header-only and allocation free; one owner (not thread safe).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
+
+#include "ferry/mono_clock.h"
 
 namespace ferry::transport {
 
@@ -38,11 +39,7 @@ class LogLimiter {
 
   std::uint64_t events() const noexcept { return events_; }
 
-  static std::uint64_t now_ns() noexcept {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-  }
+  static std::uint64_t now_ns() noexcept { return mono_ns(); }
 
  private:
   std::uint64_t every_ns_ = kDefaultEveryNs;

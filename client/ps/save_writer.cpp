@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <iterator>
@@ -15,6 +16,8 @@
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "ferry/mono_clock.h"
 
 namespace ferry::ps::detail {
 
@@ -67,10 +70,7 @@ void signal(int fd) noexcept {
   [[maybe_unused]] const ssize_t w = ::write(fd, &one, sizeof one);  // a counter: it cannot fill up
 }
 
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t now_ns() noexcept { return static_cast<std::int64_t>(mono_ns()); }
 
 // Marks the writer as inside a filesystem call while it lives (SaveWriter::stalled()).
 class InCall {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "daemon/loop/mono_clock.h"
+#include "ferry/mono_clock.h"
 
 namespace ferry::daemon {
 

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/loop/mono_clock.h"
+#include "ferry/mono_clock.h"
 
 namespace ferry::daemon {
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/loop/mono_clock.h"
+#include "ferry/mono_clock.h"
 
 namespace ferry::daemon {
 

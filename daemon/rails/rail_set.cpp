@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "daemon/loop/mono_clock.h"
 #include "daemon/rails/rail_config.h"
+#include "ferry/mono_clock.h"
 #include "transport/rdma/rdma_transport.h"
 
 namespace ferry::daemon::rails {

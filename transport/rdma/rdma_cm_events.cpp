@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
+#include "ferry/mono_clock.h"
 #include "transport/rdma/cm_reject.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/rdma_connector.h"
@@ -19,12 +19,6 @@ namespace ferry::transport::rdma {
 namespace {
 
 constexpr int kListenBacklog = 128;
-
-std::uint64_t mono_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
 
 }  // namespace
 

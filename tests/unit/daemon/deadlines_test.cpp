@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+using ferry::mono_ns;
 using ferry::daemon::Deadlines;
-using ferry::daemon::mono_ns;
 
 namespace {
 constexpr std::uint64_t kMs = 1'000'000;

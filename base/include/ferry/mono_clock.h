@@ -1,11 +1,12 @@
-// The engine's one time source: monotonic nanoseconds for deadlines and
-// idle accounting (steady_clock reads vDSO clock_gettime: no syscall).
+// Monotonic nanoseconds, the one time source for deadlines, timers and rate
+// limits in every folder (steady_clock reads the vDSO's clock_gettime: no
+// system call where the clocksource allows it). Not installed.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
-namespace ferry::daemon {
+namespace ferry {
 
 inline std::uint64_t mono_ns() noexcept {
   return static_cast<std::uint64_t>(
@@ -13,4 +14,4 @@ inline std::uint64_t mono_ns() noexcept {
           .count());
 }
 
-}  // namespace ferry::daemon
+}  // namespace ferry
