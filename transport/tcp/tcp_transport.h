@@ -6,7 +6,8 @@
 // (1,024) connections; their buffers are reserved address space, committed
 // only while a connection uses them (tcp_slot_memory.h).
 //
-// Setup (create/listen/connect/accept/close) is in tcp_transport.cpp, the
+// Construction, the slot table and close are in tcp_transport.cpp,
+// dialling in tcp_dial.cpp, listening and accepting in tcp_listen.cpp, the
 // datapath (post_send/poll) in tcp_transport_datapath.cpp.
 #pragma once
 
@@ -88,16 +89,27 @@ class TcpTransport final : public Transport {
   static constexpr std::uint64_t kListenerTag = ~0ull;
   static constexpr std::uint64_t kTimerTag = ~1ull;  // timer_fd_: a silent connection's deadline
 
-  // setup (tcp_transport.cpp)
+  // core and slot table (tcp_transport.cpp)
   [[nodiscard]] Status configure_socket(int fd) noexcept;
+  int alloc_slot() noexcept;
+  ConnId install(int slot, int fd) noexcept;
+  TcpConnection* lookup(ConnId conn) noexcept;
+  void begin_drain(std::uint32_t slot, Status why) noexcept;
+  void free_slot(std::uint32_t slot) noexcept;
+  // Gives back the receive buffers of slots freed since the last poll
+  // (their Recv payloads expire now); at the start of poll().
+  void release_freed() noexcept;
+  void set_want_write(std::uint32_t slot, bool on) noexcept;
+  ConnId id_of(std::uint32_t slot) const noexcept;
+
+  // dialling (tcp_dial.cpp)
   // A socket connecting in the background.
   [[nodiscard]] Result<int> connect_start(std::string_view host, std::uint16_t port);
   static int connect_result(int fd) noexcept;  // 0, the errno of a failed connect, or EINPROGRESS
   void connecting_done(std::uint32_t slot, std::span<Completion> out, std::size_t& n) noexcept;
   void expire_connects() noexcept;
-  int alloc_slot() noexcept;
-  ConnId install(int slot, int fd) noexcept;
-  TcpConnection* lookup(ConnId conn) noexcept;
+
+  // the listener (tcp_listen.cpp)
   std::size_t accept_ready(std::span<Completion> out) noexcept;
   // Admits (or refuses) one accepted socket; true when it took a slot.
   bool admit(int fd, const sockaddr_storage& from, Completion& c) noexcept;
@@ -112,13 +124,6 @@ class TcpTransport final : public Transport {
   void pause_accepts(int err) noexcept;
   void resume_accepts() noexcept;
   void arm_timer() noexcept;
-  void begin_drain(std::uint32_t slot, Status why) noexcept;
-  void free_slot(std::uint32_t slot) noexcept;
-  // Gives back the receive buffers of slots freed since the last poll
-  // (their Recv payloads expire now); at the start of poll().
-  void release_freed() noexcept;
-  void set_want_write(std::uint32_t slot, bool on) noexcept;
-  ConnId id_of(std::uint32_t slot) const noexcept;
 
   // test-only fault injection (tcp_fault.cpp): called for each queued frame
   // while FERRY_FAULT_TCP is armed; may mark `p` as already written (drop)
