@@ -1,7 +1,7 @@
 // The ferry._ferry.ps submodule's parts (py_ps_shard.cpp: tables and shard
-// servers; py_ps_worker.cpp: workers and their operations, whose failures
-// py_ps_messages.h words; py_ps_bag.cpp: the embedding bag's gradient for
-// ferry.ps.torch).
+// servers; py_ps_worker.cpp: workers, and py_ps_op.cpp: their operations,
+// whose failures py_ps_messages.h words; py_ps_bag.cpp: the embedding bag's
+// gradient for ferry.ps.torch).
 #pragma once
 
 #include <pybind11/pybind11.h>

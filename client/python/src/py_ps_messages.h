@@ -1,6 +1,6 @@
 // What ferry._ferry.ps.Worker's failures say: the status, the shard, and
 // what the caller can do about it where it can do something
-// (py_ps_worker.cpp raises them).
+// (py_ps_worker.cpp and py_ps_op.cpp raise them).
 #pragma once
 
 #include <span>
