@@ -45,6 +45,42 @@ bool raw_sees_close(int fd, std::chrono::milliseconds limit) {
   return false;
 }
 
+// A loopback port that does not answer: its listener's accept queue is full,
+// so the kernel drops further SYNs, like a host that is silent, without
+// anything sent off this machine. Holds the listener and the connections
+// that filled its queue.
+class SilentPort {
+ public:
+  SilentPort() : lfd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    REQUIRE(lfd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(lfd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(lfd_, 0) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(getsockname(lfd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    TcpConfig fill_cfg;
+    fill_cfg.connect_timeout_ms = 200;
+    filler_ = make_transport(fill_cfg);
+    // Fill the queue until a connect stalls (the kernel may admit one or two).
+    bool stalled = false;
+    for (int i = 0; i < 8 && !stalled; ++i) stalled = filler_->connect("127.0.0.1", port_).status != Status::Ok;
+    REQUIRE(stalled);
+  }
+  ~SilentPort() { ::close(lfd_); }
+  SilentPort(const SilentPort&) = delete;
+  SilentPort& operator=(const SilentPort&) = delete;
+
+  std::uint16_t port() const noexcept { return port_; }
+
+ private:
+  int lfd_;
+  std::uint16_t port_ = 0;
+  std::unique_ptr<TcpTransport> filler_;
+};
+
 ConnId accept_one(TcpTransport& server) {
   ConnId id = kInvalidConn;
   REQUIRE(poll_for(server, [&](const Completion& c) {
@@ -136,26 +172,8 @@ TEST_CASE("connect to a closed port fails with PeerUnreachable within the bound"
 }
 
 TEST_CASE("connect to a peer that never answers gives up at the configured timeout", "[tcp][fault]") {
-  // A listener with a full accept queue drops further SYNs, like a host that
-  // does not answer, without sending anything off this machine.
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(lfd, 0) == 0);
-  socklen_t len = sizeof a;
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  const std::uint16_t port = ntohs(a.sin_port);
-
-  TcpConfig fill_cfg;
-  fill_cfg.connect_timeout_ms = 200;
-  auto filler = make_transport(fill_cfg);
-  // Fill the queue until a connect stalls (the kernel may admit one or two).
-  bool stalled = false;
-  for (int i = 0; i < 8 && !stalled; ++i) stalled = filler->connect("127.0.0.1", port).status != Status::Ok;
-  REQUIRE(stalled);
-
+  const SilentPort silent;
+  const std::uint16_t port = silent.port();
   TcpConfig cfg;
   cfg.connect_timeout_ms = 300;
   auto t = make_transport(cfg);
@@ -164,7 +182,6 @@ TEST_CASE("connect to a peer that never answers gives up at the configured timeo
   const auto took = Clock::now() - start;
   CHECK(took >= 280ms);
   CHECK(took < 1500ms);
-  ::close(lfd);
 }
 
 TEST_CASE("connect_async: Connected from poll, then traffic; the caller never waits", "[tcp]") {
@@ -249,23 +266,8 @@ TEST_CASE("connect_async: a refused connect comes back Closed with PeerUnreachab
 }
 
 TEST_CASE("connect_async: a peer that never answers times out; close() abandons a connect", "[tcp][fault]") {
-  // A listener with a full accept queue drops further SYNs (see above).
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(lfd, 0) == 0);
-  socklen_t len = sizeof a;
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  const std::uint16_t port = ntohs(a.sin_port);
-  TcpConfig fill_cfg;
-  fill_cfg.connect_timeout_ms = 200;
-  auto filler = make_transport(fill_cfg);
-  bool stalled = false;
-  for (int i = 0; i < 8 && !stalled; ++i) stalled = filler->connect("127.0.0.1", port).status != Status::Ok;
-  REQUIRE(stalled);
-
+  const SilentPort silent;
+  const std::uint16_t port = silent.port();
   TcpConfig cfg;
   cfg.connect_timeout_ms = 300;
   auto t = make_transport(cfg);
@@ -288,7 +290,6 @@ TEST_CASE("connect_async: a peer that never answers times out; close() abandons 
         return cp.kind == CompletionKind::Closed && cp.conn == d.value && cp.status == Status::Ok;
       },
       200ms));
-  ::close(lfd);
 }
 
 TEST_CASE("garbage bytes close the connection with ProtocolError, server keeps working", "[tcp][fault]") {
