@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ferry/mono_clock.h"
+#include "transport/deadline_timer.h"
 #include "transport/rdma/cm_reject.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/rdma_connector.h"
@@ -138,14 +139,7 @@ int RdmaConnector::admit(const AcceptGuard::Source& src) noexcept {
 
 void RdmaConnector::arm_timer() noexcept {
   if (timer_fd_ < 0) return;
-  const std::uint64_t at = conns_.guard.next_deadline_ns();
-  itimerspec its{};
-  if (at != 0) {  // steady_clock is CLOCK_MONOTONIC: an absolute time
-    its.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000);
-    its.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000);
-    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
-  }
-  (void)timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);  // at 0: disarmed
+  arm_timer_at(timer_fd_, conns_.guard.next_deadline_ns());  // 0: none, disarmed
 }
 
 void RdmaConnector::expire_silent() noexcept {

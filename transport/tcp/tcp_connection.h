@@ -78,6 +78,20 @@ struct TcpConnection {
   // copy where the landing buffer would cost a second read and a copy.
   bool rx_direct = false;
 
+  // A free slot takes socket `fd`, in state Open (accepted) or Connecting
+  // (dialled in the background): nothing queued, nothing received. Its
+  // generation, memory and deadline are the caller's.
+  void start(int socket, ConnState s) noexcept {
+    fd = socket;
+    state = s;
+    want_write = false;
+    close_status = Status::Ok;
+    sq_head = sq_written = sq_tail = 0;
+    write_offset = 0;
+    rx_begin = rx_end = 0;
+    rx_direct = false;
+  }
+
   std::uint32_t sq_used() const noexcept { return sq_tail - sq_head; }
   PendingWr& sq_at(std::uint32_t i) noexcept {
     const std::uint32_t k = i & (kSendQueueDepth - 1);

@@ -104,14 +104,7 @@ Result<ConnId> TcpTransport::connect_async(std::string_view host, std::uint16_t 
   auto started = connect_start(host, port);
   if (!started) return Result<ConnId>::fail(started.status);
   TcpConnection& c = conns_[slot];
-  c.fd = started.value;
-  c.state = ConnState::Connecting;
-  c.want_write = false;
-  c.close_status = Status::Ok;
-  c.sq_head = c.sq_written = c.sq_tail = 0;
-  c.write_offset = 0;
-  c.rx_begin = c.rx_end = 0;
-  c.rx_direct = false;
+  c.start(started.value, ConnState::Connecting);
   c.connect_deadline_ns = mono_ns() + std::uint64_t{config_.connect_timeout_ms} * 1'000'000;
   epoll_event ev{};
   ev.events = EPOLLOUT | EPOLLRDHUP;  // writable once connected; EPOLLERR/EPOLLHUP: refused, unreachable

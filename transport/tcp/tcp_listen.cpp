@@ -3,7 +3,6 @@
 // the timer that ends silent connections and resumes accepts. Control path.
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ferry/mono_clock.h"
+#include "transport/deadline_timer.h"
 #include "transport/tcp/tcp_address.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -168,14 +168,7 @@ bool TcpTransport::admit(int fd, const sockaddr_storage& from, Completion& c) no
 void TcpTransport::arm_timer() noexcept {
   std::uint64_t at = guard_.next_deadline_ns();
   if (accept_paused_ && (at == 0 || accept_resume_ns_ < at)) at = accept_resume_ns_;
-  itimerspec its{};
-  if (at != 0) {
-    // steady_clock is CLOCK_MONOTONIC here; an absolute time needs no now().
-    its.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000);
-    its.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000);
-    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
-  }
-  (void)timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);  // at 0: disarmed
+  arm_timer_at(timer_fd_, at);  // 0: none, disarmed
 }
 
 void TcpTransport::expire_silent() noexcept {

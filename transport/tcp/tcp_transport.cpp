@@ -125,14 +125,7 @@ int TcpTransport::alloc_slot() noexcept {
 
 ConnId TcpTransport::install(int slot, int fd) noexcept {
   TcpConnection& c = conns_[slot];
-  c.fd = fd;
-  c.state = ConnState::Open;
-  c.want_write = false;
-  c.close_status = Status::Ok;
-  c.sq_head = c.sq_written = c.sq_tail = 0;
-  c.write_offset = 0;
-  c.rx_begin = c.rx_end = 0;
-  c.rx_direct = false;
+  c.start(fd, ConnState::Open);
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = static_cast<std::uint64_t>(slot);
