@@ -35,11 +35,9 @@ class LogLimiter {
     unlogged_ = 0;
     return true;
   }
-  [[nodiscard]] bool allow(std::uint64_t& skipped) noexcept { return allow(now_ns(), skipped); }
+  [[nodiscard]] bool allow(std::uint64_t& skipped) noexcept { return allow(mono_ns(), skipped); }
 
   std::uint64_t events() const noexcept { return events_; }
-
-  static std::uint64_t now_ns() noexcept { return mono_ns(); }
 
  private:
   std::uint64_t every_ns_ = kDefaultEveryNs;
